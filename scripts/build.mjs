@@ -43,10 +43,14 @@ for (const m of modules) {
   if (only.length > 0 && !only.some((o) => m.entry.includes(o))) continue;
   mkdirSync(join(root, dirname(m.out)), { recursive: true });
   try {
-    execFileSync(asc, [m.entry, "--outFile", m.out, "--textFile", m.out.replace(/\.wasm$/, ".wat"), ...common, ...m.args], {
-      cwd: root,
-      stdio: ["ignore", "inherit", "inherit"],
-    });
+    execFileSync(
+      asc,
+      [m.entry, "--outFile", m.out, "--textFile", m.out.replace(/\.wasm$/, ".wat"), ...common, ...m.args],
+      {
+        cwd: root,
+        stdio: ["ignore", "inherit", "inherit"],
+      },
+    );
     process.stdout.write(`built ${m.out}\n`);
   } catch {
     failed = true;

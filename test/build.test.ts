@@ -7,7 +7,16 @@ const filter = new WebAssembly.Module(readFileSync(new URL("../build/kvroute.was
 
 describe("build/kvroute.wasm", () => {
   it("imports only proxy_* host calls and the WASI calls Envoy provides", () => {
-    const allowedWasi = new Set(["fd_write", "proc_exit", "clock_time_get", "random_get", "environ_get", "environ_sizes_get", "args_get", "args_sizes_get"]);
+    const allowedWasi = new Set([
+      "fd_write",
+      "proc_exit",
+      "clock_time_get",
+      "random_get",
+      "environ_get",
+      "environ_sizes_get",
+      "args_get",
+      "args_sizes_get",
+    ]);
     for (const imp of WebAssembly.Module.imports(filter)) {
       if (imp.module === "env") expect(imp.name).toMatch(/^proxy_/);
       else {
@@ -19,7 +28,13 @@ describe("build/kvroute.wasm", () => {
 
   it("exports the Proxy-Wasm 0.2.1 entry points", () => {
     const names = WebAssembly.Module.exports(filter).map((e) => e.name);
-    for (const required of ["proxy_abi_version_0_2_1", "_start", "malloc", "memory", "proxy_on_context_create"]) {
+    for (const required of [
+      "proxy_abi_version_0_2_1",
+      "_start",
+      "malloc",
+      "memory",
+      "proxy_on_context_create",
+    ]) {
       expect(names).toContain(required);
     }
   });

@@ -1,0 +1,210 @@
+// The control plane's configuration schema (YAML on disk, validated with zod). Every field
+// has a default where a safe one exists, so the smallest useful file names one pool and one
+// endpoint. docs/configuration.md is the reference; keep the two in step.
+import { z } from "zod";
+
+const hostPort = z
+  .string()
+  .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, "expected host:port (IPv6 in brackets)")
+  .refine((s) => Number(s.slice(s.lastIndexOf(":") + 1)) <= 65535, "port out of range");
+
+const zmqEndpoint = z
+  .string()
+  .regex(
+    /^(tcp:\/\/(\*|\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}|ipc:\/\/.+|inproc:\/\/.+)$/,
+    "expected a ZMQ endpoint such as tcp://10.0.0.5:5557",
+  );
+
+const rank = z.number().int().min(0).max(4095);
+
+/** Where a rank's KV events come from. The port is the base: rank r publishes on port + r (vLLM and SGLang). */
+const kvEventsSchema = z.strictObject({
+  endpoint: zmqEndpoint,
+  replayEndpoint: zmqEndpoint.optional(),
+  topic: z.string().default(""),
+});
+
+const endpointSchema = z.strictObject({
+  /** The engine's HTTP address as the gateway reaches it: a literal ip:port for ORIGINAL_DST. */
+  address: hostPort,
+  /** Global DP ranks this server serves, or "auto" to read them from /metrics `engine` labels. */
+  ranks: z.union([z.literal("auto"), z.array(rank).min(1)]).default("auto"),
+  /** First global rank of a hybrid-LB server (vLLM --data-parallel-start-rank); header = rank - startRank. */
+  startRank: rank.optional(),
+  role: z.enum(["aggregated", "prefill", "decode"]).default("aggregated"),
+  /** Dynamo worker instance id (decimal string, u64); derived from the pod name in Kubernetes discovery. */
+  workerId: z
+    .string()
+    .regex(/^\d{1,20}$/, "expected a decimal u64")
+    .optional(),
+  kvEvents: kvEventsSchema.optional(),
+  /** Where /metrics is scraped; defaults to http://<address>/metrics. */
+  metricsUrl: z.url().optional(),
+});
+
+const poolSchema = z
+  .strictObject({
+    name: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, "lowercase letters, digits and dashes"),
+    /** Model names the pool serves; the first is canonical and seeds every chunk hash (wire-format §3). */
+    models: z.array(z.string().min(1)).min(1),
+    engine: z.enum(["vllm", "sglang", "dynamo"]).default("vllm"),
+    /** vLLM's DP deployment mode (REFERENCE §1.2); decides what the rank header carries. */
+    dpMode: z.enum(["internal", "hybrid", "external"]).default("internal"),
+    /** Directory with tokenizer.json and tokenizer_config.json. Without it the pool routes by load and speculative affinity only. */
+    tokenizer: z.string().min(1).optional(),
+    /** The engines' KV block size (--block-size). */
+    blockSize: z.number().int().min(1).max(4096).default(16),
+    policy: z.enum(["kv-aware", "least-load", "round-robin", "random"]).default("kv-aware"),
+    /** Use only these global ranks of every endpoint (selective ranks); default all. */
+    useRanks: z.array(rank).min(1).optional(),
+    /** SGLang: also write `routed_dp_rank` into the JSON body. */
+    sglangBodyRank: z.boolean().default(false),
+    /** Dynamo: also send the pre-2026 header names (x-worker-instance-id, x-dp-rank, …). */
+    dynamoLegacyHeaders: z.boolean().default(false),
+    endpoints: z.array(endpointSchema).default([]),
+  })
+  .superRefine((pool, ctx) => {
+    const seen = new Set<string>();
+    pool.endpoints.forEach((e, i) => {
+      if (seen.has(e.address))
+        ctx.addIssue({
+          code: "custom",
+          path: ["endpoints", i, "address"],
+          message: `duplicate endpoint ${e.address}`,
+        });
+      seen.add(e.address);
+      if (pool.dpMode === "external" && Array.isArray(e.ranks) && e.ranks.length !== 1)
+        ctx.addIssue({
+          code: "custom",
+          path: ["endpoints", i, "ranks"],
+          message: "an external-LB endpoint serves exactly one rank",
+        });
+      if (pool.dpMode === "hybrid" && e.startRank === undefined && Array.isArray(e.ranks))
+        ctx.addIssue({
+          code: "custom",
+          path: ["endpoints", i, "startRank"],
+          message: "hybrid LB needs startRank (vLLM --data-parallel-start-rank)",
+        });
+      if (pool.engine === "dynamo" && e.workerId === undefined)
+        ctx.addIssue({
+          code: "custom",
+          path: ["endpoints", i, "workerId"],
+          message: "dynamo pools need a workerId per endpoint",
+        });
+    });
+  });
+
+const rankHeaderPolicySchema = z.strictObject({
+  /** ignore: strip client rank headers (default) · honor: pin when valid · reject: 400 on any client rank header. */
+  mode: z.enum(["ignore", "honor", "reject"]).default("ignore"),
+  /** With honor: only clients from these CIDRs may pin (empty = any client that passes the secret check). */
+  trustedCidrs: z.array(z.string().regex(/^[0-9a-fA-F:.]+\/\d{1,3}$/, "expected a CIDR")).default([]),
+  /** With honor: the client must also send this header with this value. */
+  secretHeader: z
+    .strictObject({
+      name: z.string().min(1).toLowerCase(),
+      value: z.string().min(16, "use at least 16 characters"),
+    })
+    .optional(),
+});
+
+const routingSchema = z.strictObject({
+  /** Bytes per prefix chunk (wire-format §3). Changing it re-keys the whole index. */
+  chunkSize: z.number().int().min(16).max(65536).default(128),
+  /** Dynamo's cost: overlapWeight * uncached prefill blocks + decode blocks (+ in-flight). */
+  overlapWeight: z.number().min(0).default(1),
+  decodeWeight: z.number().min(0).default(1),
+  inflightWeight: z.number().min(0).default(1),
+  /** Softmax sampling temperature over normalised costs; 0 = always the cheapest (ties random). */
+  temperature: z.number().min(0).max(10).default(0),
+  rankHeaderPolicy: rankHeaderPolicySchema.default({ mode: "ignore", trustedCidrs: [] }),
+  /** No cache yet or no healthy slot: open = forward without a destination; closed = 503. */
+  failMode: z.enum(["open", "closed"]).default("open"),
+  /** Pool for requests whose model no pool lists; none → 404. */
+  defaultPool: z.string().optional(),
+  /** Bodies larger than this are routed by load only. */
+  maxBodyBytes: z
+    .number()
+    .int()
+    .min(1024)
+    .max(256 * 1024 * 1024)
+    .default(4 * 1024 * 1024),
+});
+
+const cacheSchema = z.strictObject({
+  /** Prefix-index buckets in the gateway's shared data (power of two). */
+  buckets: z
+    .number()
+    .int()
+    .min(16)
+    .max(1 << 24)
+    .refine((n) => (n & (n - 1)) === 0, "must be a power of two")
+    .default(65536),
+  /** Entries per bucket. */
+  ways: z.number().int().min(1).max(64).default(8),
+  /** How long a speculative route (written by the filter at routing time) counts. */
+  speculativeTtlMs: z.number().int().min(100).max(600_000).default(2000),
+});
+
+const loadSchema = z.strictObject({
+  scrapeIntervalMs: z.number().int().min(50).max(60_000).default(250),
+  scrapeTimeoutMs: z.number().int().min(50).max(60_000).default(1000),
+  /** Consecutive failed scrapes (or reported connection errors) before a slot is unhealthy. */
+  unhealthyAfter: z.number().int().min(1).max(100).default(3),
+});
+
+const syncSchema = z.strictObject({
+  /** How long GET /v1/sync waits for news before answering empty. */
+  longPollMs: z.number().int().min(100).max(120_000).default(20_000),
+  snapshotPageBytes: z
+    .number()
+    .int()
+    .min(4096)
+    .max(64 * 1024 * 1024)
+    .default(1024 * 1024),
+  /** Versions kept in the delta log; an older client gets a snapshot. */
+  deltaLogVersions: z.number().int().min(16).max(10_000_000).default(100_000),
+});
+
+export const configSchema = z
+  .strictObject({
+    /** One port for sync, reports, status, dashboard, /metrics, /healthz, /readyz. */
+    listen: hostPort.default("0.0.0.0:9090"),
+    /** Bearer token the filter sends on sync and report; env KVROUTE_AUTH_TOKEN overrides. */
+    authToken: z.string().min(16, "use at least 16 characters").optional(),
+    logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace"]).default("info"),
+    pools: z.array(poolSchema).min(1),
+    routing: routingSchema.default(routingSchema.parse({})),
+    cache: cacheSchema.default(cacheSchema.parse({})),
+    load: loadSchema.default(loadSchema.parse({})),
+    sync: syncSchema.default(syncSchema.parse({})),
+  })
+  .superRefine((cfg, ctx) => {
+    const names = new Set<string>();
+    const models = new Map<string, string>();
+    cfg.pools.forEach((p, i) => {
+      if (names.has(p.name))
+        ctx.addIssue({ code: "custom", path: ["pools", i, "name"], message: `duplicate pool ${p.name}` });
+      names.add(p.name);
+      p.models.forEach((m, j) => {
+        const other = models.get(m);
+        if (other !== undefined)
+          ctx.addIssue({
+            code: "custom",
+            path: ["pools", i, "models", j],
+            message: `model ${m} is already served by pool ${other}`,
+          });
+        models.set(m, p.name);
+      });
+    });
+    if (cfg.routing.defaultPool !== undefined && !names.has(cfg.routing.defaultPool))
+      ctx.addIssue({
+        code: "custom",
+        path: ["routing", "defaultPool"],
+        message: `no pool named ${cfg.routing.defaultPool}`,
+      });
+  });
+
+export type Config = z.infer<typeof configSchema>;
+export type PoolConfig = Config["pools"][number];
+export type EndpointConfig = PoolConfig["endpoints"][number];
