@@ -1,0 +1,222 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { GatewayRegistry } from "../../control-plane/src/sync/gateways.ts";
+import {
+  decodeSyncPage,
+  encodeSyncPage,
+  SyncDecodeError,
+  SyncFlags,
+  type SyncPage,
+} from "../../control-plane/src/sync/sync-codec.ts";
+import { createSyncHandler } from "../../control-plane/src/sync/sync-handler.ts";
+import { SyncLog } from "../../control-plane/src/sync/sync-log.ts";
+
+const TOKEN = "test-token-0123456789";
+const EPOCH = 0xfedcba9876543210n;
+const bytes = (s: string) => new TextEncoder().encode(s);
+const text = (b: Uint8Array) => new TextDecoder().decode(b);
+
+let log: SyncLog;
+let gateways: GatewayRegistry;
+let server: Server;
+let base: string;
+
+beforeEach(async () => {
+  log = new SyncLog();
+  gateways = new GatewayRegistry();
+  const handler = createSyncHandler({
+    log,
+    epoch: EPOCH,
+    gateways,
+    authToken: TOKEN,
+    longPollMs: 300,
+    pageBytes: 1 << 20,
+  });
+  server = createServer((req, res) => void handler(req, res, new URL(req.url ?? "/", "http://localhost")));
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterEach(async () => {
+  server.closeAllConnections();
+  await new Promise((r) => server.close(r));
+});
+
+async function poll(
+  query: Record<string, string | number | bigint>,
+  token = TOKEN,
+  gateway = "gw-1",
+): Promise<SyncPage> {
+  const qs = new URLSearchParams(Object.entries(query).map(([k, v]) => [k, String(v)]));
+  const res = await fetch(`${base}/v1/sync?${qs}`, {
+    headers: { authorization: `Bearer ${token}`, "x-kvroute-gateway": gateway },
+  });
+  expect(res.status).toBe(200);
+  return decodeSyncPage(new Uint8Array(await res.arrayBuffer()));
+}
+
+const asMap = (page: SyncPage) => Object.fromEntries(page.entries.map((e) => [e.key, text(e.value)]));
+
+describe("sync log", () => {
+  it("coalesces repeated changes of a key and skips unchanged values", () => {
+    log.publish([
+      ["a", bytes("1")],
+      ["b", bytes("1")],
+    ]);
+    const v = log.version;
+    log.publish([["a", bytes("2")]]);
+    log.publish([
+      ["a", bytes("3")],
+      ["b", bytes("1")],
+    ]);
+    const { entries, more } = log.changesSince(v, 1 << 20);
+    expect(more).toBe(false);
+    expect(entries.map((e) => [e.key, text(e.value)])).toEqual([["a", "3"]]);
+    expect(log.version).toBe(4);
+  });
+
+  it("stays correct across log compaction", () => {
+    for (let round = 0; round < 50; round++)
+      log.publish(Array.from({ length: 100 }, (_, i) => [`k${i}`, bytes(`${round}`)]));
+    const all = log.changesSince(0, 1 << 30).entries;
+    expect(all).toHaveLength(100);
+    expect(new Set(all.map((e) => text(e.value)))).toEqual(new Set(["49"]));
+    expect(log.changesSince(log.version - 1, 1 << 20).entries.map((e) => e.key)).toEqual(["k99"]);
+  });
+});
+
+describe("GET /v1/sync", () => {
+  it("returns the changes after the client's version, then only newer ones", async () => {
+    log.publish([
+      ["cfg", bytes("c1")],
+      ["slots", bytes("s1")],
+    ]);
+    const first = await poll({ epoch: EPOCH, version: 0 });
+    expect(first.flags).toBe(0);
+    expect(first.epoch).toBe(EPOCH);
+    expect(asMap(first)).toEqual({ cfg: "c1", slots: "s1" });
+    expect(first.version).toBe(2);
+
+    log.publish([
+      ["slots", bytes("s2")],
+      ["b/7", bytes("x")],
+    ]);
+    const second = await poll({ epoch: EPOCH, version: first.version });
+    expect(asMap(second)).toEqual({ slots: "s2", "b/7": "x" });
+    expect(second.version).toBe(4);
+  });
+
+  it("pages a large snapshot and picks up keys that change between pages", async () => {
+    const value = new Uint8Array(1000);
+    log.publish(Array.from({ length: 100 }, (_, i) => [`b/${i}`, value.map(() => i)]));
+    const seen = new Map<string, number>();
+    let version = 0;
+    let pages = 0;
+    for (;;) {
+      const page = await poll({ epoch: EPOCH, version, max_bytes: 10_000 });
+      pages++;
+      for (const e of page.entries) seen.set(e.key, e.value[0] as number);
+      version = page.version;
+      if (pages === 2) log.publish([["b/0", new Uint8Array(1000).fill(200)]]);
+      if ((page.flags & SyncFlags.more) === 0) break;
+    }
+    expect(pages).toBeGreaterThanOrEqual(10);
+    expect(seen.size).toBe(100);
+    expect(seen.get("b/0")).toBe(200);
+    expect(seen.get("b/99")).toBe(99);
+    expect(version).toBe(log.version);
+  });
+
+  it("resends everything with the reset flag after an epoch change or a version from the future", async () => {
+    log.publish([
+      ["cfg", bytes("c")],
+      ["b/1", bytes("x")],
+    ]);
+    for (const query of [
+      { epoch: 42n, version: 2 },
+      { epoch: EPOCH, version: 999 },
+    ]) {
+      const page = await poll(query);
+      expect(page.flags & SyncFlags.reset).toBe(SyncFlags.reset);
+      expect(asMap(page)).toEqual({ cfg: "c", "b/1": "x" });
+      expect(page.version).toBe(2);
+    }
+  });
+
+  it("holds the poll until a change arrives", async () => {
+    log.publish([["cfg", bytes("c")]]);
+    const started = Date.now();
+    const pending = poll({ epoch: EPOCH, version: 1 });
+    setTimeout(() => log.publish([["load", bytes("l")]]), 100);
+    const page = await pending;
+    expect(asMap(page)).toEqual({ load: "l" });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(90);
+  });
+
+  it("answers an empty page at the same version when nothing changes within the wait", async () => {
+    log.publish([["cfg", bytes("c")]]);
+    const page = await poll({ epoch: EPOCH, version: 1 });
+    expect(page.entries).toEqual([]);
+    expect(page.version).toBe(1);
+    expect(page.flags).toBe(0);
+  });
+
+  it("refuses requests without the right bearer token", async () => {
+    for (const headers of [
+      {},
+      { authorization: "Bearer wrong-token-0123456789" },
+      { authorization: TOKEN },
+    ]) {
+      const res = await fetch(`${base}/v1/sync?epoch=1&version=0`, { headers });
+      expect(res.status).toBe(401);
+      expect((await res.json()) as unknown).toEqual({
+        error: { message: "missing or wrong bearer token", code: "unauthorized" },
+      });
+    }
+  });
+
+  it("rejects malformed parameters with 400", async () => {
+    for (const qs of [
+      "epoch=-1&version=0",
+      "epoch=1&version=1.5",
+      "epoch=0x10&version=0",
+      "epoch=1&version=01",
+    ]) {
+      const res = await fetch(`${base}/v1/sync?${qs}`, { headers: { authorization: `Bearer ${TOKEN}` } });
+      expect(res.status, qs).toBe(400);
+    }
+  });
+
+  it("records each gateway with the version it holds", async () => {
+    log.publish([["cfg", bytes("c")]]);
+    await poll({ epoch: 1, version: 0 }, TOKEN, "envoy-a");
+    await poll({ epoch: EPOCH, version: 0 }, TOKEN, "envoy-b");
+    const list = gateways.list();
+    expect(list.map((g) => [g.id, g.version, g.resets])).toEqual([
+      ["envoy-a", 1, 1],
+      ["envoy-b", 1, 0],
+    ]);
+  });
+});
+
+describe("sync codec", () => {
+  it("round-trips and rejects damaged pages", () => {
+    const page: SyncPage = {
+      flags: 3,
+      epoch: 2n ** 64n - 1n,
+      version: 2 ** 40,
+      entries: [
+        { key: "b/1", value: bytes("v") },
+        { key: "é", value: new Uint8Array() },
+      ],
+    };
+    const encoded = encodeSyncPage(page);
+    expect(decodeSyncPage(encoded)).toEqual(page);
+    expect(() => decodeSyncPage(encoded.subarray(0, encoded.length - 1))).toThrow(SyncDecodeError);
+    expect(() => decodeSyncPage(new Uint8Array([...encoded, 0]))).toThrow(/trailing/);
+    const bad = encoded.slice();
+    bad[0] = 0;
+    expect(() => decodeSyncPage(bad)).toThrow(/magic/);
+  });
+});
