@@ -164,7 +164,7 @@ describe("GET /v1/sync", () => {
 
   it("refuses requests without the right bearer token", async () => {
     for (const headers of [
-      {},
+      {} as Record<string, string>,
       { authorization: "Bearer wrong-token-0123456789" },
       { authorization: TOKEN },
     ]) {
