@@ -1,0 +1,372 @@
+// One simulated engine (one DP rank): a vLLM-V1-like scheduler over a paged prefix cache.
+// Pure and clock-free: a driver calls `schedule()` to start a step (which returns its modelled
+// duration) and `complete()` when that time has passed. The real-time server and the
+// virtual-time cluster drive the same code, so both see identical cache and queue behaviour.
+//
+// Scheduling per step, as vLLM does with chunked prefill:
+// 1. running requests first, in order: each gets its remaining prompt chunk or one decode
+//    token within the token budget (`maxNumBatchedTokens`); when blocks run out, the last
+//    running request is preempted (its blocks freed, back to the front of the queue, recomputed
+//    later — its cached blocks usually survive as cache hits);
+// 2. then waiting requests, FIFO, while fewer than `maxNumSeqs` run and budget remains: the
+//    longest cached prefix is taken (capped at prompt − 1 tokens, as vLLM must compute at least
+//    the last token), blocks for the chunk are allocated, or the queue stops there.
+// At the end of a step, newly full computed blocks are cached (BlockStored per contiguous run,
+// with the parent hash), and every request whose known tokens are all computed samples a token.
+import { type BlockHash, BlockHasher, blockExtraKeys } from "./block-hash.ts";
+import { BlockPool } from "./block-pool.ts";
+import type { KvEvent } from "./kv-events.ts";
+import { DEFAULT_LATENCY, type LatencyModel, stepDurationMs } from "./latency.ts";
+import { mixSeed, Rng } from "./rng.ts";
+
+export interface EngineConfig {
+  rank: number;
+  blockSize: number;
+  numGpuBlocks: number;
+  maxNumSeqs: number;
+  maxNumBatchedTokens: number;
+  /** Longest prompt + output accepted; defaults to the whole cache. */
+  maxModelLen?: number;
+  latency?: LatencyModel;
+  seed: number;
+  /** Token ids the simulated model samples from (ordinary words of the vocabulary). */
+  outputVocab: readonly number[];
+  /** Hash of the (virtual) block before the first block, vLLM's NONE_HASH. */
+  hashRoot: BlockHash;
+}
+
+export interface EngineRequestSpec {
+  id: string;
+  promptTokens: readonly number[];
+  maxTokens: number;
+  loraName?: string | null;
+  cacheSalt?: string | null;
+}
+
+export type RequestStatus = "waiting" | "running" | "finished";
+
+export class EngineRequest {
+  readonly tokens: number[];
+  readonly numPromptTokens: number;
+  numComputed = 0;
+  blocks: number[] = [];
+  /** Index of the next full block to register in the cache. */
+  nextBlockToCache = 0;
+  /** Prompt tokens found in the prefix cache at first scheduling; -1 before. */
+  cachedTokens = -1;
+  outputTokens = 0;
+  status: RequestStatus = "waiting";
+  firstTokenMs = -1;
+  finishMs = -1;
+  preemptions = 0;
+  readonly hasher: BlockHasher;
+  readonly rng: Rng;
+
+  constructor(
+    readonly spec: EngineRequestSpec,
+    readonly arrivalMs: number,
+    blockSize: number,
+    hashRoot: BlockHash,
+    seed: number,
+  ) {
+    this.tokens = Array.from(spec.promptTokens);
+    this.numPromptTokens = this.tokens.length;
+    this.hasher = new BlockHasher(blockSize, hashRoot, {
+      loraName: spec.loraName,
+      cacheSalt: spec.cacheSalt,
+    });
+    // The generated text depends only on the seed and the prompt, not on arrival order.
+    let h = 0x811c9dc5;
+    for (const t of this.tokens) h = Math.imul(h ^ t, 0x01000193) >>> 0;
+    this.rng = new Rng(mixSeed(seed, h, this.tokens.length));
+  }
+}
+
+export interface TokenOutput {
+  request: EngineRequest;
+  token: number;
+  first: boolean;
+  finished: boolean;
+}
+
+export interface ScheduledStep {
+  durationMs: number;
+  entries: Array<{ request: EngineRequest; numNew: number }>;
+  prefillTokens: number;
+  decodeSeqs: number;
+}
+
+export interface StepResult {
+  outputs: TokenOutput[];
+  events: KvEvent[];
+}
+
+export interface EngineLoad {
+  rank: number;
+  waiting: number;
+  running: number;
+  kvUsage: number;
+  numFreeBlocks: number;
+  numCachedBlocks: number;
+}
+
+export interface EngineCounters {
+  prefixCacheQueries: number;
+  prefixCacheHits: number;
+  promptTokens: number;
+  generationTokens: number;
+  requestsFinished: number;
+  preemptions: number;
+}
+
+export class RequestRejected extends Error {}
+
+export class Engine {
+  readonly pool: BlockPool;
+  readonly waiting: EngineRequest[] = [];
+  running: EngineRequest[] = [];
+  readonly counters: EngineCounters = {
+    prefixCacheQueries: 0,
+    prefixCacheHits: 0,
+    promptTokens: 0,
+    generationTokens: 0,
+    requestsFinished: 0,
+    preemptions: 0,
+  };
+  private readonly latency: LatencyModel;
+  readonly maxModelLen: number;
+  busy = false;
+
+  constructor(readonly config: EngineConfig) {
+    this.pool = new BlockPool(config.numGpuBlocks);
+    this.latency = config.latency ?? DEFAULT_LATENCY;
+    this.maxModelLen = config.maxModelLen ?? config.numGpuBlocks * config.blockSize;
+    if (config.outputVocab.length === 0) throw new RangeError("outputVocab must not be empty");
+  }
+
+  get rank(): number {
+    return this.config.rank;
+  }
+
+  load(): EngineLoad {
+    return {
+      rank: this.config.rank,
+      waiting: this.waiting.length,
+      running: this.running.length,
+      kvUsage: this.pool.usage,
+      numFreeBlocks: this.pool.numFreeBlocks,
+      numCachedBlocks: this.pool.numCachedBlocks,
+    };
+  }
+
+  hasWork(): boolean {
+    return this.waiting.length > 0 || this.running.length > 0;
+  }
+
+  /** Queues a request; throws RequestRejected when it can never fit. */
+  add(spec: EngineRequestSpec, nowMs: number): EngineRequest {
+    const total = spec.promptTokens.length + spec.maxTokens;
+    if (spec.promptTokens.length === 0)
+      throw new RequestRejected("The prompt must contain at least one token.");
+    if (total > this.maxModelLen) {
+      throw new RequestRejected(
+        `This model's maximum context length is ${this.maxModelLen} tokens. However, you requested ` +
+          `${spec.maxTokens} output tokens and your prompt contains ${spec.promptTokens.length} input tokens, ` +
+          `for a total of ${total} tokens. Please reduce the length of the input prompt or the number of ` +
+          "requested output tokens.",
+      );
+    }
+    const req = new EngineRequest(spec, nowMs, this.config.blockSize, this.config.hashRoot, this.config.seed);
+    this.waiting.push(req);
+    return req;
+  }
+
+  /** Plans the next step; null when there is nothing to run. */
+  schedule(): ScheduledStep | null {
+    const bs = this.config.blockSize;
+    let budget = this.config.maxNumBatchedTokens;
+    const entries: ScheduledStep["entries"] = [];
+    let preempted = false;
+
+    for (let i = 0; i < this.running.length && budget > 0; i++) {
+      const req = this.running[i] as EngineRequest;
+      const numNew = Math.min(req.tokens.length - req.numComputed, budget);
+      if (numNew <= 0) continue;
+      const need = Math.ceil((req.numComputed + numNew) / bs) - req.blocks.length;
+      let self = false;
+      while (need > this.pool.numFreeBlocks) {
+        const victim = this.running[this.running.length - 1] as EngineRequest;
+        this.preempt(victim);
+        preempted = true;
+        if (victim === req) {
+          self = true;
+          break;
+        }
+      }
+      if (self) break;
+      if (need > 0) req.blocks.push(...(this.pool.allocate(need) as number[]));
+      entries.push({ request: req, numNew });
+      budget -= numNew;
+    }
+
+    // vLLM admits no new requests in a step that had to preempt.
+    while (
+      !preempted &&
+      this.waiting.length > 0 &&
+      this.running.length < this.config.maxNumSeqs &&
+      budget > 0
+    ) {
+      const req = this.waiting[0] as EngineRequest;
+      req.hasher.update(req.tokens, req.tokens.length);
+      const maxHit = Math.floor((req.tokens.length - 1) / bs);
+      const hit = this.pool.longestCachedPrefix(req.hasher.hashes, maxHit);
+      const computed = hit * bs;
+      const numNew = Math.min(req.tokens.length - computed, budget);
+      const need = Math.ceil((computed + numNew) / bs) - hit;
+      if (need > this.pool.numFreeBlocks - this.pool.freeAmongCached(req.hasher.hashes, hit)) break;
+      this.waiting.shift();
+      req.blocks = this.pool.touch(req.hasher.hashes, hit);
+      req.blocks.push(...(this.pool.allocate(need) as number[]));
+      req.numComputed = computed;
+      req.nextBlockToCache = hit;
+      this.counters.prefixCacheQueries += req.tokens.length;
+      this.counters.prefixCacheHits += computed;
+      if (req.cachedTokens < 0) req.cachedTokens = Math.min(computed, req.numPromptTokens);
+      req.status = "running";
+      this.running.push(req);
+      entries.push({ request: req, numNew });
+      budget -= numNew;
+    }
+
+    if (entries.length === 0) return null;
+    let prefillTokens = 0;
+    let decodeSeqs = 0;
+    for (const e of entries) {
+      // A request still computing known tokens beyond its last one is prefilling (this includes
+      // recomputation after preemption); one new token on a fully computed prefix is a decode.
+      if (e.request.numComputed >= e.request.numPromptTokens && e.numNew === 1) decodeSeqs++;
+      else prefillTokens += e.numNew;
+    }
+    this.busy = true;
+    return {
+      durationMs: stepDurationMs(this.latency, prefillTokens, decodeSeqs),
+      entries,
+      prefillTokens,
+      decodeSeqs,
+    };
+  }
+
+  /** Applies a step's results at its end time. */
+  complete(step: ScheduledStep, nowMs: number): StepResult {
+    const bs = this.config.blockSize;
+    const outputs: TokenOutput[] = [];
+    let anyFinished = false;
+    for (const { request: req, numNew } of step.entries) {
+      if (req.status !== "running") continue; // preempted later in the same schedule pass
+      req.numComputed += numNew;
+      this.cacheComputedBlocks(req, bs);
+      if (req.numComputed < req.tokens.length) continue; // prefill chunk, no token yet
+      const vocab = this.config.outputVocab;
+      const token = vocab[req.rng.int(vocab.length)] as number;
+      req.tokens.push(token);
+      req.outputTokens++;
+      this.counters.generationTokens++;
+      const first = req.outputTokens === 1;
+      if (first) {
+        req.firstTokenMs = nowMs;
+        this.counters.promptTokens += req.numPromptTokens;
+      }
+      const finished = req.outputTokens >= req.spec.maxTokens;
+      if (finished) {
+        req.status = "finished";
+        req.finishMs = nowMs;
+        this.pool.release(req.blocks);
+        req.blocks = [];
+        this.counters.requestsFinished++;
+        anyFinished = true;
+      }
+      outputs.push({ request: req, token, first, finished });
+    }
+    if (anyFinished) this.running = this.running.filter((r) => r.status === "running");
+    this.busy = false;
+    return { outputs, events: this.pool.drainEvents() };
+  }
+
+  /** Tokens of this prompt's prefix cached here now (capped as at admission). */
+  probeCachedTokens(
+    tokens: readonly number[],
+    keys: { loraName?: string | null; cacheSalt?: string | null },
+  ): number {
+    const bs = this.config.blockSize;
+    const hasher = new BlockHasher(bs, this.config.hashRoot, keys);
+    hasher.update(tokens, tokens.length);
+    return this.pool.longestCachedPrefix(hasher.hashes, Math.floor((tokens.length - 1) / bs)) * bs;
+  }
+
+  /** vLLM's /reset_prefix_cache: refused while requests hold blocks. */
+  resetPrefixCache(): boolean {
+    return this.pool.reset();
+  }
+
+  /** Events not tied to a step (e.g. a reset) waiting to be published. */
+  drainEvents(): KvEvent[] {
+    return this.pool.drainEvents();
+  }
+
+  private preempt(req: EngineRequest): void {
+    this.pool.release(req.blocks);
+    req.blocks = [];
+    req.numComputed = 0;
+    req.nextBlockToCache = 0;
+    req.status = "waiting";
+    req.preemptions++;
+    this.counters.preemptions++;
+    this.running.pop();
+    this.waiting.unshift(req);
+  }
+
+  private cacheComputedBlocks(req: EngineRequest, bs: number): void {
+    const full = req.hasher.update(req.tokens, req.numComputed);
+    const hashes = req.hasher.hashes;
+    let runStart = -1;
+    const flush = (end: number) => {
+      if (runStart < 0) return;
+      this.pool.emit({
+        type: "BlockStored",
+        blockHashes: hashes.slice(runStart, end),
+        parentBlockHash: runStart === 0 ? null : (hashes[runStart - 1] as BlockHash),
+        tokenIds: req.tokens.slice(runStart * bs, end * bs),
+        blockSize: bs,
+        loraName: req.spec.loraName ?? null,
+        extraKeys: extraKeysFor(req, runStart, end),
+      });
+      runStart = -1;
+    };
+    for (let b = req.nextBlockToCache; b < full; b++) {
+      const h = hashes[b] as BlockHash;
+      const ok = this.pool.cacheBlock(
+        req.blocks[b] as number,
+        h,
+        b === 0 ? null : (hashes[b - 1] as BlockHash),
+        req.tokens.slice(b * bs, (b + 1) * bs),
+      );
+      if (ok) {
+        if (runStart < 0) runStart = b;
+      } else flush(b);
+    }
+    flush(full);
+    if (full > req.nextBlockToCache) req.nextBlockToCache = full;
+  }
+}
+
+function extraKeysFor(req: EngineRequest, start: number, end: number): (string[] | null)[] | null {
+  const keys = { loraName: req.spec.loraName, cacheSalt: req.spec.cacheSalt };
+  const out: (string[] | null)[] = [];
+  let any = false;
+  for (let b = start; b < end; b++) {
+    const k = blockExtraKeys(b, keys);
+    any ||= k !== null;
+    out.push(k);
+  }
+  return any ? out : null;
+}
