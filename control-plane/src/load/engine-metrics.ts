@@ -1,0 +1,77 @@
+// Reads what routing needs from an engine's Prometheus /metrics page: which DP ranks it serves
+// (the `engine` label, REFERENCE §1.3) and each rank's load. vLLM and SGLang name things
+// differently; the names below are the ones each exports today.
+import parsePrometheusTextFormat from "parse-prometheus-text-format";
+
+export interface RankLoad {
+  running: number;
+  waiting: number;
+  /** 0..1 */
+  kvUsage: number;
+}
+
+export interface EngineMetrics {
+  /** Global DP rank → load, one entry per `engine` label value seen. */
+  ranks: Map<number, RankLoad>;
+  /** From vllm:cache_config_info labels when present. */
+  blockSize?: number;
+  numGpuBlocks?: number;
+}
+
+const RUNNING = ["vllm:num_requests_running", "sglang:num_running_reqs"];
+const WAITING = ["vllm:num_requests_waiting", "sglang:num_queue_reqs"];
+// vllm:gpu_cache_usage_perc is the deprecated name older servers still export.
+const KV_USAGE = ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"];
+
+export class MetricsParseError extends Error {}
+
+function rankOf(labels: Record<string, string> | undefined): number | undefined {
+  // SGLang labels attention-DP ranks as dp_rank; a single-engine server may omit the label (rank 0).
+  const raw = labels?.engine ?? labels?.dp_rank ?? "0";
+  return /^(0|[1-9]\d{0,5})$/.test(raw) ? Number(raw) : undefined;
+}
+
+export function parseEngineMetrics(text: string, modelName?: string): EngineMetrics {
+  let families: ReturnType<typeof parsePrometheusTextFormat>;
+  try {
+    families = parsePrometheusTextFormat(text);
+  } catch (err) {
+    throw new MetricsParseError(`unparseable metrics page: ${(err as Error).message}`);
+  }
+  // A well-formed page has one family per name, but merge repeats rather than lose samples.
+  const byName = new Map<string, { metrics: (typeof families)[number]["metrics"] }>();
+  for (const f of families) {
+    const seen = byName.get(f.name);
+    if (seen === undefined) byName.set(f.name, { metrics: [...f.metrics] });
+    else seen.metrics.push(...f.metrics);
+  }
+  const ranks = new Map<number, RankLoad>();
+  const apply = (names: string[], field: keyof RankLoad) => {
+    const family = names.map((n) => byName.get(n)).find((f) => f !== undefined && f.metrics.length > 0);
+    for (const sample of family?.metrics ?? []) {
+      if (
+        modelName !== undefined &&
+        sample.labels?.model_name !== undefined &&
+        sample.labels.model_name !== modelName
+      )
+        continue;
+      const rank = rankOf(sample.labels);
+      const value = Number(sample.value);
+      if (rank === undefined || !Number.isFinite(value)) continue;
+      const load = ranks.get(rank) ?? { running: 0, waiting: 0, kvUsage: 0 };
+      load[field] = value;
+      ranks.set(rank, load);
+    }
+  };
+  apply(RUNNING, "running");
+  apply(WAITING, "waiting");
+  apply(KV_USAGE, "kvUsage");
+
+  const info = byName.get("vllm:cache_config_info")?.metrics[0]?.labels;
+  const result: EngineMetrics = { ranks };
+  if (info?.block_size !== undefined && /^\d+$/.test(info.block_size))
+    result.blockSize = Number(info.block_size);
+  if (info?.num_gpu_blocks !== undefined && /^\d+$/.test(info.num_gpu_blocks))
+    result.numGpuBlocks = Number(info.num_gpu_blocks);
+  return result;
+}
