@@ -1,0 +1,20 @@
+// KV-cache event ingest: public surface of control-plane/src/events (docs/kv-events.md).
+
+export { type BatchResult, type DecodedBatch, decodeBatch } from "./batch-decoder.ts";
+export {
+  offsetEndpoint,
+  publisherBinds,
+  replayEndpoint,
+  type SubscriberMode,
+  subscriberEndpoint,
+} from "./endpoints.ts";
+export { decodeEvent, type EventResult } from "./event-decoder.ts";
+export { encodeSeq, parseLiveMessage, parseReplayFrames } from "./frames.ts";
+export { normaliseHash } from "./hash.ts";
+export { RankIngest, type RankIngestOptions } from "./rank-ingest.ts";
+export { RankSubscriber, type RankSubscriberOptions } from "./rank-subscriber.ts";
+export { type ReplayFn, type ReplayResult, requestReplay } from "./replay-client.ts";
+export { SequenceTracker } from "./sequence.ts";
+export { type DropReason, newRankStats, type RankStats, ThrottledLog } from "./stats.ts";
+export { EventsSupervisor, type SubscriptionSpec, type SupervisorOptions } from "./supervisor.ts";
+export * from "./types.ts";

@@ -1,0 +1,70 @@
+// Normalised KV-cache events, as the rest of the control plane sees them, whatever engine,
+// version or msgpack encoding produced them. Wire details live in docs/kv-events.md.
+
+/** Where a block lives. null/"" on the wire means the GPU; other tiers keep the engine's name
+ * (vLLM: "CPU", "STORAGE"; SGLang: "CPU_PINNED", "DISK", "EXTERNAL") so the index can treat
+ * offload tiers differently later without this layer deciding for it. */
+export type Medium = string;
+export const MEDIUM_GPU: Medium = "GPU";
+
+export interface BlockStored {
+  type: "BlockStored";
+  /** One unsigned 64-bit key per stored block (see hash.ts for the normalisation). */
+  hashes: bigint[];
+  /** Key of the block before the first stored one; null at the start of a sequence. */
+  parent: bigint | null;
+  /** Tokens of the stored blocks, `hashes.length * blockSize` of them (checked). */
+  tokenIds: number[];
+  blockSize: number;
+  loraName: string | null;
+  /** Deprecated in vLLM in favour of loraName; kept because older engines only send this. */
+  loraId: number | null;
+  medium: Medium;
+  /** vLLM's per-block extra hash keys (multimodal ids, LoRA, cache_salt), passed through raw. */
+  extraKeys: unknown[] | null;
+  /** SGLang's salt (top-level `cache_salt` or its positional metadata map). */
+  cacheSalt: string | null;
+  groupIdx: number | null;
+  kvCacheSpecKind: string | null;
+  slidingWindow: number | null;
+  eventVersion: number | null;
+  locality: string | null;
+  ownership: string | null;
+}
+
+export interface BlockRemoved {
+  type: "BlockRemoved";
+  hashes: bigint[];
+  medium: Medium;
+  groupIdx: number | null;
+  locality: string | null;
+  ownership: string | null;
+}
+
+export interface AllBlocksCleared {
+  type: "AllBlocksCleared";
+}
+
+export type KvEvent = BlockStored | BlockRemoved | AllBlocksCleared;
+export type KvEventType = KvEvent["type"];
+
+/** Context of the batch an event came in. */
+export interface BatchMeta {
+  seq: number;
+  /** Engine wall-clock seconds when the batch was published. */
+  ts: number;
+  /** Local epoch milliseconds when the frames were read (or replayed). */
+  receivedAt: number;
+  replayed: boolean;
+}
+
+/** Why a rank's whole index must be dropped. */
+export type RankResetReason = "gap" | "restart";
+
+/** Where normalised events go (the index, in production). Calls are synchronous and in
+ * sequence order per slot; a sink that throws has the error counted, never the process. */
+export interface EventSink {
+  event(slotKey: string, event: KvEvent, meta: BatchMeta): void;
+  /** Everything known about this slot's cache is stale: clear it before further events. */
+  rankReset(slotKey: string, reason: RankResetReason): void;
+}
