@@ -1,0 +1,94 @@
+// The fleet-wide prefix index: chunk hash → which slots hold that chunk. It knows nothing of
+// engines or events (slot-blocks.ts turns those into add/remove calls) and nothing of the
+// shared-data layout (bucket-image.ts encodes it). Every change marks the chunk's bucket dirty
+// so publication re-encodes only what changed.
+
+export interface ChunkEntry {
+  /** 1-based position of the chunk in its stream; shallow chunks are kept first under pressure. */
+  depth: number;
+  /** slot id → how many stored blocks on that slot produced this chunk hash. */
+  holders: Map<number, number>;
+  /** Last time (ms) a slot stored this chunk: the LRU stamp of the eviction rule. */
+  stampMs: number;
+}
+
+export class ChunkIndex {
+  readonly #entries = new Map<bigint, ChunkEntry>();
+  readonly #dirty = new Set<number>();
+  readonly #bucketMask: bigint;
+  /** Entries by bucket, so encoding a bucket does not scan the whole index. */
+  readonly #byBucket = new Map<number, Set<bigint>>();
+
+  constructor(readonly buckets: number) {
+    if (buckets <= 0 || (buckets & (buckets - 1)) !== 0)
+      throw new Error(`bucket count must be a power of two, got ${buckets}`);
+    this.#bucketMask = BigInt(buckets - 1);
+  }
+
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  bucketOf(hash: bigint): number {
+    return Number(hash & this.#bucketMask);
+  }
+
+  add(hash: bigint, depth: number, slot: number, nowMs: number): void {
+    let entry = this.#entries.get(hash);
+    if (entry === undefined) {
+      entry = { depth, holders: new Map(), stampMs: nowMs };
+      this.#entries.set(hash, entry);
+      const bucket = this.bucketOf(hash);
+      let members = this.#byBucket.get(bucket);
+      if (members === undefined) {
+        members = new Set();
+        this.#byBucket.set(bucket, members);
+      }
+      members.add(hash);
+    }
+    const before = entry.holders.get(slot) ?? 0;
+    entry.holders.set(slot, before + 1);
+    entry.stampMs = nowMs;
+    // A new holder changes the image; a repeat store only refreshes the LRU stamp, which
+    // matters for eviction order, so it dirties the bucket too.
+    this.#dirty.add(this.bucketOf(hash));
+  }
+
+  remove(hash: bigint, slot: number): void {
+    const entry = this.#entries.get(hash);
+    if (entry === undefined) return;
+    const count = entry.holders.get(slot);
+    if (count === undefined) return;
+    if (count > 1) {
+      entry.holders.set(slot, count - 1);
+      return;
+    }
+    entry.holders.delete(slot);
+    const bucket = this.bucketOf(hash);
+    if (entry.holders.size === 0) {
+      this.#entries.delete(hash);
+      const members = this.#byBucket.get(bucket);
+      members?.delete(hash);
+      if (members?.size === 0) this.#byBucket.delete(bucket);
+    }
+    this.#dirty.add(bucket);
+  }
+
+  get(hash: bigint): ChunkEntry | undefined {
+    return this.#entries.get(hash);
+  }
+
+  /** The chunk hashes that fall into a bucket, with their entries. */
+  bucketEntries(bucket: number): Array<[bigint, ChunkEntry]> {
+    const members = this.#byBucket.get(bucket);
+    if (members === undefined) return [];
+    return [...members].map((h) => [h, this.#entries.get(h) as ChunkEntry]);
+  }
+
+  /** Buckets changed since the last call; the caller re-encodes and publishes them. */
+  takeDirty(): number[] {
+    const out = [...this.#dirty];
+    this.#dirty.clear();
+    return out;
+  }
+}

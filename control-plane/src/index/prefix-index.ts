@@ -1,0 +1,101 @@
+// The control plane's model of every slot's KV cache: KV events in (it is the events
+// subscriber's sink), bucket images out. Slots are registered by discovery with a stable
+// numeric id (the bit in every bucket bitmap) and the canonical model that seeds their hashes.
+import type { BatchMeta, EventSink, KvEvent, RankResetReason } from "../events/types.ts";
+import { encodeBucket, slotWordsFor } from "./bucket-image.ts";
+import { ChunkIndex } from "./chunk-index.ts";
+import { type ChunkHasher, type Detokenize, SlotBlocks } from "./slot-blocks.ts";
+
+export interface PrefixIndexOptions {
+  buckets: number;
+  ways: number;
+  /** Size of the slot table: fixes the bitmap width of every bucket image. */
+  maxSlots: number;
+  now?: () => number;
+}
+
+export interface SlotRegistration {
+  slotKey: string;
+  slotId: number;
+  model: string;
+  hasher: ChunkHasher;
+  detokenize: Detokenize;
+}
+
+export class PrefixIndex implements EventSink {
+  readonly chunks: ChunkIndex;
+  readonly #slots = new Map<string, SlotBlocks>();
+  readonly #now: () => number;
+  readonly slotWords: number;
+  resets = 0;
+  unknownSlotEvents = 0;
+
+  constructor(private readonly opts: PrefixIndexOptions) {
+    this.chunks = new ChunkIndex(opts.buckets);
+    this.slotWords = slotWordsFor(opts.maxSlots);
+    this.#now = opts.now ?? Date.now;
+  }
+
+  addSlot(reg: SlotRegistration): void {
+    if (reg.slotId >= this.opts.maxSlots)
+      throw new Error(`slot id ${reg.slotId} exceeds the slot table size ${this.opts.maxSlots}`);
+    if (this.#slots.has(reg.slotKey)) return;
+    this.#slots.set(
+      reg.slotKey,
+      new SlotBlocks(reg.slotId, reg.model, this.chunks, reg.hasher, reg.detokenize),
+    );
+  }
+
+  /** A slot that left (scaled down, removed from discovery): its chunks leave the index. */
+  removeSlot(slotKey: string): void {
+    this.#slots.get(slotKey)?.clear();
+    this.#slots.delete(slotKey);
+  }
+
+  slot(slotKey: string): SlotBlocks | undefined {
+    return this.#slots.get(slotKey);
+  }
+
+  event(slotKey: string, event: KvEvent, _meta: BatchMeta): void {
+    const slot = this.#slots.get(slotKey);
+    if (slot === undefined) {
+      this.unknownSlotEvents++;
+      return;
+    }
+    switch (event.type) {
+      case "BlockStored":
+        slot.stored(event, this.#now());
+        break;
+      case "BlockRemoved":
+        slot.removed(event);
+        break;
+      case "AllBlocksCleared":
+        slot.clear();
+        break;
+    }
+  }
+
+  rankReset(slotKey: string, _reason: RankResetReason): void {
+    this.resets++;
+    this.#slots.get(slotKey)?.clear();
+  }
+
+  /** Images of the buckets changed since the last call, as shared-data key/value pairs. */
+  takeDirtyImages(): Array<[string, Uint8Array]> {
+    return this.chunks.takeDirty().map((b) => [bucketKey(b), this.bucketImage(b)]);
+  }
+
+  /** Every bucket's image: the full key space, published once per epoch. */
+  *allImages(): Generator<[string, Uint8Array]> {
+    this.chunks.takeDirty();
+    for (let b = 0; b < this.opts.buckets; b++) yield [bucketKey(b), this.bucketImage(b)];
+  }
+
+  bucketImage(bucket: number): Uint8Array {
+    return encodeBucket(this.chunks.bucketEntries(bucket), this.opts.ways, this.slotWords);
+  }
+}
+
+export function bucketKey(bucket: number): string {
+  return `kvr.b.${bucket}`;
+}

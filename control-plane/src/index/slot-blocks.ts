@@ -1,0 +1,135 @@
+// One slot's KV blocks, as its engine reported them, turned into chunk hashes. Each stored
+// block keeps the chunk-hashing state at its end (the last chunk hash and the bytes of the
+// unfinished chunk), so a child block continues the chain without re-reading its ancestors.
+import type { BlockRemoved, BlockStored } from "../events/types.ts";
+import type { ChunkIndex } from "./chunk-index.ts";
+
+export interface ChunkState {
+  /** Hash of the last complete chunk (h0 at the start of a stream). */
+  prev: bigint;
+  /** Bytes of the chunk being filled (shorter than the chunk size). */
+  partial: Uint8Array;
+}
+
+/** The routing core's chained chunk hashing (filter/core, through the Wasm loader). */
+export interface ChunkHasher {
+  initialState(model: string, lora: string, cacheSalt: string): ChunkState;
+  feed(state: ChunkState, bytes: Uint8Array): { hashes: ArrayLike<bigint>; state: ChunkState };
+}
+
+/** Token ids → the bytes the engine tokenized; `startOfSequence` applies the vocabulary's leading-space rule. */
+export type Detokenize = (ids: ArrayLike<number>, startOfSequence: boolean) => Uint8Array;
+
+interface Block {
+  state: ChunkState;
+  /** Chunks completed so far along this chain, including this block's. */
+  depth: number;
+  /** Chunk hashes completed inside this block (removed with it). */
+  chunks: bigint[];
+}
+
+export interface SlotBlockStats {
+  blocks: number;
+  storedBlocks: number;
+  removedBlocks: number;
+  /** A BlockStored whose parent we never saw (missed events): its chain cannot be hashed. */
+  orphanBlocks: number;
+  unknownRemovals: number;
+  duplicateStores: number;
+  /** Blocks on CPU/disk tiers: not indexed (a GPU hit is what saves prefill). */
+  otherMediumBlocks: number;
+}
+
+export class SlotBlocks {
+  readonly #blocks = new Map<bigint, Block>();
+  readonly stats: SlotBlockStats = {
+    blocks: 0,
+    storedBlocks: 0,
+    removedBlocks: 0,
+    orphanBlocks: 0,
+    unknownRemovals: 0,
+    duplicateStores: 0,
+    otherMediumBlocks: 0,
+  };
+
+  constructor(
+    readonly slot: number,
+    private readonly model: string,
+    private readonly index: ChunkIndex,
+    private readonly hasher: ChunkHasher,
+    private readonly detokenize: Detokenize,
+  ) {}
+
+  stored(event: BlockStored, nowMs: number): void {
+    if (event.medium !== "GPU") {
+      this.stats.otherMediumBlocks += event.hashes.length;
+      return;
+    }
+    let parent: Block | undefined;
+    let state: ChunkState;
+    let depth = 0;
+    if (event.parent === null) {
+      state = this.hasher.initialState(this.model, event.loraName ?? "", event.cacheSalt ?? "");
+    } else {
+      parent = this.#blocks.get(event.parent);
+      if (parent === undefined) {
+        this.stats.orphanBlocks += event.hashes.length;
+        return;
+      }
+      state = parent.state;
+      depth = parent.depth;
+    }
+    const size = event.blockSize;
+    for (let i = 0; i < event.hashes.length; i++) {
+      const hash = event.hashes[i] as bigint;
+      const existing = this.#blocks.get(hash);
+      if (existing !== undefined) {
+        // The engine re-announced a block we hold; keep ours (same content by construction).
+        this.stats.duplicateStores++;
+        state = existing.state;
+        depth = existing.depth;
+        continue;
+      }
+      const ids = event.tokenIds.slice(i * size, (i + 1) * size);
+      const startOfSequence = event.parent === null && i === 0;
+      const fed = this.hasher.feed(state, this.detokenize(ids, startOfSequence));
+      const chunks: bigint[] = [];
+      for (let k = 0; k < fed.hashes.length; k++) {
+        const h = fed.hashes[k] as bigint;
+        chunks.push(h);
+        this.index.add(h, depth + k + 1, this.slot, nowMs);
+      }
+      depth += chunks.length;
+      state = fed.state;
+      this.#blocks.set(hash, { state, depth, chunks });
+      this.stats.storedBlocks++;
+    }
+    this.stats.blocks = this.#blocks.size;
+  }
+
+  removed(event: BlockRemoved): void {
+    if (event.medium !== "GPU") return;
+    for (const hash of event.hashes) {
+      const block = this.#blocks.get(hash);
+      if (block === undefined) {
+        this.stats.unknownRemovals++;
+        continue;
+      }
+      for (const h of block.chunks) this.index.remove(h, this.slot);
+      this.#blocks.delete(hash);
+      this.stats.removedBlocks++;
+    }
+    this.stats.blocks = this.#blocks.size;
+  }
+
+  /** AllBlocksCleared, an engine restart, or a gap replay could not cover. */
+  clear(): void {
+    for (const block of this.#blocks.values()) for (const h of block.chunks) this.index.remove(h, this.slot);
+    this.#blocks.clear();
+    this.stats.blocks = 0;
+  }
+
+  get blockCount(): number {
+    return this.#blocks.size;
+  }
+}

@@ -1,0 +1,93 @@
+// Per-slot load and health, folded from scrapes of the engines' /metrics and from gateway
+// reports. A slot turns unhealthy after `unhealthyAfter` consecutive failures (scrape errors
+// or connection errors reported by gateways) and healthy again on the first success.
+import type { RankLoad } from "../load/engine-metrics.ts";
+
+export interface SlotLoad extends RankLoad {
+  healthy: boolean;
+  consecutiveFailures: number;
+  lastOkMs: number;
+  /** Requests in flight on this slot summed over every gateway's latest report. */
+  inflight: number;
+  /** Exponentially weighted TTFT from gateway reports (ms); 0 until the first report. */
+  ttftMs: number;
+}
+
+export class LoadModel {
+  readonly #loads = new Map<number, SlotLoad>();
+  readonly #inflightByGateway = new Map<string, Map<number, number>>();
+  #changed = true;
+
+  constructor(private readonly unhealthyAfter: number) {}
+
+  #get(slot: number): SlotLoad {
+    let l = this.#loads.get(slot);
+    if (l === undefined) {
+      // A new slot is routable until proven otherwise: discovery just saw it answer.
+      l = {
+        running: 0,
+        waiting: 0,
+        kvUsage: 0,
+        healthy: true,
+        consecutiveFailures: 0,
+        lastOkMs: 0,
+        inflight: 0,
+        ttftMs: 0,
+      };
+      this.#loads.set(slot, l);
+    }
+    return l;
+  }
+
+  get(slot: number): SlotLoad {
+    return this.#get(slot);
+  }
+
+  scraped(slot: number, load: RankLoad, nowMs: number): void {
+    const l = this.#get(slot);
+    if (l.running !== load.running || l.waiting !== load.waiting || l.kvUsage !== load.kvUsage || !l.healthy)
+      this.#changed = true;
+    l.running = load.running;
+    l.waiting = load.waiting;
+    l.kvUsage = load.kvUsage;
+    l.consecutiveFailures = 0;
+    l.healthy = true;
+    l.lastOkMs = nowMs;
+  }
+
+  failed(slot: number): void {
+    const l = this.#get(slot);
+    l.consecutiveFailures++;
+    if (l.healthy && l.consecutiveFailures >= this.unhealthyAfter) {
+      l.healthy = false;
+      this.#changed = true;
+    }
+  }
+
+  /** A gateway's current in-flight counts per slot (replaces its previous report). */
+  gatewayInflight(gateway: string, perSlot: Map<number, number>): void {
+    const before = this.#inflightByGateway.get(gateway);
+    this.#inflightByGateway.set(gateway, perSlot);
+    const touched = new Set([...(before?.keys() ?? []), ...perSlot.keys()]);
+    for (const slot of touched) {
+      let sum = 0;
+      for (const m of this.#inflightByGateway.values()) sum += m.get(slot) ?? 0;
+      const l = this.#get(slot);
+      if (l.inflight !== sum) this.#changed = true;
+      l.inflight = sum;
+    }
+  }
+
+  /** Folds one observed TTFT into the slot's moving average. */
+  ttftObserved(slot: number, ttftMs: number): void {
+    const l = this.#get(slot);
+    l.ttftMs = l.ttftMs === 0 ? ttftMs : 0.8 * l.ttftMs + 0.2 * ttftMs;
+    this.#changed = true;
+  }
+
+  takeChanged(): boolean {
+    const c = this.#changed;
+    this.#changed = false;
+    return c;
+  }
+}

@@ -1,0 +1,98 @@
+// The control-plane-owned shared-data images other than buckets (docs/wire-format.md §4):
+// `kvr.cfg`, `kvr.slots`, `kvr.load`. The filter decodes them once per change, never per
+// request, so they favour simple fixed layouts over compactness.
+import type { Config } from "../config/schema.ts";
+import type { SlotLoad } from "../model/slot-load.ts";
+import type { Slot } from "../model/slot-table.ts";
+import { ByteWriter } from "./byte-writer.ts";
+
+export const IMAGE_PROTOCOL = 1;
+export const CFG_MAGIC = 0x4352564b; // "KVRC"
+export const SLOTS_MAGIC = 0x5452564b; // "KVRT"
+export const LOAD_MAGIC = 0x4c52564b; // "KVRL"
+export const LOAD_STRIDE = 16;
+
+const ENGINE = { vllm: 0, sglang: 1, dynamo: 2 } as const;
+const DP_MODE = { internal: 0, hybrid: 1, external: 2 } as const;
+const POLICY = { "kv-aware": 0, "least-load": 1, "round-robin": 2, random: 3 } as const;
+const RANK_POLICY = { ignore: 0, honor: 1, reject: 2 } as const;
+const ROLE = { aggregated: 0, prefill: 1, decode: 2 } as const;
+
+/** What the control plane knows about a pool beyond its config: derived from its tokenizer. */
+export interface PoolRendering {
+  /** Text the tokenizer prepends to a completion prompt (its BOS), "" when none. */
+  bosText: string;
+  /** The core's binary segment template; empty when the chat template is not segmentable. */
+  segmentTemplate: Uint8Array;
+}
+
+export function encodeCfgImage(
+  cfg: Config,
+  slotWords: number,
+  rendering: Map<string, PoolRendering>,
+): Uint8Array {
+  const r = cfg.routing;
+  const w = new ByteWriter().u32(CFG_MAGIC).u16(IMAGE_PROTOCOL).u16(0);
+  w.u32(r.chunkSize)
+    .u32(cfg.cache.buckets)
+    .u16(cfg.cache.ways)
+    .u16(slotWords)
+    .u32(cfg.cache.speculativeTtlMs)
+    .u32(r.maxBodyBytes);
+  w.f32(r.overlapWeight).f32(r.decodeWeight).f32(r.inflightWeight).f32(r.temperature);
+  const defaultPool = r.defaultPool === undefined ? -1 : cfg.pools.findIndex((p) => p.name === r.defaultPool);
+  w.u8(RANK_POLICY[r.rankHeaderPolicy.mode])
+    .u8(r.failMode === "open" ? 0 : 1)
+    .i16(defaultPool);
+  w.str16(r.rankHeaderPolicy.secretHeader?.name ?? "").str16(r.rankHeaderPolicy.secretHeader?.value ?? "");
+  w.u16(r.rankHeaderPolicy.trustedCidrs.length);
+  for (const cidr of r.rankHeaderPolicy.trustedCidrs) w.str16(cidr);
+  w.u16(cfg.pools.length);
+  for (const pool of cfg.pools) {
+    const disaggregated = pool.endpoints.some((e) => e.role !== "aggregated");
+    const flags =
+      (pool.sglangBodyRank ? 1 : 0) | (pool.dynamoLegacyHeaders ? 2 : 0) | (disaggregated ? 4 : 0);
+    w.str16(pool.name)
+      .u8(ENGINE[pool.engine])
+      .u8(DP_MODE[pool.dpMode])
+      .u8(POLICY[pool.policy])
+      .u8(flags)
+      .u16(pool.blockSize);
+    w.u16(pool.models.length);
+    for (const m of pool.models) w.str16(m);
+    const derived = rendering.get(pool.name);
+    w.str16(derived?.bosText ?? "").blob32(derived?.segmentTemplate ?? new Uint8Array());
+  }
+  return w.finish();
+}
+
+export function encodeSlotsImage(slots: readonly Slot[], poolIndex: (name: string) => number): Uint8Array {
+  const w = new ByteWriter().u32(SLOTS_MAGIC).u16(IMAGE_PROTOCOL).u16(slots.length);
+  for (const s of slots) {
+    w.u16(poolIndex(s.pool))
+      .u8((s.present ? 1 : 0) | (ROLE[s.role] << 1))
+      .u8(0)
+      .u32(s.globalRank)
+      .i32(s.headerRank ?? -1)
+      .u64(s.workerId ?? 0n)
+      .str16(s.address);
+  }
+  return w.finish();
+}
+
+export function encodeLoadImage(slots: readonly Slot[], loadOf: (slot: number) => SlotLoad): Uint8Array {
+  const w = new ByteWriter().u32(LOAD_MAGIC).u16(IMAGE_PROTOCOL).u16(slots.length).u16(LOAD_STRIDE).u16(0);
+  const clamp16 = (v: number) => Math.max(0, Math.min(0xffff, Math.round(v)));
+  const clamp32 = (v: number) => Math.max(0, Math.min(0xffffffff, Math.round(v)));
+  for (const s of slots) {
+    const l = loadOf(s.id);
+    w.u8(l.healthy && s.present ? 1 : 0)
+      .u8(0)
+      .u16(clamp16(l.running))
+      .u16(clamp16(l.waiting))
+      .u16(clamp16(l.kvUsage * 1000))
+      .u32(clamp32(l.inflight))
+      .u32(clamp32(l.ttftMs));
+  }
+  return w.finish();
+}

@@ -1,0 +1,55 @@
+import { describe, expect, it } from "vitest";
+import { decodeBucket, encodeBucket, slotWordsFor } from "../../control-plane/src/index/bucket-image.ts";
+import { ChunkIndex } from "../../control-plane/src/index/chunk-index.ts";
+
+describe("chunk index", () => {
+  it("counts holders per slot and marks the bucket dirty on every change", () => {
+    const index = new ChunkIndex(16);
+    const h = 0xffff_ffff_ffff_fff3n; // bucket 3
+    index.add(h, 1, 5, 100);
+    index.add(h, 1, 5, 200); // the same chunk from a second block on slot 5
+    index.add(h, 1, 70, 300);
+    expect(index.takeDirty()).toEqual([3]);
+    expect([...(index.get(h)?.holders ?? [])]).toEqual([
+      [5, 2],
+      [70, 1],
+    ]);
+    index.remove(h, 5);
+    expect(index.get(h)?.holders.get(5)).toBe(1);
+    index.remove(h, 5);
+    index.remove(h, 70);
+    expect(index.get(h)).toBeUndefined();
+    expect(index.bucketEntries(3)).toEqual([]);
+    expect(index.takeDirty()).toEqual([3]);
+    expect(() => new ChunkIndex(12)).toThrow(/power of two/);
+  });
+});
+
+describe("bucket image", () => {
+  it("encodes hash, depth and the slot bitmap at the documented offsets", () => {
+    const index = new ChunkIndex(1);
+    index.add(2n ** 64n - 1n, 7, 0, 1);
+    index.add(2n ** 64n - 1n, 7, 65, 1);
+    const image = encodeBucket(index.bucketEntries(0), 8, slotWordsFor(100));
+    const view = new DataView(image.buffer);
+    expect(image.length).toBe(4 + 16 + 16);
+    expect([view.getUint8(0), view.getUint8(1)]).toEqual([1, 2]);
+    expect(view.getBigUint64(4, true)).toBe(2n ** 64n - 1n);
+    expect(view.getUint32(12, true)).toBe(7);
+    expect(view.getBigUint64(20, true)).toBe(1n);
+    expect(view.getBigUint64(28, true)).toBe(2n);
+    expect(decodeBucket(image)).toEqual([{ hash: 2n ** 64n - 1n, depth: 7, slots: [0, 65] }]);
+  });
+
+  it("keeps the shallowest, then the newest, then the smallest hash when a bucket overflows", () => {
+    const index = new ChunkIndex(1);
+    index.add(10n, 3, 0, 500); // deep
+    index.add(11n, 1, 0, 100); // shallow, old
+    index.add(12n, 2, 0, 900);
+    index.add(13n, 2, 0, 900); // same depth and stamp as 12: smaller hash wins
+    index.add(14n, 2, 0, 950); // same depth, newer
+    const kept = decodeBucket(encodeBucket(index.bucketEntries(0), 3, 1)).map((e) => e.hash);
+    expect(kept).toEqual([11n, 14n, 12n]);
+    expect(decodeBucket(encodeBucket([], 3, 1))).toEqual([]);
+  });
+});
