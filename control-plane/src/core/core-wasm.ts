@@ -1,0 +1,115 @@
+// Loads build/kvroute-core.wasm with @assemblyscript/loader and gives typed access to its raw
+// exports plus the shared I/O region. Everything crosses as numbers and bytes in linear memory
+// (filter/core/index.ts), so a call costs no loader marshalling.
+import { readFileSync } from "node:fs";
+import { instantiateSync } from "@assemblyscript/loader";
+
+export interface CoreExports {
+  memory: WebAssembly.Memory;
+  ioReserve(n: number): number;
+  xxh64Io(len: number, seed: bigint): bigint;
+  rootHashIo(modelLen: number, loraLen: number, saltLen: number): bigint;
+  chunkFeedIo(prev: bigint, total: number, chunk: number): number;
+  chunkLastHash(): bigint;
+  hashPtr(): number;
+  hashCount(): number;
+  templateLoad(len: number): number;
+  templateFree(id: number): void;
+  scanIo(len: number): number;
+  scanResultPtr(): number;
+  scanMessagesPtr(): number;
+  scanPartsPtr(): number;
+  decodeSpanIo(off: number, len: number, escaped: number): number;
+  decodedPtr(): number;
+  renderIo(bodyLen: number, endpoint: number, templateId: number, bosLen: number, maxStream: number): number;
+  renderedPtr(): number;
+  renderedLen(): number;
+  hashRequestIo(
+    bodyLen: number,
+    endpoint: number,
+    templateId: number,
+    bosLen: number,
+    modelLen: number,
+    loraLen: number,
+    chunk: number,
+    maxStream: number,
+  ): number;
+  parseRankIo(len: number): bigint;
+}
+
+const DEFAULT_WASM = new URL("../../../build/kvroute-core.wasm", import.meta.url);
+
+/** One instance of the core with helpers to move bytes in and out of its memory. */
+export class CoreModule {
+  readonly ex: CoreExports;
+  #buffer: ArrayBuffer;
+  #u8: Uint8Array;
+  #ioPtr: number;
+  #ioCap: number;
+
+  constructor(wasm: Uint8Array) {
+    const { exports } = instantiateSync<Record<string, unknown>>(wasm, {});
+    this.ex = exports as unknown as CoreExports;
+    this.#buffer = this.ex.memory.buffer;
+    this.#u8 = new Uint8Array(this.#buffer);
+    this.#ioCap = 64 << 10;
+    this.#ioPtr = this.ex.ioReserve(this.#ioCap);
+  }
+
+  /** A byte view of linear memory, renewed when memory grew. */
+  get u8(): Uint8Array {
+    if (this.ex.memory.buffer !== this.#buffer) {
+      this.#buffer = this.ex.memory.buffer;
+      this.#u8 = new Uint8Array(this.#buffer);
+    }
+    return this.#u8;
+  }
+
+  get buffer(): ArrayBuffer {
+    return this.u8.buffer as ArrayBuffer;
+  }
+
+  /** Address of an I/O region of at least n bytes. */
+  io(n: number): number {
+    if (n > this.#ioCap) {
+      this.#ioCap = Math.max(n, this.#ioCap * 2);
+      this.#ioPtr = this.ex.ioReserve(this.#ioCap);
+    }
+    return this.#ioPtr;
+  }
+
+  /** Writes the pieces back to back at the start of the I/O region; returns their lengths. */
+  writeIo(...pieces: Uint8Array[]): number[] {
+    const total = pieces.reduce((n, p) => n + p.length, 0);
+    let at = this.io(total);
+    const mem = this.u8;
+    const lengths: number[] = [];
+    for (const p of pieces) {
+      mem.set(p, at);
+      at += p.length;
+      lengths.push(p.length);
+    }
+    return lengths;
+  }
+
+  /** A copy of n bytes at ptr. */
+  bytes(ptr: number, n: number): Uint8Array {
+    return this.u8.slice(ptr, ptr + n);
+  }
+
+  /** A copy of n u64 values at ptr (8-byte aligned: AssemblyScript blocks are 16-aligned). */
+  u64s(ptr: number, n: number): BigUint64Array {
+    return new BigUint64Array(this.buffer.slice(ptr, ptr + n * 8));
+  }
+}
+
+let shared: CoreModule | undefined;
+
+/** The process-wide core instance (KVROUTE_CORE_WASM overrides the module path). */
+export function core(): CoreModule {
+  if (shared === undefined) {
+    const path = process.env.KVROUTE_CORE_WASM ?? DEFAULT_WASM;
+    shared = new CoreModule(readFileSync(path));
+  }
+  return shared;
+}

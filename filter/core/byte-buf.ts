@@ -1,0 +1,54 @@
+// A growable byte buffer over raw memory. It is reused across requests so the hot path does not
+// allocate; it only grows (doubling) when a request is larger than every earlier one. Callers
+// bound every size they pass (the core never asks for more than its own limits), so growth can
+// never exceed AssemblyScript's 1 GiB block limit and abort.
+
+export class ByteBuf {
+  data: ArrayBuffer;
+  ptr: usize;
+  len: i32 = 0;
+  cap: i32;
+
+  constructor(initial: i32) {
+    const cap = initial < 16 ? 16 : initial;
+    const data = new ArrayBuffer(cap);
+    this.data = data;
+    this.ptr = changetype<usize>(data);
+    this.cap = cap;
+  }
+
+  /** Makes room for `extra` more bytes past `len`. */
+  @inline reserve(extra: i32): void {
+    if (this.len + extra > this.cap) this.grow(this.len + extra);
+  }
+
+  grow(need: i32): void {
+    let cap = this.cap << 1;
+    if (cap < need) cap = need;
+    const data = new ArrayBuffer(cap);
+    const ptr = changetype<usize>(data);
+    memory.copy(ptr, this.ptr, <usize>this.len);
+    this.data = data;
+    this.ptr = ptr;
+    this.cap = cap;
+  }
+
+  @inline append(src: usize, n: i32): void {
+    this.reserve(n);
+    memory.copy(this.ptr + <usize>this.len, src, <usize>n);
+    this.len += n;
+  }
+
+  @inline appendByte(b: u32): void {
+    this.reserve(1);
+    store<u8>(this.ptr + <usize>this.len, <u8>b);
+    this.len += 1;
+  }
+
+  /** Appends the 32-bit little-endian value (tables of spans use this). */
+  @inline appendI32(v: i32): void {
+    this.reserve(4);
+    store<i32>(this.ptr + <usize>this.len, v);
+    this.len += 4;
+  }
+}

@@ -1,0 +1,66 @@
+// The filter's hot path in one call: scan the body, render the canonical stream, hash its chunks.
+// One RequestHasher per VM is reused for every request; nothing here allocates once its buffers
+// have grown to the largest request seen.
+import { ByteBuf } from "./byte-buf";
+import { chainChunks, rootHash } from "./chunk-hash";
+import { ERR_ARGUMENT } from "./errors";
+import { decodeString } from "./json-string";
+import { RequestScan } from "./json-scan";
+import { RENDER_NONE, Renderer } from "./render";
+import { SegmentTemplate } from "./segment-template";
+
+export const ENDPOINT_CHAT: i32 = 1;
+export const ENDPOINT_COMPLETIONS: i32 = 2;
+
+export class RequestHasher {
+  readonly scan: RequestScan = new RequestScan();
+  readonly renderer: Renderer = new Renderer();
+  /** One u64 per complete chunk of the rendered stream. */
+  readonly hashes: ByteBuf = new ByteBuf(128 * 8);
+  hashCount: i32 = 0;
+  private salt: ByteBuf = new ByteBuf(64);
+  private key: ByteBuf = new ByteBuf(256);
+
+  /**
+   * Returns a negative error (errors.ts) when the body is not a usable request, else the render
+   * status (RENDER_NONE / PARTIAL / EXACT). With PARTIAL or EXACT, `hashes` holds `hashCount`
+   * chunk hashes of `renderer.out`. model/lora are the pool's canonical names (wire-format §3).
+   */
+  run(
+    body: usize,
+    bodyLen: i32,
+    endpoint: i32,
+    template: SegmentTemplate | null,
+    bos: usize,
+    bosLen: i32,
+    model: usize,
+    modelLen: i32,
+    lora: usize,
+    loraLen: i32,
+    chunk: i32,
+  ): i32 {
+    this.hashCount = 0;
+    if (chunk < 1) return ERR_ARGUMENT;
+    const scan = this.scan;
+    const err = scan.scan(body, bodyLen);
+    if (err < 0) return err;
+    let status = RENDER_NONE;
+    if (endpoint == ENDPOINT_CHAT) {
+      if (template != null) status = this.renderer.renderChat(scan, template);
+    } else if (endpoint == ENDPOINT_COMPLETIONS) {
+      status = this.renderer.renderCompletion(scan, bos, bosLen);
+    } else {
+      return ERR_ARGUMENT;
+    }
+    if (status == RENDER_NONE) return status;
+    this.salt.len = 0;
+    if (scan.saltLen > 0) decodeString(body + <usize>scan.saltOff, scan.saltLen, scan.saltEsc, this.salt);
+    const h0 = rootHash(model, modelLen, lora, loraLen, this.salt.ptr, this.salt.len, this.key);
+    const out = this.renderer.out;
+    this.hashes.len = 0;
+    this.hashes.reserve((out.len / chunk) * 8);
+    this.hashCount = chainChunks(h0, out.ptr, out.len, chunk, this.hashes.ptr);
+    this.hashes.len = this.hashCount * 8;
+    return status;
+  }
+}
