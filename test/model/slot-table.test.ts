@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
-import { offsetPort, SlotTable, SlotTableFullError } from "../../control-plane/src/model/slot-table.ts";
+import { SlotTable, SlotTableFullError } from "../../control-plane/src/model/slot-table.ts";
 
 function poolOf(pool: Record<string, unknown>) {
   const cfg = parseConfig({ pools: [{ name: "p", models: ["m"], ...pool }] }, "t", {});
@@ -26,34 +26,6 @@ describe("slot table", () => {
     ]);
     expect(added.map((s) => s.headerRank)).toEqual(headers);
     expect(added.map((s) => s.globalRank)).toEqual(ranks);
-  });
-
-  it("offsets KV-event ports by the global rank, as vLLM publishes", () => {
-    const pool = poolOf({
-      endpoints: [
-        {
-          address: "10.0.0.1:8000",
-          ranks: [0, 1],
-          kvEvents: { endpoint: "tcp://10.0.0.1:5557", replayEndpoint: "tcp://10.0.0.1:5657", topic: "kv" },
-        },
-      ],
-    });
-    const [s0, s1] = new SlotTable(8).setEndpointRanks(
-      pool,
-      pool.endpoints[0] as (typeof pool.endpoints)[number],
-      [0, 1],
-    );
-    expect(s0?.kvEvents).toEqual({
-      endpoint: "tcp://10.0.0.1:5557",
-      replayEndpoint: "tcp://10.0.0.1:5657",
-      topic: "kv",
-    });
-    expect(s1?.kvEvents).toEqual({
-      endpoint: "tcp://10.0.0.1:5558",
-      replayEndpoint: "tcp://10.0.0.1:5658",
-      topic: "kv",
-    });
-    expect(offsetPort("ipc:///tmp/kv", 3)).toBe("ipc:///tmp/kv");
   });
 
   it("keeps ids stable, tombstones removed ranks and revives them under the same id", () => {

@@ -19,20 +19,13 @@ export interface Slot {
   role: SlotRole;
   /** Dynamo worker instance id. */
   workerId: bigint | null;
-  /** ZMQ endpoints of this rank's KV events (base port + global rank), when configured. */
+  /** The engine's KV-event config (as in its --kv-events-config); events/endpoints.ts derives this rank's sockets. */
   kvEvents: { endpoint: string; replayEndpoint?: string; topic: string } | null;
   /** False once discovery dropped it: kept as a tombstone so its id is not reused. */
   present: boolean;
 }
 
 export class SlotTableFullError extends Error {}
-
-/** Adds `offset` to the port of a ZMQ tcp endpoint (`tcp://host:5557` → `tcp://host:5559`). */
-export function offsetPort(endpoint: string, offset: number): string {
-  const m = /^(tcp:\/\/.+:)(\d+)$/.exec(endpoint);
-  if (m === null) return endpoint; // ipc/inproc have no ports: one endpoint per rank must be configured
-  return `${m[1]}${Number(m[2]) + offset}`;
-}
 
 export function headerRankFor(
   pool: PoolConfig,
@@ -98,16 +91,7 @@ export class SlotTable {
         headerRank: headerRankFor(pool, endpoint, rank, ranks),
         role: endpoint.role,
         workerId: endpoint.workerId === undefined ? null : BigInt(endpoint.workerId),
-        kvEvents:
-          endpoint.kvEvents === undefined
-            ? null
-            : {
-                endpoint: offsetPort(endpoint.kvEvents.endpoint, rank),
-                ...(endpoint.kvEvents.replayEndpoint === undefined
-                  ? {}
-                  : { replayEndpoint: offsetPort(endpoint.kvEvents.replayEndpoint, rank) }),
-                topic: endpoint.kvEvents.topic,
-              },
+        kvEvents: endpoint.kvEvents ?? null,
         present: true,
       };
       this.#slots.push(slot);
