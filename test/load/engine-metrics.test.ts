@@ -40,7 +40,7 @@ describe("engine metrics", () => {
   });
 
   it("falls back to the deprecated KV usage name and to rank 0 without labels", () => {
-    const page = "vllm:num_requests_running 2\nvllm:gpu_cache_usage_perc 0.75\n";
+    const page = "vllm:num_requests_running 2\nvllm:gpu_cache_usage_perc 0.75"; // no final newline
     expect(parseEngineMetrics(page).ranks.get(0)).toEqual({ running: 2, waiting: 0, kvUsage: 0.75 });
   });
 

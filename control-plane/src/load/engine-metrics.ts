@@ -34,7 +34,8 @@ function rankOf(labels: Record<string, string> | undefined): number | undefined 
 export function parseEngineMetrics(text: string, modelName?: string): EngineMetrics {
   let families: ReturnType<typeof parsePrometheusTextFormat>;
   try {
-    families = parsePrometheusTextFormat(text);
+    // The parser drops a last line that lacks its newline.
+    families = parsePrometheusTextFormat(text.endsWith("\n") ? text : `${text}\n`);
   } catch (err) {
     throw new MetricsParseError(`unparseable metrics page: ${(err as Error).message}`);
   }
