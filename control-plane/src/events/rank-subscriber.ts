@@ -94,6 +94,11 @@ export class RankSubscriber {
     }
   }
 
+  /** The address actually bound or connected (resolves a `*` port in bind mode). */
+  get boundEndpoint(): string | null {
+    return this.socket?.lastEndpoint ?? null;
+  }
+
   /** Closes the socket, aborts a running replay and waits for both. */
   async stop(): Promise<void> {
     this.ingest.stop();
