@@ -1,3 +1,4 @@
+// biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
 // Chained chunk hashes (docs/wire-format.md §3): h0 = XXH64(model ‖ 0 ‖ lora ‖ 0 ‖ cache_salt, 0),
 // h_k = XXH64(chunk_k, seed = h_{k-1}); only complete chunks count. The state between calls is
 // just (previous hash, bytes of the incomplete chunk), so a caller that keeps both can resume
@@ -39,7 +40,7 @@ export function chainChunks(prev: u64, p: usize, len: i32, chunk: i32, out: usiz
   let h = prev;
   for (let k = 0; k < count; k++) {
     h = xxh64(p + <usize>(k * chunk), <usize>chunk, h);
-    store<u64>(out + (<usize>k << 3), h);
+    store<u64>(out + ((<usize>k) << 3), h);
   }
   lastChainHash = h;
   return count;

@@ -1,3 +1,4 @@
+// biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
 // The routing core: pure logic shared by the Proxy-Wasm filter and the control plane (via
 // @assemblyscript/loader). No Proxy-Wasm or host imports may appear anywhere under core/.
 //
@@ -9,10 +10,9 @@ import { ByteBuf } from "./byte-buf";
 import { chainChunks, lastChainHash, rootHash } from "./chunk-hash";
 import { ERR_ARGUMENT } from "./errors";
 import { decodeString } from "./json-string";
-import { RequestHasher } from "./request-hash";
-import { ENDPOINT_CHAT, ENDPOINT_COMPLETIONS } from "./request-hash";
 import { parseRank } from "./rank-header";
 import { RENDER_NONE } from "./render";
+import { ENDPOINT_CHAT, ENDPOINT_COMPLETIONS, RequestHasher } from "./request-hash";
 import { decodeSegmentTemplate, SegmentTemplate, templateError } from "./segment-template";
 import { xxh64 } from "./xxh64";
 
@@ -22,7 +22,7 @@ const io = new ByteBuf(64 << 10);
 const scratch = new ByteBuf(256);
 const decoded = new ByteBuf(256);
 const hasher = new RequestHasher();
-const templates = new Array<SegmentTemplate | null>();
+const templates: (SegmentTemplate | null)[] = [];
 const scanResult = memory.data(4 * 20);
 
 /** Ensures the I/O region holds n bytes and returns its address (it moves when it grows). */
@@ -41,7 +41,15 @@ export function xxh64Io(len: i32, seed: u64): u64 {
 /** h0 of model ‖ 0 ‖ lora ‖ 0 ‖ salt, the three strings lying back to back in the I/O region. */
 export function rootHashIo(modelLen: i32, loraLen: i32, saltLen: i32): u64 {
   const p = io.ptr;
-  return rootHash(p, modelLen, p + <usize>modelLen, loraLen, p + <usize>(modelLen + loraLen), saltLen, scratch);
+  return rootHash(
+    p,
+    modelLen,
+    p + <usize>modelLen,
+    loraLen,
+    p + <usize>(modelLen + loraLen),
+    saltLen,
+    scratch,
+  );
 }
 
 /**
@@ -75,7 +83,7 @@ export function templateLoad(len: i32): i32 {
   if (t == null) return templateError;
   for (let i = 0; i < templates.length; i++) {
     if (unchecked(templates[i]) == null) {
-      unchecked((templates[i] = t));
+      templates[i] = t;
       return i;
     }
   }
@@ -84,7 +92,7 @@ export function templateLoad(len: i32): i32 {
 }
 
 export function templateFree(id: i32): void {
-  if (id >= 0 && id < templates.length) unchecked((templates[id] = null));
+  if (id >= 0 && id < templates.length) templates[id] = null;
 }
 
 function templateById(id: i32): SegmentTemplate | null {
@@ -136,7 +144,7 @@ export function scanPartsPtr(): usize {
 export function decodeSpanIo(off: i32, len: i32, escaped: i32): i32 {
   decoded.len = 0;
   if (off < 0 || len < 0 || off + len > io.cap) return ERR_ARGUMENT;
-  decodeString(io.ptr + <usize>off, len, escaped != 0, decoded);
+  decodeString(io.ptr + <usize>off, len, escaped !== 0, decoded);
   return decoded.len;
 }
 
@@ -156,11 +164,11 @@ export function renderIo(bodyLen: i32, endpoint: i32, templateId: i32, bosLen: i
   const s = hasher.scan;
   const err = s.scan(io.ptr, bodyLen);
   if (err < 0) return err;
-  if (endpoint == ENDPOINT_CHAT) {
+  if (endpoint === ENDPOINT_CHAT) {
     const t = templateById(templateId);
     return t == null ? RENDER_NONE : r.renderChat(s, t);
   }
-  if (endpoint == ENDPOINT_COMPLETIONS) return r.renderCompletion(s, io.ptr + <usize>bodyLen, bosLen);
+  if (endpoint === ENDPOINT_COMPLETIONS) return r.renderCompletion(s, io.ptr + <usize>bodyLen, bosLen);
   return ERR_ARGUMENT;
 }
 
@@ -191,7 +199,19 @@ export function hashRequestIo(
   const bos = p + <usize>bodyLen;
   const model = bos + <usize>bosLen;
   const lora = model + <usize>modelLen;
-  return hasher.run(p, bodyLen, endpoint, templateById(templateId), bos, bosLen, model, modelLen, lora, loraLen, chunk);
+  return hasher.run(
+    p,
+    bodyLen,
+    endpoint,
+    templateById(templateId),
+    bos,
+    bosLen,
+    model,
+    modelLen,
+    lora,
+    loraLen,
+    chunk,
+  );
 }
 
 /** Strict DP-rank parse of io[0, len): the rank, or -1 when invalid. */

@@ -91,9 +91,9 @@ const P_TEXT: i32 = 2;
 
 /** Compares n bytes at p with an ASCII literal. */
 export function bytesEqual(p: usize, n: i32, s: string): bool {
-  if (n != s.length) return false;
+  if (n !== s.length) return false;
   for (let i = 0; i < n; i++) {
-    if (<i32>load<u8>(p + <usize>i) != <i32>s.charCodeAt(i)) return false;
+    if (<i32>load<u8>(p + <usize>i) !== <i32>s.charCodeAt(i)) return false;
   }
   return true;
 }
@@ -166,11 +166,11 @@ export class RequestScan {
     this.reset(body, len);
     this.ws();
     if (this.p >= this.end) return ERR_TRUNCATED;
-    if (load<u8>(this.p) != 0x7b) return ERR_NOT_OBJECT;
+    if (load<u8>(this.p) !== 0x7b) return ERR_NOT_OBJECT;
     this.p++;
     this.ws();
     if (this.p >= this.end) return ERR_TRUNCATED;
-    if (load<u8>(this.p) == 0x7d) {
+    if (load<u8>(this.p) === 0x7d) {
       this.p++;
     } else {
       while (true) {
@@ -180,11 +180,11 @@ export class RequestScan {
         if (r < 0) return r;
         const next = this.afterMember(0x7d);
         if (next < 0) return next;
-        if (next == 0) break;
+        if (next === 0) break;
       }
     }
     this.ws();
-    return this.p == this.end ? 0 : ERR_SYNTAX;
+    return this.p === this.end ? 0 : ERR_SYNTAX;
   }
 
   // ---- lexing helpers -------------------------------------------------------------------------
@@ -194,7 +194,7 @@ export class RequestScan {
     const end = this.end;
     while (p < end) {
       const c = load<u8>(p);
-      if (c != 0x20 && c != 0x0a && c != 0x0d && c != 0x09) break;
+      if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) break;
       p++;
     }
     this.p = p;
@@ -206,8 +206,8 @@ export class RequestScan {
     if (this.p >= this.end) return ERR_TRUNCATED;
     const c = <u32>load<u8>(this.p);
     this.p++;
-    if (c == 0x2c) return 1;
-    if (c == close) return 0;
+    if (c === 0x2c) return 1;
+    if (c === close) return 0;
     return ERR_SYNTAX;
   }
 
@@ -215,7 +215,7 @@ export class RequestScan {
   private readString(): i32 {
     this.ws();
     if (this.p >= this.end) return ERR_TRUNCATED;
-    if (load<u8>(this.p) != 0x22) return ERR_SYNTAX;
+    if (load<u8>(this.p) !== 0x22) return ERR_SYNTAX;
     const start = this.p + 1;
     const q = scanString(start, this.end);
     if (q < 0) return <i32>q;
@@ -242,12 +242,12 @@ export class RequestScan {
     if (r < 0) return r;
     this.ws();
     if (this.p >= this.end) return ERR_TRUNCATED;
-    if (load<u8>(this.p) != 0x3a) return ERR_SYNTAX;
+    if (load<u8>(this.p) !== 0x3a) return ERR_SYNTAX;
     this.p++;
     this.ws();
     if (this.p >= this.end) return ERR_TRUNCATED;
-    if (level == 0) return this.topKey();
-    if (level == 1) return this.messageKey();
+    if (level === 0) return this.topKey();
+    if (level === 1) return this.messageKey();
     if (this.strIs("type")) return P_TYPE;
     if (this.strIs("text")) return P_TEXT;
     return K_OTHER;
@@ -256,41 +256,41 @@ export class RequestScan {
   private topKey(): i32 {
     // Dispatch on the raw length first: most keys are unescaped and this rejects most mismatches.
     const n = this.strEsc ? -1 : this.strLen;
-    if (n == 5 || n < 0) {
+    if (n === 5 || n < 0) {
       if (this.strIs("model")) return K_MODEL;
     }
-    if (n == 6 || n < 0) {
+    if (n === 6 || n < 0) {
       if (this.strIs("prompt")) return K_PROMPT;
       if (this.strIs("stream")) return K_STREAM;
       if (this.strIs("suffix")) return K_SUFFIX;
     }
-    if (n == 8 || n < 0) {
+    if (n === 8 || n < 0) {
       if (this.strIs("messages")) return K_MESSAGES;
     }
-    if (n == 5 || n < 0) {
+    if (n === 5 || n < 0) {
       if (this.strIs("tools")) return K_TOOLS;
     }
-    if (n == 10 || n < 0) {
+    if (n === 10 || n < 0) {
       if (this.strIs("cache_salt")) return K_CACHE_SALT;
     }
-    if (n == 9 || n < 0) {
+    if (n === 9 || n < 0) {
       if (this.strIs("lora_path")) return K_LORA_PATH;
       if (this.strIs("documents")) return K_DOCUMENTS;
     }
-    if (n == 13 || n < 0) {
+    if (n === 13 || n < 0) {
       if (this.strIs("chat_template")) return K_CHAT_TEMPLATE;
       if (this.strIs("prompt_embeds")) return K_PROMPT_EMBEDS;
     }
-    if (n == 20 || n < 0) {
+    if (n === 20 || n < 0) {
       if (this.strIs("chat_template_kwargs")) return K_CHAT_TEMPLATE_KWARGS;
     }
-    if (n == 21 || n < 0) {
+    if (n === 21 || n < 0) {
       if (this.strIs("add_generation_prompt")) return K_ADD_GENERATION_PROMPT;
     }
-    if (n == 22 || n < 0) {
+    if (n === 22 || n < 0) {
       if (this.strIs("continue_final_message")) return K_CONTINUE_FINAL_MESSAGE;
     }
-    if (n == 18 || n < 0) {
+    if (n === 18 || n < 0) {
       if (this.strIs("add_special_tokens")) return K_ADD_SPECIAL_TOKENS;
     }
     return K_OTHER;
@@ -313,7 +313,7 @@ export class RequestScan {
 
   /** Consumes `null` if it is next; returns whether it did (errors are left to skipValue). */
   private takeNull(): bool {
-    if (this.p + 4 <= this.end && load<u32>(this.p) == 0x6c6c756e) {
+    if (this.p + 4 <= this.end && load<u32>(this.p) === 0x6c6c756e) {
       this.p += 4;
       return true;
     }
@@ -322,11 +322,11 @@ export class RequestScan {
 
   /** Consumes `true`/`false`: 1/0, or -1 when the value is not a boolean (nothing consumed). */
   private takeBool(): i32 {
-    if (this.p + 4 <= this.end && load<u32>(this.p) == 0x65757274) {
+    if (this.p + 4 <= this.end && load<u32>(this.p) === 0x65757274) {
       this.p += 4;
       return 1;
     }
-    if (this.p + 5 <= this.end && load<u32>(this.p) == 0x736c6166 && load<u8>(this.p, 4) == 0x65) {
+    if (this.p + 5 <= this.end && load<u32>(this.p) === 0x736c6166 && load<u8>(this.p, 4) === 0x65) {
       this.p += 5;
       return 0;
     }
@@ -336,25 +336,25 @@ export class RequestScan {
   // ---- values ---------------------------------------------------------------------------------
 
   private topValue(key: i32): i32 {
-    if (key == K_OTHER) return this.skipValue();
-    if (key == K_MESSAGES) return this.messagesValue();
-    if (key == K_PROMPT) return this.promptValue();
-    if (key == K_MODEL || key == K_CACHE_SALT || key == K_LORA_PATH) {
-      if (this.peek() != 0x22) {
+    if (key === K_OTHER) return this.skipValue();
+    if (key === K_MESSAGES) return this.messagesValue();
+    if (key === K_PROMPT) return this.promptValue();
+    if (key === K_MODEL || key === K_CACHE_SALT || key === K_LORA_PATH) {
+      if (this.peek() !== 0x22) {
         // lora_path may be null or a per-prompt list (SGLang); only a string selects an adapter.
-        if (key == K_LORA_PATH) this.loraLen = -1;
+        if (key === K_LORA_PATH) this.loraLen = -1;
         else this.flags |= REQ_BAD_FIELD;
-        if (key == K_MODEL) this.modelLen = -1;
-        if (key == K_CACHE_SALT) this.saltLen = -1;
+        if (key === K_MODEL) this.modelLen = -1;
+        if (key === K_CACHE_SALT) this.saltLen = -1;
         return this.skipValue();
       }
       const r = this.readString();
       if (r < 0) return r;
-      if (key == K_MODEL) {
+      if (key === K_MODEL) {
         this.modelOff = this.strOff;
         this.modelLen = this.strLen;
         this.modelEsc = this.strEsc;
-      } else if (key == K_CACHE_SALT) {
+      } else if (key === K_CACHE_SALT) {
         this.saltOff = this.strOff;
         this.saltLen = this.strLen;
         this.saltEsc = this.strEsc;
@@ -365,10 +365,15 @@ export class RequestScan {
       }
       return 0;
     }
-    if (key == K_STREAM || key == K_ADD_GENERATION_PROMPT || key == K_CONTINUE_FINAL_MESSAGE || key == K_ADD_SPECIAL_TOKENS) {
+    if (
+      key === K_STREAM ||
+      key === K_ADD_GENERATION_PROMPT ||
+      key === K_CONTINUE_FINAL_MESSAGE ||
+      key === K_ADD_SPECIAL_TOKENS
+    ) {
       const b = this.takeBool();
       if (b < 0) {
-        if (key != K_STREAM && this.takeNull()) {
+        if (key !== K_STREAM && this.takeNull()) {
           // null means "default" for the prompt switches: nothing to record.
           this.clearSwitch(key);
           return 0;
@@ -377,10 +382,11 @@ export class RequestScan {
         return this.skipValue();
       }
       this.clearSwitch(key);
-      if (key == K_STREAM) this.stream = b;
-      else if (key == K_ADD_GENERATION_PROMPT && b == 0) this.flags |= REQ_ADD_GENERATION_PROMPT_FALSE;
-      else if (key == K_CONTINUE_FINAL_MESSAGE && b == 1) this.flags |= REQ_CONTINUE_FINAL_MESSAGE;
-      else if (key == K_ADD_SPECIAL_TOKENS) this.flags |= b == 1 ? REQ_ADD_SPECIAL_TOKENS_TRUE : REQ_ADD_SPECIAL_TOKENS_FALSE;
+      if (key === K_STREAM) this.stream = b;
+      else if (key === K_ADD_GENERATION_PROMPT && b === 0) this.flags |= REQ_ADD_GENERATION_PROMPT_FALSE;
+      else if (key === K_CONTINUE_FINAL_MESSAGE && b === 1) this.flags |= REQ_CONTINUE_FINAL_MESSAGE;
+      else if (key === K_ADD_SPECIAL_TOKENS)
+        this.flags |= b === 1 ? REQ_ADD_SPECIAL_TOKENS_TRUE : REQ_ADD_SPECIAL_TOKENS_FALSE;
       return 0;
     }
     // Presence flags: set unless the value is null.
@@ -394,17 +400,18 @@ export class RequestScan {
 
   /** A repeated switch key wins last: forget what an earlier occurrence set. */
   private clearSwitch(key: i32): void {
-    if (key == K_ADD_GENERATION_PROMPT) this.flags &= ~REQ_ADD_GENERATION_PROMPT_FALSE;
-    else if (key == K_CONTINUE_FINAL_MESSAGE) this.flags &= ~REQ_CONTINUE_FINAL_MESSAGE;
-    else if (key == K_ADD_SPECIAL_TOKENS) this.flags &= ~(REQ_ADD_SPECIAL_TOKENS_TRUE | REQ_ADD_SPECIAL_TOKENS_FALSE);
+    if (key === K_ADD_GENERATION_PROMPT) this.flags &= ~REQ_ADD_GENERATION_PROMPT_FALSE;
+    else if (key === K_CONTINUE_FINAL_MESSAGE) this.flags &= ~REQ_CONTINUE_FINAL_MESSAGE;
+    else if (key === K_ADD_SPECIAL_TOKENS)
+      this.flags &= ~(REQ_ADD_SPECIAL_TOKENS_TRUE | REQ_ADD_SPECIAL_TOKENS_FALSE);
   }
 
   private presenceFlag(key: i32): i32 {
-    if (key == K_CHAT_TEMPLATE) return REQ_CHAT_TEMPLATE;
-    if (key == K_CHAT_TEMPLATE_KWARGS) return REQ_CHAT_TEMPLATE_KWARGS;
-    if (key == K_TOOLS) return REQ_TOOLS;
-    if (key == K_DOCUMENTS) return REQ_DOCUMENTS;
-    if (key == K_SUFFIX) return REQ_SUFFIX;
+    if (key === K_CHAT_TEMPLATE) return REQ_CHAT_TEMPLATE;
+    if (key === K_CHAT_TEMPLATE_KWARGS) return REQ_CHAT_TEMPLATE_KWARGS;
+    if (key === K_TOOLS) return REQ_TOOLS;
+    if (key === K_DOCUMENTS) return REQ_DOCUMENTS;
+    if (key === K_SUFFIX) return REQ_SUFFIX;
     return REQ_PROMPT_EMBEDS;
   }
 
@@ -412,21 +419,21 @@ export class RequestScan {
     this.promptLen = -1;
     this.promptCount = 0;
     const c = this.peek();
-    if (c == 0x22) {
+    if (c === 0x22) {
       const r = this.readString();
       if (r < 0) return r;
       this.promptKind = PROMPT_STRING;
       this.setPromptSpan();
       return 0;
     }
-    if (c != 0x5b) {
+    if (c !== 0x5b) {
       this.promptKind = PROMPT_OTHER;
       return this.skipValue();
     }
     this.p++;
     this.ws();
     if (this.p >= this.end) return ERR_TRUNCATED;
-    if (this.peek() == 0x5d) {
+    if (this.peek() === 0x5d) {
       this.p++;
       this.promptKind = PROMPT_OTHER;
       return 0;
@@ -438,13 +445,13 @@ export class RequestScan {
       this.ws();
       if (this.p >= this.end) return ERR_TRUNCATED;
       const e = this.peek();
-      if (e == 0x22) {
+      if (e === 0x22) {
         const r = this.readString();
         if (r < 0) return r;
-        if (strings == 0) this.setPromptSpan();
+        if (strings === 0) this.setPromptSpan();
         strings++;
       } else {
-        if ((e >= 0x30 && e <= 0x39) || e == 0x2d) numbers++;
+        if ((e >= 0x30 && e <= 0x39) || e === 0x2d) numbers++;
         else others++;
         const r = this.skipValue();
         if (r < 0) return r;
@@ -452,11 +459,11 @@ export class RequestScan {
       if (strings + numbers + others > MAX_PARTS) return ERR_LIMIT;
       const next = this.afterMember(0x5d);
       if (next < 0) return next;
-      if (next == 0) break;
+      if (next === 0) break;
     }
     this.promptCount = strings + numbers + others;
-    if (numbers == 0 && others == 0) this.promptKind = PROMPT_STRINGS;
-    else if (strings == 0 && others == 0) this.promptKind = PROMPT_TOKENS;
+    if (numbers === 0 && others === 0) this.promptKind = PROMPT_STRINGS;
+    else if (strings === 0 && others === 0) this.promptKind = PROMPT_TOKENS;
     else this.promptKind = PROMPT_OTHER;
     return 0;
   }
@@ -473,7 +480,7 @@ export class RequestScan {
     this.partCount = 0;
     this.messages.len = 0;
     this.parts.len = 0;
-    if (this.peek() != 0x5b) {
+    if (this.peek() !== 0x5b) {
       this.hasMessages = false;
       this.flags |= REQ_BAD_MESSAGES;
       return this.skipValue();
@@ -483,7 +490,7 @@ export class RequestScan {
     this.p++;
     this.ws();
     if (this.p >= this.end) return ERR_TRUNCATED;
-    if (this.peek() == 0x5d) {
+    if (this.peek() === 0x5d) {
       this.p++;
       return 0;
     }
@@ -495,7 +502,7 @@ export class RequestScan {
       if (r < 0) return r;
       const next = this.afterMember(0x5d);
       if (next < 0) return next;
-      if (next == 0) return 0;
+      if (next === 0) return 0;
     }
   }
 
@@ -512,14 +519,14 @@ export class RequestScan {
     store<i32>(m, MSG_NO_ROLE | MSG_NO_CONTENT, 12);
     store<i32>(m, this.partCount, 16);
     store<i32>(m, 0, 20);
-    if (this.peek() != 0x7b) {
+    if (this.peek() !== 0x7b) {
       this.setMsgFlag(rec, MSG_BAD);
       return this.skipValue();
     }
     this.p++;
     this.ws();
     if (this.p >= this.end) return ERR_TRUNCATED;
-    if (this.peek() == 0x7d) {
+    if (this.peek() === 0x7d) {
       this.p++;
       return 0;
     }
@@ -531,7 +538,7 @@ export class RequestScan {
       if (r < 0) return r;
       const next = this.afterMember(0x7d);
       if (next < 0) return next;
-      if (next == 0) return 0;
+      if (next === 0) return 0;
     }
   }
 
@@ -546,8 +553,8 @@ export class RequestScan {
   }
 
   private messageValue(rec: i32, key: i32): i32 {
-    if (key == M_ROLE) {
-      if (this.peek() != 0x22) {
+    if (key === M_ROLE) {
+      if (this.peek() !== 0x22) {
         this.setMsgFlag(rec, MSG_BAD);
         return this.skipValue();
       }
@@ -560,13 +567,13 @@ export class RequestScan {
       this.clearMsgFlag(rec, MSG_NO_ROLE);
       return 0;
     }
-    if (key == M_CONTENT) return this.contentValue(rec);
+    if (key === M_CONTENT) return this.contentValue(rec);
     // Optional OpenAI fields: null is the same as absent.
     if (this.takeNull()) return 0;
-    if (key == M_NAME) this.setMsgFlag(rec, MSG_NAME);
-    else if (key == M_TOOL_CALLS) this.setMsgFlag(rec, MSG_TOOL_CALLS);
-    else if (key == M_TOOL_CALL_ID) this.setMsgFlag(rec, MSG_TOOL_CALL_ID);
-    else if (key == M_REASONING) this.setMsgFlag(rec, MSG_REASONING);
+    if (key === M_NAME) this.setMsgFlag(rec, MSG_NAME);
+    else if (key === M_TOOL_CALLS) this.setMsgFlag(rec, MSG_TOOL_CALLS);
+    else if (key === M_TOOL_CALL_ID) this.setMsgFlag(rec, MSG_TOOL_CALL_ID);
+    else if (key === M_REASONING) this.setMsgFlag(rec, MSG_REASONING);
     else this.setMsgFlag(rec, MSG_UNKNOWN_FIELD);
     return this.skipValue();
   }
@@ -587,7 +594,7 @@ export class RequestScan {
     store<i32>(m, 0, 20);
     this.clearMsgFlag(rec, MSG_NO_CONTENT | MSG_CONTENT_PARTS | MSG_NON_TEXT_PART);
     const c = this.peek();
-    if (c == 0x22) {
+    if (c === 0x22) {
       const r = this.readString();
       if (r < 0) return r;
       const a = this.addPart();
@@ -599,7 +606,7 @@ export class RequestScan {
       this.setMsgFlag(rec, MSG_NO_CONTENT);
       return 0;
     }
-    if (c != 0x5b) {
+    if (c !== 0x5b) {
       this.setMsgFlag(rec, MSG_BAD);
       return this.skipValue();
     }
@@ -607,7 +614,7 @@ export class RequestScan {
     this.p++;
     this.ws();
     if (this.p >= this.end) return ERR_TRUNCATED;
-    if (this.peek() == 0x5d) {
+    if (this.peek() === 0x5d) {
       this.p++;
       return 0;
     }
@@ -618,13 +625,13 @@ export class RequestScan {
       if (r < 0) return r;
       const next = this.afterMember(0x5d);
       if (next < 0) return next;
-      if (next == 0) return 0;
+      if (next === 0) return 0;
     }
   }
 
   /** One content part: {"type": "text", "text": "..."}; other part keys are ignored, like vLLM. */
   private part(rec: i32): i32 {
-    if (this.peek() != 0x7b) {
+    if (this.peek() !== 0x7b) {
       this.setMsgFlag(rec, MSG_BAD);
       return this.skipValue();
     }
@@ -637,17 +644,17 @@ export class RequestScan {
     let textEsc = false;
     this.ws();
     if (this.p >= this.end) return ERR_TRUNCATED;
-    if (this.peek() == 0x7d) {
+    if (this.peek() === 0x7d) {
       this.p++;
     } else {
       while (true) {
         this.ws();
         const key = this.readKey(2);
         if (key < 0) return key;
-        if ((key == P_TYPE || key == P_TEXT) && this.peek() == 0x22) {
+        if ((key === P_TYPE || key === P_TEXT) && this.peek() === 0x22) {
           const r = this.readString();
           if (r < 0) return r;
-          if (key == P_TYPE) {
+          if (key === P_TYPE) {
             type = this.strIs("text") ? 1 : 2;
           } else {
             hasText = true;
@@ -656,17 +663,17 @@ export class RequestScan {
             textEsc = this.strEsc;
           }
         } else {
-          if (key == P_TYPE) type = 2;
-          else if (key == P_TEXT) hasText = false;
+          if (key === P_TYPE) type = 2;
+          else if (key === P_TEXT) hasText = false;
           const r = this.skipValue();
           if (r < 0) return r;
         }
         const next = this.afterMember(0x7d);
         if (next < 0) return next;
-        if (next == 0) break;
+        if (next === 0) break;
       }
     }
-    if (type == 1 && hasText) {
+    if (type === 1 && hasText) {
       this.strOff = textOff;
       this.strLen = textLen;
       this.strEsc = textEsc;
@@ -674,7 +681,7 @@ export class RequestScan {
       if (a < 0) return a;
       const cnt = this.messages.ptr + <usize>rec + 20;
       store<i32>(cnt, load<i32>(cnt) + 1);
-    } else if (type == 2) {
+    } else if (type === 2) {
       this.setMsgFlag(rec, MSG_NON_TEXT_PART);
     } else {
       this.setMsgFlag(rec, MSG_BAD);
@@ -687,19 +694,23 @@ export class RequestScan {
   /** Skips one scalar at p (whitespace already skipped, p < end). */
   private skipScalar(): i32 {
     const c = this.peek();
-    if (c == 0x22) {
+    if (c === 0x22) {
       const q = scanString(this.p + 1, this.end);
       if (q < 0) return <i32>q;
       this.p = <usize>q + 1;
       return 0;
     }
-    if (c == 0x2d || (c >= 0x30 && c <= 0x39)) return this.skipNumber();
+    if (c === 0x2d || (c >= 0x30 && c <= 0x39)) return this.skipNumber();
     if (this.takeNull() || this.takeBool() >= 0) return 0;
     // A prefix of a literal at the very end is a truncation, anything else bad syntax.
     const left = this.end - this.p;
     if (left < 5) {
-      const lit = c == 0x74 ? "true" : c == 0x66 ? "false" : c == 0x6e ? "null" : "";
-      if (lit.length > 0 && <i32>left < lit.length && bytesEqual(this.p, <i32>left, lit.substring(0, <i32>left))) {
+      const lit = c === 0x74 ? "true" : c === 0x66 ? "false" : c === 0x6e ? "null" : "";
+      if (
+        lit.length > 0 &&
+        <i32>left < lit.length &&
+        bytesEqual(this.p, <i32>left, lit.substring(0, <i32>left))
+      ) {
         return ERR_TRUNCATED;
       }
     }
@@ -710,29 +721,29 @@ export class RequestScan {
   private skipNumber(): i32 {
     let p = this.p;
     const end = this.end;
-    if (load<u8>(p) == 0x2d) {
+    if (load<u8>(p) === 0x2d) {
       p++;
       if (p >= end) return ERR_TRUNCATED;
     }
     let c = <u32>load<u8>(p);
-    if (c == 0x30) {
+    if (c === 0x30) {
       p++;
     } else if (c >= 0x31 && c <= 0x39) {
       while (p < end && <u32>load<u8>(p) - 0x30 < 10) p++;
     } else {
       return ERR_SYNTAX;
     }
-    if (p < end && load<u8>(p) == 0x2e) {
+    if (p < end && load<u8>(p) === 0x2e) {
       p++;
       if (p >= end) return ERR_TRUNCATED;
       if (<u32>load<u8>(p) - 0x30 >= 10) return ERR_SYNTAX;
       while (p < end && <u32>load<u8>(p) - 0x30 < 10) p++;
     }
-    if (p < end && (load<u8>(p) | 0x20) == 0x65) {
+    if (p < end && (load<u8>(p) | 0x20) === 0x65) {
       p++;
       if (p >= end) return ERR_TRUNCATED;
       c = <u32>load<u8>(p);
-      if (c == 0x2b || c == 0x2d) {
+      if (c === 0x2b || c === 0x2d) {
         p++;
         if (p >= end) return ERR_TRUNCATED;
       }
@@ -755,15 +766,15 @@ export class RequestScan {
       this.ws();
       if (this.p >= this.end) return ERR_TRUNCATED;
       const c = this.peek();
-      if (c == 0x7b || c == 0x5b) {
+      if (c === 0x7b || c === 0x5b) {
         if (depth >= MAX_DEPTH) return ERR_DEPTH;
-        const isObject = c == 0x7b;
+        const isObject = c === 0x7b;
         store<u8>(stack + <usize>depth, isObject ? 1 : 0);
         depth++;
         this.p++;
         this.ws();
         if (this.p >= this.end) return ERR_TRUNCATED;
-        if (this.peek() == (isObject ? 0x7d : 0x5d)) {
+        if (this.peek() === (isObject ? 0x7d : 0x5d)) {
           this.p++;
           depth--;
         } else {
@@ -779,11 +790,11 @@ export class RequestScan {
       }
       // A value ended: close containers until one continues with ','.
       while (true) {
-        if (depth == 0) return 0;
-        const isObject = load<u8>(stack + <usize>(depth - 1)) == 1;
+        if (depth === 0) return 0;
+        const isObject = load<u8>(stack + <usize>(depth - 1)) === 1;
         const next = this.afterMember(isObject ? 0x7d : 0x5d);
         if (next < 0) return next;
-        if (next == 1) {
+        if (next === 1) {
           if (isObject) {
             const k = this.skipKey();
             if (k < 0) return k;
@@ -801,7 +812,7 @@ export class RequestScan {
     if (r < 0) return r;
     this.ws();
     if (this.p >= this.end) return ERR_TRUNCATED;
-    if (load<u8>(this.p) != 0x3a) return ERR_SYNTAX;
+    if (load<u8>(this.p) !== 0x3a) return ERR_SYNTAX;
     this.p++;
     return 0;
   }

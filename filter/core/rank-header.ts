@@ -8,7 +8,7 @@ export const RANK_INVALID: i64 = -1;
 export function parseRank(p: usize, len: i32): i64 {
   if (len < 1 || len > 10) return RANK_INVALID;
   const first = <u32>load<u8>(p);
-  if (first == 0x30 && len > 1) return RANK_INVALID; // leading zero
+  if (first === 0x30 && len > 1) return RANK_INVALID; // leading zero
   let v: u64 = 0;
   for (let i = 0; i < len; i++) {
     const d = <u32>load<u8>(p + <usize>i) - 0x30;

@@ -1,8 +1,8 @@
+// biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
 // Canonical prompt stream (docs/wire-format.md §1–§2): the bytes the engine tokenizes, built from
 // the spans of a RequestScan. Chat goes through a SegmentTemplate; completions are bosText ‖ prompt.
 // The result is EXACT (the whole prompt), PARTIAL (an exact prefix of it) or NONE.
 import { ByteBuf } from "./byte-buf";
-import { decodeString } from "./json-string";
 import {
   bytesEqual,
   MSG_INEXPRESSIBLE,
@@ -24,6 +24,7 @@ import {
   REQ_TOOLS,
   RequestScan,
 } from "./json-scan";
+import { decodeString } from "./json-string";
 import { SegmentTemplate, THINK_QWEN3 } from "./segment-template";
 import { pyWsLenAt, pyWsLenBefore } from "./utf8";
 
@@ -50,11 +51,11 @@ export class Renderer {
     const out = this.out;
     out.len = 0;
     const f = scan.flags;
-    if ((f & (REQ_BAD_FIELD | REQ_SUFFIX | REQ_PROMPT_EMBEDS)) != 0) return RENDER_NONE;
+    if ((f & (REQ_BAD_FIELD | REQ_SUFFIX | REQ_PROMPT_EMBEDS)) !== 0) return RENDER_NONE;
     const kind = scan.promptKind;
-    if (!(kind == PROMPT_STRING || (kind == PROMPT_STRINGS && scan.promptCount == 1))) return RENDER_NONE;
+    if (!(kind === PROMPT_STRING || (kind === PROMPT_STRINGS && scan.promptCount === 1))) return RENDER_NONE;
     // add_special_tokens defaults to true for completions: the tokenizer adds its BOS.
-    if ((f & REQ_ADD_SPECIAL_TOKENS_FALSE) == 0) out.append(bos, bosLen);
+    if ((f & REQ_ADD_SPECIAL_TOKENS_FALSE) === 0) out.append(bos, bosLen);
     decodeString(scan.body + <usize>scan.promptOff, scan.promptLen, scan.promptEsc, out);
     return this.cap(RENDER_EXACT);
   }
@@ -64,19 +65,19 @@ export class Renderer {
     const out = this.out;
     out.len = 0;
     const f = scan.flags;
-    if (!scan.hasMessages || scan.msgCount == 0) return RENDER_NONE;
+    if (!scan.hasMessages || scan.msgCount === 0) return RENDER_NONE;
     // A custom template, an unparseable field, or a tokenizer BOS on top of the template: the
     // stream's very start is unknown.
-    if ((f & (REQ_BAD_FIELD | REQ_BAD_MESSAGES | REQ_CHAT_TEMPLATE | REQ_ADD_SPECIAL_TOKENS_TRUE)) != 0) {
+    if ((f & (REQ_BAD_FIELD | REQ_BAD_MESSAGES | REQ_CHAT_TEMPLATE | REQ_ADD_SPECIAL_TOKENS_TRUE)) !== 0) {
       return RENDER_NONE;
     }
     out.append(t.base + <usize>t.prefixOff, t.prefixLen);
     // Tools and documents change the system block in most templates: only the prefix is certain.
-    if ((f & (REQ_TOOLS | REQ_DOCUMENTS)) != 0) return this.cap(RENDER_PARTIAL);
+    if ((f & (REQ_TOOLS | REQ_DOCUMENTS)) !== 0) return this.cap(RENDER_PARTIAL);
 
     const n = scan.msgCount;
     const msgs = scan.messages.ptr;
-    const lastQuery = t.think == THINK_QWEN3 ? this.lastQuery(scan) : n;
+    const lastQuery = t.think === THINK_QWEN3 ? this.lastQuery(scan) : n;
 
     if (t.defaultSystemLen >= 0 && !this.roleIs(scan, 0, t, t.systemRole)) {
       if (t.systemRole < 0) return this.cap(RENDER_PARTIAL);
@@ -89,27 +90,27 @@ export class Renderer {
     }
 
     // continue_final_message leaves the last message open: everything before it is exact.
-    const stop = (f & REQ_CONTINUE_FINAL_MESSAGE) != 0 ? n - 1 : n;
+    const stop = (f & REQ_CONTINUE_FINAL_MESSAGE) !== 0 ? n - 1 : n;
     for (let i = 0; i < stop; i++) {
       const m = msgs + <usize>(i * MSG_RECORD);
-      if ((load<i32>(m, 12) & MSG_INEXPRESSIBLE) != 0) return this.cap(RENDER_PARTIAL);
+      if ((load<i32>(m, 12) & MSG_INEXPRESSIBLE) !== 0) return this.cap(RENDER_PARTIAL);
       const role = this.roleOf(scan, i, t);
       if (role < 0) return this.cap(RENDER_PARTIAL);
-      const isAssistant = role == t.assistantRole;
+      const isAssistant = role === t.assistantRole;
       // qwen3 renders assistant turns after the last query with a <think> block we cannot know.
-      if (isAssistant && t.think == THINK_QWEN3 && i > lastQuery) return this.cap(RENDER_PARTIAL);
+      if (isAssistant && t.think === THINK_QWEN3 && i > lastQuery) return this.cap(RENDER_PARTIAL);
       out.append(t.base + <usize>t.openOff(role), t.openLen(role));
       const start = out.len;
       this.appendContent(scan, m);
-      if (isAssistant && t.think == THINK_QWEN3) this.stripThink(start);
+      if (isAssistant && t.think === THINK_QWEN3) this.stripThink(start);
       if (t.trimContent) this.trim(start);
       out.append(t.base + <usize>t.closeOff(role), t.closeLen(role));
       if (out.len > this.maxStream) return this.cap(RENDER_PARTIAL);
     }
     if (stop < n) return this.cap(RENDER_PARTIAL);
     // chat_template_kwargs may change the generation prompt (e.g. Qwen3's enable_thinking).
-    if ((f & REQ_CHAT_TEMPLATE_KWARGS) != 0) return this.cap(RENDER_PARTIAL);
-    if ((f & REQ_ADD_GENERATION_PROMPT_FALSE) == 0) out.append(t.base + <usize>t.genOff, t.genLen);
+    if ((f & REQ_CHAT_TEMPLATE_KWARGS) !== 0) return this.cap(RENDER_PARTIAL);
+    if ((f & REQ_ADD_GENERATION_PROMPT_FALSE) === 0) out.append(t.base + <usize>t.genOff, t.genLen);
     return this.cap(RENDER_EXACT);
   }
 
@@ -129,7 +130,12 @@ export class Renderer {
     for (let k = 0; k < count; k++) {
       if (k > 0) this.out.appendByte(0x0a);
       const part = scan.parts.ptr + <usize>((first + k) * PART_RECORD);
-      decodeString(scan.body + <usize>load<i32>(part), load<i32>(part, 4), load<i32>(part, 8) != 0, this.out);
+      decodeString(
+        scan.body + <usize>load<i32>(part),
+        load<i32>(part, 4),
+        load<i32>(part, 8) !== 0,
+        this.out,
+      );
     }
   }
 
@@ -139,14 +145,14 @@ export class Renderer {
     const len = load<i32>(m, 4);
     if (len < 0) return -1;
     const p = scan.body + <usize>load<i32>(m);
-    if (load<i32>(m, 8) == 0) return t.findRole(p, len);
+    if (load<i32>(m, 8) === 0) return t.findRole(p, len);
     this.scratch.len = 0;
     decodeString(p, len, true, this.scratch);
     return t.findRole(this.scratch.ptr, this.scratch.len);
   }
 
   private roleIs(scan: RequestScan, i: i32, t: SegmentTemplate, role: i32): bool {
-    return role >= 0 && this.roleOf(scan, i, t) == role;
+    return role >= 0 && this.roleOf(scan, i, t) === role;
   }
 
   /**
@@ -162,7 +168,7 @@ export class Renderer {
       if (len < 0) continue;
       const rp = scan.body + <usize>load<i32>(m);
       let isUser = false;
-      if (load<i32>(m, 8) == 0) {
+      if (load<i32>(m, 8) === 0) {
         isUser = bytesEqual(rp, len, userName);
       } else {
         this.scratch.len = 0;
@@ -181,7 +187,11 @@ export class Renderer {
         l >= TOOL_RESPONSE_OPEN.length &&
         l >= TOOL_RESPONSE_CLOSE.length &&
         bytesEqual(p, TOOL_RESPONSE_OPEN.length, TOOL_RESPONSE_OPEN) &&
-        bytesEqual(p + <usize>(l - TOOL_RESPONSE_CLOSE.length), TOOL_RESPONSE_CLOSE.length, TOOL_RESPONSE_CLOSE);
+        bytesEqual(
+          p + <usize>(l - TOOL_RESPONSE_CLOSE.length),
+          TOOL_RESPONSE_CLOSE.length,
+          TOOL_RESPONSE_CLOSE,
+        );
       if (!wrapped) return i;
     }
     return n - 1;
@@ -201,7 +211,7 @@ export class Renderer {
     }
     if (found < 0) return;
     let from = found + k;
-    while (from < out.len && load<u8>(base + <usize>from) == 0x0a) from++;
+    while (from < out.len && load<u8>(base + <usize>from) === 0x0a) from++;
     const keep = out.len - from;
     memory.copy(base + <usize>start, base + <usize>from, <usize>keep);
     out.len = start + keep;
@@ -215,16 +225,16 @@ export class Renderer {
     let b = out.ptr + <usize>out.len;
     while (a < b) {
       const w = pyWsLenAt(a, b);
-      if (w == 0) break;
+      if (w === 0) break;
       a += <usize>w;
     }
     while (b > a) {
       const w = pyWsLenBefore(a, b);
-      if (w == 0) break;
+      if (w === 0) break;
       b -= <usize>w;
     }
     const keep = b - a;
-    if (a != s) memory.copy(s, a, keep);
+    if (a !== s) memory.copy(s, a, keep);
     out.len = start + <i32>keep;
   }
 }

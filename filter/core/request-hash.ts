@@ -1,11 +1,12 @@
+// biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
 // The filter's hot path in one call: scan the body, render the canonical stream, hash its chunks.
 // One RequestHasher per VM is reused for every request; nothing here allocates once its buffers
 // have grown to the largest request seen.
 import { ByteBuf } from "./byte-buf";
 import { chainChunks, rootHash } from "./chunk-hash";
 import { ERR_ARGUMENT } from "./errors";
-import { decodeString } from "./json-string";
 import { RequestScan } from "./json-scan";
+import { decodeString } from "./json-string";
 import { RENDER_NONE, Renderer } from "./render";
 import { SegmentTemplate } from "./segment-template";
 
@@ -45,14 +46,14 @@ export class RequestHasher {
     const err = scan.scan(body, bodyLen);
     if (err < 0) return err;
     let status = RENDER_NONE;
-    if (endpoint == ENDPOINT_CHAT) {
+    if (endpoint === ENDPOINT_CHAT) {
       if (template != null) status = this.renderer.renderChat(scan, template);
-    } else if (endpoint == ENDPOINT_COMPLETIONS) {
+    } else if (endpoint === ENDPOINT_COMPLETIONS) {
       status = this.renderer.renderCompletion(scan, bos, bosLen);
     } else {
       return ERR_ARGUMENT;
     }
-    if (status == RENDER_NONE) return status;
+    if (status === RENDER_NONE) return status;
     this.salt.len = 0;
     if (scan.saltLen > 0) decodeString(body + <usize>scan.saltOff, scan.saltLen, scan.saltEsc, this.salt);
     const h0 = rootHash(model, modelLen, lora, loraLen, this.salt.ptr, this.salt.len, this.key);

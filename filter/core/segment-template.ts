@@ -78,7 +78,8 @@ export class SegmentTemplate {
   /** The role whose name equals the n bytes at p, or -1. */
   findRole(p: usize, n: i32): i32 {
     for (let r = 0; r < this.roleCount; r++) {
-      if (this.nameLen(r) == n && memory.compare(this.base + <usize>this.nameOff(r), p, <usize>n) == 0) return r;
+      if (this.nameLen(r) === n && memory.compare(this.base + <usize>this.nameOff(r), p, <usize>n) === 0)
+        return r;
     }
     return -1;
   }
@@ -101,19 +102,20 @@ export function decodeSegmentTemplate(ptr: usize, len: i32): SegmentTemplate | n
   templateError = 0;
   if (len < 8) return fail(TPL_ERR_SHORT);
   if (len > MAX_TEMPLATE_BYTES) return fail(TPL_ERR_LIMIT);
-  if (load<u32>(ptr) != TEMPLATE_MAGIC) return fail(TPL_ERR_MAGIC);
-  if (load<u8>(ptr, 4) != TEMPLATE_VERSION) return fail(TPL_ERR_VERSION);
+  if (load<u32>(ptr) !== TEMPLATE_MAGIC) return fail(TPL_ERR_MAGIC);
+  if (load<u8>(ptr, 4) !== TEMPLATE_VERSION) return fail(TPL_ERR_VERSION);
   const flags = load<u8>(ptr, 5);
   const think = load<u8>(ptr, 6);
   const roleCount = <i32>load<u8>(ptr, 7);
-  if ((flags & ~(FLAG_TRIM_CONTENT | FLAG_DEFAULT_SYSTEM)) != 0 || think > THINK_QWEN3) return fail(TPL_ERR_FLAGS);
+  if ((flags & ~(FLAG_TRIM_CONTENT | FLAG_DEFAULT_SYSTEM)) !== 0 || think > THINK_QWEN3)
+    return fail(TPL_ERR_FLAGS);
   if (roleCount > MAX_ROLES) return fail(TPL_ERR_LIMIT);
 
   const data = new ArrayBuffer(len);
   const base = changetype<usize>(data);
   memory.copy(base, ptr, <usize>len);
   const t = new SegmentTemplate(data);
-  t.trimContent = (flags & FLAG_TRIM_CONTENT) != 0;
+  t.trimContent = (flags & FLAG_TRIM_CONTENT) !== 0;
   t.think = think;
   t.roleCount = roleCount;
   const pair = memory.data(8);
@@ -125,7 +127,7 @@ export function decodeSegmentTemplate(ptr: usize, len: i32): SegmentTemplate | n
   if (pos < 0) return fail(pos);
   t.genOff = load<i32>(pair);
   t.genLen = load<i32>(pair, 4);
-  if ((flags & FLAG_DEFAULT_SYSTEM) != 0) {
+  if ((flags & FLAG_DEFAULT_SYSTEM) !== 0) {
     pos = readStr(base, len, pos, MAX_TEMPLATE_STRING, pair);
     if (pos < 0) return fail(pos);
     t.defaultSystemOff = load<i32>(pair);
@@ -136,7 +138,7 @@ export function decodeSegmentTemplate(ptr: usize, len: i32): SegmentTemplate | n
     const rec = table + <usize>(r * ROLE_RECORD);
     pos = readStr(base, len, pos, MAX_ROLE_NAME, rec);
     if (pos < 0) return fail(pos);
-    if (load<i32>(rec, 4) == 0) return fail(TPL_ERR_LIMIT);
+    if (load<i32>(rec, 4) === 0) return fail(TPL_ERR_LIMIT);
     pos = readStr(base, len, pos, MAX_TEMPLATE_STRING, rec + 8);
     if (pos < 0) return fail(pos);
     pos = readStr(base, len, pos, MAX_TEMPLATE_STRING, rec + 16);
@@ -148,7 +150,7 @@ export function decodeSegmentTemplate(ptr: usize, len: i32): SegmentTemplate | n
     if (t.findRole(namePtr, nameLen) >= 0) return fail(TPL_ERR_DUPLICATE_ROLE);
     t.roleCount = r + 1;
   }
-  if (pos != len) return fail(TPL_ERR_TRAILING);
+  if (pos !== len) return fail(TPL_ERR_TRAILING);
   t.systemRole = findLiteral(t, "system");
   t.assistantRole = findLiteral(t, "assistant");
   return t;
@@ -162,11 +164,11 @@ function fail(code: i32): SegmentTemplate | null {
 function findLiteral(t: SegmentTemplate, s: string): i32 {
   for (let r = 0; r < t.roleCount; r++) {
     const n = t.nameLen(r);
-    if (n != s.length) continue;
+    if (n !== s.length) continue;
     let same = true;
     const p = t.base + <usize>t.nameOff(r);
     for (let i = 0; i < n; i++) {
-      if (<i32>load<u8>(p + <usize>i) != <i32>s.charCodeAt(i)) {
+      if (<i32>load<u8>(p + <usize>i) !== <i32>s.charCodeAt(i)) {
         same = false;
         break;
       }

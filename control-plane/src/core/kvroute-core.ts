@@ -206,7 +206,11 @@ export function scanRequest(body: Uint8Array | string): ScanResult {
         const p = (m(4) + k) * 3;
         texts.push(str(parts[p] as number, parts[p + 1] as number, parts[p + 2] as number) ?? "");
       }
-      result.messages.push({ role: str(m(0), m(1), m(2)) ?? null, texts, flags: flagNames(m(3), MESSAGE_FLAGS) });
+      result.messages.push({
+        role: str(m(0), m(1), m(2)) ?? null,
+        texts,
+        flags: flagNames(m(3), MESSAGE_FLAGS),
+      });
     }
   }
   return result;
@@ -281,7 +285,13 @@ export function renderRequest(
   const endpoint = options.endpoint ?? guessEndpoint(bytes);
   const id = template === null ? -1 : templateId(template);
   const [bodyLen = 0, bosLen = 0] = c.writeIo(bytes, utf8.encode(bosText));
-  const r = c.ex.renderIo(bodyLen, ENDPOINT_CODES[endpoint], id, bosLen, options.maxStreamBytes ?? DEFAULT_MAX_STREAM_BYTES);
+  const r = c.ex.renderIo(
+    bodyLen,
+    ENDPOINT_CODES[endpoint],
+    id,
+    bosLen,
+    options.maxStreamBytes ?? DEFAULT_MAX_STREAM_BYTES,
+  );
   if (r < 0) return { status: "none", stream: new Uint8Array(0), error: SCAN_ERRORS[r] ?? "syntax" };
   return { status: STATUSES[r] ?? "none", stream: c.bytes(c.ex.renderedPtr(), c.ex.renderedLen()) };
 }
@@ -358,7 +368,13 @@ export function hashRequest(body: Uint8Array | string, o: HashRequestOptions): H
     o.chunkSize ?? DEFAULT_CHUNK_SIZE,
     o.maxStreamBytes ?? DEFAULT_MAX_STREAM_BYTES,
   );
-  if (r < 0) return { status: "none", stream: new Uint8Array(0), hashes: EMPTY_HASHES, error: SCAN_ERRORS[r] ?? "syntax" };
+  if (r < 0)
+    return {
+      status: "none",
+      stream: new Uint8Array(0),
+      hashes: EMPTY_HASHES,
+      error: SCAN_ERRORS[r] ?? "syntax",
+    };
   return {
     status: STATUSES[r] ?? "none",
     stream: c.bytes(c.ex.renderedPtr(), c.ex.renderedLen()),

@@ -29,7 +29,8 @@ export function encodeSegmentTemplate(t: SegmentTemplate): Uint8Array {
   if (t.defaultSystem !== null) add("defaultSystem", t.defaultSystem, TEMPLATE_LIMITS.string);
   let roleCount = 0;
   for (const name of Object.keys(t.roles)) {
-    if (!ROLE_ORDER.includes(name as TemplateRole)) throw new SegmentTemplateEncodeError(`unknown role ${name}`);
+    if (!ROLE_ORDER.includes(name as TemplateRole))
+      throw new SegmentTemplateEncodeError(`unknown role ${name}`);
   }
   for (const role of ROLE_ORDER) {
     const seg = t.roles[role];
@@ -40,7 +41,8 @@ export function encodeSegmentTemplate(t: SegmentTemplate): Uint8Array {
     roleCount++;
   }
   const think = THINK_CODES[t.assistantHistoryThink];
-  if (think === undefined) throw new SegmentTemplateEncodeError(`unknown assistantHistoryThink ${t.assistantHistoryThink}`);
+  if (think === undefined)
+    throw new SegmentTemplateEncodeError(`unknown assistantHistoryThink ${t.assistantHistoryThink}`);
   const total = 8 + strings.reduce((n, s) => n + 4 + s.length, 0);
   if (total > TEMPLATE_LIMITS.total) throw new SegmentTemplateEncodeError(`template is ${total} bytes`);
   const out = new Uint8Array(total);
