@@ -1,6 +1,7 @@
 // Real ZMQ sockets on 127.0.0.1: a test engine publishes in vLLM's exact framing and serves
 // replay from a ROUTER; RankSubscriber must deliver the normalised events in order.
 
+import fc from "fast-check";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { Publisher } from "zeromq";
@@ -242,6 +243,29 @@ describe("RankSubscriber over real ZMQ", () => {
       event_shape: 1,
     });
     expect(sub.stats.resets).toEqual({ gap: 0, restart: 0 });
+  });
+
+  it("survives random multipart garbage over the socket", async () => {
+    const { engine, sub, sink } = await setup({});
+    await warmUp(engine, sub, 0, batch([stored(1)], 0));
+    const samples = fc.sample(
+      fc.array(
+        fc.oneof(
+          fc.uint8Array({ maxLength: 64 }).map((b) => Buffer.from(b)),
+          fc.constant(Buffer.from(engine.topic)),
+          fc.nat({ max: 1_000 }).map((n) => encodeSeq(n)),
+        ),
+        { minLength: 1, maxLength: 5 },
+      ),
+      { numRuns: 300, seed: 42 },
+    );
+    // Every message carries the topic first so the SUB filter lets it through.
+    for (const m of samples) await engine.sendRaw([Buffer.from(engine.topic), ...m]);
+    await engine.sendRaw([Buffer.from(engine.topic), encodeSeq(5_000), batch([stored(2)], 0)]);
+    await until(() => sub.stats.lastSeq === 5_000, 5_000, "final valid batch");
+    expect(sink.trace().at(-1)).toBe("5000:BlockStored");
+    const dropped = Object.values(sub.stats.dropped).reduce((a, b) => a + (b ?? 0), 0);
+    expect(dropped).toBeGreaterThan(100);
   });
 
   it("binds for engines that connect to a central subscriber", async () => {

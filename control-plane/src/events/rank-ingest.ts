@@ -94,7 +94,8 @@ export class RankIngest {
 
   private enqueue(q: Queued): void {
     if (this.pending.length - this.pendingHead >= this.o.maxPending) {
-      // The hole this leaves is seen when the queue drains, and resets the rank there.
+      // The hole this leaves shows up as a gap again later (replayed if the engine still has
+      // it, else a reset), so dropping here never loses track silently.
       this.drop("pending_overflow", {}, "too many KV event batches queued during replay");
       return;
     }

@@ -1,0 +1,201 @@
+// RankIngest without sockets: the replay path's edge cases with a scripted replay function,
+// and a fuzz run of random frames (the process must never die on input).
+
+import fc from "fast-check";
+import { pino } from "pino";
+import { describe, expect, it } from "vitest";
+import { encodeSeq } from "../../control-plane/src/events/frames.ts";
+import { RankIngest } from "../../control-plane/src/events/rank-ingest.ts";
+import type { ReplayResult } from "../../control-plane/src/events/replay-client.ts";
+import { newRankStats, ThrottledLog } from "../../control-plane/src/events/stats.ts";
+import type { EventSink } from "../../control-plane/src/events/types.ts";
+import { RecordingSink } from "./harness.ts";
+import { batch, range, storedArray } from "./msgspec.ts";
+
+const T = Buffer.from("kv");
+const quiet = pino({ level: "silent" });
+const payload = (h: number) => batch([storedArray({ hashes: [h], tokens: range(0, 4), blockSize: 4 })], 0);
+const frames = (seq: number) => [T, encodeSeq(seq), payload(seq)];
+const replayed = (seqs: number[]) => seqs.map((seq) => ({ seq, topic: T, payload: payload(seq) }));
+
+function make(
+  replay: ((from: number) => Promise<ReplayResult>) | null,
+  sink: EventSink = new RecordingSink(),
+  maxPending = 100,
+) {
+  const stats = newRankStats("s", 0, "tcp://x:1", "connect", replay ? "tcp://x:2" : null);
+  const ingest = new RankIngest({
+    slotKey: "s",
+    rank: 0,
+    topic: "kv",
+    sink,
+    stats,
+    log: new ThrottledLog(quiet, 1_000),
+    replay,
+    maxPending,
+  });
+  return { ingest, stats, sink };
+}
+
+/** A replay whose answer the test releases by hand, to interleave live messages. */
+function deferred() {
+  let release: (r: ReplayResult) => void = () => {};
+  const calls: number[] = [];
+  const fn = (from: number) => {
+    calls.push(from);
+    return new Promise<ReplayResult>((r) => {
+      release = r;
+    });
+  };
+  return { fn, calls, release: (r: ReplayResult) => release(r) };
+}
+
+describe("RankIngest replay path", () => {
+  it("queues live batches during a replay and drops the ones replay already delivered", async () => {
+    const d = deferred();
+    const { ingest, stats, sink } = make(d.fn);
+    ingest.onFrames(frames(0));
+    ingest.onFrames(frames(3)); // gap: 1, 2 missing
+    ingest.onFrames(frames(4));
+    ingest.onFrames(frames(5));
+    expect(d.calls).toEqual([1]);
+    expect(stats.pending).toBe(3);
+    d.release({ ok: true, batches: replayed([1, 2, 3, 4]) });
+    await ingest.idle();
+    expect((sink as RecordingSink).trace()).toEqual(range(0, 6).map((s) => `${s}:BlockStored`));
+    expect(stats.dropped.duplicate).toBe(2); // live 3 and 4
+    expect(stats.pending).toBe(0);
+  });
+
+  it("resets once when the replayed batches have a hole of their own", async () => {
+    const d = deferred();
+    const { ingest, stats, sink } = make(d.fn);
+    ingest.onFrames(frames(0));
+    ingest.onFrames(frames(4));
+    d.release({ ok: true, batches: replayed([1, 3, 4]) });
+    await ingest.idle();
+    expect((sink as RecordingSink).trace()).toEqual([
+      "0:BlockStored",
+      "1:BlockStored",
+      "reset:gap",
+      "3:BlockStored",
+      "4:BlockStored",
+    ]);
+    expect(stats.resets.gap).toBe(1);
+  });
+
+  it("does not loop through replays when the engine cannot fill a hole", async () => {
+    const calls: number[] = [];
+    const { ingest, stats, sink } = make(async (from) => {
+      calls.push(from);
+      return { ok: true, batches: replayed([from]) }; // answers only the first one asked for
+    });
+    ingest.onFrames(frames(0));
+    ingest.onFrames(frames(5));
+    await ingest.idle();
+    expect(calls).toEqual([1]);
+    expect((sink as RecordingSink).trace()).toEqual([
+      "0:BlockStored",
+      "1:BlockStored",
+      "reset:gap",
+      "5:BlockStored",
+    ]);
+    expect(stats.resets.gap).toBe(1);
+  });
+
+  it("treats a failed catch-up on first connect as no reset (nothing indexed yet)", async () => {
+    const { ingest, stats, sink } = make(async () => ({ ok: false, reason: "timeout", batches: [] }));
+    ingest.onFrames(frames(7));
+    await ingest.idle();
+    expect((sink as RecordingSink).trace()).toEqual(["7:BlockStored"]);
+    expect(stats.resets).toEqual({ gap: 0, restart: 0 });
+    expect(stats.replays.failed).toBe(1);
+  });
+
+  it("bounds the queue during a replay; what it drops is asked for again later", async () => {
+    const d = deferred();
+    const { ingest, stats, sink } = make(d.fn, new RecordingSink(), 2);
+    ingest.onFrames(frames(0));
+    ingest.onFrames(frames(2)); // gap → replay; queued
+    ingest.onFrames(frames(3)); // queued
+    ingest.onFrames(frames(4)); // over the limit: dropped
+    ingest.onFrames(frames(5)); // dropped
+    d.release({ ok: true, batches: replayed([1, 2]) });
+    await ingest.idle();
+    ingest.onFrames(frames(6)); // 4 and 5 are missing: a new replay
+    expect(d.calls).toEqual([1, 4]);
+    d.release({ ok: true, batches: replayed([4, 5, 6]) });
+    await ingest.idle();
+    expect((sink as RecordingSink).trace()).toEqual(range(0, 7).map((s) => `${s}:BlockStored`));
+    expect(stats.dropped.pending_overflow).toBe(2);
+    expect(stats.resets.gap).toBe(0);
+  });
+
+  it("survives a sink that throws, counting it", () => {
+    const sink: EventSink = {
+      event: () => {
+        throw new Error("index down");
+      },
+      rankReset: () => {
+        throw new Error("index down");
+      },
+    };
+    const { ingest, stats } = make(null, sink);
+    ingest.onFrames(frames(0));
+    ingest.onFrames(frames(2));
+    expect(stats.dropped.sink_error).toBe(3);
+    expect(stats.lastSeq).toBe(2);
+  });
+
+  it("drops batches whose topic does not match the subscription prefix", () => {
+    const { ingest, stats } = make(null);
+    ingest.onFrames([Buffer.from("other"), encodeSeq(0), payload(0)]);
+    expect(stats.dropped.topic).toBe(1);
+    expect(stats.lastSeq).toBeNull();
+  });
+});
+
+describe("fuzz", () => {
+  const frame = fc.oneof(
+    fc.uint8Array({ maxLength: 40 }).map((b) => Buffer.from(b)),
+    fc.nat({ max: 12 }).map((n) => encodeSeq(n)),
+    fc.constant(T),
+    fc.nat({ max: 5 }).map((n) => payload(n)),
+    fc.constant(Buffer.alloc(8, 0xff)),
+  );
+
+  it("never throws on random multipart messages, with or without replay", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.array(frame, { maxLength: 5 }), { maxLength: 40 }),
+        fc.boolean(),
+        async (msgs, withReplay) => {
+          const { ingest, stats } = make(
+            withReplay ? async (from) => ({ ok: true, batches: replayed(range(from, 3)) }) : null,
+          );
+          for (const m of msgs) {
+            ingest.onFrames(m);
+            if (withReplay) await ingest.idle();
+          }
+          await ingest.idle();
+          expect(stats.replaying).toBe(false);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe("ThrottledLog", () => {
+  it("logs a key at most once per interval and reports how many it held back", () => {
+    const lines: unknown[] = [];
+    const logger = pino({ level: "warn" }, { write: (s: string) => lines.push(JSON.parse(s)) });
+    let now = 0;
+    const log = new ThrottledLog(logger, 1_000, () => now);
+    for (let i = 0; i < 5; i++) log.warn("a", { i }, "bad");
+    log.warn("b", {}, "other");
+    now = 1_500;
+    log.warn("a", { i: 9 }, "bad");
+    expect(lines).toMatchObject([{ i: 0 }, { msg: "other" }, { i: 9, suppressed: 4 }]);
+  });
+});
