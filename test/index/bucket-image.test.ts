@@ -53,3 +53,28 @@ describe("bucket image", () => {
     expect(decodeBucket(encodeBucket([], 3, 1))).toEqual([]);
   });
 });
+
+describe("speculative routes", () => {
+  it("count as holders until they expire, without touching confirmed holders", () => {
+    const index = new ChunkIndex(1);
+    index.add(1n, 1, 0, 0);
+    index.takeDirty();
+    index.speculate(1n, 1, 3, 0, 1000);
+    index.speculate(2n, 2, 3, 0, 1000);
+    expect(index.takeDirty()).toEqual([0]);
+    expect(decodeBucket(encodeBucket(index.bucketEntries(0), 8, 1)).map((e) => [e.hash, e.slots])).toEqual([
+      [1n, [0, 3]],
+      [2n, [3]],
+    ]);
+    index.speculate(2n, 2, 3, 500, 1500); // refreshed: outlives the first expiry
+    index.expire(1000);
+    expect(decodeBucket(encodeBucket(index.bucketEntries(0), 8, 1)).map((e) => [e.hash, e.slots])).toEqual([
+      [1n, [0]],
+      [2n, [3]],
+    ]);
+    index.expire(1500);
+    expect(index.get(2n)).toBeUndefined();
+    expect(index.get(1n)?.holders.get(0)).toBe(1);
+    expect(index.takeDirty()).toEqual([0]);
+  });
+});

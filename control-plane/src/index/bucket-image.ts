@@ -3,7 +3,7 @@
 // filter only ever reads: shallow chunks first (losing chunk 1 of a prompt hides every deeper
 // chunk from the filter's prefix walk), then the most recently stored, then the smaller hash
 // so the choice is deterministic.
-import type { ChunkEntry } from "./chunk-index.ts";
+import { type ChunkEntry, holdersOf } from "./chunk-index.ts";
 
 export const BUCKET_HEADER_BYTES = 4;
 
@@ -36,7 +36,7 @@ export function encodeBucket(
   for (const [hash, entry] of kept) {
     view.setBigUint64(at, hash, true);
     view.setUint32(at + 8, Math.min(entry.depth, 0xffffffff), true);
-    for (const slot of entry.holders.keys()) {
+    for (const slot of holdersOf(entry)) {
       if (slot >= slotWords * 64) continue;
       const word = at + 16 + 8 * (slot >>> 6);
       view.setBigUint64(word, view.getBigUint64(word, true) | (1n << BigInt(slot & 63)), true);

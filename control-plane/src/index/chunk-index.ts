@@ -10,6 +10,14 @@ export interface ChunkEntry {
   holders: Map<number, number>;
   /** Last time (ms) a slot stored this chunk: the LRU stamp of the eviction rule. */
   stampMs: number;
+  /** slot id → expiry (ms) of a speculative route a gateway reported (the engine has not confirmed it yet). */
+  speculative?: Map<number, number>;
+}
+
+/** Every slot that holds the chunk or was speculatively routed it. */
+export function holdersOf(entry: ChunkEntry): Iterable<number> {
+  if (entry.speculative === undefined || entry.speculative.size === 0) return entry.holders.keys();
+  return new Set([...entry.holders.keys(), ...entry.speculative.keys()]);
 }
 
 export class ChunkIndex {
@@ -18,6 +26,7 @@ export class ChunkIndex {
   readonly #bucketMask: bigint;
   /** Entries by bucket, so encoding a bucket does not scan the whole index. */
   readonly #byBucket = new Map<number, Set<bigint>>();
+  readonly #expiries: Array<{ hash: bigint; slot: number; expiresMs: number }> = [];
 
   constructor(readonly buckets: number) {
     if (buckets <= 0 || (buckets & (buckets - 1)) !== 0)
@@ -33,7 +42,7 @@ export class ChunkIndex {
     return Number(hash & this.#bucketMask);
   }
 
-  add(hash: bigint, depth: number, slot: number, nowMs: number): void {
+  #entry(hash: bigint, depth: number, nowMs: number): ChunkEntry {
     let entry = this.#entries.get(hash);
     if (entry === undefined) {
       entry = { depth, holders: new Map(), stampMs: nowMs };
@@ -46,6 +55,20 @@ export class ChunkIndex {
       }
       members.add(hash);
     }
+    return entry;
+  }
+
+  #dropIfEmpty(hash: bigint, entry: ChunkEntry): void {
+    if (entry.holders.size > 0 || (entry.speculative?.size ?? 0) > 0) return;
+    this.#entries.delete(hash);
+    const bucket = this.bucketOf(hash);
+    const members = this.#byBucket.get(bucket);
+    members?.delete(hash);
+    if (members?.size === 0) this.#byBucket.delete(bucket);
+  }
+
+  add(hash: bigint, depth: number, slot: number, nowMs: number): void {
+    const entry = this.#entry(hash, depth, nowMs);
     const before = entry.holders.get(slot) ?? 0;
     entry.holders.set(slot, before + 1);
     entry.stampMs = nowMs;
@@ -64,14 +87,38 @@ export class ChunkIndex {
       return;
     }
     entry.holders.delete(slot);
-    const bucket = this.bucketOf(hash);
-    if (entry.holders.size === 0) {
-      this.#entries.delete(hash);
-      const members = this.#byBucket.get(bucket);
-      members?.delete(hash);
-      if (members?.size === 0) this.#byBucket.delete(bucket);
+    this.#dropIfEmpty(hash, entry);
+    this.#dirty.add(this.bucketOf(hash));
+  }
+
+  /**
+   * A gateway routed a prompt with this chunk to `slot`: count it as held until `expiresMs`,
+   * so other gateways follow before the engine's KV events confirm it (DESIGN §3).
+   */
+  speculate(hash: bigint, depth: number, slot: number, nowMs: number, expiresMs: number): void {
+    const entry = this.#entry(hash, depth, nowMs);
+    entry.speculative ??= new Map();
+    if (!entry.speculative.has(slot) && !entry.holders.has(slot)) this.#dirty.add(this.bucketOf(hash));
+    entry.speculative.set(slot, Math.max(expiresMs, entry.speculative.get(slot) ?? 0));
+    this.#expiries.push({ hash, slot, expiresMs });
+  }
+
+  /** Drops speculative routes whose time is up. */
+  expire(nowMs: number): void {
+    // Expiries are queued in arrival order; TTLs are alike, so the front expires first. A
+    // refreshed route is checked against its current expiry before it is dropped.
+    let i = 0;
+    for (; i < this.#expiries.length; i++) {
+      const e = this.#expiries[i] as { hash: bigint; slot: number; expiresMs: number };
+      if (e.expiresMs > nowMs) break;
+      const entry = this.#entries.get(e.hash);
+      const current = entry?.speculative?.get(e.slot);
+      if (entry === undefined || current === undefined || current > nowMs) continue;
+      entry.speculative?.delete(e.slot);
+      if (!entry.holders.has(e.slot)) this.#dirty.add(this.bucketOf(e.hash));
+      this.#dropIfEmpty(e.hash, entry);
     }
-    this.#dirty.add(bucket);
+    if (i > 0) this.#expiries.splice(0, i);
   }
 
   get(hash: bigint): ChunkEntry | undefined {

@@ -4,7 +4,7 @@
 import type { Config } from "../config/schema.ts";
 import type { SlotLoad } from "../model/slot-load.ts";
 import type { Slot } from "../model/slot-table.ts";
-import { ByteWriter } from "./byte-writer.ts";
+import { ByteWriter } from "../wire/byte-writer.ts";
 
 export const IMAGE_PROTOCOL = 1;
 export const CFG_MAGIC = 0x4352564b; // "KVRC"

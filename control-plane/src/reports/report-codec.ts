@@ -1,0 +1,145 @@
+// The binary body of POST /v1/report (docs/wire-format.md §6), sent by each gateway's
+// leader. Decoding is strict and bounded: a malformed report is refused whole with a reason,
+// never half-applied.
+import { ByteWriter } from "../wire/byte-writer.ts";
+
+export const REPORT_MAGIC = 0x5252564b; // "KVRR" read as a little-endian u32
+export const REPORT_PROTOCOL = 1;
+
+export interface FinishedRequest {
+  slot: number;
+  /** HTTP status the client got; 0 = the upstream connection failed (reset, refused, timeout). */
+  status: number;
+  /** Outcome code of the routing decision (wire-format §6). */
+  outcome: number;
+  promptBytes: number;
+  cachedBytes: number;
+  ttftMs: number;
+  durationMs: number;
+  requestId: string;
+}
+
+export interface SpeculativeRoute {
+  slot: number;
+  depth: number;
+  hash: bigint;
+  ttlMs: number;
+}
+
+export interface Report {
+  gateway: string;
+  /** The gateway's current in-flight requests per slot (replaces its previous report). */
+  inflight: Map<number, number>;
+  finished: FinishedRequest[];
+  speculative: SpeculativeRoute[];
+}
+
+export class ReportDecodeError extends Error {}
+
+const MAX_ITEMS = 1 << 20;
+
+class Reader {
+  #at = 0;
+  readonly #view: DataView;
+  constructor(private readonly bytes: Uint8Array) {
+    this.#view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+  #need(n: number, what: string): number {
+    if (this.#at + n > this.bytes.length) throw new ReportDecodeError(`report truncated in ${what}`);
+    const at = this.#at;
+    this.#at += n;
+    return at;
+  }
+  u8(what: string): number {
+    return this.#view.getUint8(this.#need(1, what));
+  }
+  u16(what: string): number {
+    return this.#view.getUint16(this.#need(2, what), true);
+  }
+  u32(what: string): number {
+    return this.#view.getUint32(this.#need(4, what), true);
+  }
+  u64(what: string): bigint {
+    return this.#view.getBigUint64(this.#need(8, what), true);
+  }
+  str16(what: string): string {
+    const len = this.u16(what);
+    const at = this.#need(len, what);
+    try {
+      return new TextDecoder("utf-8", { fatal: true }).decode(this.bytes.subarray(at, at + len));
+    } catch {
+      throw new ReportDecodeError(`${what} is not UTF-8`);
+    }
+  }
+  count(what: string): number {
+    const n = this.u32(what);
+    if (n > MAX_ITEMS) throw new ReportDecodeError(`${what}: ${n} items is more than ${MAX_ITEMS}`);
+    return n;
+  }
+  end(): void {
+    if (this.#at !== this.bytes.length)
+      throw new ReportDecodeError(`${this.bytes.length - this.#at} trailing bytes`);
+  }
+}
+
+export function decodeReport(bytes: Uint8Array): Report {
+  const r = new Reader(bytes);
+  if (r.u32("magic") !== REPORT_MAGIC) throw new ReportDecodeError("not a kvroute report (bad magic)");
+  const protocol = r.u16("protocol");
+  if (protocol !== REPORT_PROTOCOL) throw new ReportDecodeError(`unsupported report protocol ${protocol}`);
+  r.u16("reserved");
+  const gateway = r.str16("gateway id");
+  const inflight = new Map<number, number>();
+  for (let i = 0, n = r.count("inflight"); i < n; i++)
+    inflight.set(r.u16("inflight slot"), r.u32("inflight count"));
+  const finished: FinishedRequest[] = [];
+  for (let i = 0, n = r.count("finished"); i < n; i++) {
+    const slot = r.u16("finished slot");
+    const status = r.u16("finished status");
+    const outcome = r.u8("finished outcome");
+    r.u8("finished reserved");
+    finished.push({
+      slot,
+      status,
+      outcome,
+      promptBytes: r.u32("prompt bytes"),
+      cachedBytes: r.u32("cached bytes"),
+      ttftMs: r.u32("ttft"),
+      durationMs: r.u32("duration"),
+      requestId: r.str16("request id"),
+    });
+  }
+  const speculative: SpeculativeRoute[] = [];
+  for (let i = 0, n = r.count("speculative"); i < n; i++) {
+    speculative.push({
+      slot: r.u16("speculative slot"),
+      depth: r.u32("speculative depth"),
+      hash: r.u64("speculative hash"),
+      ttlMs: r.u32("speculative ttl"),
+    });
+  }
+  r.end();
+  return { gateway, inflight, finished, speculative };
+}
+
+/** Encoder (the filter has its own in AssemblyScript); used by tests and Node-side tools. */
+export function encodeReport(report: Report): Uint8Array {
+  const w = new ByteWriter().u32(REPORT_MAGIC).u16(REPORT_PROTOCOL).u16(0).str16(report.gateway);
+  w.u32(report.inflight.size);
+  for (const [slot, n] of report.inflight) w.u16(slot).u32(n);
+  w.u32(report.finished.length);
+  for (const f of report.finished) {
+    w.u16(f.slot)
+      .u16(f.status)
+      .u8(f.outcome)
+      .u8(0)
+      .u32(f.promptBytes)
+      .u32(f.cachedBytes)
+      .u32(f.ttftMs)
+      .u32(f.durationMs);
+    w.str16(f.requestId);
+  }
+  w.u32(report.speculative.length);
+  for (const s of report.speculative) w.u16(s.slot).u32(s.depth).u64(s.hash).u32(s.ttlMs);
+  return w.finish();
+}

@@ -1,0 +1,49 @@
+// POST /v1/report: a gateway leader's batch of in-flight counts, finished requests and
+// speculative routes. Decoded whole, then handed to the model; a malformed report is a 400
+// with the reason and changes nothing.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { hasValidBearer } from "../api/bearer-auth.ts";
+import { sendJsonError } from "../api/json-error.ts";
+import { decodeReport, type Report, ReportDecodeError } from "./report-codec.ts";
+
+export interface ReportHandlerOptions {
+  authToken: string | undefined;
+  maxBytes: number;
+  apply: (report: Report, remoteAddress: string) => void;
+}
+
+async function readBody(req: IncomingMessage, maxBytes: number): Promise<Uint8Array | null> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > maxBytes) return null;
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+export function createReportHandler(opts: ReportHandlerOptions) {
+  return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    if (!hasValidBearer(req, opts.authToken)) {
+      sendJsonError(res, 401, "missing or wrong bearer token", "unauthorized");
+      return;
+    }
+    const body = await readBody(req, opts.maxBytes);
+    if (body === null) {
+      sendJsonError(res, 413, `report larger than ${opts.maxBytes} bytes`, "too_large");
+      req.resume();
+      return;
+    }
+    let report: Report;
+    try {
+      report = decodeReport(body);
+    } catch (err) {
+      if (!(err instanceof ReportDecodeError)) throw err;
+      sendJsonError(res, 400, err.message, "bad_report");
+      return;
+    }
+    opts.apply(report, req.socket.remoteAddress ?? "unknown");
+    res.writeHead(204).end();
+  };
+}

@@ -1,0 +1,111 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { RecentDecisions } from "../../control-plane/src/reports/recent-decisions.ts";
+import {
+  decodeReport,
+  encodeReport,
+  type Report,
+  ReportDecodeError,
+} from "../../control-plane/src/reports/report-codec.ts";
+import { createReportHandler } from "../../control-plane/src/reports/report-handler.ts";
+
+const TOKEN = "report-token-0123456789";
+const sample: Report = {
+  gateway: "envoy-7",
+  inflight: new Map([
+    [0, 3],
+    [5, 1],
+  ]),
+  finished: [
+    {
+      slot: 5,
+      status: 200,
+      outcome: 1,
+      promptBytes: 9000,
+      cachedBytes: 8192,
+      ttftMs: 41,
+      durationMs: 900,
+      requestId: "req-1",
+    },
+    {
+      slot: 0,
+      status: 0,
+      outcome: 2,
+      promptBytes: 10,
+      cachedBytes: 0,
+      ttftMs: 0,
+      durationMs: 3,
+      requestId: "",
+    },
+  ],
+  speculative: [{ slot: 5, depth: 70, hash: 2n ** 64n - 2n, ttlMs: 2000 }],
+};
+
+describe("report codec", () => {
+  it("round-trips a report", () => {
+    expect(decodeReport(encodeReport(sample))).toEqual(sample);
+  });
+
+  it("refuses truncated, trailing, oversized-count and foreign bodies", () => {
+    const bytes = encodeReport(sample);
+    for (let cut = 0; cut < bytes.length; cut += 7)
+      expect(() => decodeReport(bytes.subarray(0, cut))).toThrow(ReportDecodeError);
+    expect(() => decodeReport(new Uint8Array([...bytes, 1]))).toThrow(/trailing/);
+    const huge = bytes.slice();
+    new DataView(huge.buffer).setUint32(8 + 2 + 7, 0xffffffff, true); // inflight count
+    expect(() => decodeReport(huge)).toThrow(/more than/);
+    expect(() => decodeReport(new TextEncoder().encode('{"json": true}'))).toThrow(/magic/);
+  });
+});
+
+describe("POST /v1/report", () => {
+  let server: Server;
+  let url: string;
+  const applied: Report[] = [];
+
+  beforeEach(async () => {
+    applied.length = 0;
+    const handler = createReportHandler({ authToken: TOKEN, maxBytes: 4096, apply: (r) => applied.push(r) });
+    server = createServer((req, res) => void handler(req, res));
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/report`;
+  });
+  afterEach(async () => {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  });
+
+  const post = (body: Uint8Array, token = TOKEN) =>
+    fetch(url, {
+      method: "POST",
+      body,
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/octet-stream" },
+    });
+
+  it("applies a valid report", async () => {
+    expect((await post(encodeReport(sample))).status).toBe(204);
+    expect(applied).toEqual([sample]);
+  });
+
+  it("refuses a missing token, a malformed body and an oversized body without applying anything", async () => {
+    expect((await post(encodeReport(sample), "nope-nope-nope-nope")).status).toBe(401);
+    const bad = await post(encodeReport(sample).subarray(0, 20));
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { code: string } }).error.code).toBe("bad_report");
+    expect((await post(new Uint8Array(5000))).status).toBe(413);
+    expect(applied).toEqual([]);
+  });
+});
+
+describe("recent decisions", () => {
+  it("keeps the newest N, newest first", () => {
+    const ring = new RecentDecisions(3);
+    const base = sample.finished[0] as Report["finished"][number];
+    for (let i = 0; i < 5; i++) ring.add({ ...base, requestId: `r${i}`, gateway: "g", atMs: i });
+    expect(ring.list().map((d) => d.requestId)).toEqual(["r4", "r3", "r2"]);
+    const small = new RecentDecisions(3);
+    small.add({ ...base, requestId: "only", gateway: "g", atMs: 0 });
+    expect(small.list().map((d) => d.requestId)).toEqual(["only"]);
+  });
+});
