@@ -1,9 +1,11 @@
 import { describe, expect, it } from "vitest";
 import {
+  hostOf,
   offsetEndpoint,
   publisherBinds,
   replayEndpoint,
   subscriberEndpoint,
+  subscriptionFor,
 } from "../../control-plane/src/events/endpoints.ts";
 import { encodeSeq, parseLiveMessage, parseReplayFrames } from "../../control-plane/src/events/frames.ts";
 import { SequenceTracker } from "../../control-plane/src/events/sequence.ts";
@@ -102,5 +104,34 @@ describe("endpoints (vLLM rules)", () => {
     });
     expect(subscriberEndpoint("tcp://*:5557", "fd00::1", 0).endpoint).toBe("tcp://[fd00::1]:5557");
     expect(replayEndpoint("tcp://*:5657", "10.0.0.7", 1)).toBe("tcp://10.0.0.7:5658");
+    // A publisher bound to a concrete address is reached there, not at the worker's host.
+    expect(subscriberEndpoint("tcp://[::1]:5557", "10.0.0.7", 1).endpoint).toBe("tcp://[::1]:5558");
+    expect(replayEndpoint("tcp://10.9.9.9:5657", "10.0.0.7", 0)).toBe("tcp://10.9.9.9:5657");
+  });
+
+  it("derives a slot's subscription from the engine's config and HTTP address", () => {
+    expect(
+      subscriptionFor("p/10.0.0.11:8000#2", 2, "10.0.0.11:8000", {
+        endpoint: "tcp://*:5557",
+        replayEndpoint: "tcp://*:5657",
+        topic: "kv",
+      }),
+    ).toEqual({
+      slotKey: "p/10.0.0.11:8000#2",
+      rank: 2,
+      endpoint: "tcp://10.0.0.11:5559",
+      mode: "connect",
+      replayEndpoint: "tcp://10.0.0.11:5659",
+      topic: "kv",
+    });
+    expect(
+      subscriptionFor("k", 1, "[fd00::2]:8000", { endpoint: "tcp://kvroute:7000", topic: "" }),
+    ).toMatchObject({
+      endpoint: "tcp://*:7001",
+      mode: "bind",
+      replayEndpoint: null,
+    });
+    expect(hostOf("[fd00::2]:8000")).toBe("fd00::2");
+    expect(hostOf("worker-1:8000")).toBe("worker-1");
   });
 });
