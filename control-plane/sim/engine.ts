@@ -41,6 +41,9 @@ export interface EngineRequestSpec {
   maxTokens: number;
   loraName?: string | null;
   cacheSalt?: string | null;
+  /** Disaggregated decode: the prompt's KV arrives from a prefill worker, so the prompt is
+   * not computed here (only blocks are allocated), as with vLLM's KV-transfer connectors. */
+  prefilledRemotely?: boolean;
 }
 
 export type RequestStatus = "waiting" | "running" | "finished";
@@ -220,7 +223,8 @@ export class Engine {
       req.hasher.update(req.tokens, req.tokens.length);
       const maxHit = Math.floor((req.tokens.length - 1) / bs);
       const hit = this.pool.longestCachedPrefix(req.hasher.hashes, maxHit);
-      const computed = hit * bs;
+      const computed =
+        req.spec.prefilledRemotely && req.outputTokens === 0 ? req.tokens.length - 1 : hit * bs;
       const numNew = Math.min(req.tokens.length - computed, budget);
       const need = Math.ceil((computed + numNew) / bs) - hit;
       if (need > this.pool.numFreeBlocks - this.pool.freeAmongCached(req.hasher.hashes, hit)) break;
@@ -230,8 +234,8 @@ export class Engine {
       req.numComputed = computed;
       req.nextBlockToCache = hit;
       this.counters.prefixCacheQueries += req.tokens.length;
-      this.counters.prefixCacheHits += computed;
-      if (req.cachedTokens < 0) req.cachedTokens = Math.min(computed, req.numPromptTokens);
+      this.counters.prefixCacheHits += hit * bs;
+      if (req.cachedTokens < 0) req.cachedTokens = Math.min(hit * bs, req.numPromptTokens);
       req.status = "running";
       this.running.push(req);
       entries.push({ request: req, numNew });
@@ -290,6 +294,20 @@ export class Engine {
     if (anyFinished) this.running = this.running.filter((r) => r.status === "running");
     this.busy = false;
     return { outputs, events: this.pool.drainEvents() };
+  }
+
+  /** Drops a request (client went away); its blocks are released as on completion. */
+  abort(req: EngineRequest): void {
+    if (req.status === "finished") return;
+    if (req.status === "waiting") {
+      const i = this.waiting.indexOf(req);
+      if (i >= 0) this.waiting.splice(i, 1);
+    } else {
+      this.running = this.running.filter((r) => r !== req);
+      this.pool.release(req.blocks);
+      req.blocks = [];
+    }
+    req.status = "finished";
   }
 
   /** Tokens of this prompt's prefix cached here now (capped as at admission). */

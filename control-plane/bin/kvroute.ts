@@ -1,0 +1,12 @@
+#!/usr/bin/env -S npx tsx
+// The `kvroute` command: a thin list of subcommands, each registered by its own module.
+import { Command } from "commander";
+import { registerSimCommand } from "../sim/cli.ts";
+
+const program = new Command("kvroute")
+  .description("KV-cache- and data-parallel-aware LLM router")
+  .showHelpAfterError();
+
+registerSimCommand(program);
+
+await program.parseAsync(process.argv);

@@ -1,0 +1,294 @@
+// `kvroute sim`: flags mirror `vllm serve` where vLLM has them (names, meaning, defaults), plus
+// the simulator's own (time scale, latency model, event encoding, Dynamo frontend). Parsed and
+// validated once into a SimConfig / DynamoConfig; every invalid combination is a clear error.
+import { type Command, InvalidArgumentError, Option } from "commander";
+import type { BalancerRule } from "./balancer.ts";
+import { type DynamoConfig, type DynamoWorkerSpec, startDynamo } from "./dynamo-frontend.ts";
+import type { EventEncoding } from "./kv-events.ts";
+import { parseKvEventsConfig } from "./kv-events-config.ts";
+import type { ReplayForm } from "./kv-publisher.ts";
+import { DEFAULT_LATENCY } from "./latency.ts";
+import type { DpTopology } from "./rank-header.ts";
+import { ENGINE_DEFAULTS, type SimConfig, startSim } from "./server.ts";
+
+function int(min: number) {
+  return (v: string): number => {
+    if (!/^[0-9]+$/.test(v)) throw new InvalidArgumentError("must be a non-negative integer");
+    const n = Number(v);
+    if (n < min) throw new InvalidArgumentError(`must be at least ${min}`);
+    return n;
+  };
+}
+
+function positiveFloat(v: string): number {
+  const n = Number(v);
+  if (v.trim() === "" || !Number.isFinite(n) || n <= 0)
+    throw new InvalidArgumentError("must be a positive number");
+  return n;
+}
+
+function nonNegativeFloat(v: string): number {
+  const n = Number(v);
+  if (v.trim() === "" || !Number.isFinite(n) || n < 0) throw new InvalidArgumentError("must be a number ≥ 0");
+  return n;
+}
+
+function workerSpec(v: string, prev: DynamoWorkerSpec[] = []): DynamoWorkerSpec[] {
+  const m = /^([0-9]+)(?::(aggregated|agg|prefill|decode))?$/.exec(v);
+  if (!m) throw new InvalidArgumentError("expected <instance-id>[:aggregated|prefill|decode]");
+  const role = m[2] === undefined || m[2] === "agg" ? "aggregated" : (m[2] as DynamoWorkerSpec["role"]);
+  return [...prev, { instanceId: m[1] as string, role }];
+}
+
+export interface SimOptions {
+  model: string;
+  host: string;
+  port: number;
+  dataParallelSize: number;
+  dataParallelSizeLocal?: number;
+  dataParallelStartRank?: number;
+  dataParallelRank?: number;
+  dataParallelHybridLb?: boolean;
+  dataParallelExternalLb?: boolean;
+  blockSize: number;
+  numGpuBlocks?: number;
+  numGpuBlocksOverride?: number;
+  maxNumSeqs: number;
+  maxNumBatchedTokens: number;
+  maxModelLen?: number;
+  kvEventsConfig?: string;
+  eventEncoding: EventEncoding;
+  kvEventsReplayForm: ReplayForm;
+  tokenizer: string;
+  seed: number;
+  timeScale: number;
+  lbRule: BalancerRule;
+  lbStatsIntervalMs: number;
+  enablePromptTokensDetails: boolean;
+  loraModules?: string[];
+  stepOverheadMs: number;
+  prefillTokenMs: number;
+  decodeSeqMs: number;
+  frontend: "vllm" | "dynamo";
+  dynamoWorker?: DynamoWorkerSpec[];
+}
+
+/** Derives the DP topology from vLLM's flags, with vLLM's constraints. */
+export function topologyOf(o: SimOptions): DpTopology {
+  const size = o.dataParallelSize;
+  if (o.dataParallelHybridLb && o.dataParallelExternalLb) {
+    throw new Error("--data-parallel-hybrid-lb and --data-parallel-external-lb are mutually exclusive");
+  }
+  if (o.dataParallelExternalLb) {
+    if (o.dataParallelRank !== undefined) {
+      if (o.dataParallelRank >= size)
+        throw new Error(`--data-parallel-rank must be < --data-parallel-size (${size})`);
+      return { mode: "external", size, sizeLocal: 1, startRank: o.dataParallelRank };
+    }
+    const sizeLocal = o.dataParallelSizeLocal ?? size;
+    const startRank = o.dataParallelStartRank ?? 0;
+    if (startRank + sizeLocal > size) {
+      throw new Error("--data-parallel-start-rank + --data-parallel-size-local exceeds --data-parallel-size");
+    }
+    return { mode: "external", size, sizeLocal, startRank };
+  }
+  if (o.dataParallelRank !== undefined)
+    throw new Error("--data-parallel-rank requires --data-parallel-external-lb");
+  if (o.dataParallelHybridLb) {
+    if (o.dataParallelSizeLocal === undefined)
+      throw new Error("--data-parallel-hybrid-lb requires --data-parallel-size-local");
+    const startRank = o.dataParallelStartRank ?? 0;
+    if (startRank + o.dataParallelSizeLocal > size) {
+      throw new Error("--data-parallel-start-rank + --data-parallel-size-local exceeds --data-parallel-size");
+    }
+    return { mode: "hybrid", size, sizeLocal: o.dataParallelSizeLocal, startRank };
+  }
+  // Internal LB: the simulator runs every rank behind this one API server (vLLM's headless
+  // nodes would hold the others; one process stands in for all of them here).
+  if ((o.dataParallelStartRank ?? 0) !== 0) {
+    throw new Error(
+      "--data-parallel-start-rank needs --data-parallel-hybrid-lb or --data-parallel-external-lb",
+    );
+  }
+  if (o.dataParallelSizeLocal !== undefined && o.dataParallelSizeLocal > size) {
+    throw new Error("--data-parallel-size-local exceeds --data-parallel-size");
+  }
+  return { mode: "internal", size, sizeLocal: size, startRank: 0 };
+}
+
+export function configOf(o: SimOptions): SimConfig {
+  const numGpuBlocks = o.numGpuBlocks ?? o.numGpuBlocksOverride ?? ENGINE_DEFAULTS.numGpuBlocks;
+  const capacity = numGpuBlocks * o.blockSize;
+  const maxModelLen = o.maxModelLen ?? Math.min(ENGINE_DEFAULTS.maxModelLen, capacity);
+  if (maxModelLen > capacity) {
+    throw new Error(
+      `--max-model-len ${maxModelLen} needs ${Math.ceil(maxModelLen / o.blockSize)} KV blocks, more than --num-gpu-blocks ${numGpuBlocks}`,
+    );
+  }
+  const kvEvents = o.kvEventsConfig === undefined ? null : parseKvEventsConfig(o.kvEventsConfig);
+  return {
+    model: o.model,
+    host: o.host,
+    port: o.port,
+    topology: topologyOf(o),
+    tokenizerDir: o.tokenizer,
+    timeScale: o.timeScale,
+    kvEvents,
+    eventEncoding: o.eventEncoding,
+    replayForm: o.kvEventsReplayForm,
+    balancerRule: o.lbRule,
+    statsIntervalMs: o.lbStatsIntervalMs,
+    promptTokensDetails: o.enablePromptTokensDetails,
+    loraNames: o.loraModules?.map((m) => m.split("=")[0] as string) ?? [],
+    blockSize: o.blockSize,
+    numGpuBlocks,
+    maxNumSeqs: o.maxNumSeqs,
+    maxNumBatchedTokens: o.maxNumBatchedTokens,
+    maxModelLen,
+    seed: o.seed,
+    latency: {
+      stepOverheadMs: o.stepOverheadMs,
+      prefillPerTokenMs: o.prefillTokenMs,
+      decodePerSeqMs: o.decodeSeqMs,
+    },
+  };
+}
+
+export function dynamoConfigOf(o: SimOptions): DynamoConfig {
+  const base = configOf({ ...o, dataParallelHybridLb: false, dataParallelExternalLb: false });
+  return {
+    ...base,
+    dataParallelSize: o.dataParallelSize,
+    workers: o.dynamoWorker ?? [
+      { instanceId: "1", role: "aggregated" },
+      { instanceId: "2", role: "aggregated" },
+    ],
+  };
+}
+
+export function registerSimCommand(program: Command): void {
+  program
+    .command("sim")
+    .description("Run simulated vLLM engines with data parallelism (or a Dynamo frontend over them)")
+    .requiredOption("--model <name>", "model name served (as vLLM's --model / served name)")
+    .requiredOption("--tokenizer <dir>", "directory with tokenizer.json and tokenizer_config.json")
+    .option("--host <host>", "address to listen on", "0.0.0.0")
+    .option("--port <port>", "HTTP port (external LB: rank r of this node on port + r)", int(0), 8000)
+    .option("--data-parallel-size <n>", "DP ranks in the deployment", int(1), 1)
+    .option("--data-parallel-size-local <n>", "DP ranks on this node", int(1))
+    .option("--data-parallel-start-rank <n>", "global rank of this node's first rank", int(0))
+    .option("--data-parallel-rank <n>", "external LB: the single rank this server runs", int(0))
+    .option(
+      "--data-parallel-hybrid-lb",
+      "one API server per node over its local ranks (header = local index)",
+    )
+    .option("--data-parallel-external-lb", "one API server per rank; the port selects the rank")
+    .option("--block-size <n>", "tokens per KV block", int(1), ENGINE_DEFAULTS.blockSize)
+    .option("--num-gpu-blocks <n>", "KV blocks per rank (vLLM: --num-gpu-blocks-override)", int(1))
+    .option("--num-gpu-blocks-override <n>", "alias of --num-gpu-blocks", int(1))
+    .option("--max-num-seqs <n>", "max running requests per rank", int(1), ENGINE_DEFAULTS.maxNumSeqs)
+    .option(
+      "--max-num-batched-tokens <n>",
+      "token budget per step",
+      int(1),
+      ENGINE_DEFAULTS.maxNumBatchedTokens,
+    )
+    .option("--max-model-len <n>", "max prompt + output tokens (default: min(8192, cache size))", int(1))
+    .option(
+      "--kv-events-config <json>",
+      "vLLM KVEventsConfig JSON, e.g. '{\"enable_kv_cache_events\":true,...}'",
+    )
+    .addOption(
+      new Option("--event-encoding <form>", "KV event encoding: array (vLLM < 0.26) or map (0.26+)")
+        .choices(["array", "map"])
+        .default("array"),
+    )
+    .addOption(
+      new Option("--kv-events-replay-form <form>", "replay reply frames: with topic (0.26+) or legacy")
+        .choices(["topic", "legacy"])
+        .default("topic"),
+    )
+    .option("--seed <n>", "seed for generated text and hashes", int(0), 0)
+    .option("--time-scale <x>", "real seconds per simulated second (0.01 = 100× faster)", positiveFloat, 1)
+    .addOption(
+      new Option("--lb-rule <rule>", "vLLM internal DP balancer generation")
+        .choices(["current", "legacy"])
+        .default("current"),
+    )
+    .option(
+      "--lb-stats-interval-ms <ms>",
+      "staleness of the balancer's stats (vLLM: 100)",
+      nonNegativeFloat,
+      100,
+    )
+    .option("--no-enable-prompt-tokens-details", "omit usage.prompt_tokens_details (vLLM's default)")
+    .option("--lora-modules <name=path...>", "LoRA adapters served under their own model names")
+    .option(
+      "--step-overhead-ms <ms>",
+      "latency model: fixed cost per step",
+      nonNegativeFloat,
+      DEFAULT_LATENCY.stepOverheadMs,
+    )
+    .option(
+      "--prefill-token-ms <ms>",
+      "latency model: cost per uncached prompt token",
+      nonNegativeFloat,
+      DEFAULT_LATENCY.prefillPerTokenMs,
+    )
+    .option(
+      "--decode-seq-ms <ms>",
+      "latency model: cost per decoding sequence",
+      nonNegativeFloat,
+      DEFAULT_LATENCY.decodePerSeqMs,
+    )
+    .addOption(
+      new Option("--frontend <kind>", "API front: vllm, or a Dynamo frontend")
+        .choices(["vllm", "dynamo"])
+        .default("vllm"),
+    )
+    .option(
+      "--dynamo-worker <id[:role]>",
+      "Dynamo worker (repeat): instance id and aggregated|prefill|decode",
+      workerSpec,
+    )
+    .action(async (o: SimOptions, cmd: Command) => {
+      try {
+        await run(o);
+      } catch (err) {
+        cmd.error(`kvroute sim: ${(err as Error).message}`, { exitCode: 1 });
+      }
+    });
+}
+
+async function run(o: SimOptions): Promise<void> {
+  let close: () => Promise<void>;
+  if (o.frontend === "dynamo") {
+    const cfg = dynamoConfigOf(o);
+    const d = await startDynamo(cfg);
+    close = d.close;
+    const ws = d.workers.map((w) => `${w.spec.instanceId}:${w.spec.role}`).join(", ");
+    process.stdout.write(
+      `kvroute sim: Dynamo frontend on http://${o.host}:${d.port} (workers ${ws}; DP ${o.dataParallelSize} each)\n`,
+    );
+    process.stdout.write(`${JSON.stringify({ ready: true, ports: [d.port] })}\n`);
+  } else {
+    const cfg = configOf(o);
+    const sim = await startSim(cfg);
+    close = sim.close;
+    sim.fronts.forEach((f, i) => {
+      const ranks = f.opts.engines.map((rt) => rt.engine.rank).join(",");
+      process.stdout.write(
+        `kvroute sim: ${cfg.topology.mode} LB, ranks [${ranks}] on http://${o.host}:${sim.ports[i]}\n`,
+      );
+    });
+    process.stdout.write(`${JSON.stringify({ ready: true, ports: sim.ports })}\n`);
+  }
+  const stop = () => {
+    close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
+}

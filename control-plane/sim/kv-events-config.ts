@@ -1,0 +1,77 @@
+// vLLM's `--kv-events-config` JSON (KVEventsConfig), with its defaults, validated once at
+// startup; and vLLM's per-rank endpoint rule (the port of a tcp endpoint is offset by the
+// global DP rank; inproc endpoints get a `_dp<rank>` suffix).
+import { z } from "zod";
+
+export interface KvEventsConfig {
+  enableKvCacheEvents: boolean;
+  publisher: "zmq" | "null";
+  endpoint: string;
+  replayEndpoint: string | null;
+  bufferSteps: number;
+  hwm: number;
+  maxQueueSize: number;
+  topic: string;
+}
+
+const schema = z
+  .object({
+    enable_kv_cache_events: z.boolean().default(false),
+    publisher: z.enum(["zmq", "null"]).optional(),
+    endpoint: z.string().default("tcp://*:5557"),
+    replay_endpoint: z.string().nullable().default(null),
+    buffer_steps: z.number().int().positive().default(10_000),
+    hwm: z.number().int().nonnegative().default(100_000),
+    max_queue_size: z.number().int().positive().default(100_000),
+    topic: z.string().default(""),
+  })
+  .strict();
+
+export function parseKvEventsConfig(json: string): KvEventsConfig {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(json);
+  } catch (err) {
+    throw new Error(`--kv-events-config is not valid JSON: ${(err as Error).message}`);
+  }
+  const r = schema.safeParse(raw);
+  if (!r.success) {
+    const issue = r.error.issues[0];
+    throw new Error(`--kv-events-config: ${issue?.path.join(".") || "(root)"}: ${issue?.message}`);
+  }
+  const c = r.data;
+  return {
+    enableKvCacheEvents: c.enable_kv_cache_events,
+    // vLLM: publisher defaults to "zmq" when events are enabled, else "null".
+    publisher: c.publisher ?? (c.enable_kv_cache_events ? "zmq" : "null"),
+    endpoint: c.endpoint,
+    replayEndpoint: c.replay_endpoint,
+    bufferSteps: c.buffer_steps,
+    hwm: c.hwm,
+    maxQueueSize: c.max_queue_size,
+    topic: c.topic,
+  };
+}
+
+export function offsetEndpointPort(endpoint: string, rank: number): string {
+  if (rank === 0) return endpoint;
+  if (endpoint.includes("inproc")) return `${endpoint}_dp${rank}`;
+  if (endpoint.includes("tcp")) {
+    const i = endpoint.lastIndexOf(":");
+    if (i < 0) return endpoint;
+    const port = Number.parseInt(endpoint.slice(i + 1), 10);
+    if (!Number.isInteger(port)) throw new Error(`invalid port in endpoint ${endpoint}`);
+    return `${endpoint.slice(0, i)}:${port + rank}`;
+  }
+  throw new Error(`Invalid endpoint ${endpoint}: must contain 'inproc' or 'tcp'`);
+}
+
+/** vLLM binds the PUB socket for wildcard, IPv6-any, ipc and inproc endpoints; else connects. */
+export function publisherBinds(endpoint: string): boolean {
+  return (
+    endpoint.includes("*") ||
+    endpoint.includes("::") ||
+    endpoint.startsWith("ipc://") ||
+    endpoint.startsWith("inproc://")
+  );
+}

@@ -1,0 +1,116 @@
+// Prometheus text exposition with vLLM's metric names, types and labels, written by hand so
+// the output matches Python prometheus_client's as scraped from vLLM: labels in vLLM's
+// declaration order (`model_name`, then `engine` = the global DP rank as a string), floats
+// Python-style ("0.0"), counters declared under their `_total` name. A server lists exactly
+// the engines it fronts: all ranks (internal LB), its local range (hybrid), its own (external).
+import type { Engine } from "./engine.ts";
+
+export function pyFloat(v: number): string {
+  if (Number.isInteger(v) && Math.abs(v) < 1e16) return v.toFixed(1);
+  if (Number.isNaN(v)) return "NaN";
+  if (!Number.isFinite(v)) return v > 0 ? "+Inf" : "-Inf";
+  // JS writes 1e-7 where Python writes 1e-07.
+  return String(v).replace(/e([+-])(\d)$/, "e$10$2");
+}
+
+function escapeLabel(v: string): string {
+  return v.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"');
+}
+
+function labels(pairs: Array<[string, string]>): string {
+  return `{${pairs.map(([k, v]) => `${k}="${escapeLabel(v)}"`).join(",")}}`;
+}
+
+interface Family {
+  name: string;
+  type: "gauge" | "counter";
+  help: string;
+  value: (e: Engine) => number;
+}
+
+const FAMILIES: Family[] = [
+  {
+    name: "vllm:num_requests_running",
+    type: "gauge",
+    help: "Number of requests in model execution batches.",
+    value: (e) => e.running.length,
+  },
+  {
+    name: "vllm:num_requests_waiting",
+    type: "gauge",
+    help: "Number of requests waiting to be processed.",
+    value: (e) => e.waiting.length,
+  },
+  {
+    name: "vllm:kv_cache_usage_perc",
+    type: "gauge",
+    help: "KV-cache usage. 1 means 100 percent usage.",
+    value: (e) => e.pool.usage,
+  },
+  {
+    name: "vllm:prefix_cache_queries_total",
+    type: "counter",
+    help: "Prefix cache queries, in terms of number of queried tokens.",
+    value: (e) => e.counters.prefixCacheQueries,
+  },
+  {
+    name: "vllm:prefix_cache_hits_total",
+    type: "counter",
+    help: "Prefix cache hits, in terms of number of cached tokens.",
+    value: (e) => e.counters.prefixCacheHits,
+  },
+  {
+    name: "vllm:num_preemptions_total",
+    type: "counter",
+    help: "Cumulative number of preemption from the engine.",
+    value: (e) => e.counters.preemptions,
+  },
+  {
+    name: "vllm:prompt_tokens_total",
+    type: "counter",
+    help: "Number of prefill tokens processed.",
+    value: (e) => e.counters.promptTokens,
+  },
+  {
+    name: "vllm:generation_tokens_total",
+    type: "counter",
+    help: "Number of generation tokens processed.",
+    value: (e) => e.counters.generationTokens,
+  },
+];
+
+export function renderMetrics(modelName: string, engines: readonly Engine[]): string {
+  const out: string[] = [];
+  out.push("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig");
+  out.push("# TYPE vllm:cache_config_info gauge");
+  for (const e of engines) {
+    const c = e.config;
+    out.push(
+      `vllm:cache_config_info${labels([
+        ["block_size", String(c.blockSize)],
+        ["cache_dtype", "auto"],
+        ["enable_prefix_caching", "True"],
+        ["gpu_memory_utilization", "0.9"],
+        ["num_cpu_blocks", "None"],
+        ["num_gpu_blocks", String(c.numGpuBlocks)],
+        ["prefix_caching_hash_algo", "sha256"],
+        ["engine", String(c.rank)],
+      ])} 1.0`,
+    );
+  }
+  for (const f of FAMILIES) {
+    out.push(`# HELP ${f.name} ${f.help}`);
+    out.push(`# TYPE ${f.name} ${f.type}`);
+    for (const e of engines) {
+      out.push(
+        `${f.name}${labels([
+          ["model_name", modelName],
+          ["engine", String(e.config.rank)],
+        ])} ${pyFloat(f.value(e))}`,
+      );
+    }
+  }
+  return `${out.join("\n")}\n`;
+}
+
+export const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
