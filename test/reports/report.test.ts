@@ -79,7 +79,7 @@ describe("POST /v1/report", () => {
   const post = (body: Uint8Array, token = TOKEN) =>
     fetch(url, {
       method: "POST",
-      body,
+      body: Buffer.from(body),
       headers: { authorization: `Bearer ${token}`, "content-type": "application/octet-stream" },
     });
 
