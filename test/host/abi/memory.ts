@@ -1,0 +1,129 @@
+// Access to a module's linear memory the way proxy-wasm-cpp-host does it: bounds-checked reads
+// (out of range → InvalidMemoryAccess), little-endian words, and data handed back to the module
+// in memory the module allocates itself through its exported `malloc` (WasmBase::allocMemory,
+// copyToPointerSize in include/proxy-wasm/wasm.h).
+import type { Pairs } from "./constants.ts";
+
+const utf8 = new TextEncoder();
+const utf8d = new TextDecoder();
+
+export class GuestMemory {
+  constructor(
+    private readonly memory: WebAssembly.Memory,
+    private readonly malloc: (size: number) => number,
+  ) {}
+
+  /** Re-read on every access: memory.grow() detaches the previous ArrayBuffer. */
+  private get bytes(): Uint8Array {
+    return new Uint8Array(this.memory.buffer);
+  }
+
+  inBounds(ptr: number, size: number): boolean {
+    return ptr >= 0 && size >= 0 && ptr + size <= this.memory.buffer.byteLength;
+  }
+
+  /** A copy of [ptr, ptr+size), or null when out of bounds (the caller returns InvalidMemoryAccess). */
+  read(ptr: number, size: number): Uint8Array | null {
+    ptr >>>= 0;
+    size >>>= 0;
+    if (!this.inBounds(ptr, size)) return null;
+    return this.bytes.slice(ptr, ptr + size);
+  }
+
+  readString(ptr: number, size: number): string | null {
+    const b = this.read(ptr, size);
+    return b === null ? null : utf8d.decode(b);
+  }
+
+  writeU32(ptr: number, value: number): boolean {
+    ptr >>>= 0;
+    if (!this.inBounds(ptr, 4)) return false;
+    new DataView(this.memory.buffer).setUint32(ptr, value >>> 0, true);
+    return true;
+  }
+
+  writeU64(ptr: number, value: bigint): boolean {
+    ptr >>>= 0;
+    if (!this.inBounds(ptr, 8)) return false;
+    new DataView(this.memory.buffer).setBigUint64(ptr, BigInt.asUintN(64, value), true);
+    return true;
+  }
+
+  write(ptr: number, data: Uint8Array): boolean {
+    ptr >>>= 0;
+    if (!this.inBounds(ptr, data.length)) return false;
+    this.bytes.set(data, ptr);
+    return true;
+  }
+
+  /**
+   * Envoy's copyToPointerSize: empty data → (0, 0) without calling malloc; otherwise malloc(size)
+   * in the module, copy, and store pointer and size. False = InvalidMemoryAccess.
+   */
+  copyOut(data: Uint8Array | string, ptrPtr: number, sizePtr: number): boolean {
+    const bytes = typeof data === "string" ? utf8.encode(data) : data;
+    let ptr = 0;
+    if (bytes.length > 0) {
+      ptr = this.malloc(bytes.length) >>> 0;
+      if (ptr === 0 || !this.write(ptr, bytes)) return false;
+    }
+    return this.writeU32(ptrPtr, ptr) && this.writeU32(sizePtr, bytes.length);
+  }
+}
+
+export function encodeUtf8(s: string): Uint8Array {
+  return utf8.encode(s);
+}
+
+export function decodeUtf8(b: Uint8Array): string {
+  return utf8d.decode(b);
+}
+
+/** PairsUtil::pairsSize/marshalPairs: count, (key len, value len)*, then NUL-terminated strings. */
+export function marshalPairs(pairs: Pairs): Uint8Array {
+  const enc = pairs.map(([k, v]) => [utf8.encode(k), utf8.encode(v)] as const);
+  let size = 4;
+  for (const [k, v] of enc) size += 8 + k.length + 1 + v.length + 1;
+  const out = new Uint8Array(size);
+  const dv = new DataView(out.buffer);
+  dv.setUint32(0, enc.length, true);
+  let pos = 4;
+  for (const [k, v] of enc) {
+    dv.setUint32(pos, k.length, true);
+    dv.setUint32(pos + 4, v.length, true);
+    pos += 8;
+  }
+  for (const [k, v] of enc) {
+    out.set(k, pos);
+    pos += k.length + 1;
+    out.set(v, pos);
+    pos += v.length + 1;
+  }
+  return out;
+}
+
+/** Limits from include/proxy-wasm/limits.h: anything over them parses as no pairs at all. */
+const PAIRS_MAX_BYTES = 1024 * 1024;
+const PAIRS_MAX_COUNT = 1024;
+
+/** PairsUtil::toPairs: any malformation (bad sizes, missing NULs, trailing bytes) → empty list. */
+export function unmarshalPairs(buf: Uint8Array): Pairs {
+  if (buf.length < 4 || buf.length > PAIRS_MAX_BYTES) return [];
+  const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  const n = dv.getUint32(0, true);
+  if (n > PAIRS_MAX_COUNT || 4 + n * 8 > buf.length) return [];
+  const sizes: Array<[number, number]> = [];
+  for (let i = 0; i < n; i++) sizes.push([dv.getUint32(4 + i * 8, true), dv.getUint32(8 + i * 8, true)]);
+  let pos = 4 + n * 8;
+  const out: Pairs = [];
+  for (const [ks, vs] of sizes) {
+    if (pos + ks + 1 > buf.length || buf[pos + ks] !== 0) return [];
+    const k = utf8d.decode(buf.subarray(pos, pos + ks));
+    pos += ks + 1;
+    if (pos + vs + 1 > buf.length || buf[pos + vs] !== 0) return [];
+    const v = utf8d.decode(buf.subarray(pos, pos + vs));
+    pos += vs + 1;
+    out.push([k, v]);
+  }
+  return pos === buf.length ? out : [];
+}

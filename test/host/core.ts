@@ -1,0 +1,147 @@
+// What all threads of one emulated Envoy process share: the plugin's code and configuration, the
+// process-wide shared data, shared queues and stats, the cluster table, logs, and the scheduler
+// that interleaves the threads.
+import { readFileSync } from "node:fs";
+import { encodeUtf8 } from "./abi/memory.ts";
+import { StatsStore } from "./metrics.ts";
+import { SharedDataStore } from "./shared-data.ts";
+import { SharedQueues } from "./shared-queue.ts";
+import type { WasmThread } from "./thread.ts";
+
+export type FailurePolicy = "FAIL_CLOSED" | "FAIL_OPEN";
+
+export interface ClusterAddress {
+  host: string;
+  port: number;
+}
+
+export interface NodeInfo {
+  id?: string;
+  cluster?: string;
+  metadata?: Record<string, string | number | boolean>;
+}
+
+export interface LogRecord {
+  thread: string;
+  /** 0 trace … 5 critical (proxy_log levels). */
+  level: number;
+  message: string;
+  contextId: number;
+}
+
+export interface HostOptions {
+  /** The module: bytes or a file path. */
+  wasm: Uint8Array | string;
+  /** Worker threads that serve requests (Envoy --concurrency). Default 1. */
+  threads?: number;
+  /** Also run the main-thread VM + root context Envoy creates for every plugin. Default true. */
+  mainThread?: boolean;
+  vmId?: string;
+  rootId?: string;
+  pluginName?: string;
+  pluginConfig?: string | Uint8Array;
+  vmConfig?: string | Uint8Array;
+  /** vm_config.environment_variables.key_values, visible through WASI environ_get. */
+  envs?: Record<string, string>;
+  /** Cluster name → loopback address ("127.0.0.1:8080" or {host, port}). */
+  clusters?: Record<string, string | ClusterAddress>;
+  failurePolicy?: FailurePolicy;
+  /** Envoy's log level as proxy_get_log_level reports it (default 2 = info). */
+  logLevel?: number;
+  node?: NodeInfo;
+  /** Connection buffer limit for StopIterationAndBuffer (Envoy default 1 MiB). */
+  bufferLimitBytes?: number;
+  /**
+   * Probability that a thread is preempted right after proxy_get_shared_data returns, letting a
+   * queued task of another thread run first — how Envoy's parallel workers interleave between a
+   * read and a CAS write. 0 = never (default).
+   */
+  preemption?: number;
+  /** Extra sink for every log line (proxy_log and fd_write). */
+  logSink?: (r: LogRecord) => void;
+  /** Keep at most this many log records in memory (default 10000). */
+  keepLogs?: number;
+}
+
+export class Scheduler {
+  private readonly onStack = new Set<WasmThread>();
+  threads: WasmThread[] = [];
+  preemptions = 0;
+
+  constructor(private readonly probability: number) {}
+
+  enter(t: WasmThread): void {
+    this.onStack.add(t);
+  }
+
+  leave(t: WasmThread): void {
+    if (!t.onStack) this.onStack.delete(t);
+  }
+
+  /** Runs one queued task of another thread that is not inside a VM call right now. */
+  maybePreempt(current: WasmThread): void {
+    if (this.probability <= 0 || Math.random() >= this.probability) return;
+    const others = this.threads.filter((t) => t !== current && !this.onStack.has(t) && t.tasks.length > 0);
+    const pick = others[Math.floor(Math.random() * others.length)];
+    if (pick && pick.runOneTask()) this.preemptions++;
+  }
+}
+
+const asBytes = (v: string | Uint8Array | undefined): Uint8Array =>
+  v === undefined ? new Uint8Array(0) : typeof v === "string" ? encodeUtf8(v) : v;
+
+export class HostCore {
+  readonly code: Uint8Array;
+  readonly vmId: string;
+  readonly rootId: string;
+  readonly pluginName: string;
+  readonly pluginConfig: Uint8Array;
+  readonly vmConfig: Uint8Array;
+  readonly envs: Record<string, string>;
+  readonly clusters = new Map<string, ClusterAddress>();
+  readonly failurePolicy: FailurePolicy;
+  readonly logLevel: number;
+  readonly node: NodeInfo;
+  readonly bufferLimitBytes: number;
+  readonly sharedData = new SharedDataStore();
+  readonly queues = new SharedQueues();
+  readonly stats = new StatsStore();
+  readonly scheduler: Scheduler;
+  readonly logs: LogRecord[] = [];
+  private readonly keepLogs: number;
+  private readonly logSink?: (r: LogRecord) => void;
+
+  constructor(o: HostOptions) {
+    this.code = typeof o.wasm === "string" ? new Uint8Array(readFileSync(o.wasm)) : o.wasm;
+    this.vmId = o.vmId ?? "";
+    this.rootId = o.rootId ?? "";
+    this.pluginName = o.pluginName ?? "";
+    this.pluginConfig = asBytes(o.pluginConfig);
+    this.vmConfig = asBytes(o.vmConfig);
+    this.envs = o.envs ?? {};
+    for (const [name, addr] of Object.entries(o.clusters ?? {})) {
+      this.clusters.set(name, typeof addr === "string" ? parseHostPort(addr) : addr);
+    }
+    this.failurePolicy = o.failurePolicy ?? "FAIL_CLOSED";
+    this.logLevel = o.logLevel ?? 2;
+    this.node = o.node ?? { id: "kvroute-test-host", cluster: "kvroute" };
+    this.bufferLimitBytes = o.bufferLimitBytes ?? 1024 * 1024;
+    this.scheduler = new Scheduler(o.preemption ?? 0);
+    this.keepLogs = o.keepLogs ?? 10_000;
+    this.logSink = o.logSink;
+  }
+
+  log(r: LogRecord): void {
+    this.logs.push(r);
+    if (this.logs.length > this.keepLogs) this.logs.splice(0, this.logs.length - this.keepLogs);
+    this.logSink?.(r);
+  }
+}
+
+export function parseHostPort(s: string): ClusterAddress {
+  const i = s.lastIndexOf(":");
+  const host = s.slice(0, i).replace(/^\[|\]$/g, "");
+  const port = Number(s.slice(i + 1));
+  if (i <= 0 || !Number.isInteger(port) || port <= 0 || port > 65535) throw new Error(`bad address ${s}`);
+  return { host, port };
+}

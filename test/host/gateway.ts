@@ -1,0 +1,167 @@
+// Gateway mode: a loopback HTTP/1.1 listener in front of the emulated Envoy. Each request goes to
+// the next worker thread (round robin), through the Wasm filter (stream.ts), then to the upstream
+// the router picks (router.ts: x-gateway-destination-endpoint with ORIGINAL_DST semantics, else the
+// default cluster, else 503). Bodies stream both ways chunk by chunk — an SSE response reaches the
+// client event by event, each chunk passing proxy_on_response_body — and one access-log line is
+// written per request (status, upstream, duration). End-to-end tests and the demo use it when no
+// Envoy binary is around.
+import { randomUUID } from "node:crypto";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import type { HostOptions } from "./core.ts";
+import { HeaderMap } from "./header-map.ts";
+import { createHost, type Host } from "./host.ts";
+import { UpstreamRouter } from "./router.ts";
+import type { HttpStream } from "./stream.ts";
+
+export interface AccessLogEntry {
+  method: string;
+  path: string;
+  status: number;
+  details: string;
+  upstream: string;
+  durationMs: number;
+  thread: string;
+  requestId: string;
+}
+
+export interface GatewayOptions extends HostOptions {
+  /** Listen port on 127.0.0.1 (0 = any free port, the default). */
+  port?: number;
+  /** Name of the cluster (from `clusters`) used when the destination header is absent. */
+  defaultCluster?: string;
+  /** Receives one formatted line per finished request. */
+  accessLog?: (line: string, entry: AccessLogEntry) => void;
+}
+
+export interface Gateway {
+  url: string;
+  port: number;
+  host: Host;
+  /** Every finished request so far, oldest first. */
+  accessLog: AccessLogEntry[];
+  close(): Promise<void>;
+}
+
+const HOP_BY_HOP = new Set(["connection", "keep-alive", "transfer-encoding", "upgrade", "proxy-connection", "te"]);
+
+export async function startGateway(options: GatewayOptions): Promise<Gateway> {
+  const host = createHost(options);
+  const defName = options.defaultCluster;
+  const defAddr = defName ? host.core.clusters.get(defName) : undefined;
+  if (defName && !defAddr) throw new Error(`defaultCluster ${defName} is not in clusters`);
+  const defaultCluster = defName && defAddr ? { name: defName, address: defAddr } : null;
+  const accessLog: AccessLogEntry[] = [];
+
+  const server = http.createServer((req, res) => {
+    const thread = host.pickThread();
+    const started = performance.now();
+    const h = new HeaderMap([
+      [":authority", req.headers.host ?? ""],
+      [":path", req.url ?? "/"],
+      [":method", req.method ?? "GET"],
+      [":scheme", "http"],
+    ]);
+    for (let k = 0; k < req.rawHeaders.length; k += 2) {
+      const key = (req.rawHeaders[k] as string).toLowerCase();
+      if (key === "host" || HOP_BY_HOP.has(key)) continue;
+      h.add(key, req.rawHeaders[k + 1] as string);
+    }
+    // HCM defaults: generate x-request-id when absent, set x-forwarded-proto.
+    if (h.get("x-request-id") === undefined) h.add("x-request-id", randomUUID());
+    h.add("x-forwarded-proto", "http");
+    const requestId = h.get("x-request-id") as string;
+    const hasBody = req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
+
+    let stream: HttpStream | null = null;
+    const router = new UpstreamRouter(() => stream as HttpStream, defaultCluster);
+    let finished = false;
+    stream = host.newStream(
+      thread,
+      {
+        requestHeaders: (m, eos) => router.requestHeaders(m, eos),
+        requestData: (d, eos) => router.requestData(d, eos),
+        requestTrailers: (t) => router.requestTrailers(t),
+        abortUpstream: () => router.abort(),
+        responseHeaders: (m, eos) => {
+          const out: Record<string, string | string[]> = {};
+          for (const [k, v] of m.entries) {
+            if (k.startsWith(":") || HOP_BY_HOP.has(k)) continue;
+            const prev = out[k];
+            out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
+          }
+          res.writeHead(Number(m.get(":status") ?? 200), out);
+          if (eos) res.end();
+          else res.flushHeaders();
+        },
+        responseData: (d, eos) => {
+          if (d.length > 0) res.write(d);
+          if (eos) res.end();
+        },
+        responseTrailers: (t) => {
+          if (!res.hasHeader("content-length")) res.addTrailers(Object.fromEntries(t.entries));
+          res.end();
+        },
+        resetDownstream: () => {
+          res.destroy();
+        },
+        done: () => {
+          finished = true;
+          const s = stream as HttpStream;
+          const entry: AccessLogEntry = {
+            method: req.method ?? "",
+            path: req.url ?? "",
+            status: s.info.responseCode ?? 0,
+            details: s.info.responseCodeDetails ?? "via_upstream",
+            upstream: router.upstream ?? "-",
+            durationMs: Math.round((performance.now() - started) * 1000) / 1000,
+            thread: thread.name,
+            requestId,
+          };
+          accessLog.push(entry);
+          options.accessLog?.(
+            `[${new Date().toISOString()}] "${entry.method} ${entry.path} HTTP/1.1" ${entry.status} ${entry.details} upstream=${entry.upstream} duration_ms=${entry.durationMs} thread=${entry.thread} request_id=${entry.requestId}`,
+            entry,
+          );
+        },
+      },
+      {
+        sourceAddress: req.socket.remoteAddress ?? "127.0.0.1",
+        sourcePort: req.socket.remotePort ?? 0,
+        destinationAddress: req.socket.localAddress ?? "127.0.0.1",
+        destinationPort: req.socket.localPort ?? 0,
+      },
+    );
+    const s = stream;
+    thread.post(() => s.decodeHeaders(h, !hasBody));
+    if (hasBody) {
+      req.on("data", (c: Buffer) => thread.post(() => s.decodeData(new Uint8Array(c), false)));
+      req.on("end", () => {
+        const tr = new HeaderMap();
+        for (let k = 0; k < req.rawTrailers.length; k += 2) tr.add(req.rawTrailers[k] as string, req.rawTrailers[k + 1] as string);
+        if (tr.size > 0) thread.post(() => s.decodeTrailers(tr));
+        else thread.post(() => s.decodeData(new Uint8Array(0), true));
+      });
+    } else req.resume();
+    res.on("close", () => {
+      if (!finished) thread.post(() => s.reset("downstream_remote_disconnect"));
+    });
+  });
+  server.keepAliveTimeout = 5000;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port ?? 0, "127.0.0.1", () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    host,
+    accessLog,
+    close: async () => {
+      host.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

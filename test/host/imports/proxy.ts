@@ -1,0 +1,322 @@
+// The env.proxy_* host functions of ABI 0.2.1, with the argument checks and result codes of
+// proxy-wasm-cpp-host src/exports.cc and Envoy's Context (source/extensions/common/wasm/
+// context.cc). Each function resolves contextOrEffectiveContext() first, like the C++ host.
+import {
+  BUFFER_TYPE_MAX,
+  BufferType,
+  HEADER_MAP_MAX,
+  HeaderMapType,
+  LogLevel,
+  STREAM_TYPE_MAX,
+  StreamType,
+  WasmResult,
+} from "../abi/constants.ts";
+import { marshalPairs, unmarshalPairs } from "../abi/memory.ts";
+import { HeaderMap } from "../header-map.ts";
+import { startHttpCall } from "../http-call.ts";
+import { getProperty, setProperty } from "../properties.ts";
+import type { BodyBuffer, HttpStream } from "../stream.ts";
+import type { Ctx, WasmThread } from "../thread.ts";
+import { restrictedGuard } from "./wasi.ts";
+
+type Fn = (...a: Array<number | bigint>) => number | undefined;
+
+/** A buffer with Envoy's Buffer::copyFrom rules; string-backed ones are immutable. */
+class ConstBuffer implements BodyBuffer {
+  constructor(private readonly data: Uint8Array) {}
+  bytes(): Uint8Array {
+    return this.data;
+  }
+  copyFrom(): number {
+    return WasmResult.BadArgument;
+  }
+}
+const EMPTY = new ConstBuffer(new Uint8Array(0));
+
+export function proxyImports(t: WasmThread): Record<string, Fn> {
+  const n = (x: number | bigint | undefined) => Number(x ?? 0) >>> 0;
+  const cur = (): Ctx => t.current();
+  const streamOf = (c: Ctx): HttpStream | null => (c.kind === "stream" ? c.stream : null);
+  const rootIdOf = (c: Ctx): number => (c.kind === "stream" ? c.rootId : c.id);
+
+  const callResponseMap = (type: number): HeaderMap | null => {
+    const r = t.httpCallResponse;
+    if (!r) return null;
+    return new HeaderMap(type === HeaderMapType.HttpCallResponseHeaders ? r.headers : r.trailers);
+  };
+  // Context::getMap: only the four stream maps are writable, and only while they are alive.
+  const getMap = (type: number): HeaderMap | null => streamOf(cur())?.getMap(type) ?? null;
+  // Context::getConstMap: stream maps (or the access-log copies in on_log), http-call maps.
+  const getConstMap = (type: number): HeaderMap | null => {
+    if (type === HeaderMapType.HttpCallResponseHeaders || type === HeaderMapType.HttpCallResponseTrailers) {
+      return callResponseMap(type);
+    }
+    return streamOf(cur())?.getConstMap(type) ?? null;
+  };
+  const modified = (type: number) => streamOf(cur())?.onHeadersModified(type);
+
+  const getBuffer = (type: number): BodyBuffer | null => {
+    const s = streamOf(cur());
+    switch (type) {
+      case BufferType.CallData:
+        return EMPTY;
+      case BufferType.VmConfiguration:
+        return new ConstBuffer(t.core.vmConfig);
+      case BufferType.PluginConfiguration:
+        return t.inConfigure ? new ConstBuffer(t.core.pluginConfig) : null;
+      case BufferType.HttpRequestBody:
+      case BufferType.HttpResponseBody:
+        return s ? s.bodyBuffer(type) : EMPTY;
+      case BufferType.HttpCallResponseBody:
+        return t.httpCallResponse ? new ConstBuffer(t.httpCallResponse.body) : null;
+      default:
+        return EMPTY;
+    }
+  };
+
+  const impl: Record<string, Fn> = {
+    log: (level, ptr, size) => {
+      if (n(level) > LogLevel.critical) return WasmResult.BadArgument;
+      const msg = t.mem.readString(n(ptr), n(size));
+      if (msg === null) return WasmResult.InvalidMemoryAccess;
+      t.core.log({ thread: t.name, level: n(level), message: msg, contextId: cur().id });
+      return WasmResult.Ok;
+    },
+    get_log_level: (ptr) => (t.mem.writeU32(n(ptr), t.core.logLevel) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess),
+    get_status: (codePtr, ptrPtr, sizePtr) => {
+      if (!t.mem.writeU32(n(codePtr), t.statusCode)) return WasmResult.InvalidMemoryAccess;
+      return t.mem.copyOut(t.statusMessage, n(ptrPtr), n(sizePtr)) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess;
+    },
+    get_property: (pathPtr, pathSize, ptrPtr, sizePtr) => {
+      const path = t.mem.readString(n(pathPtr), n(pathSize));
+      if (path === null) return WasmResult.InvalidMemoryAccess;
+      const r = getProperty(t.core, streamOf(cur()), path);
+      if (r.code !== WasmResult.Ok) return r.code;
+      return t.mem.copyOut(r.value as Uint8Array, n(ptrPtr), n(sizePtr))
+        ? WasmResult.Ok
+        : WasmResult.InvalidMemoryAccess;
+    },
+    set_property: (pathPtr, pathSize, valPtr, valSize) => {
+      const path = t.mem.readString(n(pathPtr), n(pathSize));
+      const value = t.mem.read(n(valPtr), n(valSize));
+      if (path === null || value === null) return WasmResult.InvalidMemoryAccess;
+      return setProperty(streamOf(cur()), path, value);
+    },
+    send_local_response: (code, dPtr, dSize, bPtr, bSize, hPtr, hSize, grpc) => {
+      const details = t.mem.readString(n(dPtr), n(dSize));
+      const body = t.mem.read(n(bPtr), n(bSize));
+      const hdrs = t.mem.read(n(hPtr), n(hSize));
+      if (details === null || body === null || hdrs === null) return WasmResult.InvalidMemoryAccess;
+      streamOf(cur())?.sendLocalResponse(n(code), body, unmarshalPairs(hdrs), Number(grpc) | 0, details);
+      t.stopNextIteration();
+      return WasmResult.Ok;
+    },
+    get_shared_data: (kPtr, kSize, ptrPtr, sizePtr, casPtr) => {
+      const key = t.mem.readString(n(kPtr), n(kSize));
+      if (key === null) return WasmResult.InvalidMemoryAccess;
+      const v = t.core.sharedData.get(t.core.vmId, key);
+      if (v === null) return WasmResult.NotFound;
+      if (!t.mem.copyOut(v.value, n(ptrPtr), n(sizePtr))) return WasmResult.InvalidMemoryAccess;
+      if (!t.mem.writeU32(n(casPtr), v.cas)) return WasmResult.InvalidMemoryAccess;
+      t.core.scheduler.maybePreempt(t);
+      return WasmResult.Ok;
+    },
+    set_shared_data: (kPtr, kSize, vPtr, vSize, cas) => {
+      const key = t.mem.readString(n(kPtr), n(kSize));
+      const value = t.mem.read(n(vPtr), n(vSize));
+      if (key === null || value === null) return WasmResult.InvalidMemoryAccess;
+      return t.core.sharedData.set(t.core.vmId, key, value, n(cas));
+    },
+    register_shared_queue: (namePtr, nameSize, tokenPtr) => {
+      const name = t.mem.readString(n(namePtr), n(nameSize));
+      if (name === null) return WasmResult.InvalidMemoryAccess;
+      const token = t.core.queues.register(t.core.vmId, name, rootIdOf(cur()), {
+        post: (task) => t.post(task),
+        deliver: (ctxId, tok) => t.deliverQueueReady(ctxId, tok),
+      });
+      return t.mem.writeU32(n(tokenPtr), token) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess;
+    },
+    resolve_shared_queue: (vmPtr, vmSize, namePtr, nameSize, tokenPtr) => {
+      const vmId = t.mem.readString(n(vmPtr), n(vmSize));
+      const name = t.mem.readString(n(namePtr), n(nameSize));
+      if (vmId === null || name === null) return WasmResult.InvalidMemoryAccess;
+      const token = t.core.queues.resolve(vmId === "" ? t.core.vmId : vmId, name);
+      if (t.failed || token === 0) return WasmResult.NotFound;
+      return t.mem.writeU32(n(tokenPtr), token) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess;
+    },
+    dequeue_shared_queue: (token, ptrPtr, sizePtr) => {
+      const r = t.core.queues.dequeue(n(token));
+      if (r.code !== WasmResult.Ok) return r.code;
+      return t.mem.copyOut(r.data as Uint8Array, n(ptrPtr), n(sizePtr)) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess;
+    },
+    enqueue_shared_queue: (token, ptr, size) => {
+      const data = t.mem.read(n(ptr), n(size));
+      if (data === null) return WasmResult.InvalidMemoryAccess;
+      return t.core.queues.enqueue(n(token), data);
+    },
+    get_header_map_value: (type, kPtr, kSize, ptrPtr, sizePtr) => {
+      if (n(type) > HEADER_MAP_MAX) return WasmResult.BadArgument;
+      const key = t.mem.readString(n(kPtr), n(kSize));
+      if (key === null) return WasmResult.InvalidMemoryAccess;
+      const map = getConstMap(n(type));
+      if (!map) return streamOf(cur())?.accessLogPhase ? WasmResult.NotFound : WasmResult.BadArgument;
+      const v = map.get(key);
+      if (v === undefined) return WasmResult.NotFound;
+      return t.mem.copyOut(v, n(ptrPtr), n(sizePtr)) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess;
+    },
+    get_header_map_pairs: (type, ptrPtr, sizePtr) => {
+      if (n(type) > HEADER_MAP_MAX) return WasmResult.BadArgument;
+      const map = getConstMap(n(type));
+      const bytes = map && map.size > 0 ? marshal(map) : new Uint8Array(0);
+      return t.mem.copyOut(bytes, n(ptrPtr), n(sizePtr)) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess;
+    },
+    set_header_map_pairs: (type, ptr, size) => {
+      if (n(type) > HEADER_MAP_MAX) return WasmResult.BadArgument;
+      const data = t.mem.read(n(ptr), n(size));
+      if (data === null) return WasmResult.InvalidMemoryAccess;
+      const map = getMap(n(type));
+      if (!map) return WasmResult.BadArgument;
+      map.replaceAll(unmarshalPairs(data));
+      modified(n(type));
+      return WasmResult.Ok;
+    },
+    get_header_map_size: (type, ptr) => {
+      if (n(type) > HEADER_MAP_MAX) return WasmResult.BadArgument;
+      const map = getMap(n(type));
+      if (!map) return WasmResult.BadArgument;
+      return t.mem.writeU32(n(ptr), map.byteSize()) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess;
+    },
+    add_header_map_value: (type, kPtr, kSize, vPtr, vSize) => {
+      if (n(type) > HEADER_MAP_MAX) return WasmResult.BadArgument;
+      const key = t.mem.readString(n(kPtr), n(kSize));
+      const value = t.mem.readString(n(vPtr), n(vSize));
+      if (key === null || value === null) return WasmResult.InvalidMemoryAccess;
+      const map = getMap(n(type));
+      if (!map) return WasmResult.BadArgument;
+      map.add(key, value);
+      modified(n(type));
+      return WasmResult.Ok;
+    },
+    replace_header_map_value: (type, kPtr, kSize, vPtr, vSize) => {
+      if (n(type) > HEADER_MAP_MAX) return WasmResult.BadArgument;
+      const key = t.mem.readString(n(kPtr), n(kSize));
+      const value = t.mem.readString(n(vPtr), n(vSize));
+      if (key === null || value === null) return WasmResult.InvalidMemoryAccess;
+      const map = getMap(n(type));
+      if (!map) return WasmResult.BadArgument;
+      map.set(key, value);
+      modified(n(type));
+      return WasmResult.Ok;
+    },
+    remove_header_map_value: (type, kPtr, kSize) => {
+      if (n(type) > HEADER_MAP_MAX) return WasmResult.BadArgument;
+      const key = t.mem.readString(n(kPtr), n(kSize));
+      if (key === null) return WasmResult.InvalidMemoryAccess;
+      const map = getMap(n(type));
+      if (!map) return WasmResult.BadArgument;
+      map.remove(key);
+      modified(n(type));
+      return WasmResult.Ok;
+    },
+    get_buffer_status: (type, lenPtr, flagsPtr) => {
+      if (n(type) > BUFFER_TYPE_MAX) return WasmResult.BadArgument;
+      const b = getBuffer(n(type));
+      if (!b) return WasmResult.NotFound;
+      return t.mem.writeU32(n(lenPtr), b.bytes().length) && t.mem.writeU32(n(flagsPtr), 0)
+        ? WasmResult.Ok
+        : WasmResult.InvalidMemoryAccess;
+    },
+    get_buffer_bytes: (type, start, length, ptrPtr, sizePtr) => {
+      if (n(type) > BUFFER_TYPE_MAX) return WasmResult.BadArgument;
+      const b = getBuffer(n(type));
+      if (!b) return WasmResult.NotFound;
+      const data = b.bytes();
+      const s = n(start);
+      let len = n(length);
+      if (s > data.length) len = 0;
+      else if (s + len > data.length) len = data.length - s;
+      return t.mem.copyOut(data.subarray(s, s + len), n(ptrPtr), n(sizePtr))
+        ? WasmResult.Ok
+        : WasmResult.InvalidMemoryAccess;
+    },
+    set_buffer_bytes: (type, start, length, ptr, size) => {
+      if (n(type) > BUFFER_TYPE_MAX) return WasmResult.BadArgument;
+      const b = getBuffer(n(type));
+      if (!b) return WasmResult.NotFound;
+      const data = t.mem.read(n(ptr), n(size));
+      if (data === null) return WasmResult.InvalidMemoryAccess;
+      return b.copyFrom(n(start), n(length), data);
+    },
+    http_call: (uPtr, uSize, hPtr, hSize, bPtr, bSize, trPtr, trSize, timeout, tokenPtr) => {
+      const cluster = t.mem.readString(n(uPtr), n(uSize));
+      const body = t.mem.read(n(bPtr), n(bSize));
+      const hdrs = t.mem.read(n(hPtr), n(hSize));
+      const trailers = t.mem.read(n(trPtr), n(trSize));
+      if (cluster === null || body === null || hdrs === null || trailers === null) {
+        return WasmResult.InvalidMemoryAccess;
+      }
+      if (!t.mem.writeU32(n(tokenPtr), 0)) return WasmResult.InvalidMemoryAccess;
+      const r = startHttpCall(t, cluster, unmarshalPairs(hdrs), body, unmarshalPairs(trailers), Number(timeout) | 0);
+      if (r.code === WasmResult.Ok) t.mem.writeU32(n(tokenPtr), r.token as number);
+      return r.code;
+    },
+    grpc_call: () => WasmResult.Unimplemented,
+    grpc_stream: () => WasmResult.Unimplemented,
+    grpc_close: () => WasmResult.NotFound,
+    grpc_cancel: () => WasmResult.NotFound,
+    grpc_send: () => WasmResult.NotFound,
+    set_tick_period_milliseconds: (ms) => {
+      t.setTickPeriod(n(ms));
+      return WasmResult.Ok;
+    },
+    get_current_time_nanoseconds: (ptr) =>
+      t.mem.writeU64(n(ptr), BigInt(Date.now()) * 1_000_000n) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess,
+    define_metric: (type, namePtr, nameSize, idPtr) => {
+      const name = t.mem.readString(n(namePtr), n(nameSize));
+      if (name === null) return WasmResult.InvalidMemoryAccess;
+      const r = t.metrics.define(n(type), name);
+      if (r.code !== WasmResult.Ok) return r.code;
+      return t.mem.writeU32(n(idPtr), r.id as number) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess;
+    },
+    increment_metric: (id, offset) => t.metrics.increment(n(id), BigInt.asIntN(64, BigInt(offset ?? 0))),
+    record_metric: (id, value) => t.metrics.record(n(id), BigInt.asUintN(64, BigInt(value ?? 0))),
+    get_metric: (id, ptr) => {
+      const r = t.metrics.get(n(id));
+      if (r.code !== WasmResult.Ok) return r.code;
+      return t.mem.writeU64(n(ptr), r.value as bigint) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess;
+    },
+    set_effective_context: (id) => t.setEffective(n(id)),
+    // WasmBase::done: only a root context whose on_done returned false may call it.
+    done: () => WasmResult.NotFound,
+    call_foreign_function: (namePtr, nameSize, argsPtr, argsSize) => {
+      const name = t.mem.readString(n(namePtr), n(nameSize));
+      if (name === null || t.mem.read(n(argsPtr), n(argsSize)) === null) return WasmResult.InvalidMemoryAccess;
+      if (name === "clear_route_cache") {
+        streamOf(cur())?.clearRouteCache();
+        return WasmResult.Ok;
+      }
+      return WasmResult.NotFound;
+    },
+    continue_stream: (type) => {
+      if (n(type) > STREAM_TYPE_MAX) return WasmResult.BadArgument;
+      const s = streamOf(cur());
+      if (s) return s.continueStream(n(type));
+      return n(type) === StreamType.Upstream ? WasmResult.Unimplemented : WasmResult.Ok;
+    },
+    close_stream: (type) => {
+      if (n(type) > STREAM_TYPE_MAX) return WasmResult.BadArgument;
+      streamOf(cur())?.closeStream(n(type));
+      return WasmResult.Ok;
+    },
+  };
+  const out: Record<string, Fn> = {
+    pthread_equal: restrictedGuard(t, "env.pthread_equal", (a, b) => (n(a) === n(b) ? 1 : 0)),
+    emscripten_notify_memory_growth: restrictedGuard(t, "env.emscripten_notify_memory_growth", () => undefined),
+  };
+  for (const [name, f] of Object.entries(impl)) out[`proxy_${name}`] = restrictedGuard(t, `env.proxy_${name}`, f);
+  return out;
+}
+
+function marshal(map: HeaderMap): Uint8Array {
+  return marshalPairs(map.pairs());
+}

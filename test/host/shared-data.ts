@@ -1,0 +1,54 @@
+// Envoy's shared data (proxy-wasm-cpp-host src/shared_data.cc, used unchanged by Envoy through
+// ContextBase::getSharedData/setSharedData): one process-wide store, one map per vm_id, one
+// global CAS counter that starts at 1 and skips 0. Every successful set gets a fresh cas; a set
+// with cas 0 is unconditional; a non-zero cas that differs from the stored one → CasMismatch.
+// A missing key (or vm_id) → NotFound. The ABI has no delete, so neither does this store.
+import { WasmResult } from "./abi/constants.ts";
+
+export interface SharedValue {
+  value: Uint8Array;
+  cas: number;
+}
+
+export class SharedDataStore {
+  private readonly maps = new Map<string, Map<string, SharedValue>>();
+  private nextCasValue = 1;
+  /** Called after every successful get; the host uses it as a preemption point (see scheduler.ts). */
+  onGet: ((vmId: string, key: string) => void) | null = null;
+
+  private nextCas(): number {
+    const cas = this.nextCasValue;
+    this.nextCasValue = (this.nextCasValue + 1) >>> 0;
+    if (this.nextCasValue === 0) this.nextCasValue = 1;
+    return cas;
+  }
+
+  get(vmId: string, key: string): SharedValue | null {
+    const v = this.maps.get(vmId)?.get(key) ?? null;
+    return v === null ? null : { value: v.value.slice(), cas: v.cas };
+  }
+
+  /** Returns a WasmResult code: Ok or CasMismatch. */
+  set(vmId: string, key: string, value: Uint8Array, cas: number): number {
+    let map = this.maps.get(vmId);
+    if (map === undefined) {
+      map = new Map();
+      this.maps.set(vmId, map);
+    }
+    const cur = map.get(key);
+    if (cur !== undefined && cas !== 0 && cas !== cur.cas) return WasmResult.CasMismatch;
+    map.set(key, { value: value.slice(), cas: this.nextCas() });
+    return WasmResult.Ok;
+  }
+
+  keys(vmId: string): string[] {
+    return [...(this.maps.get(vmId)?.keys() ?? [])];
+  }
+
+  /** Test/operator view: total bytes held for a vm_id (keys + values), the budget DESIGN §3 bounds. */
+  bytes(vmId: string): number {
+    let n = 0;
+    for (const [k, v] of this.maps.get(vmId) ?? []) n += Buffer.byteLength(k) + v.value.length;
+    return n;
+  }
+}
