@@ -157,14 +157,18 @@ function probe(render: JinjaRender): { template: SegmentTemplate; notes: string[
     same(first[1], system.close + userOpen, "glue between a leading system message and user");
     if (!lead.endsWith(system.open))
       fail(`a leading system message does not start with ${JSON.stringify(system.open)}`);
-    prefix = lead.slice(0, lead.length - system.open.length);
-    const block = after(beforeUser, prefix, "text before the first user message");
+    const systemPrefix = lead.slice(0, lead.length - system.open.length);
+    const block = after(beforeUser, systemPrefix, "text before the first user message");
+    let systemDefault: string | null = null;
     if (block !== "") {
       // Something the template writes only when there is no system message: a default system.
       const inner = after(block, system.open, "text the template adds when no system message is given");
       if (!inner.endsWith(system.close)) fail("text added without a system message is not a system block");
-      defaultSystem = inner.slice(0, inner.length - system.close.length);
+      systemDefault = inner.slice(0, inner.length - system.close.length);
     }
+    // Only a fully consistent system role changes the prefix; otherwise system stays out.
+    prefix = systemPrefix;
+    defaultSystem = systemDefault;
     roles.system = system;
   } catch (err) {
     if (!(err instanceof ProbeFailure)) throw err;

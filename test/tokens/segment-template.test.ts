@@ -1,0 +1,221 @@
+// Segment templates derived from real chat templates, verified against the routing core's
+// renderer (build/kvroute-core.wasm), and templates that must be refused.
+import { readFileSync } from "node:fs";
+import { Template } from "@huggingface/jinja";
+import { describe, expect, it } from "vitest";
+import { renderChat } from "../../control-plane/src/core/kvroute-core.ts";
+import type { SegmentTemplate } from "../../control-plane/src/core/segment-template.ts";
+import {
+  deriveSegmentTemplate,
+  deriveSegmentTemplateFromRenderer,
+} from "../../control-plane/src/tokens/derive-segment-template.ts";
+import { probeSegmentTemplate } from "../../control-plane/src/tokens/probe-segment-template.ts";
+import { ChatTemplateRenderer } from "../../control-plane/src/tokens/render-chat-template.ts";
+import {
+  type CoreRenderChat,
+  verifySegmentTemplate,
+} from "../../control-plane/src/tokens/verify-segment-template.ts";
+import { loadModel } from "./models.ts";
+
+const fixture = (name: string): SegmentTemplate =>
+  JSON.parse(
+    readFileSync(new URL(`../fixtures/segment-templates/${name}.json`, import.meta.url), "utf8"),
+  ) as SegmentTemplate;
+
+const fromSource = (source: string, config: Record<string, unknown> = {}) =>
+  deriveSegmentTemplateFromRenderer(new ChatTemplateRenderer(config, source), renderChat);
+
+const probeSource = (source: string) => {
+  const jinja = new ChatTemplateRenderer({}, source);
+  return probeSegmentTemplate((messages, gen) => jinja.render(messages, { addGenerationPrompt: gen }));
+};
+
+describe("real chat templates", () => {
+  const qwen3 = loadModel("qwen3");
+  const llama3 = loadModel("llama3_1");
+
+  it("qwen3: derives the hand-written golden template, verified by the core", () => {
+    const r = deriveSegmentTemplate(qwen3, renderChat);
+    if (!r.ok) throw new Error(r.reason);
+    expect(r.template).toEqual(fixture("qwen3"));
+    // Consecutive tool messages share one <|im_start|>user block: not open‖content‖close.
+    expect(r.notes.find((n) => n.startsWith("tool: left out"))).toContain("EXACT stream differs");
+    expect(r.notes.find((n) => n.startsWith("developer:"))).toContain("not written verbatim");
+    expect(r.stats.exact).toBeGreaterThan(150);
+  });
+
+  it("llama3_1: derives the hand-written golden template with every role", () => {
+    const r = deriveSegmentTemplate(llama3, renderChat);
+    if (!r.ok) throw new Error(r.reason);
+    expect(r.template).toEqual(fixture("llama3_1"));
+    expect(r.notes).toEqual([]);
+    expect(r.stats.exact).toBeGreaterThan(400);
+  });
+
+  it("verifies with other seeds too", () => {
+    const jinja = new ChatTemplateRenderer(qwen3.config);
+    for (const seed of [1, 2, 3]) {
+      const r = verifySegmentTemplate(fixture("qwen3"), (m) => jinja.render(m), renderChat, {
+        seed,
+        conversations: 300,
+      });
+      expect(r).toMatchObject({ ok: true });
+    }
+  });
+
+  it("llama2: the config has no chat template, which is reported", () => {
+    const r = deriveSegmentTemplate(loadModel("llama2"), renderChat);
+    expect(r).toMatchObject({ ok: false });
+    if (!r.ok) expect(r.reason).toContain("has no chat_template");
+  });
+
+  it("llama2's published chat template: user/assistant only, system folded into [INST] is left out", () => {
+    // meta-llama/Llama-2-7b-chat-hf tokenizer_config.json chat_template.
+    const source =
+      "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for message in loop_messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}";
+    const r = fromSource(source, { bos_token: "<s>", eos_token: "</s>" });
+    if (!r.ok) throw new Error(r.reason);
+    expect(r.template).toEqual({
+      prefix: "",
+      roles: {
+        user: { open: "<s>[INST] ", close: " [/INST]" },
+        assistant: { open: " ", close: " </s>" },
+      },
+      generationPrompt: "",
+      defaultSystem: null,
+      trimContent: true,
+      assistantHistoryThink: "none",
+    });
+    expect(r.notes.some((n) => n.startsWith("system:"))).toBe(true);
+    // Non-alternating chats make the template raise: the engine refuses them, nothing to route.
+    expect(r.stats.rejected).toBeGreaterThan(0);
+  });
+});
+
+describe("probing reads literals and content transforms", () => {
+  it("finds a default system message and a BOS prefix", () => {
+    const source =
+      "{{ bos_token }}{% if messages[0].role != 'system' %}<sys>Be nice.</sys>{% endif %}" +
+      "{% for m in messages %}{% if m.role == 'system' %}<sys>{{ m.content }}</sys>" +
+      "{% else %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>{% endif %}{% endfor %}" +
+      "{% if add_generation_prompt %}<assistant>{% endif %}";
+    const r = fromSource(source, { bos_token: "<B>" });
+    if (!r.ok) throw new Error(r.reason);
+    expect(r.template).toMatchObject({
+      prefix: "<B>",
+      defaultSystem: "Be nice.",
+      generationPrompt: "<assistant>",
+      roles: { system: { open: "<sys>", close: "</sys>" }, user: { open: "<user>", close: "</user>" } },
+    });
+  });
+});
+
+describe("templates that are not segmentable", () => {
+  it("writes a default system block unlike a given system message", () => {
+    // Without system segments the default block would sit in the prefix, which is wrong
+    // exactly when the chat brings its own system message: verification must see that.
+    const source =
+      "{% if messages[0].role != 'system' %}<sys>Be nice.</sys>{% endif %}" +
+      "{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>{% endfor %}";
+    const probed = probeSource(source);
+    expect(probed).toMatchObject({
+      ok: true,
+      template: { prefix: "<sys>Be nice.</sys>", defaultSystem: null },
+    });
+    const r = fromSource(source);
+    expect(r).toMatchObject({ ok: false });
+    if (!r.ok) expect(r.reason).toContain("not a prefix");
+  });
+
+  const loop = (body: string) =>
+    `{% for m in messages %}${body}{% endfor %}{% if add_generation_prompt %}A:{% endif %}`;
+
+  it("renders the message index", () => {
+    const r = fromSource(loop("<{{ loop.index0 }}>{{ m.role }}: {{ m.content }}\n"));
+    expect(r).toMatchObject({ ok: false });
+    if (!r.ok) expect(r.reason).toMatch(/^not segmentable: .*first user message/);
+  });
+
+  it("uppercases content", () => {
+    const r = fromSource(loop("{{ m.role }}: {{ m.content | upper }}\n"));
+    expect(r).toEqual({
+      ok: false,
+      reason: "not segmentable: the content of message 0 (user) is not written verbatim",
+    });
+  });
+
+  it("depends on the next message", () => {
+    const r = fromSource(
+      loop(
+        "{{ m.role }}:{{ m.content }}{% if not loop.last and messages[loop.index0 + 1].role == 'assistant' %}=>{% endif %}\n",
+      ),
+    );
+    expect(r).toMatchObject({ ok: false });
+  });
+
+  it("writes content twice", () => {
+    expect(probeSource(loop("{{ m.content }}|{{ m.content }}"))).toMatchObject({
+      ok: false,
+      reason: "the content of message 0 (user) is written twice",
+    });
+  });
+
+  it("strips only trailing whitespace (neither kept nor Python strip)", () => {
+    expect(probeSource(loop("{{ m.role }}: {{ m.content.rstrip() }}\n"))).toMatchObject({ ok: false });
+  });
+
+  it("replaces empty content: probing passes, verification with the core finds it", () => {
+    const source = loop("{{ m.role }}: {{ m.content if m.content else '(empty)' }}\n");
+    expect(probeSource(source)).toMatchObject({ ok: true });
+    const r = fromSource(source);
+    expect(r).toMatchObject({ ok: false });
+    if (!r.ok) expect(r.reason).toContain("EXACT stream differs from the chat template");
+  });
+});
+
+describe("the verifier", () => {
+  const llama3 = loadModel("llama3_1");
+  const jinja = new ChatTemplateRenderer(llama3.config);
+  const reference = (m: Parameters<typeof jinja.render>[0]) => jinja.render(m);
+
+  it("catches a renderer that is off by one byte", () => {
+    const corrupt: CoreRenderChat = (t, m) => {
+      const r = renderChat(t, m);
+      const stream = r.stream.slice();
+      if (stream.length > 40) stream[40] = (stream[40] as number) ^ 1;
+      return { status: r.status, stream };
+    };
+    expect(verifySegmentTemplate(fixture("llama3_1"), reference, corrupt)).toMatchObject({ ok: false });
+  });
+
+  it("catches a PARTIAL stream that is not a prefix", () => {
+    const wrong: CoreRenderChat = () => ({
+      status: "partial",
+      stream: new TextEncoder().encode("<|eot_id|>"),
+    });
+    const r = verifySegmentTemplate(fixture("llama3_1"), reference, wrong);
+    expect(r).toMatchObject({ ok: false });
+    if (!r.ok) expect(r.reason).toContain("not a prefix");
+  });
+
+  it("refuses a renderer that is never wrong because it never renders", () => {
+    const nothing: CoreRenderChat = () => ({ status: "none", stream: new Uint8Array(0) });
+    const r = verifySegmentTemplate(fixture("llama3_1"), reference, nothing);
+    expect(r).toMatchObject({ ok: false });
+    if (!r.ok) expect(r.reason).toMatch(/^only 0 of \d+ conversations rendered exactly/);
+  });
+
+  it("catches the wrong content transform in the template", () => {
+    const untrimmed = { ...fixture("llama3_1"), trimContent: false };
+    expect(verifySegmentTemplate(untrimmed, reference, renderChat)).toMatchObject({ ok: false });
+  });
+
+  it("needs the Python string semantics: plain @huggingface/jinja disagrees with the engine", () => {
+    const qwen3 = loadModel("qwen3");
+    const plain = new Template(qwen3.config.chat_template as string);
+    const jsReference = (messages: Parameters<typeof jinja.render>[0]) =>
+      plain.render({ messages, add_generation_prompt: true, bos_token: "", eos_token: "<|im_end|>" });
+    const r = verifySegmentTemplate(fixture("qwen3"), jsReference, renderChat);
+    expect(r).toMatchObject({ ok: false });
+  });
+});
