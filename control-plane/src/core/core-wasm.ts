@@ -48,7 +48,16 @@ export class CoreModule {
   #ioCap: number;
 
   constructor(wasm: Uint8Array) {
-    const { exports } = instantiateSync<Record<string, unknown>>(wasm, {});
+    // A core compiled with the filter's flags (WASI shim, abort → proc_exit) imports these two
+    // and runs its top-level code from `_start`; the Node build needs neither.
+    const wasi = {
+      fd_write: (): number => 52, // ENOSYS: the core never prints
+      proc_exit: (code: number): never => {
+        throw new Error(`routing core aborted (proc_exit ${code})`);
+      },
+    };
+    const { exports } = instantiateSync<Record<string, unknown>>(wasm, { wasi_snapshot_preview1: wasi });
+    if (typeof exports._start === "function") (exports._start as () => void)();
     this.ex = exports as unknown as CoreExports;
     this.#buffer = this.ex.memory.buffer;
     this.#u8 = new Uint8Array(this.#buffer);
