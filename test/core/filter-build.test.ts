@@ -26,15 +26,22 @@ const FILTER_FLAGS = [
 
 beforeAll(() => {
   const out = join(mkdtempSync(join(tmpdir(), "kvroute-core-")), "core-filter-flags.wasm");
-  execFileSync(join(root, "node_modules/.bin/asc"), ["filter/core/index.ts", "--outFile", out, ...FILTER_FLAGS], {
-    cwd: root,
-    stdio: ["ignore", "ignore", "inherit"],
-  });
+  execFileSync(
+    join(root, "node_modules/.bin/asc"),
+    ["filter/core/index.ts", "--outFile", out, ...FILTER_FLAGS],
+    {
+      cwd: root,
+      stdio: ["ignore", "ignore", "inherit"],
+    },
+  );
   // kvroute-core.ts loads its module on first use; this test file runs in its own worker.
   process.env.KVROUTE_CORE_WASM = out;
 }, 120_000);
 
-vectorSuite("core compiled with the filter's flags", () => import("../../control-plane/src/core/kvroute-core.ts"));
+vectorSuite(
+  "core compiled with the filter's flags",
+  () => import("../../control-plane/src/core/kvroute-core.ts"),
+);
 
 describe("the filter-flags build", () => {
   it("is the module these vectors ran against (it has the WASI shim's _start)", async () => {

@@ -30,7 +30,8 @@ const published = [
 ];
 for (const v of published) {
   const got = hex(h64Raw(utf8.encode(v.utf8), BigInt(v.seed)));
-  if (got !== v.hash) throw new Error(`xxhash-wasm disagrees with the published value for ${JSON.stringify(v)}: ${got}`);
+  if (got !== v.hash)
+    throw new Error(`xxhash-wasm disagrees with the published value for ${JSON.stringify(v)}: ${got}`);
 }
 const seeds = [0n, 1n, 0x9e3779b97f4a7c15n, 0xffffffffffffffffn, 0x8000000000000000n];
 const swept: Array<{ hex: string; seed: string; hash: string }> = [];
@@ -81,12 +82,18 @@ const conversations = [
   [
     { role: "system", content: "You are a concise assistant. Answer in one line." },
     { role: "user", content: "Give me a haiku about the sea." },
-    { role: "assistant", content: "Waves fold into foam,\nsalt wind carries gull voices,\nthe tide keeps its time." },
+    {
+      role: "assistant",
+      content: "Waves fold into foam,\nsalt wind carries gull voices,\nthe tide keeps its time.",
+    },
     { role: "user", content: "Now one about mountains." },
   ],
   [
     { role: "user", content: "  Translate 'good morning' to Japanese.  \n" },
-    { role: "assistant", content: "<think>\nSimple greeting.\n</think>\n\nおはようございます (ohayō gozaimasu)" },
+    {
+      role: "assistant",
+      content: "<think>\nSimple greeting.\n</think>\n\nおはようございます (ohayō gozaimasu)",
+    },
     { role: "user", content: "And in Russian? 🇷🇺" },
   ],
   [

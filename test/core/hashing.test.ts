@@ -3,12 +3,12 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import xxhash from "xxhash-wasm";
 import {
+  type ChunkState,
   chunkHashes,
   feedChunks,
   initialState,
   rootHash,
   xxh64,
-  type ChunkState,
 } from "../../control-plane/src/core/kvroute-core.ts";
 import { seededRandom } from "../../control-plane/src/tokens/random-conversations.ts";
 import { utf8 } from "./helpers.ts";
@@ -27,7 +27,10 @@ describe("xxh64", () => {
     for (let i = 0; i < 5000; i++) {
       const n = i < 300 ? i : Math.floor(rand() * 3000);
       const b = randomBytes(rand, n);
-      const seed = BigInt.asUintN(64, (BigInt(Math.floor(rand() * 2 ** 32)) << 32n) | BigInt(Math.floor(rand() * 2 ** 32)));
+      const seed = BigInt.asUintN(
+        64,
+        (BigInt(Math.floor(rand() * 2 ** 32)) << 32n) | BigInt(Math.floor(rand() * 2 ** 32)),
+      );
       expect(xxh64(b, seed)).toBe(h64Raw(b, seed));
     }
   });

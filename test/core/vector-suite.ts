@@ -32,7 +32,9 @@ export function vectorSuite(name: string, load: () => Promise<CoreApi>): void {
       const v = readJson<XxhVectors>("test/fixtures/core/xxh64.json");
       for (const p of v.published) expect(hex(core.xxh64(utf8.encode(p.utf8), BigInt(p.seed)))).toBe(p.hash);
       for (const s of v.swept) {
-        expect(hex(core.xxh64(Buffer.from(s.hex, "hex"), BigInt(s.seed))), `len ${s.hex.length / 2}`).toBe(s.hash);
+        expect(hex(core.xxh64(Buffer.from(s.hex, "hex"), BigInt(s.seed))), `len ${s.hex.length / 2}`).toBe(
+          s.hash,
+        );
       }
       expect(v.swept.length).toBeGreaterThan(100);
     });

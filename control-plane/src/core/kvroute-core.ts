@@ -51,6 +51,9 @@ export function feedChunks(
   bytes: Uint8Array,
   chunkSize = DEFAULT_CHUNK_SIZE,
 ): { hashes: BigUint64Array; state: ChunkState } {
+  if (!Number.isInteger(chunkSize) || chunkSize < 1 || chunkSize > 0x7fffffff) {
+    throw new RangeError(`chunkSize must be a positive integer (got ${chunkSize})`);
+  }
   const c = core();
   const partialLen = state.partial.length;
   const total = partialLen + bytes.length;
@@ -59,7 +62,6 @@ export function feedChunks(
   if (partialLen > 0) mem.set(state.partial, ptr);
   mem.set(bytes, ptr + partialLen);
   const count = c.ex.chunkFeedIo(state.prev, total, chunkSize);
-  if (count < 0) throw new RangeError(`chunkSize must be a positive integer (got ${chunkSize})`);
   const hashes = count === 0 ? EMPTY_HASHES : c.u64s(c.ex.hashPtr(), count);
   const consumed = count * chunkSize;
   return {
