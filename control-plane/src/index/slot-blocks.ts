@@ -17,11 +17,17 @@ export interface ChunkHasher {
   feed(state: ChunkState, bytes: Uint8Array): { hashes: ArrayLike<bigint>; state: ChunkState };
 }
 
-/** Token ids → the bytes the engine tokenized; `startOfSequence` applies the vocabulary's leading-space rule. */
-export type Detokenize = (ids: ArrayLike<number>, startOfSequence: boolean) => Uint8Array;
+/**
+ * Token ids → the bytes the engine tokenized, or null for an id the vocabulary lacks.
+ * `previous` is the token before ids[0] (-1 at the start of a sequence): metaspace
+ * vocabularies need it for their leading-space rule.
+ */
+export type Detokenize = (ids: ArrayLike<number>, previous: number) => Uint8Array | null;
 
 interface Block {
   state: ChunkState;
+  /** Last token id of the block: the `previous` of a child block's detokenization. */
+  lastToken: number;
   /** Chunks completed so far along this chain, including this block's. */
   depth: number;
   /** Chunk hashes completed inside this block (removed with it). */
@@ -38,6 +44,8 @@ export interface SlotBlockStats {
   duplicateStores: number;
   /** Blocks on CPU/disk tiers: not indexed (a GPU hit is what saves prefill). */
   otherMediumBlocks: number;
+  /** Blocks with token ids outside the vocabulary (wrong tokenizer configured?): dropped. */
+  undetokenizableBlocks: number;
 }
 
 export class SlotBlocks {
@@ -50,6 +58,7 @@ export class SlotBlocks {
     unknownRemovals: 0,
     duplicateStores: 0,
     otherMediumBlocks: 0,
+    undetokenizableBlocks: 0,
   };
 
   constructor(
@@ -65,19 +74,20 @@ export class SlotBlocks {
       this.stats.otherMediumBlocks += event.hashes.length;
       return;
     }
-    let parent: Block | undefined;
     let state: ChunkState;
     let depth = 0;
+    let previous = -1;
     if (event.parent === null) {
       state = this.hasher.initialState(this.model, event.loraName ?? "", event.cacheSalt ?? "");
     } else {
-      parent = this.#blocks.get(event.parent);
+      const parent = this.#blocks.get(event.parent);
       if (parent === undefined) {
         this.stats.orphanBlocks += event.hashes.length;
         return;
       }
       state = parent.state;
       depth = parent.depth;
+      previous = parent.lastToken;
     }
     const size = event.blockSize;
     for (let i = 0; i < event.hashes.length; i++) {
@@ -88,11 +98,17 @@ export class SlotBlocks {
         this.stats.duplicateStores++;
         state = existing.state;
         depth = existing.depth;
+        previous = existing.lastToken;
         continue;
       }
       const ids = event.tokenIds.slice(i * size, (i + 1) * size);
-      const startOfSequence = event.parent === null && i === 0;
-      const fed = this.hasher.feed(state, this.detokenize(ids, startOfSequence));
+      const bytes = this.detokenize(ids, previous);
+      if (bytes === null) {
+        // Its descendants in this event cannot be hashed either.
+        this.stats.undetokenizableBlocks += event.hashes.length - i;
+        break;
+      }
+      const fed = this.hasher.feed(state, bytes);
       const chunks: bigint[] = [];
       for (let k = 0; k < fed.hashes.length; k++) {
         const h = fed.hashes[k] as bigint;
@@ -101,7 +117,8 @@ export class SlotBlocks {
       }
       depth += chunks.length;
       state = fed.state;
-      this.#blocks.set(hash, { state, depth, chunks });
+      previous = ids[ids.length - 1] ?? previous;
+      this.#blocks.set(hash, { state, lastToken: previous, depth, chunks });
       this.stats.storedBlocks++;
     }
     this.stats.blocks = this.#blocks.size;

@@ -1,0 +1,72 @@
+// Everything a pool's tokenizer gives the control plane, built once at start: token ids →
+// bytes for KV events, the verified segment template and BOS text for the filter's config.
+// A pool without a tokenizer (or with one we cannot use) still routes: by load and
+// speculative affinity; the reason is logged and shown in the status API.
+import type { PoolConfig } from "../config/schema.ts";
+import { encodeSegmentTemplate, renderChat } from "../core/kvroute-core.ts";
+import type { SegmentTemplate } from "../core/segment-template.ts";
+import type { Detokenize } from "../index/slot-blocks.ts";
+import type { PoolRendering } from "../publish/images.ts";
+import { bosTextOf } from "../tokens/bos-text.ts";
+import { deriveSegmentTemplate } from "../tokens/derive-segment-template.ts";
+import { detokenize } from "../tokens/detokenize.ts";
+import { buildTokenBytesTable } from "../tokens/token-bytes-table.ts";
+import { loadTokenizerFiles } from "../tokens/tokenizer-files.ts";
+
+export interface PoolTokens {
+  /** null: KV events of this pool cannot be turned into chunk hashes. */
+  detokenize: Detokenize | null;
+  segmentTemplate: SegmentTemplate | null;
+  rendering: PoolRendering;
+  /** Why something above is missing, for logs and /v1/status. */
+  problems: string[];
+}
+
+export function loadPoolTokens(pool: PoolConfig): PoolTokens {
+  const none: PoolTokens = {
+    detokenize: null,
+    segmentTemplate: null,
+    rendering: { bosText: "", segmentTemplate: new Uint8Array() },
+    problems: [],
+  };
+  if (pool.tokenizer === undefined) {
+    none.problems.push("no tokenizer configured: routing by load and speculative affinity only");
+    return none;
+  }
+  let files: ReturnType<typeof loadTokenizerFiles>;
+  try {
+    files = loadTokenizerFiles(pool.tokenizer);
+  } catch (err) {
+    none.problems.push((err as Error).message);
+    return none;
+  }
+  const problems: string[] = [];
+  const built = buildTokenBytesTable(files.tokenizer);
+  let detok: Detokenize | null = null;
+  if (built.ok) {
+    const table = built.table;
+    detok = (ids, previous) => {
+      const r = detokenize(table, ids, previous);
+      return r.ok ? r.bytes : null;
+    };
+  } else {
+    problems.push(`token bytes: ${built.reason}`);
+  }
+  const derived = deriveSegmentTemplate(files, renderChat);
+  let segmentTemplate: SegmentTemplate | null = null;
+  if (derived.ok) {
+    segmentTemplate = derived.template;
+    problems.push(...derived.notes);
+  } else {
+    problems.push(`chat template: ${derived.reason}`);
+  }
+  return {
+    detokenize: detok,
+    segmentTemplate,
+    rendering: {
+      bosText: bosTextOf(files.tokenizer),
+      segmentTemplate: segmentTemplate === null ? new Uint8Array() : encodeSegmentTemplate(segmentTemplate),
+    },
+    problems,
+  };
+}
