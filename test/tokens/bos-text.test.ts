@@ -1,7 +1,7 @@
 // bosText for /v1/completions: the reference tokenizer with add_special_tokens=true yields
 // exactly bosText ‖ prompt ‖ suffixText once detokenized.
 import { describe, expect, it } from "vitest";
-import { completionText } from "../../control-plane/src/tokens/bos-text.ts";
+import { bosTextOf, completionText } from "../../control-plane/src/tokens/bos-text.ts";
 import { detokenize } from "../../control-plane/src/tokens/detokenize.ts";
 import { randomContent, seededRandom } from "../../control-plane/src/tokens/random-conversations.ts";
 import { buildTokenBytesTable } from "../../control-plane/src/tokens/token-bytes-table.ts";
@@ -19,6 +19,7 @@ for (const name of ["qwen3", "llama3_1", "llama2"] as ModelName[]) {
     it(`bosText is ${JSON.stringify(expected[name])} and matches the tokenizer`, () => {
       const r = completionText(files.tokenizer, table);
       expect(r).toEqual({ ok: true, bosText: expected[name], suffixText: "" });
+      expect(bosTextOf(files.tokenizer, table)).toBe(expected[name]);
       const tokenizer = referenceTokenizer(files);
       const rand = seededRandom(5);
       for (let i = 0; i < 40; i++) {
@@ -67,6 +68,8 @@ describe("post-processor shapes", () => {
   });
   it("reports what it cannot read", () => {
     expect(completionText({ post_processor: { type: "Mystery" } }, table)).toMatchObject({ ok: false });
+    expect(bosTextOf({ post_processor: { type: "Mystery" } }, table)).toBe("");
+    expect(bosTextOf({ model: { type: "WordPiece", vocab: {} } })).toBe("");
     const unknownId = {
       type: "TemplateProcessing",
       single: [{ SpecialToken: { id: "<x>" } }, { Sequence: { id: "A" } }],

@@ -3,7 +3,7 @@
 // bytes of the special tokens the post-processor puts before the prompt. Read from
 // tokenizer.json's post_processor, turned into bytes through the same id → bytes table.
 import { detokenize } from "./detokenize.ts";
-import type { TokenBytesTable } from "./token-bytes-table.ts";
+import { buildTokenBytesTable, type TokenBytesTable } from "./token-bytes-table.ts";
 
 export type CompletionTextResult =
   | {
@@ -80,4 +80,20 @@ export function completionText(tokenizer: Json, table: TokenBytesTable): Complet
   } catch (err) {
     return { ok: false, reason: (err as Error).message };
   }
+}
+
+/**
+ * Just the bosText, building the id → bytes table when none is given. "" when it cannot be
+ * known (no usable vocabulary or an unreadable post-processor): a completion then renders
+ * without BOS and its chunks simply miss the cache. Callers that report problems should use
+ * completionText() to get the reason.
+ */
+export function bosTextOf(tokenizer: Json, table?: TokenBytesTable): string {
+  const t = table ?? buildTokenBytesTable(tokenizer);
+  if ("ok" in t) {
+    if (!t.ok) return "";
+    return bosTextOf(tokenizer, t.table);
+  }
+  const r = completionText(tokenizer, t);
+  return r.ok ? r.bosText : "";
 }
