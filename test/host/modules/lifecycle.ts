@@ -2,8 +2,8 @@
 // values chosen by the plugin configuration ("reqHeaders=1;reqBody=1,1,0;local=req_body;…").
 import {
   addHeader, cfgInt, getBuffer, getHeader, localReply, log, pairsCount, parseConfig,
-  proxy_continue_stream, proxy_get_buffer_bytes, proxy_set_buffer_bytes, proxy_set_effective_context,
-  proxy_set_tick_period_milliseconds, OUT_PTR, OUT_SIZE, utf8,
+  proxy_continue_stream, proxy_set_buffer_bytes, proxy_set_effective_context,
+  proxy_set_tick_period_milliseconds, utf8,
 } from "./lib/raw";
 export { malloc } from "./lib/raw";
 
@@ -48,6 +48,7 @@ export function proxy_on_configure(root: u32, size: u32): u32 {
 }
 
 export function proxy_on_tick(root: u32): void {
+  log("tick root=" + root.toString());
   if (paused.length == 0) return;
   const id = paused.shift();
   const e = proxy_set_effective_context(id);

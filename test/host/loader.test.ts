@@ -1,0 +1,76 @@
+// Loading and start-up like Envoy: export/import checks with Envoy's messages, the restricted
+// _start, the start-up callback order, configuration buffers and rejection.
+import { describe, expect, it } from "vitest";
+import { createHost } from "./host.ts";
+import { checkModule, readImports } from "./loader.ts";
+import { callbacks, filterFile, moduleFile } from "./testing.ts";
+import { readFileSync } from "node:fs";
+
+describe("module checks", () => {
+  it("refuses an import Envoy lacks, naming it", () => {
+    expect(() => createHost({ wasm: moduleFile("bad_import") })).toThrow(
+      "Failed to load Wasm module due to a missing import: env.proxy_clear_route_cache",
+    );
+  });
+
+  it("refuses an import with the wrong signature (the SDK's 10-parameter proxy_grpc_call)", () => {
+    expect(() => createHost({ wasm: moduleFile("bad_signature") })).toThrow(
+      /import type mismatch: env.proxy_grpc_call, want: \(i32(, i32){9}\) -> \(i32\), but host exports: \(i32(, i32){11}\) -> \(i32\)/,
+    );
+  });
+
+  it("refuses a module without the ABI version marker", () => {
+    expect(() => createHost({ wasm: moduleFile("no_abi") })).toThrow("Missing or unknown Proxy-Wasm ABI version");
+  });
+
+  it("refuses bytes that are not Wasm", () => {
+    expect(() => checkModule(new Uint8Array([1, 2, 3]))).toThrow("Failed to load Wasm bytecode");
+  });
+
+  it("reads import signatures from the binary, including i64 parameters", () => {
+    const imps = readImports(new Uint8Array(readFileSync(moduleFile("abi"))));
+    const inc = imps.find((i) => i.name === "proxy_increment_metric");
+    expect(inc?.sig).toEqual({ params: ["i32", "i64"], results: ["i32"] });
+  });
+
+  it("the real filter passes the checks", () => {
+    const m = checkModule(new Uint8Array(readFileSync(filterFile())));
+    expect(m.exports.has("malloc")).toBe(true);
+  });
+});
+
+describe("start-up", () => {
+  it("traps a host call outside the allow-list during _start; logging is allowed", () => {
+    const logs: string[] = [];
+    expect(() =>
+      createHost({ wasm: moduleFile("start_restricted"), logSink: (r) => logs.push(r.message) }),
+    ).toThrow(/Failed to start base Wasm: Function: _start failed: restricted_callback/);
+    expect(logs).toContain("start: logging is allowed here");
+  });
+
+  it("creates the root context, then on_vm_start, then on_configure, with the right buffers", () => {
+    const host = createHost({ wasm: moduleFile("lifecycle"), vmConfig: "vm-config", pluginConfig: "a=1", mainThread: false });
+    // Root context 1; VM config readable in on_vm_start, plugin config only in on_configure (1 NotFound there).
+    expect(callbacks(host.logs())).toEqual(["create 1 0", "vm_start 9 vm=0:vm-config plugin=1", "configure 3 0 a=1"]);
+    host.close();
+  });
+
+  it("starts every worker VM and Envoy's main-thread VM, each with root context 1", () => {
+    const host = createHost({ wasm: moduleFile("lifecycle"), threads: 3 });
+    const creates = host.core.logs.filter((r) => r.message === "cb:create 1 0").map((r) => r.thread);
+    expect(creates).toEqual(["main", "worker_0", "worker_1", "worker_2"]);
+    host.close();
+  });
+
+  it("on_configure returning false rejects the configuration", () => {
+    expect(() => createHost({ wasm: moduleFile("lifecycle"), pluginConfig: "reject=1" })).toThrow(
+      "Failed to configure base Wasm plugin: proxy_on_configure returned false",
+    );
+  });
+
+  it("on_vm_start returning false rejects the VM", () => {
+    expect(() => createHost({ wasm: moduleFile("lifecycle"), vmConfig: "reject-vm" })).toThrow(
+      "Failed to start base Wasm: proxy_on_vm_start returned false",
+    );
+  });
+});
