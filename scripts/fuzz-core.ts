@@ -29,7 +29,7 @@ const started = performance.now();
 process.stdout.write(`fuzzing the core: ${iterations} bodies, seed ${seed}\n`);
 for (let i = 0; i < iterations; i++) {
   const body = fuzzer.next();
-  const template = templates[i & 1];
+  const template = i & 1 ? templates[1] : templates[0];
   const problem = checkBody(body, template);
   if (problem !== null) {
     problems++;

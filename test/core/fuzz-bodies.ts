@@ -100,7 +100,7 @@ export class BodyFuzzer {
       for (let i = 0; i < b.length; i++) b[i] = this.int(256);
       return b;
     }
-    let b = utf8.encode(this.validBody());
+    let b: Uint8Array = utf8.encode(this.validBody());
     const mutations = r() < 0.2 ? 0 : 1 + this.int(4);
     for (let k = 0; k < mutations; k++) b = this.mutate(b);
     return b;
