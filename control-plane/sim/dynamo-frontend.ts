@@ -347,7 +347,7 @@ export async function startDynamo(cfg: DynamoConfig): Promise<RunningDynamo> {
     if (ids.has(w.instanceId)) throw new Error(`duplicate worker instance id ${w.instanceId}`);
     ids.add(w.instanceId);
   }
-  const tokenizer = new SimTokenizer(cfg.tokenizerDir);
+  const tokenizer = SimTokenizer.load(cfg.tokenizerDir);
   const workers: Array<{ spec: DynamoWorkerSpec; ranks: RankRuntime[] }> = [];
   try {
     for (const [i, spec] of cfg.workers.entries()) {

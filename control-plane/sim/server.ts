@@ -119,7 +119,7 @@ export interface RunningSim {
 }
 
 export async function startSim(cfg: SimConfig): Promise<RunningSim> {
-  const tokenizer = new SimTokenizer(cfg.tokenizerDir);
+  const tokenizer = SimTokenizer.load(cfg.tokenizerDir);
   const ranks = await startRanks(simulatedRanks(cfg.topology), cfg, tokenizer.outputVocab);
   const byRank = new Map(ranks.map((r) => [r.rank, r.rt]));
   const fronts: VllmFront[] = [];

@@ -19,7 +19,19 @@ const OUTPUT_WORDS =
   "new like also two way could first any these may after over most made where through back years much well " +
   "before good many right must still while long great small world place system people state water light";
 
+const loaded = new Map<string, SimTokenizer>();
+
 export class SimTokenizer {
+  /** Loading a vocabulary takes a second or more; engines and fronts of one process share it. */
+  static load(dir: string): SimTokenizer {
+    let t = loaded.get(dir);
+    if (!t) {
+      t = new SimTokenizer(dir);
+      loaded.set(dir, t);
+    }
+    return t;
+  }
+
   private readonly tokenizer: Tokenizer;
   private readonly renderer: ChatTemplateRenderer | null;
   readonly outputVocab: number[];
