@@ -222,6 +222,7 @@ export function proxy_on_request_headers(id: u32, n: u32, eos: u32): u32 {
     const dn = proxy_done();
     const hmBad = proxy_get_header_map_size(9, OUT_U32);
     const hmSize = proxy_get_header_map_size(0, OUT_U32);
+    const hmBytes = load<u32>(OUT_U32);
     const bufBad = proxy_get_buffer_status(9, OUT_U32, OUT_SIZE);
     const csBad = proxy_continue_stream(9);
     const csUp = proxy_continue_stream(3);
@@ -236,7 +237,7 @@ export function proxy_on_request_headers(id: u32, n: u32, eos: u32): u32 {
     store<u32>(iov + 4, msg.byteLength);
     const fw = fd_write(1, iov, 1, OUT_U32);
     const fwBad = fd_write(7, iov, 1, OUT_U32);
-    out = "loglevel=" + c(ll) + ":" + c(level) + " badlog=" + c(badlog) + " time=" + c(tr) + ":" + (now > 1600000000000000000 ? "sane" : "bad") + " random=" + rnd.toString() + " random_big=" + big.toString() + " clock=" + clk.toString() + " clock_bad=" + clkBad.toString() + " eff_bad=" + c(eff) + " foreign=" + c(ff) + " done=" + c(dn) + " hm_bad=" + c(hmBad) + " hm_size=" + c(hmSize) + ":" + c(load<u32>(OUT_U32)) + " buf_bad=" + c(bufBad) + " cs_bad=" + c(csBad) + " cs_up=" + c(csUp) + " vmcfg=" + c(vm.code) + ":" + vm.text + " plugincfg=" + c(pc.code) + " calldata=" + c(cd.code) + " callbody=" + c(callBody.code) + " fd_write=" + fw.toString() + " fd_bad=" + fwBad.toString();
+    out = "loglevel=" + c(ll) + ":" + c(level) + " badlog=" + c(badlog) + " time=" + c(tr) + ":" + (now > 1600000000000000000 ? "sane" : "bad") + " random=" + rnd.toString() + " random_big=" + big.toString() + " clock=" + clk.toString() + " clock_bad=" + clkBad.toString() + " eff_bad=" + c(eff) + " foreign=" + c(ff) + " done=" + c(dn) + " hm_bad=" + c(hmBad) + " hm_size=" + c(hmSize) + ":" + c(hmBytes) + " buf_bad=" + c(bufBad) + " cs_bad=" + c(csBad) + " cs_up=" + c(csUp) + " vmcfg=" + c(vm.code) + ":" + vm.text + " plugincfg=" + c(pc.code) + " calldata=" + c(cd.code) + " callbody=" + c(callBody.code) + " fd_write=" + fw.toString() + ":" + c(load<u32>(OUT_U32)) + " fd_bad=" + fwBad.toString();
   } else if (probe == "httpcall") {
     const cluster = getHeader(0, "x-cluster").text;
     const timeout = <u32>I32.parseInt(getHeader(0, "x-timeout").code == 0 ? getHeader(0, "x-timeout").text : "0");
