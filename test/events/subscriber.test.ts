@@ -5,6 +5,7 @@ import fc from "fast-check";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { Publisher } from "zeromq";
+import { BindPool } from "../../control-plane/src/events/bind-pool.ts";
 import { encodeSeq } from "../../control-plane/src/events/frames.ts";
 import {
   RankSubscriber,
@@ -289,6 +290,61 @@ describe("RankSubscriber over real ZMQ", () => {
       await new Promise((r) => setTimeout(r, 10));
     }
     expect(sink.trace()[0]).toBe("0:BlockStored");
+  });
+});
+
+describe("central subscriber (engines connect, kvroute binds)", () => {
+  it("demultiplexes engines sharing one bound port by topic, each with its own sequence", async () => {
+    const pool = new BindPool({ receiveHighWaterMark: 1_000, maxMessageBytes: 1 << 20 });
+    cleanups.push(() => pool.close());
+    const sink = new RecordingSink();
+    const mk = (slotKey: string, topic: string) =>
+      new RankSubscriber({
+        slotKey,
+        rank: 0,
+        endpoint: "tcp://127.0.0.1:*",
+        mode: "bind",
+        topic,
+        sink,
+        logger: quiet,
+        bindPool: pool,
+      });
+    const a = mk("a#0", "kv@10.0.0.1@m");
+    const b = mk("b#0", "kv@10.0.0.2@m");
+    cleanups.push(
+      () => a.stop(),
+      () => b.stop(),
+    );
+    await a.start();
+    await b.start();
+    expect(a.boundEndpoint).toBe(b.boundEndpoint);
+    await expect(mk("c#0", "kv@10.0.0.1@m").start()).rejects.toThrow(/distinct topics/);
+
+    const pubs = ["kv@10.0.0.1@m", "kv@10.0.0.2@m"].map((topic) => {
+      const pub = new Publisher({ linger: 0 });
+      pub.connect(a.boundEndpoint as string);
+      cleanups.push(async () => pub.close());
+      return { pub, topic };
+    });
+    // Both engines count from 0; interleaved on one socket they must not look like gaps.
+    for (const [i, { pub, topic }] of pubs.entries()) {
+      const sub = i === 0 ? a : b;
+      while (sub.stats.lastMessageAt === null) {
+        await pub.send([topic, encodeSeq(0), batch([stored(100 + i)], 0)]);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    }
+    for (const seq of [1, 2]) {
+      for (const [i, { pub, topic }] of pubs.entries())
+        await pub.send([topic, encodeSeq(seq), batch([stored(seq * 10 + i)], 0)]);
+    }
+    await until(() => a.stats.lastSeq === 2 && b.stats.lastSeq === 2);
+    const bySlot = (slot: string) =>
+      sink.log.filter((d) => d.slot === slot).map((d) => (d.kind === "event" ? d.meta.seq : d.reason));
+    expect(bySlot("a#0")).toEqual([0, 1, 2]);
+    expect(bySlot("b#0")).toEqual([0, 1, 2]);
+    expect(a.stats.resets).toEqual({ gap: 0, restart: 0 });
+    expect(b.stats.resets).toEqual({ gap: 0, restart: 0 });
   });
 });
 

@@ -1,12 +1,16 @@
 // KV-cache event ingest: public surface of control-plane/src/events (docs/kv-events.md).
 
 export { type BatchResult, type DecodedBatch, decodeBatch } from "./batch-decoder.ts";
+export { BindPool, type BindPoolOptions, TopicConflictError } from "./bind-pool.ts";
 export {
+  type EngineKvEventsConfig,
+  hostOf,
   offsetEndpoint,
   publisherBinds,
   replayEndpoint,
   type SubscriberMode,
   subscriberEndpoint,
+  subscriptionFor,
 } from "./endpoints.ts";
 export { decodeEvent, type EventResult } from "./event-decoder.ts";
 export { encodeSeq, parseLiveMessage, parseReplayFrames } from "./frames.ts";

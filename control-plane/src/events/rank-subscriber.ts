@@ -4,6 +4,7 @@
 
 import { type Logger, pino } from "pino";
 import { Subscriber } from "zeromq";
+import { BindPool } from "./bind-pool.ts";
 import type { SubscriberMode } from "./endpoints.ts";
 import { RankIngest } from "./rank-ingest.ts";
 import { type ReplayFn, requestReplay } from "./replay-client.ts";
@@ -32,6 +33,9 @@ export interface RankSubscriberOptions {
   receiveHighWaterMark?: number;
   /** Larger messages are refused by ZMQ (the connection is dropped and re-established). */
   maxMessageBytes?: number;
+  /** Bind mode: shares one bound socket per address among slots, demultiplexed by topic.
+   * Without it the subscriber binds a socket of its own. */
+  bindPool?: BindPool;
 }
 
 export class RankSubscriber {
@@ -41,6 +45,9 @@ export class RankSubscriber {
   private readonly aborter = new AbortController();
   private socket: Subscriber | null = null;
   private loop: Promise<void> | null = null;
+  private pool: BindPool | null = null;
+  private ownPool = false;
+  private release: (() => void) | null = null;
 
   constructor(private readonly o: RankSubscriberOptions) {
     const replayAt = o.replayEndpoint ?? null;
@@ -68,21 +75,26 @@ export class RankSubscriber {
   }
 
   async start(): Promise<void> {
-    if (this.socket !== null) return;
-    const sock = new Subscriber({
-      linger: 0,
-      receiveHighWaterMark: this.o.receiveHighWaterMark ?? 100_000,
-      maxMessageSize: this.o.maxMessageBytes ?? 64 * 1024 * 1024,
-    });
-    this.socket = sock;
-    sock.subscribe(this.o.topic ?? "");
-    if (this.o.mode === "bind") await sock.bind(this.o.endpoint);
-    else sock.connect(this.o.endpoint);
+    if (this.socket !== null || this.release !== null) return;
+    const receiveHighWaterMark = this.o.receiveHighWaterMark ?? 100_000;
+    const maxMessageBytes = this.o.maxMessageBytes ?? 64 * 1024 * 1024;
+    if (this.o.mode === "bind") {
+      this.ownPool = this.o.bindPool === undefined;
+      this.pool = this.o.bindPool ?? new BindPool({ receiveHighWaterMark, maxMessageBytes });
+      this.release = await this.pool.attach(this.o.endpoint, this.o.topic ?? "", (frames) =>
+        this.ingest.onFrames(frames),
+      );
+    } else {
+      const sock = new Subscriber({ linger: 0, receiveHighWaterMark, maxMessageSize: maxMessageBytes });
+      this.socket = sock;
+      sock.subscribe(this.o.topic ?? "");
+      sock.connect(this.o.endpoint);
+      this.loop = this.run(sock);
+    }
     this.logger.info(
       { slot: this.o.slotKey, rank: this.o.rank, endpoint: this.o.endpoint, mode: this.o.mode },
       "subscribed to KV events",
     );
-    this.loop = this.run(sock);
   }
 
   private async run(sock: Subscriber): Promise<void> {
@@ -96,15 +108,18 @@ export class RankSubscriber {
 
   /** The address actually bound or connected (resolves a `*` port in bind mode). */
   get boundEndpoint(): string | null {
+    if (this.pool !== null) return this.pool.boundEndpoint(this.o.endpoint);
     return this.socket?.lastEndpoint ?? null;
   }
 
-  /** Closes the socket, aborts a running replay and waits for both. */
+  /** Closes the socket (or leaves the shared one), aborts a running replay, waits for both. */
   async stop(): Promise<void> {
     this.ingest.stop();
     this.aborter.abort();
     const sock = this.socket;
     if (sock !== null && !sock.closed) sock.close();
+    this.release?.();
+    if (this.ownPool) await this.pool?.close();
     await this.loop;
     await this.ingest.idle();
   }

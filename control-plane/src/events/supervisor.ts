@@ -2,12 +2,13 @@
 // ranks get a subscriber, vanished ones are stopped. It knows nothing of discovery itself.
 
 import type { Logger } from "pino";
+import { BindPool } from "./bind-pool.ts";
 import { RankSubscriber, type RankSubscriberOptions } from "./rank-subscriber.ts";
 import type { RankStats } from "./stats.ts";
 import type { EventSink } from "./types.ts";
 
 /** What discovery says about one rank's event stream. */
-export type SubscriptionSpec = Omit<RankSubscriberOptions, "sink" | "logger">;
+export type SubscriptionSpec = Omit<RankSubscriberOptions, "sink" | "logger" | "bindPool">;
 
 export interface SupervisorOptions {
   sink: EventSink;
@@ -20,6 +21,11 @@ function specKey(s: SubscriptionSpec): string {
 
 export class EventsSupervisor {
   private readonly subs = new Map<string, RankSubscriber>();
+  /** Bound addresses are shared: every engine's rank r connects to the same port + r. */
+  private readonly bindPool = new BindPool({
+    receiveHighWaterMark: 100_000,
+    maxMessageBytes: 64 * 1024 * 1024,
+  });
 
   constructor(private readonly o: SupervisorOptions) {}
 
@@ -42,7 +48,12 @@ export class EventsSupervisor {
     await Promise.all(stopping);
     for (const [key, spec] of wanted) {
       if (this.subs.has(key)) continue;
-      const sub = new RankSubscriber({ ...spec, sink: this.o.sink, logger: this.o.logger });
+      const sub = new RankSubscriber({
+        ...spec,
+        sink: this.o.sink,
+        logger: this.o.logger,
+        bindPool: this.bindPool,
+      });
       try {
         await sub.start();
         this.subs.set(key, sub);
@@ -60,9 +71,15 @@ export class EventsSupervisor {
     return [...this.subs.values()].map((s) => s.stats);
   }
 
+  /** Messages on shared bound sockets that matched no configured topic. */
+  unrouted(): number {
+    return this.bindPool.unrouted;
+  }
+
   async stop(): Promise<void> {
     const subs = [...this.subs.values()];
     this.subs.clear();
     await Promise.all(subs.map((s) => s.stop()));
+    await this.bindPool.close();
   }
 }
