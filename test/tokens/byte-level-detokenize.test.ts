@@ -51,6 +51,7 @@ for (const name of ["qwen3", "llama3_1"] as ModelName[]) {
       expect(table.scheme).toBe("byte-level");
       expect(table.dummyPrefix).toBe("none");
       expect(table.whitespaceAbsorbingTokens).toEqual([]);
+      expect(table.unusableVocabularyEntries).toBe(0);
       const added = files.tokenizer.added_tokens as Array<{ id: number; content: string }>;
       for (const a of added) expect(Buffer.from(bytesOf(table, [a.id])).toString("utf8")).toBe(a.content);
     });
@@ -126,5 +127,32 @@ describe("qwen3 NFC normalization", () => {
     const bytes = bytesOf(built.table, encodeIds(tokenizer, text));
     expect(Buffer.from(bytes).toString()).toBe("caf\u00e9");
     expect(Buffer.from(bytes).equals(utf8(text))).toBe(false);
+  });
+});
+
+describe("malformed byte-level vocabularies", () => {
+  const vocab = (extra: Record<string, number>) => ({
+    pre_tokenizer: { type: "ByteLevel", add_prefix_space: false },
+    added_tokens: [{ id: 1, content: "▁added", special: true }],
+    model: {
+      type: "BPE",
+      vocab: {
+        a: 0,
+        "▁added": 1,
+        ...Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`t${i}`, 10 + i])),
+        ...extra,
+      },
+    },
+  });
+  it("counts a stray entry and reads its id as unknown; an added token with that id is fine", () => {
+    const built = buildTokenBytesTable(vocab({ "€": 2 }));
+    if (!built.ok) throw new Error(built.reason);
+    expect(built.table.unusableVocabularyEntries).toBe(1);
+    expect(detokenize(built.table, [2])).toMatchObject({ ok: false, error: "unknown-token-id" });
+    expect(Buffer.from(bytesOf(built.table, [1, 0])).toString()).toBe("▁addeda");
+  });
+  it("refuses a vocabulary that is mostly not byte-level", () => {
+    const many = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`€${i}`, 300 + i]));
+    expect(buildTokenBytesTable(vocab(many))).toMatchObject({ ok: false });
   });
 });

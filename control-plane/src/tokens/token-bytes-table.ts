@@ -43,6 +43,8 @@ export interface TokenBytesTable {
    * Qwen3, Llama-3.1 and Llama-2.
    */
   readonly whitespaceAbsorbingTokens: readonly string[];
+  /** Byte-level vocabulary strings outside GPT-2's alphabet: their ids read as unknown. */
+  readonly unusableVocabularyEntries: number;
 }
 
 export type BuildTokenBytesResult = { ok: true; table: TokenBytesTable } | { ok: false; reason: string };
@@ -161,12 +163,12 @@ export function buildTokenBytesTable(tokenizer: Json): BuildTokenBytesResult {
 
   const perId = new Map<number, { bytes: Uint8Array; flags: number }>();
   const byteFallback = model.byte_fallback === true;
-  const malformed: string[] = [];
+  const malformed: Array<[string, number]> = [];
   for (const [token, id] of entries) {
     if (!Number.isInteger(id) || id < 0) continue;
     if (scheme.scheme === "byte-level") {
       const bytes = byteLevelStringToBytes(token);
-      if (bytes === null) malformed.push(token);
+      if (bytes === null) malformed.push([token, id]);
       else perId.set(id, { bytes, flags: TOKEN_VALID });
     } else {
       const bytes = metaspaceBytes(token, scheme.replacement, byteFallback);
@@ -174,17 +176,20 @@ export function buildTokenBytesTable(tokenizer: Json): BuildTokenBytesResult {
       perId.set(id, { bytes, flags: TOKEN_VALID | spaceFirst });
     }
   }
-  if (malformed.length > 0 && malformed.length > entries.length / 100) {
-    // A handful of odd entries is tolerated (they become unknown ids); many mean we misread the scheme.
+  if (malformed.length > entries.length / 100) {
+    // A handful of odd entries is tolerated (they become unknown ids, counted in
+    // unusableVocabularyEntries); many mean the scheme was misread.
     return { ok: false, reason: `${malformed.length} vocabulary entries are not byte-level strings` };
   }
   const whitespaceAbsorbingTokens: string[] = [];
+  const addedIds = new Set<number>();
   for (const a of added) {
     if (!Number.isInteger(a.id) || a.id < 0 || typeof a.content !== "string") continue;
     // HF tokenizers' AddedToken default: normalized = !special. Tokens matched on the raw text
     // (normalized=false) split it into independently normalized segments.
     const normalized = a.normalized ?? a.special !== true;
     if (a.lstrip === true || a.rstrip === true) whitespaceAbsorbingTokens.push(a.content);
+    addedIds.add(a.id);
     perId.set(a.id, {
       bytes: utf8.encode(a.content),
       flags: TOKEN_VALID | (normalized ? 0 : TOKEN_SEGMENT_BOUNDARY),
@@ -223,6 +228,8 @@ export function buildTokenBytesTable(tokenizer: Json): BuildTokenBytesResult {
       flags,
       maxTokenBytes,
       whitespaceAbsorbingTokens,
+      // Added tokens replace malformed vocabulary strings with the same id (GPT-2 style files).
+      unusableVocabularyEntries: malformed.filter(([, id]) => !addedIds.has(id)).length,
     },
   };
 }
