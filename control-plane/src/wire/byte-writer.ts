@@ -8,6 +8,7 @@ export class ByteWriter {
   #view = new DataView(this.#buf.buffer);
   #len = 0;
 
+  /** Claims n bytes and returns their offset. Call it before touching #buf or #view: growing replaces both. */
   #reserve(n: number): number {
     if (this.#len + n > this.#buf.length) {
       const next = new Uint8Array(Math.max(this.#buf.length * 2, this.#len + n));
@@ -21,35 +22,43 @@ export class ByteWriter {
   }
 
   u8(v: number): this {
-    this.#view.setUint8(this.#reserve(1), v);
+    const at = this.#reserve(1);
+    this.#view.setUint8(at, v);
     return this;
   }
   u16(v: number): this {
-    this.#view.setUint16(this.#reserve(2), v, true);
+    const at = this.#reserve(2);
+    this.#view.setUint16(at, v, true);
     return this;
   }
   i16(v: number): this {
-    this.#view.setInt16(this.#reserve(2), v, true);
+    const at = this.#reserve(2);
+    this.#view.setInt16(at, v, true);
     return this;
   }
   u32(v: number): this {
-    this.#view.setUint32(this.#reserve(4), v, true);
+    const at = this.#reserve(4);
+    this.#view.setUint32(at, v, true);
     return this;
   }
   i32(v: number): this {
-    this.#view.setInt32(this.#reserve(4), v, true);
+    const at = this.#reserve(4);
+    this.#view.setInt32(at, v, true);
     return this;
   }
   u64(v: bigint): this {
-    this.#view.setBigUint64(this.#reserve(8), v, true);
+    const at = this.#reserve(8);
+    this.#view.setBigUint64(at, v, true);
     return this;
   }
   f32(v: number): this {
-    this.#view.setFloat32(this.#reserve(4), v, true);
+    const at = this.#reserve(4);
+    this.#view.setFloat32(at, v, true);
     return this;
   }
   bytes(b: Uint8Array): this {
-    this.#buf.set(b, this.#reserve(b.length));
+    const at = this.#reserve(b.length); // before reading #buf: reserving may replace it
+    this.#buf.set(b, at);
     return this;
   }
   /** u16 length + UTF-8 bytes. */

@@ -1,0 +1,92 @@
+// GET /v1/status: one JSON document with what an operator asks first — which slots exist,
+// how loaded and healthy they are, how much of their cache is indexed, whether their KV-event
+// streams are flowing, and which gateways are in sync.
+import type { Config } from "../config/schema.ts";
+import type { EventsSupervisor } from "../events/index.ts";
+import type { PrefixIndex } from "../index/prefix-index.ts";
+import type { LoadModel } from "../model/slot-load.ts";
+import type { SlotTable } from "../model/slot-table.ts";
+import type { PoolTokens } from "../pools/pool-tokens.ts";
+import type { RecentDecisions } from "../reports/recent-decisions.ts";
+import type { GatewayRegistry } from "../sync/gateways.ts";
+import type { SyncLog } from "../sync/sync-log.ts";
+
+export interface StatusInput {
+  cfg: Config;
+  epoch: bigint;
+  log: SyncLog;
+  slots: SlotTable;
+  load: LoadModel;
+  index: PrefixIndex;
+  gateways: GatewayRegistry;
+  decisions: RecentDecisions;
+  poolTokens: Map<string, PoolTokens>;
+  events: EventsSupervisor;
+}
+
+export function buildStatus(s: StatusInput) {
+  const eventStats = new Map(s.events.stats().map((e) => [e.slotKey, e]));
+  return {
+    epoch: s.epoch.toString(),
+    version: s.log.version,
+    index: {
+      chunks: s.index.chunks.size,
+      buckets: s.cfg.cache.buckets,
+      ways: s.cfg.cache.ways,
+      resets: s.index.resets,
+    },
+    pools: s.cfg.pools.map((p) => {
+      const tokens = s.poolTokens.get(p.name);
+      return {
+        name: p.name,
+        models: p.models,
+        engine: p.engine,
+        dpMode: p.dpMode,
+        policy: p.policy,
+        segmentable: tokens?.segmentTemplate != null,
+        indexed: tokens?.detokenize != null,
+        problems: tokens?.problems ?? [],
+      };
+    }),
+    slots: s.slots.all().map((slot) => {
+      const load = s.load.get(slot.id);
+      const blocks = s.index.slot(slot.key);
+      const ev = eventStats.get(slot.key);
+      return {
+        id: slot.id,
+        key: slot.key,
+        pool: slot.pool,
+        address: slot.address,
+        globalRank: slot.globalRank,
+        headerRank: slot.headerRank,
+        role: slot.role,
+        workerId: slot.workerId?.toString() ?? null,
+        present: slot.present,
+        healthy: load.healthy && slot.present,
+        load: {
+          running: load.running,
+          waiting: load.waiting,
+          kvUsage: load.kvUsage,
+          inflight: load.inflight,
+          ttftMs: Math.round(load.ttftMs),
+        },
+        index: blocks === undefined ? null : { ...blocks.stats, blocks: blocks.blockCount },
+        events:
+          ev === undefined
+            ? null
+            : {
+                endpoint: ev.endpoint,
+                lastSeq: ev.lastSeq,
+                lagMs: ev.lastMessageAt === null ? null : Date.now() - ev.lastMessageAt,
+                batches: ev.batches,
+                gaps: ev.gaps,
+                replays: ev.replays,
+                resets: ev.resets,
+                dropped: ev.dropped,
+              },
+      };
+    }),
+    gateways: s.gateways.list().map((g) => ({ ...g, behind: s.log.version - g.version })),
+    recentDecisions: s.decisions.list().slice(0, 50),
+  };
+}

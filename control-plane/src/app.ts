@@ -1,0 +1,232 @@
+// The control plane, assembled: sources (discovery, KV events, /metrics scrapes, gateway
+// reports) → model (slot table, prefix index, load) → publication (shared-data images in the
+// sync log, the HTTP API). Data flows one way; only this file knows all the parts.
+import { randomBytes } from "node:crypto";
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { type Logger, pino } from "pino";
+import { createHttpServer, sendJson } from "./api/http-server.ts";
+import { buildMetrics } from "./api/prometheus.ts";
+import { buildStatus } from "./api/status.ts";
+import type { Config, PoolConfig } from "./config/schema.ts";
+import { feedChunks, initialState } from "./core/kvroute-core.ts";
+import { subscriptionFor } from "./events/endpoints.ts";
+import { EventsSupervisor } from "./events/index.ts";
+import { PrefixIndex } from "./index/prefix-index.ts";
+import type { ChunkHasher } from "./index/slot-blocks.ts";
+import { MetricsScraper } from "./load/scraper.ts";
+import { Fleet } from "./model/fleet.ts";
+import { LoadModel } from "./model/slot-load.ts";
+import { type Slot, SlotTable } from "./model/slot-table.ts";
+import { loadPoolTokens, type PoolTokens } from "./pools/pool-tokens.ts";
+import { encodeCfgImage, encodeLoadImage, encodeSlotsImage } from "./publish/images.ts";
+import { RecentDecisions } from "./reports/recent-decisions.ts";
+import type { Report } from "./reports/report-codec.ts";
+import { createReportHandler } from "./reports/report-handler.ts";
+import { GatewayRegistry } from "./sync/gateways.ts";
+import { createSyncHandler } from "./sync/sync-handler.ts";
+import { SyncLog } from "./sync/sync-log.ts";
+
+export interface ControlPlaneOptions {
+  logger?: Logger;
+  /** Overrides cfg.listen (tests use 127.0.0.1:0). */
+  listen?: string;
+  /** How often changed images are published (ms). */
+  publishIntervalMs?: number;
+  /** Slot table size: fixes the bitmap width of bucket images. */
+  maxSlots?: number;
+}
+
+export interface ControlPlane {
+  url: string;
+  epoch: bigint;
+  readonly log: SyncLog;
+  readonly index: PrefixIndex;
+  readonly slots: SlotTable;
+  readonly load: LoadModel;
+  readonly fleet: Fleet;
+  /** Publishes pending changes now (tests; the timer does it otherwise). */
+  publish(): void;
+  ready(): boolean;
+  stop(): Promise<void>;
+}
+
+function splitHostPort(listen: string): [string, number] {
+  const colon = listen.lastIndexOf(":");
+  return [listen.slice(0, colon).replace(/^\[|\]$/g, ""), Number(listen.slice(colon + 1))];
+}
+
+export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
+  const logger = opts.logger ?? pino({ level: cfg.logLevel });
+  // A random epoch per start: gateways that synced from a previous run (or another replica) resync.
+  const epoch = randomBytes(8).readBigUInt64LE(0) | 1n;
+  const maxSlots = opts.maxSlots ?? 256;
+  const log = new SyncLog();
+  const gateways = new GatewayRegistry();
+  const decisions = new RecentDecisions();
+  const slots = new SlotTable(maxSlots);
+  const load = new LoadModel(cfg.load.unhealthyAfter);
+  const index = new PrefixIndex({ buckets: cfg.cache.buckets, ways: cfg.cache.ways, maxSlots });
+  const hasher: ChunkHasher = { initialState, feed: (s, b) => feedChunks(s, b, cfg.routing.chunkSize) };
+
+  const poolTokens = new Map<string, PoolTokens>();
+  for (const pool of cfg.pools) {
+    const tokens = loadPoolTokens(pool);
+    poolTokens.set(pool.name, tokens);
+    for (const p of tokens.problems) logger.warn({ pool: pool.name }, p);
+  }
+  const poolIndex = (name: string) => cfg.pools.findIndex((p) => p.name === name);
+
+  const events = new EventsSupervisor({ sink: index, logger });
+  let eventsSync: Promise<void> = Promise.resolve();
+  const resubscribe = () => {
+    const specs = slots
+      .present()
+      .filter((s) => s.kvEvents !== null && poolTokens.get(s.pool)?.detokenize != null)
+      .map((s) =>
+        subscriptionFor(s.key, s.globalRank, s.address, s.kvEvents as NonNullable<Slot["kvEvents"]>),
+      );
+    eventsSync = eventsSync
+      .then(() => events.sync(specs))
+      .catch((err: unknown) => logger.error({ err }, "KV event subscriptions failed"));
+  };
+
+  const fleet = new Fleet(slots, load, {
+    slotsAdded: (added: Slot[], pool: PoolConfig) => {
+      const detokenize = poolTokens.get(pool.name)?.detokenize;
+      for (const s of added) {
+        if (detokenize != null)
+          index.addSlot({
+            slotKey: s.key,
+            slotId: s.id,
+            model: pool.models[0] as string,
+            hasher,
+            detokenize,
+          });
+        logger.info({ slot: s.key, id: s.id, headerRank: s.headerRank }, "slot added");
+      }
+      resubscribe();
+    },
+    slotsRemoved: (removed: Slot[]) => {
+      for (const s of removed) {
+        index.removeSlot(s.key);
+        logger.info({ slot: s.key, id: s.id }, "slot removed");
+      }
+      resubscribe();
+    },
+  });
+  const scraper = new MetricsScraper({
+    intervalMs: cfg.load.scrapeIntervalMs,
+    timeoutMs: cfg.load.scrapeTimeoutMs,
+    onResult: (target, outcome) => {
+      fleet.onScrape(target, outcome);
+      if (!outcome.ok) logger.debug({ target: target.url, error: outcome.error }, "scrape failed");
+    },
+  });
+  // Static discovery: the configured endpoints. Kubernetes discovery calls setEndpoints the same way.
+  for (const pool of cfg.pools) fleet.setEndpoints(pool, pool.endpoints);
+  scraper.setTargets(fleet.scrapeTargets());
+
+  const renderings = new Map([...poolTokens].map(([name, t]) => [name, t.rendering]));
+  const publish = () => {
+    const now = Date.now();
+    index.chunks.expire(now);
+    const changes: Array<[string, Uint8Array]> = [];
+    if (slots.takeChanged()) changes.push(["kvr.slots", encodeSlotsImage(slots.all(), poolIndex)]);
+    if (load.takeChanged()) changes.push(["kvr.load", encodeLoadImage(slots.all(), (id) => load.get(id))]);
+    changes.push(...index.takeDirtyImages());
+    if (changes.length > 0) log.publish(changes);
+  };
+  // The whole key space once per epoch, configuration and slots first so a resyncing gateway
+  // never reads bucket bitmaps against a slot table from another epoch.
+  log.publish([["kvr.cfg", encodeCfgImage(cfg, index.slotWords, renderings)]]);
+  publish();
+  log.publish(index.allImages());
+  const published = true;
+
+  const applyReport = (report: Report) => {
+    load.gatewayInflight(report.gateway, report.inflight);
+    const now = Date.now();
+    for (const f of report.finished) {
+      if (f.ttftMs > 0) load.ttftObserved(f.slot, f.ttftMs);
+      if (f.status === 0) load.failed(f.slot);
+      decisions.add({ ...f, gateway: report.gateway, atMs: now });
+    }
+    for (const s of report.speculative) {
+      if (slots.get(s.slot)?.present) index.chunks.speculate(s.hash, s.depth, s.slot, now, now + s.ttlMs);
+    }
+  };
+
+  const statusInput = { cfg, epoch, log, slots, load, index, gateways, decisions, poolTokens, events };
+  const metrics = buildMetrics(statusInput);
+  const server: Server = createHttpServer(
+    {
+      "GET /v1/sync": createSyncHandler({
+        log,
+        epoch,
+        gateways,
+        authToken: cfg.authToken,
+        longPollMs: cfg.sync.longPollMs,
+        pageBytes: cfg.sync.snapshotPageBytes,
+      }),
+      "POST /v1/report": createReportHandler({
+        authToken: cfg.authToken,
+        maxBytes: 16 << 20,
+        apply: applyReport,
+      }),
+      "GET /v1/status": (_req, res) => sendJson(res, 200, buildStatus(statusInput)),
+      "GET /metrics": async (_req, res) => {
+        const body = await metrics.metrics();
+        res.writeHead(200, { "content-type": metrics.contentType }).end(body);
+      },
+      "GET /healthz": (_req, res) => sendJson(res, 200, { ok: true }),
+      "GET /readyz": (_req, res) => {
+        const ok = ready();
+        sendJson(res, ok ? 200 : 503, {
+          ready: ok,
+          ranksResolved: fleet.ranksResolved(),
+          slots: slots.present().length,
+        });
+      },
+    },
+    logger,
+  );
+  const ready = () => published && fleet.ranksResolved() && slots.present().length > 0;
+
+  const [host, port] = splitHostPort(opts.listen ?? cfg.listen);
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const url = `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`;
+  scraper.start();
+  const timer = setInterval(publish, opts.publishIntervalMs ?? 5);
+  logger.info(
+    { url, epoch: epoch.toString(), pools: cfg.pools.map((p) => p.name) },
+    "control plane listening",
+  );
+
+  return {
+    url,
+    epoch,
+    log,
+    index,
+    slots,
+    load,
+    fleet,
+    publish,
+    ready,
+    async stop() {
+      clearInterval(timer);
+      scraper.stop();
+      await eventsSync;
+      await events.stop();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
