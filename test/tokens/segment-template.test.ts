@@ -92,6 +92,60 @@ describe("real chat templates", () => {
   });
 });
 
+// The system handling of Qwen2.5-Instruct's published template (tool branches cut): a default
+// system prompt when the chat brings none.
+const QWEN25_STYLE =
+  "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}" +
+  "{%- else %}{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}{%- endif %}" +
+  "{%- for message in messages %}" +
+  "{%- if (message.role == 'user') or (message.role == 'system' and not loop.first) or (message.role == 'assistant') %}" +
+  "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}" +
+  "{%- elif message.role == 'tool' %}" +
+  "{%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != 'tool') %}{{- '<|im_start|>user' }}{%- endif %}" +
+  "{{- '\\n<tool_response>\\n' }}{{- message.content }}{{- '\\n</tool_response>' }}" +
+  "{%- if loop.last or (messages[loop.index0 + 1].role != 'tool') %}{{- '<|im_end|>\\n' }}{%- endif %}" +
+  "{%- endif %}{%- endfor %}" +
+  "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+
+// The system handling of Llama-3.1-Instruct's published template (tool branches cut): a
+// leading system message goes inside a fixed header block ("Cutting Knowledge Date…"), which
+// is written even without one; later system messages get a plain header.
+const LLAMA31_INSTRUCT_STYLE =
+  "{{- bos_token }}{%- if not date_string is defined %}{%- set date_string = '26 Jul 2024' %}{%- endif %}" +
+  "{%- if messages[0]['role'] == 'system' %}{%- set system_message = messages[0]['content']|trim %}" +
+  "{%- set messages = messages[1:] %}{%- else %}{%- set system_message = '' %}{%- endif %}" +
+  "{{- '<|start_header_id|>system<|end_header_id|>\\n\\n' }}{{- 'Cutting Knowledge Date: December 2023\\n' }}" +
+  "{{- 'Today Date: ' + date_string + '\\n\\n' }}{{- system_message }}{{- '<|eot_id|>' }}" +
+  "{%- for message in messages %}" +
+  "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' }}" +
+  "{%- endfor %}{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}";
+
+describe("published templates with special system handling", () => {
+  it("Qwen2.5-style: the default system prompt is found and verified by the core", () => {
+    const r = fromSource(QWEN25_STYLE);
+    if (!r.ok) throw new Error(r.reason);
+    expect(r.template).toEqual({
+      prefix: "",
+      roles: {
+        system: { open: "<|im_start|>system\n", close: "<|im_end|>\n" },
+        user: { open: "<|im_start|>user\n", close: "<|im_end|>\n" },
+        assistant: { open: "<|im_start|>assistant\n", close: "<|im_end|>\n" },
+      },
+      generationPrompt: "<|im_start|>assistant\n",
+      defaultSystem: "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.",
+      trimContent: false,
+      assistantHistoryThink: "none",
+    });
+    expect(r.notes.some((n) => n.startsWith("tool: left out"))).toBe(true);
+  });
+
+  it("Llama-3.1-Instruct-style: a first-only system header is not segmentable (the model has one system open)", () => {
+    const r = fromSource(LLAMA31_INSTRUCT_STYLE, { bos_token: "<|begin_of_text|>" });
+    expect(r).toMatchObject({ ok: false });
+    if (!r.ok) expect(r.reason).toContain("not a prefix");
+  });
+});
+
 describe("probing reads literals and content transforms", () => {
   it("finds a default system message and a BOS prefix", () => {
     const source =
