@@ -58,9 +58,10 @@ describe("RankIngest replay path", () => {
     ingest.onFrames(frames(3)); // gap: 1, 2 missing
     ingest.onFrames(frames(4));
     ingest.onFrames(frames(5));
-    expect(d.calls).toEqual([1]);
+    // Asked from the last applied batch (0), to check it is still the same engine.
+    expect(d.calls).toEqual([0]);
     expect(stats.pending).toBe(3);
-    d.release({ ok: true, batches: replayed([1, 2, 3, 4]) });
+    d.release({ ok: true, batches: replayed([0, 1, 2, 3, 4]) });
     await ingest.idle();
     expect((sink as RecordingSink).trace()).toEqual(range(0, 6).map((s) => `${s}:BlockStored`));
     expect(stats.dropped.duplicate).toBe(2); // live 3 and 4
@@ -88,12 +89,12 @@ describe("RankIngest replay path", () => {
     const calls: number[] = [];
     const { ingest, stats, sink } = make(async (from) => {
       calls.push(from);
-      return { ok: true, batches: replayed([from]) }; // answers only the first one asked for
+      return { ok: true, batches: replayed([from, from + 1]) }; // stops short of the trigger
     });
     ingest.onFrames(frames(0));
     ingest.onFrames(frames(5));
     await ingest.idle();
-    expect(calls).toEqual([1]);
+    expect(calls).toEqual([0]);
     expect((sink as RecordingSink).trace()).toEqual([
       "0:BlockStored",
       "1:BlockStored",
@@ -101,6 +102,31 @@ describe("RankIngest replay path", () => {
       "5:BlockStored",
     ]);
     expect(stats.resets.gap).toBe(1);
+  });
+
+  it("detects an engine that restarted unseen and passed our last number (replay probe)", async () => {
+    const newEngine = (seq: number) =>
+      batch([storedArray({ hashes: [1000 + seq], tokens: range(0, 4), blockSize: 4 })], 0, 2e9);
+    const calls: number[] = [];
+    const { ingest, stats, sink } = make(async (from) => {
+      calls.push(from);
+      return {
+        ok: true,
+        batches: range(from, 6 - from).map((seq) => ({ seq, topic: T, payload: newEngine(seq) })),
+      };
+    });
+    for (const s of [0, 1, 2]) ingest.onFrames(frames(s));
+    ingest.onFrames([T, encodeSeq(5), newEngine(5)]); // looks like a gap 3..4
+    await ingest.idle();
+    expect(calls).toEqual([2, 0]); // probe at our last batch, then catch-up from the new 0
+    expect((sink as RecordingSink).trace()).toEqual([
+      "0:BlockStored",
+      "1:BlockStored",
+      "2:BlockStored",
+      "reset:restart",
+      ...range(0, 6).map((s) => `${s}:BlockStored`),
+    ]);
+    expect(stats.resets).toEqual({ gap: 0, restart: 1 });
   });
 
   it("treats a failed catch-up on first connect as no reset (nothing indexed yet)", async () => {
@@ -120,11 +146,11 @@ describe("RankIngest replay path", () => {
     ingest.onFrames(frames(3)); // queued
     ingest.onFrames(frames(4)); // over the limit: dropped
     ingest.onFrames(frames(5)); // dropped
-    d.release({ ok: true, batches: replayed([1, 2]) });
+    d.release({ ok: true, batches: replayed([0, 1, 2]) });
     await ingest.idle();
     ingest.onFrames(frames(6)); // 4 and 5 are missing: a new replay
-    expect(d.calls).toEqual([1, 4]);
-    d.release({ ok: true, batches: replayed([4, 5, 6]) });
+    expect(d.calls).toEqual([0, 3]);
+    d.release({ ok: true, batches: replayed([3, 4, 5, 6]) });
     await ingest.idle();
     expect((sink as RecordingSink).trace()).toEqual(range(0, 7).map((s) => `${s}:BlockStored`));
     expect(stats.dropped.pending_overflow).toBe(2);

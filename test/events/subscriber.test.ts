@@ -210,6 +210,23 @@ describe("RankSubscriber over real ZMQ", () => {
     expect(sub.stats.resets.restart).toBe(1);
   });
 
+  it("spots a restart hidden behind a gap by comparing the replayed batch at its last number", async () => {
+    const { engine, sub, sink } = await setup({ replay: "new" });
+    await warmUp(engine, sub, 0, batch([stored(1)], 0));
+    await engine.publish(1, batch([stored(2, 1)], 0));
+    await until(() => sub.stats.lastSeq === 1);
+    engine.buffer.length = 0; // the engine restarted; we heard none of its first batches
+    for (let s = 0; s < 4; s++) await engine.publish(s, batch([stored(50 + s)], 0, 2e9), { live: false });
+    await engine.publish(4, batch([stored(54)], 0, 2e9));
+    await until(() => sub.stats.lastSeq === 4 && !sub.stats.replaying);
+    expect(sink.trace()).toEqual([
+      "0:BlockStored",
+      "1:BlockStored",
+      "reset:restart",
+      ...range(0, 5).map((s) => `${s}:BlockStored`),
+    ]);
+  });
+
   it("catches up from 0 by replay when it joins a running engine, without a reset", async () => {
     const { engine, sub, sink } = await setup({ replay: "new" });
     for (let s = 0; s < 5; s++) await engine.publish(s, batch([stored(s)], 0), { live: false });

@@ -48,6 +48,8 @@ export class RankIngest {
   private afterReplay = false;
   private stopped = false;
   private inFlight: Promise<void> | null = null;
+  /** The last batch applied, to tell a restarted engine from a gap (see startReplay). */
+  private last: { seq: number; payload: Buffer } | null = null;
 
   constructor(private readonly o: RankIngestOptions) {
     this.topic = Buffer.from(o.topic, "utf8");
@@ -117,6 +119,7 @@ export class RankIngest {
       case "restart":
         this.reset("restart", { seq, lastSeq: this.tracker.lastSeen });
         this.tracker.restart();
+        this.last = null;
         this.dedupeFrom = null;
         return this.process(q);
       case "gap": {
@@ -125,7 +128,8 @@ export class RankIngest {
           this.o.stats.missedBatches += seq - action.from;
         }
         if (this.o.replay !== null && !this.afterReplay) {
-          this.startReplay(action.from, action.initial, q);
+          const probe = !action.initial && this.last?.seq === action.from - 1 ? this.last : null;
+          this.startReplay(action.from, action.initial, q, probe);
           return false;
         }
         // Nobody can fill the hole: what the index holds for this rank may be wrong.
@@ -136,7 +140,18 @@ export class RankIngest {
     }
   }
 
-  private startReplay(from: number, initial: boolean, trigger: Queued): void {
+  /**
+   * Replays from `from`, or from the last applied batch when `probe` is given: an engine that
+   * restarted while we were not listening and has since passed our last number looks like a
+   * plain gap, but its batch at that number is not the one we applied. Comparing the two
+   * (the payload carries the batch timestamp) tells them apart.
+   */
+  private startReplay(
+    from: number,
+    initial: boolean,
+    trigger: Queued,
+    probe: { seq: number; payload: Buffer } | null,
+  ): void {
     const replay = this.o.replay as ReplayFn;
     this.replaying = true;
     this.o.stats.replaying = true;
@@ -146,12 +161,12 @@ export class RankIngest {
     const run = async (): Promise<void> => {
       let result: Awaited<ReturnType<ReplayFn>>;
       try {
-        result = await replay(from);
+        result = await replay(probe === null ? from : probe.seq);
       } catch {
         result = { ok: false, reason: "socket", batches: [] };
       }
       if (this.stopped) return;
-      this.finishReplay(from, initial, result.ok, result.batches, result.ok ? null : result.reason);
+      this.finishReplay(from, initial, result.ok, result.batches, result.ok ? null : result.reason, probe);
     };
     this.inFlight = run().finally(() => {
       this.inFlight = null;
@@ -162,9 +177,27 @@ export class RankIngest {
     from: number,
     initial: boolean,
     ok: boolean,
-    batches: ReplayedBatch[],
+    replayed: ReplayedBatch[],
     failure: string | null,
+    probe: { seq: number; payload: Buffer } | null,
   ): void {
+    let batches = replayed;
+    const head = batches[0];
+    if (probe !== null && head !== undefined && head.seq === probe.seq) {
+      if (!head.payload.equals(probe.payload)) {
+        // Not the batch we applied under that number: a new engine. Start over from its 0.
+        this.o.stats.replays.replayedBatches += batches.length;
+        this.reset("restart", { seq: probe.seq, detectedBy: "replay" });
+        this.tracker.restart();
+        this.replaying = false;
+        this.o.stats.replaying = false;
+        this.dedupeFrom = null;
+        this.afterReplay = false;
+        this.drain(); // the trigger now looks like a first message: catch-up replay from 0
+        return;
+      }
+      batches = batches.slice(1);
+    }
     const first = batches[0];
     // The engine sends every buffered batch ≥ from; if the first is later, the missing ones
     // have already left its buffer (buffer_steps).
@@ -178,7 +211,7 @@ export class RankIngest {
         "KV event replay could not cover the gap",
       );
     }
-    this.o.stats.replays.replayedBatches += batches.length;
+    this.o.stats.replays.replayedBatches += replayed.length;
     if (!covered) {
       // The missing batches are gone for good. After a first connect the index holds nothing
       // for this rank yet, so there is nothing to clear.
@@ -251,6 +284,7 @@ export class RankIngest {
    * batch did arrive, so it is not a gap) and hands its events to the sink. */
   private consume(seq: number, payload: Buffer, receivedAt: number, replayed: boolean): void {
     this.tracker.advance(seq);
+    this.last = { seq, payload };
     const s = this.o.stats;
     s.lastSeq = seq;
     const decoded = decodeBatch(payload);
