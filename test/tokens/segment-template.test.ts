@@ -55,10 +55,15 @@ describe("real chat templates", () => {
   it("verifies with other seeds too", () => {
     const jinja = new ChatTemplateRenderer(qwen3.config);
     for (const seed of [1, 2, 3]) {
-      const r = verifySegmentTemplate(fixture("qwen3"), (m) => jinja.render(m), renderChat, {
-        seed,
-        conversations: 300,
-      });
+      const r = verifySegmentTemplate(
+        fixture("qwen3"),
+        (m, g) => jinja.render(m, { addGenerationPrompt: g }),
+        renderChat,
+        {
+          seed,
+          conversations: 300,
+        },
+      );
       expect(r).toMatchObject({ ok: true });
     }
   });
@@ -230,7 +235,8 @@ describe("templates that are not segmentable", () => {
 describe("the verifier", () => {
   const llama3 = loadModel("llama3_1");
   const jinja = new ChatTemplateRenderer(llama3.config);
-  const reference = (m: Parameters<typeof jinja.render>[0]) => jinja.render(m);
+  const reference = (m: Parameters<typeof jinja.render>[0], addGenerationPrompt: boolean) =>
+    jinja.render(m, { addGenerationPrompt });
 
   it("catches a renderer that is off by one byte", () => {
     const corrupt: CoreRenderChat = (t, m) => {
@@ -259,6 +265,13 @@ describe("the verifier", () => {
     if (!r.ok) expect(r.reason).toMatch(/^only 0 of \d+ conversations rendered exactly/);
   });
 
+  it("checks add_generation_prompt=false renders too", () => {
+    const alwaysGen: CoreRenderChat = (t, m) => renderChat(t, m);
+    const r = verifySegmentTemplate(fixture("llama3_1"), reference, alwaysGen);
+    expect(r).toMatchObject({ ok: false });
+    if (!r.ok) expect(r.reason).toContain("(add_generation_prompt=false)");
+  });
+
   it("catches the wrong content transform in the template", () => {
     const untrimmed = { ...fixture("llama3_1"), trimContent: false };
     expect(verifySegmentTemplate(untrimmed, reference, renderChat)).toMatchObject({ ok: false });
@@ -267,8 +280,8 @@ describe("the verifier", () => {
   it("needs the Python string semantics: plain @huggingface/jinja disagrees with the engine", () => {
     const qwen3 = loadModel("qwen3");
     const plain = new Template(qwen3.config.chat_template as string);
-    const jsReference = (messages: Parameters<typeof jinja.render>[0]) =>
-      plain.render({ messages, add_generation_prompt: true, bos_token: "", eos_token: "<|im_end|>" });
+    const jsReference = (messages: Parameters<typeof jinja.render>[0], gen: boolean) =>
+      plain.render({ messages, add_generation_prompt: gen, bos_token: "", eos_token: "<|im_end|>" });
     const r = verifySegmentTemplate(fixture("qwen3"), jsReference, renderChat);
     expect(r).toMatchObject({ ok: false });
   });

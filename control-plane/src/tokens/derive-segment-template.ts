@@ -48,7 +48,8 @@ export function deriveSegmentTemplateFromRenderer(
   if (!probed.ok) return { ok: false, reason: `not segmentable: ${probed.reason}` };
   const candidate = probed.template;
   const notes = [...probed.notes];
-  const reference = (messages: Parameters<typeof jinja.render>[0]) => jinja.render(messages);
+  const reference = (messages: Parameters<typeof jinja.render>[0], addGenerationPrompt: boolean) =>
+    jinja.render(messages, { addGenerationPrompt });
 
   const keep = new Set<TemplateRole>(["user", "assistant"]);
   // A default system message is rendered with the system segments, so they cannot be dropped.

@@ -11,10 +11,11 @@ export type RenderStatus = "exact" | "partial" | "none";
 export type CoreRenderChat = (
   template: SegmentTemplate,
   messages: Message[],
+  options?: { addGenerationPrompt?: boolean },
 ) => { status: RenderStatus; stream: Uint8Array };
 
-/** The model's chat template, as vLLM renders a default request (add_generation_prompt=true). */
-export type ReferenceRender = (messages: Message[]) => string;
+/** The model's chat template, as vLLM renders it (add_generation_prompt defaults to true). */
+export type ReferenceRender = (messages: Message[], addGenerationPrompt: boolean) => string;
 
 export interface VerifyOptions {
   seed?: number;
@@ -65,23 +66,29 @@ function firstDifference(a: Uint8Array, b: Uint8Array): number {
   return n;
 }
 
-/** Compares one conversation; returns a reason when the core's stream is wrong. */
+/**
+ * Compares one conversation; returns a reason when the core's stream is wrong. `generation`
+ * false sends add_generation_prompt=false explicitly (a default request omits the field).
+ */
 function check(
   template: SegmentTemplate,
   messages: Message[],
+  generation: boolean,
   reference: ReferenceRender,
   core: CoreRenderChat,
   stats: VerifyStats,
 ): string | null {
   let text: string;
   try {
-    text = reference(messages);
+    text = reference(messages, generation);
   } catch {
     stats.rejected++;
     return null;
   }
   const want = encoder.encode(text);
-  const got = core(template, messages);
+  const got = generation
+    ? core(template, messages)
+    : core(template, messages, { addGenerationPrompt: false });
   stats[got.status]++;
   const at = firstDifference(want, got.stream);
   if (got.status === "exact" && (at !== want.length || got.stream.length !== want.length)) {
@@ -107,10 +114,16 @@ export function verifySegmentTemplate(
       for (let i = 0; i < (options.conversations ?? 400); i++) yield randomConversation(rand, EXTRA_ROLES);
     })(),
   ];
+  let n = 0;
   for (const source of conversations) {
     for (const messages of source) {
-      const reason = check(template, messages, reference, core, stats);
-      if (reason !== null) return { ok: false, reason, conversation: messages, stats };
+      // Every fourth conversation without the generation prompt: that path must be exact too.
+      const generation = n++ % 4 !== 3;
+      const reason = check(template, messages, generation, reference, core, stats);
+      if (reason !== null) {
+        const mode = generation ? "" : " (add_generation_prompt=false)";
+        return { ok: false, reason: reason + mode, conversation: messages, stats };
+      }
     }
   }
   const rendered = stats.exact + stats.partial + stats.none;
