@@ -2,10 +2,11 @@
 // sink, in sequence order. No sockets here (rank-subscriber.ts owns those); replay is an
 // injected function, so this runs the same under tests and in production.
 //
-// Flow: a live message in order is applied at once. A gap starts a replay from the first
-// missing sequence; while it runs, live messages are queued, then the replayed batches are
-// applied, then the queue is drained with duplicates dropped. A hole nobody can fill (no
-// replay endpoint, replay failed, or it started past the missing batch) clears the rank.
+// Flow: a live message in order is applied at once. A gap starts a replay (from the last
+// applied batch, to catch a restarted engine); while it runs, live messages are queued, then
+// the replayed batches are applied, then the queue is drained with duplicates dropped. A hole
+// nobody can fill (no replay endpoint, replay failed, or it started past the missing batch)
+// clears the rank.
 
 import { decodeBatch } from "./batch-decoder.ts";
 import { type LiveMessage, parseLiveMessage } from "./frames.ts";
@@ -24,7 +25,7 @@ export interface RankIngestOptions {
   stats: RankStats;
   log: ThrottledLog;
   replay: ReplayFn | null;
-  /** Live messages kept while a replay runs; past this they are dropped (and the hole resets). */
+  /** Live messages kept while a replay runs; past this they are dropped (a later gap again). */
   maxPending: number;
   now?: () => number;
 }
@@ -71,6 +72,15 @@ export class RankIngest {
   /** One multipart message as read from the SUB socket. Never throws. */
   onFrames(frames: Buffer[]): void {
     if (this.stopped) return;
+    try {
+      this.receive(frames);
+    } catch (err) {
+      // Input cannot get here (every shape is checked); a bug must still not end the stream.
+      this.drop("internal", { err: String(err) }, "KV event ingest failed on a message");
+    }
+  }
+
+  private receive(frames: Buffer[]): void {
     const receivedAt = this.now();
     this.o.stats.lastMessageAt = receivedAt;
     const parsed = parseLiveMessage(frames);
@@ -166,7 +176,14 @@ export class RankIngest {
         result = { ok: false, reason: "socket", batches: [] };
       }
       if (this.stopped) return;
-      this.finishReplay(from, initial, result.ok, result.batches, result.ok ? null : result.reason, probe);
+      try {
+        this.finishReplay(from, initial, result.ok, result.batches, result.ok ? null : result.reason, probe);
+      } catch (err) {
+        // As in onFrames: never let a bug become an unhandled rejection (a process exit).
+        this.replaying = false;
+        this.o.stats.replaying = false;
+        this.drop("internal", { err: String(err) }, "KV event replay handling failed");
+      }
     };
     this.inFlight = run().finally(() => {
       this.inFlight = null;

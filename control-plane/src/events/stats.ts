@@ -27,7 +27,8 @@ export type DropReason =
   // sequencing and plumbing
   | "duplicate"
   | "pending_overflow"
-  | "sink_error";
+  | "sink_error"
+  | "internal";
 
 export interface RankStats {
   slotKey: string;
