@@ -18,7 +18,8 @@ export interface ChunkHasher {
 }
 
 /**
- * Token ids → the bytes the engine tokenized, or null for an id the vocabulary lacks.
+ * Token ids → the bytes the engine tokenized, or null for an id the vocabulary lacks. The
+ * result may be a view of a buffer the next call overwrites: consume it at once.
  * `previous` is the token before ids[0] (-1 at the start of a sequence): metaspace
  * vocabularies need it for their leading-space rule.
  */

@@ -9,7 +9,7 @@ import type { Detokenize } from "../index/slot-blocks.ts";
 import type { PoolRendering } from "../publish/images.ts";
 import { bosTextOf } from "../tokens/bos-text.ts";
 import { deriveSegmentTemplate } from "../tokens/derive-segment-template.ts";
-import { detokenize } from "../tokens/detokenize.ts";
+import { detokenizeInto } from "../tokens/detokenize.ts";
 import { buildTokenBytesTable } from "../tokens/token-bytes-table.ts";
 import { loadTokenizerFiles } from "../tokens/tokenizer-files.ts";
 
@@ -45,9 +45,14 @@ export function loadPoolTokens(pool: PoolConfig): PoolTokens {
   let detok: Detokenize | null = null;
   if (built.ok) {
     const table = built.table;
+    // One scratch buffer, reused: ingest runs this per KV block, and the chunk hasher copies
+    // the bytes into Wasm memory right away, so a fresh array per block would only feed the GC.
+    let scratch = new Uint8Array(4096);
     detok = (ids, previous) => {
-      const r = detokenize(table, ids, previous);
-      return r.ok ? r.bytes : null;
+      const need = ids.length * table.maxTokenBytes;
+      if (need > scratch.length) scratch = new Uint8Array(need);
+      const n = detokenizeInto(table, ids, scratch, 0, previous);
+      return typeof n === "number" ? scratch.subarray(0, n) : null;
     };
   } else {
     problems.push(`token bytes: ${built.reason}`);
