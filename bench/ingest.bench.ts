@@ -99,7 +99,7 @@ function fullPath(): { rate: number; index: PrefixIndex; publishMs: number } {
   });
   const topic = Buffer.alloc(0);
   const t0 = performance.now();
-  payloads.forEach((p, seq) => ingest.onFrames([topic, encodeSeq(seq), p]));
+  for (const [seq, p] of payloads.entries()) ingest.onFrames([topic, encodeSeq(seq), p]);
   const seconds = (performance.now() - t0) / 1000;
   const stored = index.slot("bench")?.stats.storedBlocks ?? 0;
   if (stored !== totalBlocks) throw new Error(`indexed ${stored} of ${totalBlocks} blocks`);
