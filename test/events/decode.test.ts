@@ -184,6 +184,31 @@ describe("vLLM map-form events", () => {
   });
 });
 
+describe("integer widths", () => {
+  it("accepts ints a non-msgspec producer wrote as uint64 (token ids, sizes, ranks)", () => {
+    // Hand-built: fixarray [float64 ts, [["BlockStored", [1], nil, [u64 5, u64 6], u64 2, nil]], u64 3]
+    const u64 = (n: number) =>
+      Buffer.concat([Buffer.from([0xcf]), Buffer.from(BigInt(n).toString(16).padStart(16, "0"), "hex")]);
+    const payload = Buffer.concat([
+      Buffer.from([0x93, 0xcb]),
+      Buffer.alloc(8), // ts 0.0
+      Buffer.from([0x91, 0x96, 0xab]),
+      Buffer.from("BlockStored"),
+      Buffer.from([0x91, 0x01, 0xc0, 0x92]),
+      u64(5),
+      u64(6),
+      u64(2),
+      Buffer.from([0xc0]),
+      u64(3),
+    ]);
+    const r = decodeBatch(payload);
+    expect(r).toMatchObject({
+      ok: true,
+      batch: { rank: 3, events: [{ tokenIds: [5, 6], blockSize: 2, hashes: [1n] }] },
+    });
+  });
+});
+
 describe("filters", () => {
   it("ignores (and counts) non-zero group_idx and non-main attention kinds, keeps main kinds", () => {
     const s = (extra: Record<string, never> | Record<string, unknown>) =>

@@ -36,6 +36,7 @@ function asNumber(v: unknown): number | null {
 function asRank(v: unknown): number | null | undefined {
   if (v === undefined || v === null) return null;
   if (typeof v === "number" && Number.isSafeInteger(v) && v >= 0) return v;
+  if (typeof v === "bigint" && v >= 0n && v < 1n << 31n) return Number(v); // uint64-encoded
   return undefined; // present but not a rank
 }
 

@@ -90,16 +90,19 @@ function buildStored(f: RawFields): EventResult {
   if (!Array.isArray(tokenIds)) return { ok: false, error: "token_ids" };
   for (let i = 0; i < tokenIds.length; i++) {
     const t = tokenIds[i];
+    if (typeof t === "number" && Number.isInteger(t) && t >= 0 && t <= 0xffffffff) continue;
+    // A producer that writes every int as uint64 (msgspec does not; Go/Rust encoders may)
+    // yields bigints: same values, so take them.
+    if (typeof t === "bigint" && t >= 0n && t <= 0xffffffffn) {
+      tokenIds[i] = Number(t);
+      continue;
+    }
     // Token ids are u32 in every engine; anything else (e.g. SGLang EAGLE bigram pairs) is not
     // a token stream kvroute can turn back into bytes.
-    if (typeof t !== "number" || !Number.isInteger(t) || t < 0 || t > 0xffffffff) {
-      return { ok: false, error: "token_ids" };
-    }
+    return { ok: false, error: "token_ids" };
   }
-  const blockSize = f.blockSize;
-  if (typeof blockSize !== "number" || !Number.isSafeInteger(blockSize) || blockSize <= 0) {
-    return { ok: false, error: "block_size" };
-  }
+  const blockSize = optUint(f.blockSize);
+  if (blockSize === null || blockSize === BAD || blockSize === 0) return { ok: false, error: "block_size" };
   // The index rebuilds each block's bytes from its tokens, so the counts must agree.
   if (tokenIds.length !== hashes.length * blockSize) return { ok: false, error: "token_count" };
 
