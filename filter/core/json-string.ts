@@ -12,6 +12,24 @@ const QUOTES: u64 = ((<u64>0x22222222) << 32) | 0x22222222;
 const BACKSLASHES: u64 = ((<u64>0x5c5c5c5c) << 32) | 0x5c5c5c5c;
 const SPACES: u64 = ((<u64>0x20202020) << 32) | 0x20202020;
 
+/** Byte a simple escape `\\x` decodes to, indexed by x; 0 where `\\x` is no JSON escape (u is separate). */
+// biome-ignore format: a 16-wide table reads best
+const SIMPLE_ESCAPES = memory.data<u8>([
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0x22, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x2f,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x5c, 0, 0, 0,
+  0, 0, 0x08, 0, 0, 0, 0x0c, 0, 0, 0, 0, 0, 0, 0, 0x0a, 0,
+  0, 0, 0x0d, 0, 0x09, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  // 0x80–0xff: never an escape
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+]);
+
 /** Set by scanString: whether the string just scanned contains a backslash escape. */
 export let stringHasEscape: bool = false;
 
@@ -46,7 +64,12 @@ export function scanString(p: usize, end: usize): isize {
       const q = w ^ QUOTES;
       const b = w ^ BACKSLASHES;
       const special = (((q - ONES) & ~q) | ((b - ONES) & ~b) | ((w - SPACES) & ~w) | w) & HIGHS;
-      if (special !== 0) break;
+      if (special !== 0) {
+        // The lowest flagged byte is always a real hit (borrows only flag bytes above one):
+        // jump straight to it instead of re-testing the ASCII bytes before it one by one.
+        p += <usize>(ctz<u64>(special) >> 3);
+        break;
+      }
       p += 8;
     }
     if (p >= end) break;
@@ -63,16 +86,7 @@ export function scanString(p: usize, end: usize): isize {
         if (p + 6 > end) return ERR_TRUNCATED;
         if (hex4(p + 2) < 0) return ERR_SYNTAX;
         p += 6;
-      } else if (
-        e === 0x22 ||
-        e === 0x5c ||
-        e === 0x2f ||
-        e === 0x62 ||
-        e === 0x66 ||
-        e === 0x6e ||
-        e === 0x72 ||
-        e === 0x74
-      ) {
+      } else if (load<u8>(SIMPLE_ESCAPES + <usize>e) !== 0) {
         p += 2;
       } else {
         return ERR_SYNTAX;
@@ -80,9 +94,23 @@ export function scanString(p: usize, end: usize): isize {
     } else if (c < 0x20) {
       return ERR_SYNTAX;
     } else if (c >= 0x80) {
-      const n = utf8SeqLen(p, end);
-      if (n === 0) return ERR_UTF8;
-      p += <usize>n;
+      // Validate a whole run of non-ASCII characters here (CJK, emoji) rather than returning to
+      // the 8-byte test after each one; common 2- and 3-byte forms are checked inline.
+      let b0 = c;
+      while (true) {
+        if (b0 >= 0xc2 && b0 < 0xe0 && p + 2 <= end && (<u32>load<u8>(p, 1) & 0xc0) === 0x80) {
+          p += 2;
+        } else if (b0 > 0xe0 && b0 < 0xed && p + 3 <= end && (<u32>load<u16>(p, 1) & 0xc0c0) === 0x8080) {
+          p += 3;
+        } else {
+          const n = utf8SeqLen(p, end);
+          if (n === 0) return ERR_UTF8;
+          p += <usize>n;
+        }
+        if (p >= end) break;
+        b0 = <u32>load<u8>(p);
+        if (b0 < 0x80) break;
+      }
     } else {
       p += 1;
     }
@@ -103,27 +131,38 @@ export function decodeString(p: usize, len: i32, escaped: bool, out: ByteBuf): v
     return;
   }
   const end = p + <usize>len;
+  // Eight bytes are copied at a time and the write pointer advanced only past the bytes before
+  // a backslash. The word always fits: it is stored only while 8 source bytes remain, and the
+  // output never runs ahead of the input (decoding only shortens).
   let dst = out.ptr + <usize>out.len;
   while (p < end) {
-    // Copy the run up to the next backslash in one go.
-    let q = p;
-    while (q < end && load<u8>(q) !== 0x5c) q++;
-    const run = q - p;
-    if (run > 0) {
-      memory.copy(dst, p, run);
-      dst += run;
+    if (p + 8 <= end) {
+      const w = load<u64>(p);
+      store<u64>(dst, w);
+      const b = w ^ BACKSLASHES;
+      const hit = (b - ONES) & ~b & HIGHS;
+      if (hit === 0) {
+        p += 8;
+        dst += 8;
+        continue;
+      }
+      const k = <usize>(ctz<u64>(hit) >> 3);
+      p += k;
+      dst += k;
+    } else {
+      const c = load<u8>(p);
+      if (c !== 0x5c) {
+        store<u8>(dst, c);
+        p += 1;
+        dst += 1;
+        continue;
+      }
     }
-    p = q;
     if (p + 1 >= end) break; // a backslash cannot end a validated span; defensive
     const e = <u32>load<u8>(p, 1);
     if (e !== 0x75) {
-      let c: u32 = e; // \" \\ \/
-      if (e === 0x62) c = 0x08;
-      else if (e === 0x66) c = 0x0c;
-      else if (e === 0x6e) c = 0x0a;
-      else if (e === 0x72) c = 0x0d;
-      else if (e === 0x74) c = 0x09;
-      store<u8>(dst, <u8>c);
+      const c = load<u8>(SIMPLE_ESCAPES + <usize>e);
+      store<u8>(dst, c);
       dst += 1;
       p += 2;
       continue;

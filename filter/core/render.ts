@@ -35,7 +35,8 @@ export const RENDER_EXACT: i32 = 2;
 /** Streams past this many bytes are cut (still an exact prefix, so PARTIAL). */
 export const DEFAULT_MAX_STREAM: i32 = 8 << 20;
 
-const THINK_CLOSE = "</think>";
+// "</think>" read as a little-endian u64.
+const THINK_CLOSE_U64: u64 = ((<u64>0x3e6b6e69) << 32) | 0x68742f3c;
 const TOOL_RESPONSE_OPEN = "<tool_response>";
 const TOOL_RESPONSE_CLOSE = "</tool_response>";
 
@@ -176,6 +177,7 @@ export class Renderer {
         isUser = bytesEqual(this.scratch.ptr, this.scratch.len, userName);
       }
       if (!isUser) continue;
+      if (!this.mayEndWithToolResponse(scan, m)) return i;
       this.scratch.len = 0;
       const saved = this.out;
       this.out = this.scratch;
@@ -197,20 +199,42 @@ export class Renderer {
     return n - 1;
   }
 
+  /**
+   * Cheap exact pre-test for lastQuery: a single-string content whose last 96 raw bytes hold no
+   * backslash decodes to those same bytes there, so it ends with "</tool_response>" only if the
+   * raw bytes do. Anything else (escapes near the end, several parts) needs the full decode.
+   */
+  private mayEndWithToolResponse(scan: RequestScan, m: usize): bool {
+    if (load<i32>(m, 20) !== 1) return true;
+    const part = scan.parts.ptr + <usize>(load<i32>(m, 16) * PART_RECORD);
+    const len = load<i32>(part, 4);
+    const k = TOOL_RESPONSE_CLOSE.length;
+    if (len < k) return false;
+    const p = scan.body + <usize>load<i32>(part);
+    // The decoded text ends with '>' only if the raw text ends with '>' or an escape "\u003e".
+    const last = <u32>load<u8>(p + <usize>(len - 1));
+    if (last !== 0x3e && (last | 0x20) !== 0x65) return false;
+    const from = len > 6 * k ? len - 6 * k : 0;
+    for (let i = from; i < len; i++) {
+      if (load<u8>(p + <usize>i) === 0x5c) return true;
+    }
+    return bytesEqual(p + <usize>(len - k), k, TOOL_RESPONSE_CLOSE);
+  }
+
   /** Qwen3 history: if the content holds "</think>", keep what follows the last one, lstrip("\n"). */
   private stripThink(start: i32): void {
     const out = this.out;
     const base = out.ptr;
-    const k = THINK_CLOSE.length;
+    // "</think>" is exactly eight bytes: compare it as one little-endian u64.
     let found = -1;
-    for (let i = out.len - k; i >= start; i--) {
-      if (bytesEqual(base + <usize>i, k, THINK_CLOSE)) {
+    for (let i = out.len - 8; i >= start; i--) {
+      if (load<u64>(base + <usize>i) === THINK_CLOSE_U64) {
         found = i;
         break;
       }
     }
     if (found < 0) return;
-    let from = found + k;
+    let from = found + 8;
     while (from < out.len && load<u8>(base + <usize>from) === 0x0a) from++;
     const keep = out.len - from;
     memory.copy(base + <usize>start, base + <usize>from, <usize>keep);

@@ -1,0 +1,175 @@
+// Routing-core benchmark (DESIGN §9): XXH64 / chunk-chain throughput, and scan + render + hash of
+// a 2k-token and a 32k-token chat body, each next to the floor measured in the same run: a plain
+// copy of the same bytes, and copy + XXH64. Also the control plane's per-KV-block feedChunks
+// rate through the Node wrapper. Numbers only; nothing here asserts a time.
+//   tsx bench/core.bench.ts [--quick]
+import { pathToFileURL } from "node:url";
+import { core } from "../control-plane/src/core/core-wasm.ts";
+import { feedChunks, hashRequest, initialState } from "../control-plane/src/core/kvroute-core.ts";
+import type { SegmentTemplate } from "../control-plane/src/core/segment-template.ts";
+import { readJson } from "../test/core/helpers.ts";
+
+const QUICK = process.argv.includes("--quick") || process.env.KVROUTE_BENCH_QUICK === "1";
+
+export interface Percentiles {
+  p50us: number;
+  p99us: number;
+}
+
+/** Runs fn repeatedly for `ms` after a warm-up; per-call times in µs. */
+function sample(ms: number, fn: () => void): Percentiles {
+  for (let i = 0; i < 200; i++) fn();
+  const times: number[] = [];
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    const t0 = process.hrtime.bigint();
+    fn();
+    times.push(Number(process.hrtime.bigint() - t0) / 1000);
+  }
+  times.sort((a, b) => a - b);
+  const at = (q: number): number => times[Math.min(times.length - 1, Math.floor(q * times.length))] as number;
+  return { p50us: at(0.5), p99us: at(0.99) };
+}
+
+/** Bytes per second of fn over `bytes` bytes, looping for `ms`. */
+function throughput(ms: number, bytes: number, fn: () => void): number {
+  for (let i = 0; i < 20; i++) fn();
+  let n = 0;
+  const t0 = performance.now();
+  let t = t0;
+  while (t - t0 < ms) {
+    for (let i = 0; i < 10; i++) fn();
+    n += 10;
+    t = performance.now();
+  }
+  return (n * bytes) / ((t - t0) / 1000);
+}
+
+/** A chat body of about `tokens` tokens (≈ 4 bytes each): system prompt plus alternating turns. */
+export function chatBody(tokens: number): Uint8Array {
+  const words = [
+    "the",
+    "router",
+    "cache",
+    "prefix",
+    "engine",
+    "token",
+    "rank",
+    "naïve",
+    "日本",
+    "🌍",
+    '"quoted"',
+    "a\\b",
+  ];
+  let seed = 1;
+  const word = (): string => {
+    seed = (seed * 1103515245 + 12345) >>> 0;
+    return words[seed % words.length] as string;
+  };
+  const text = (bytes: number): string => {
+    let s = "";
+    while (s.length < bytes) s += `${word()} ${seed % 13 === 0 ? "\n" : ""}`;
+    return s;
+  };
+  const messages = [{ role: "system", content: text(1200) }];
+  let total = 1200;
+  let turn = 0;
+  while (total < tokens * 4) {
+    const len = Math.min(600 + (turn % 3) * 400, tokens * 4 - total + 1);
+    messages.push({ role: turn % 2 === 0 ? "user" : "assistant", content: text(len) });
+    total += len;
+    turn++;
+  }
+  if (messages.at(-1)?.role !== "user") messages.push({ role: "user", content: text(100) });
+  return new TextEncoder().encode(JSON.stringify({ model: "Qwen/Qwen3-8B", stream: true, messages }));
+}
+
+export function benchCore(): void {
+  const ms = QUICK ? 300 : 2000;
+  const c = core();
+  const ex = c.ex;
+  const template = readJson<SegmentTemplate>("test/fixtures/segment-templates/qwen3.json");
+  const row = (label: string, value: string): void => {
+    process.stdout.write(`  ${label.padEnd(44)} ${value}\n`);
+  };
+
+  // ---- raw hashing throughput (bytes already in Wasm memory) ----
+  const big = 1 << 20;
+  const ptr = c.io(big);
+  for (let i = 0; i < big; i++) c.u8[ptr + i] = (i * 31 + 7) & 0xff;
+  const xxhBps = throughput(ms, big, () => {
+    ex.xxh64Io(big, 0n);
+  });
+  const chainBps = throughput(ms, big, () => {
+    ex.chunkFeedIo(1n, big, 128);
+  });
+  const src = c.u8.slice(ptr, ptr + big);
+  const copyBps = throughput(ms, big, () => {
+    c.u8.set(src, ptr);
+  });
+  process.stdout.write("hashing (1 MiB in Wasm memory)\n");
+  row("XXH64", `${(xxhBps / 1e9).toFixed(2)} GB/s`);
+  row("chunk chain, C = 128", `${(chainBps / 1e9).toFixed(2)} GB/s`);
+  row("plain copy JS → Wasm memory (same bytes)", `${(copyBps / 1e9).toFixed(2)} GB/s`);
+
+  // ---- the filter's hot path ----
+  for (const tokens of [2048, 32768]) {
+    const body = chatBody(tokens);
+    const n = body.length;
+    const bodyPtr = c.io(n + 64);
+    const model = new TextEncoder().encode("Qwen/Qwen3-8B");
+    // Load the template once, as the filter does at configure time.
+    hashRequest(body, { endpoint: "chat", template, model: "Qwen/Qwen3-8B" });
+    const tplId = 0;
+    const mem = (): Uint8Array => c.u8;
+    mem().set(body, bodyPtr);
+    mem().set(model, bodyPtr + n);
+    const check = ex.hashRequestIo(n, 1, tplId, 0, model.length, 0, 128, 8 << 20);
+    if (check !== 2) throw new Error(`bench body did not render exactly (status ${check})`);
+    const streamLen = ex.renderedLen();
+    const pipeline = sample(ms, () => {
+      ex.hashRequestIo(n, 1, tplId, 0, model.length, 0, 128, 8 << 20);
+    });
+    const copy = sample(ms, () => {
+      mem().set(body, bodyPtr);
+    });
+    const copyHash = sample(ms, () => {
+      mem().set(body, bodyPtr);
+      ex.xxh64Io(n, 0n);
+    });
+    const wrapper = sample(ms, () => {
+      hashRequest(body, { endpoint: "chat", template, model: "Qwen/Qwen3-8B" });
+    });
+    process.stdout.write(
+      `${tokens / 1024}k-token chat: body ${n} B → stream ${streamLen} B, ${Math.floor(streamLen / 128)} chunks\n`,
+    );
+    const fmt = (p: Percentiles): string => `p50 ${p.p50us.toFixed(2)} µs  p99 ${p.p99us.toFixed(2)} µs`;
+    row("scan + render + hash (body in Wasm memory)", fmt(pipeline));
+    row("floor: plain copy of the body", fmt(copy));
+    row("floor: copy + XXH64 of the body", fmt(copyHash));
+    row(
+      "ratio to copy / to copy + hash (p50)",
+      `${(pipeline.p50us / copy.p50us).toFixed(1)}× / ${(pipeline.p50us / copyHash.p50us).toFixed(1)}×`,
+    );
+    row("via the TS wrapper hashRequest()", fmt(wrapper));
+  }
+
+  // ---- the control plane's ingest path: one feedChunks per KV block ----
+  const blockBytes = 64; // ≈ 16 tokens
+  const blocks = Array.from({ length: 256 }, (_, i) => new Uint8Array(blockBytes).fill(i));
+  let state = initialState("Qwen/Qwen3-8B");
+  let i = 0;
+  const perBlock = sample(ms, () => {
+    state = feedChunks(state, blocks[i++ & 255] as Uint8Array, 128).state;
+  });
+  process.stdout.write(`control plane: feedChunks per ${blockBytes}-byte KV block (C = 128)\n`);
+  row("per call", `p50 ${perBlock.p50us.toFixed(2)} µs  p99 ${perBlock.p99us.toFixed(2)} µs`);
+  const calls = throughput(ms, 1, () => {
+    state = feedChunks(state, blocks[i++ & 255] as Uint8Array, 128).state;
+  });
+  row("blocks per second (one core)", `${Math.round(calls).toLocaleString("en")}`);
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  benchCore();
+}

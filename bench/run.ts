@@ -1,0 +1,37 @@
+// `npm run bench`: runs every bench/*.bench.ts, one child process each (a fresh JIT and heap, so
+// one bench cannot skew the next), in name order, with its output streamed through.
+//   tsx bench/run.ts [--quick] [name-substring ...]
+// A bench is any script that runs itself when executed (`tsx bench/x.bench.ts`); `--quick` and
+// KVROUTE_BENCH_QUICK=1 are passed on so it may shorten its runs. Adding a bench = adding a file.
+import { spawnSync } from "node:child_process";
+import { readdirSync } from "node:fs";
+import { join } from "node:path";
+
+const dir = new URL(".", import.meta.url).pathname;
+const args = process.argv.slice(2);
+const quick = args.includes("--quick");
+const only = args.filter((a) => !a.startsWith("--"));
+const benches = readdirSync(dir)
+  .filter((f) => f.endsWith(".bench.ts"))
+  .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
+  .sort();
+
+if (benches.length === 0) {
+  process.stderr.write(`no bench matches ${only.join(", ")}\n`);
+  process.exit(2);
+}
+const failed: string[] = [];
+for (const file of benches) {
+  process.stdout.write(`\n== ${file}${quick ? " (quick)" : ""}\n`);
+  const started = performance.now();
+  const r = spawnSync(process.execPath, ["--import", "tsx", join(dir, file), ...(quick ? ["--quick"] : [])], {
+    stdio: "inherit",
+    env: { ...process.env, ...(quick ? { KVROUTE_BENCH_QUICK: "1" } : {}) },
+  });
+  const seconds = ((performance.now() - started) / 1000).toFixed(1);
+  if (r.status !== 0) failed.push(file);
+  process.stdout.write(
+    `== ${file}: ${r.status === 0 ? "done" : `FAILED (${r.status ?? r.signal})`} in ${seconds} s\n`,
+  );
+}
+process.exit(failed.length === 0 ? 0 : 1);
