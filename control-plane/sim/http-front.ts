@@ -164,7 +164,7 @@ export function runOnEngine(
             res.write(
               streamChunk("chat", meta, "", null, {
                 role: true,
-                usage: parsed.includeUsage ? null : undefined,
+                usage: parsed.includeUsage && parsed.continuousUsage ? usage() : undefined,
               }),
             );
           }
@@ -172,10 +172,11 @@ export function runOnEngine(
         const text = opts.tokenizer.decode(outIds);
         const delta = text.slice(sentText.length);
         sentText = text;
+        // vLLM serialises chunks with exclude_unset: `usage` appears only with continuous stats.
         const cont = parsed.includeUsage && parsed.continuousUsage;
         res.write(
           streamChunk(parsed.endpoint, meta, delta, out.finished ? "length" : null, {
-            usage: cont ? usage() : parsed.includeUsage ? null : undefined,
+            usage: cont ? usage() : undefined,
           }),
         );
         if (out.finished) {

@@ -265,7 +265,8 @@ export function streamChunk(
   return `data: ${JSON.stringify(out)}\n\n`;
 }
 
-/** The final usage-only chunk sent when `stream_options.include_usage` is true. */
+/** The final usage-only chunk sent when `stream_options.include_usage` is true (vLLM writes
+ * it with exclude_none, so a disabled `prompt_tokens_details` is absent, not null). */
 export function usageChunk(endpoint: Endpoint, meta: ResponseMeta, usage: Usage): string {
   const out = {
     id: meta.id,
@@ -275,7 +276,7 @@ export function usageChunk(endpoint: Endpoint, meta: ResponseMeta, usage: Usage)
     choices: [],
     usage,
   };
-  return `data: ${JSON.stringify(out)}\n\n`;
+  return `data: ${JSON.stringify(out, (_k, v) => (v === null ? undefined : v))}\n\n`;
 }
 
 export const DONE = "data: [DONE]\n\n";

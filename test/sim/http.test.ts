@@ -82,6 +82,18 @@ describe("OpenAI API on one internal-LB server with 2 ranks", () => {
       expect(chunks).toHaveLength(3);
       expect(chunks.every((c) => c.object === "text_completion" && !("usage" in c))).toBe(true);
       expect(chunks[2].choices[0].finish_reason).toBe("length");
+      const u = await post(sim.ports[0] as number, "/v1/chat/completions", {
+        messages: [{ role: "user", content: "Hi" }],
+        max_tokens: 2,
+        stream: true,
+        stream_options: { include_usage: true },
+      });
+      const parts = u.text.split("\n\n").filter(Boolean);
+      expect(parts.at(-1)).toBe("data: [DONE]");
+      const cs = parts.slice(0, -1).map((e) => JSON.parse(e.slice(6)));
+      expect(cs[0].choices[0].delta).toEqual({ role: "assistant", content: "" });
+      expect(cs.slice(0, -1).every((c) => !("usage" in c))).toBe(true); // vLLM: exclude_unset
+      expect(cs.at(-1)).toMatchObject({ object: "chat.completion.chunk", choices: [], usage: { completion_tokens: 2 } });
     });
   });
 
