@@ -27,6 +27,9 @@ import { GatewayRegistry } from "./sync/gateways.ts";
 import { createSyncHandler } from "./sync/sync-handler.ts";
 import { SyncLog } from "./sync/sync-log.ts";
 
+/** A gateway that has not reported for this long is gone: its in-flight counts no longer apply. */
+const GATEWAY_SILENCE_MS = 10_000;
+
 export interface ControlPlaneOptions {
   logger?: Logger;
   /** Overrides cfg.listen (tests use 127.0.0.1:0). */
@@ -131,6 +134,7 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
   const publish = () => {
     const now = Date.now();
     index.chunks.expire(now);
+    load.expireGateways(now, GATEWAY_SILENCE_MS);
     const changes: Array<[string, Uint8Array]> = [];
     if (slots.takeChanged()) changes.push(["kvr.slots", encodeSlotsImage(slots.all(), poolIndex)]);
     if (load.takeChanged()) changes.push(["kvr.load", encodeLoadImage(slots.all(), (id) => load.get(id))]);

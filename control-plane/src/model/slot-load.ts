@@ -16,6 +16,7 @@ export interface SlotLoad extends RankLoad {
 export class LoadModel {
   readonly #loads = new Map<number, SlotLoad>();
   readonly #inflightByGateway = new Map<string, Map<number, number>>();
+  readonly #gatewaySeenMs = new Map<string, number>();
   #changed = true;
 
   constructor(private readonly unhealthyAfter: number) {}
@@ -65,7 +66,22 @@ export class LoadModel {
   }
 
   /** A gateway's current in-flight counts per slot (replaces its previous report). */
-  gatewayInflight(gateway: string, perSlot: Map<number, number>): void {
+  gatewayInflight(gateway: string, perSlot: Map<number, number>, nowMs = Date.now()): void {
+    this.#gatewaySeenMs.set(gateway, nowMs);
+    this.#setInflight(gateway, perSlot);
+  }
+
+  /** Forgets gateways that stopped reporting (crashed, scaled down): their requests are gone too. */
+  expireGateways(nowMs: number, maxAgeMs: number): void {
+    for (const [gateway, seen] of this.#gatewaySeenMs) {
+      if (nowMs - seen <= maxAgeMs) continue;
+      this.#gatewaySeenMs.delete(gateway);
+      this.#setInflight(gateway, new Map());
+      this.#inflightByGateway.delete(gateway);
+    }
+  }
+
+  #setInflight(gateway: string, perSlot: Map<number, number>): void {
     const before = this.#inflightByGateway.get(gateway);
     this.#inflightByGateway.set(gateway, perSlot);
     const touched = new Set([...(before?.keys() ?? []), ...perSlot.keys()]);
