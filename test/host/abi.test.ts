@@ -3,8 +3,8 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { Pairs } from "./abi/constants.ts";
 import { createHost, type Host, type HostOptions, headers } from "./host.ts";
-import type { WasmThread } from "./thread.ts";
 import { moduleFile, RecordingSink, settle, startUpstream, type Upstream, waitFor } from "./testing.ts";
+import type { WasmThread } from "./thread.ts";
 
 let host: Host | null = null;
 const upstreams: Upstream[] = [];
@@ -19,11 +19,23 @@ function make(o: Partial<HostOptions> = {}): Host {
   return host;
 }
 
-function probe(h: Host, t: WasmThread, name: string, extra: Pairs = []): { line: string; sink: RecordingSink } {
+function probe(
+  h: Host,
+  t: WasmThread,
+  name: string,
+  extra: Pairs = [],
+): { line: string; sink: RecordingSink } {
   const sink = new RecordingSink();
   const s = h.newStream(t, sink, { sourceAddress: "10.1.2.3", sourcePort: 5555, destinationPort: 8080 });
   s.decodeHeaders(
-    headers([[":method", "GET"], [":path", "/probe?q=1"], [":authority", "gw"], ["x-probe", name], ["x-request-id", "rid-1"], ...extra]),
+    headers([
+      [":method", "GET"],
+      [":path", "/probe?q=1"],
+      [":authority", "gw"],
+      ["x-probe", name],
+      ["x-request-id", "rid-1"],
+      ...extra,
+    ]),
     true,
   );
   const prefix = `probe:${name} `;
@@ -57,8 +69,14 @@ describe("shared queues", () => {
   it("one token per name; on_queue_ready goes later to the last registrant's root context", async () => {
     const h = make();
     // Start order: main, worker_0, worker_1 — each registered "probe-queue" in on_configure.
-    const regs = h.core.logs.filter((r) => r.message.startsWith("cfg:queue")).map((r) => `${r.thread} ${r.message}`);
-    expect(regs).toEqual(["main cfg:queue 0 1 root=1", "worker_0 cfg:queue 0 1 root=1", "worker_1 cfg:queue 0 1 root=1"]);
+    const regs = h.core.logs
+      .filter((r) => r.message.startsWith("cfg:queue"))
+      .map((r) => `${r.thread} ${r.message}`);
+    expect(regs).toEqual([
+      "main cfg:queue 0 1 root=1",
+      "worker_0 cfg:queue 0 1 root=1",
+      "worker_1 cfg:queue 0 1 root=1",
+    ]);
     const { line } = probe(h, w(h, 0), "queue", [["x-item", "one"]]);
     expect(line).toBe("resolve=0 same=1 missing=1 enq=0 enq_bad=1 deq_bad=1");
     // Not delivered inline.
@@ -73,7 +91,12 @@ describe("shared queues", () => {
 
 describe("properties", () => {
   it("resolves NUL-separated paths; ints are 8-byte little-endian; unknown → NotFound", () => {
-    const h = make({ pluginName: "kvroute", rootId: "kvroute_root", vmId: "kvroute_vm", node: { id: "envoy-1", metadata: { zone: "z1" } } });
+    const h = make({
+      pluginName: "kvroute",
+      rootId: "kvroute_root",
+      vmId: "kvroute_vm",
+      node: { id: "envoy-1", metadata: { zone: "z1" } },
+    });
     const { line } = probe(h, w(h, 0), "props");
     expect(line).toBe(
       "path=/probe?q=1 method=GET hdr=props id=rid-1 proto=HTTP/1.1 src=10.1.2.3:5555 srcport=i5555 dst=127.0.0.1:8080 name=kvroute root=kvroute_root vm=kvroute_vm node=envoy-1 meta=z1 nope=E1 set=0 get=my-value",
@@ -178,11 +201,16 @@ describe("proxy_http_call", () => {
     upstreams.push(slow);
     const h = make({ clusters: { dead: deadAddr, slow: slow.address } });
     probe(h, w(h, 0), "httpcall", [["x-cluster", "dead"]]);
-    probe(h, w(h, 1), "httpcall", [["x-cluster", "slow"], ["x-timeout", "50"]]);
+    probe(h, w(h, 1), "httpcall", [
+      ["x-cluster", "slow"],
+      ["x-timeout", "50"],
+    ]);
     await waitFor(() => h.logs((m) => m.startsWith("call_response")).length === 2);
     const lines = h.logs((m) => m.startsWith("call_response"));
     expect(lines.find((l) => l.includes("status=0:503"))).toMatch(/body=0:upstream connect error/);
-    expect(lines.find((l) => l.includes("status=0:504"))).toContain("body=0:upstream request timeout get_status=0:0:");
+    expect(lines.find((l) => l.includes("status=0:504"))).toContain(
+      "body=0:upstream request timeout get_status=0:0:",
+    );
     await settle(10);
   });
 });

@@ -83,7 +83,7 @@ export class Scheduler {
     if (this.probability <= 0 || Math.random() >= this.probability) return;
     const others = this.threads.filter((t) => t !== current && !this.onStack.has(t) && t.tasks.length > 0);
     const pick = others[Math.floor(Math.random() * others.length)];
-    if (pick && pick.runOneTask()) this.preemptions++;
+    if (pick?.runOneTask()) this.preemptions++;
   }
 }
 

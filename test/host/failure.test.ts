@@ -21,7 +21,12 @@ async function get(url: string, h: Record<string, string> = {}) {
 describe("failure policy", () => {
   it("FAIL_CLOSED (default): the trapping thread answers 503 from then on; other threads serve", async () => {
     up = await startUpstream();
-    gw = await startGateway({ wasm: moduleFile("trap"), threads: 2, clusters: { b: up.address }, defaultCluster: "b" });
+    gw = await startGateway({
+      wasm: moduleFile("trap"),
+      threads: 2,
+      clusters: { b: up.address },
+      defaultCluster: "b",
+    });
     const r1 = await get(`${gw.url}/a`, { "x-trap": "1" }); // worker_0 traps
     const r2 = await get(`${gw.url}/b`); // worker_1
     const r3 = await get(`${gw.url}/c`); // worker_0 again: failed VM
@@ -58,7 +63,12 @@ describe("failure policy", () => {
 
   it("an SDK filter that writes request headers after Continue traps (BadArgument → CHECK_RESULT)", async () => {
     up = await startUpstream();
-    gw = await startGateway({ wasm: moduleFile("sdk_filter"), threads: 1, clusters: { b: up.address }, defaultCluster: "b" });
+    gw = await startGateway({
+      wasm: moduleFile("sdk_filter"),
+      threads: 1,
+      clusters: { b: up.address },
+      defaultCluster: "b",
+    });
     const r = await fetch(`${gw.url}/x`, { method: "POST", body: "payload" });
     expect(r.status).toBe(503);
     expect(gw.host.threads[0]?.failMessage).toMatch(/^Function: proxy_on_request_body failed/);

@@ -40,22 +40,40 @@ describe("gateway mode", () => {
       body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }] }),
     });
     expect(r.status).toBe(200);
-    expect(await r.text()).toBe('backend:POST:/v1/chat/completions:{"model":"m","messages":[{"role":"user","content":"hi"}]}');
+    expect(await r.text()).toBe(
+      'backend:POST:/v1/chat/completions:{"model":"m","messages":[{"role":"user","content":"hi"}]}',
+    );
     expect(b.requests[0]?.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
     expect(gw.accessLog).toHaveLength(1);
-    expect(gw.accessLog[0]).toMatchObject({ status: 200, upstream: b.address, method: "POST", thread: "worker_0" });
-    expect(lines[0]).toMatch(/"POST \/v1\/chat\/completions HTTP\/1.1" 200 via_upstream upstream=127\.0\.0\.1:\d+ duration_ms=/);
+    expect(gw.accessLog[0]).toMatchObject({
+      status: 200,
+      upstream: b.address,
+      method: "POST",
+      thread: "worker_0",
+    });
+    expect(lines[0]).toMatch(
+      /"POST \/v1\/chat\/completions HTTP\/1.1" 200 via_upstream upstream=127\.0\.0\.1:\d+ duration_ms=/,
+    );
   });
 
   it("routes by x-gateway-destination-endpoint like ORIGINAL_DST: literal ip:port, first of a list", async () => {
     const a = await upstream("a");
     const b = await upstream("b");
-    gw = await startGateway({ wasm: filterFile(), threads: 1, clusters: { a: a.address }, defaultCluster: "a" });
-    const first = await fetch(`${gw.url}/x`, { headers: { "x-gateway-destination-endpoint": `${b.address}, ${a.address}` } });
+    gw = await startGateway({
+      wasm: filterFile(),
+      threads: 1,
+      clusters: { a: a.address },
+      defaultCluster: "a",
+    });
+    const first = await fetch(`${gw.url}/x`, {
+      headers: { "x-gateway-destination-endpoint": `${b.address}, ${a.address}` },
+    });
     expect(await first.text()).toBe("b:GET:/x:");
     const none = await fetch(`${gw.url}/y`);
     expect(await none.text()).toBe("a:GET:/y:");
-    const bad = await fetch(`${gw.url}/z`, { headers: { "x-gateway-destination-endpoint": "upstream.local:80" } });
+    const bad = await fetch(`${gw.url}/z`, {
+      headers: { "x-gateway-destination-endpoint": "upstream.local:80" },
+    });
     expect(bad.status).toBe(503);
     expect(gw.accessLog.map((e) => `${e.status} ${e.details}`)).toEqual([
       "200 via_upstream",
@@ -104,7 +122,12 @@ describe("gateway mode", () => {
       });
     });
     ups.push(sse);
-    gw = await startGateway({ wasm: moduleFile("lifecycle"), threads: 1, clusters: { s: sse.address }, defaultCluster: "s" });
+    gw = await startGateway({
+      wasm: moduleFile("lifecycle"),
+      threads: 1,
+      clusters: { s: sse.address },
+      defaultCluster: "s",
+    });
     const res = await new Promise<http.IncomingMessage>((resolve) =>
       http.get(`${gw?.url}/v1/completions`, (r) => resolve(r)),
     );

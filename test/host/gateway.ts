@@ -43,7 +43,14 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-const HOP_BY_HOP = new Set(["connection", "keep-alive", "transfer-encoding", "upgrade", "proxy-connection", "te"]);
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "transfer-encoding",
+  "upgrade",
+  "proxy-connection",
+  "te",
+]);
 
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const host = createHost(options);
@@ -71,7 +78,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     if (h.get("x-request-id") === undefined) h.add("x-request-id", randomUUID());
     h.add("x-forwarded-proto", "http");
     const requestId = h.get("x-request-id") as string;
-    const hasBody = req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
+    const hasBody =
+      req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
 
     let stream: HttpStream | null = null;
     const router = new UpstreamRouter(() => stream as HttpStream, defaultCluster);
@@ -138,7 +146,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       req.on("data", (c: Buffer) => thread.post(() => s.decodeData(new Uint8Array(c), false)));
       req.on("end", () => {
         const tr = new HeaderMap();
-        for (let k = 0; k < req.rawTrailers.length; k += 2) tr.add(req.rawTrailers[k] as string, req.rawTrailers[k + 1] as string);
+        for (let k = 0; k < req.rawTrailers.length; k += 2)
+          tr.add(req.rawTrailers[k] as string, req.rawTrailers[k + 1] as string);
         if (tr.size > 0) thread.post(() => s.decodeTrailers(tr));
         else thread.post(() => s.decodeData(new Uint8Array(0), true));
       });

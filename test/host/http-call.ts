@@ -42,7 +42,8 @@ export function startHttpCall(
   const method = get(":method");
   const path = get(":path");
   const authority = get(":authority");
-  if (path === undefined || method === undefined || authority === undefined) return { code: WasmResult.BadArgument };
+  if (path === undefined || method === undefined || authority === undefined)
+    return { code: WasmResult.BadArgument };
 
   const token = t.nextHttpCallId++;
   let settled = false;
@@ -55,7 +56,14 @@ export function startHttpCall(
   const outHeaders: Record<string, string> = { host: authority };
   for (const [k, v] of lower) if (!k.startsWith(":")) outHeaders[k] = v;
   if (body.length > 0) outHeaders["content-length"] = String(body.length);
-  const req = http.request({ host: addr.host, port: addr.port, method, path, headers: outHeaders, agent: false });
+  const req = http.request({
+    host: addr.host,
+    port: addr.port,
+    method,
+    path,
+    headers: outHeaders,
+    agent: false,
+  });
   let responseStarted = false;
   req.on("response", (res) => {
     responseStarted = true;

@@ -1,10 +1,11 @@
 // Loading and start-up like Envoy: export/import checks with Envoy's messages, the restricted
 // _start, the start-up callback order, configuration buffers and rejection.
+
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { createHost } from "./host.ts";
 import { checkModule, readImports } from "./loader.ts";
 import { callbacks, filterFile, moduleFile } from "./testing.ts";
-import { readFileSync } from "node:fs";
 
 describe("module checks", () => {
   it("refuses an import Envoy lacks, naming it", () => {
@@ -20,7 +21,9 @@ describe("module checks", () => {
   });
 
   it("refuses a module without the ABI version marker", () => {
-    expect(() => createHost({ wasm: moduleFile("no_abi") })).toThrow("Missing or unknown Proxy-Wasm ABI version");
+    expect(() => createHost({ wasm: moduleFile("no_abi") })).toThrow(
+      "Missing or unknown Proxy-Wasm ABI version",
+    );
   });
 
   it("refuses bytes that are not Wasm", () => {
@@ -49,9 +52,18 @@ describe("start-up", () => {
   });
 
   it("creates the root context, then on_vm_start, then on_configure, with the right buffers", () => {
-    const host = createHost({ wasm: moduleFile("lifecycle"), vmConfig: "vm-config", pluginConfig: "a=1", mainThread: false });
+    const host = createHost({
+      wasm: moduleFile("lifecycle"),
+      vmConfig: "vm-config",
+      pluginConfig: "a=1",
+      mainThread: false,
+    });
     // Root context 1; VM config readable in on_vm_start, plugin config only in on_configure (1 NotFound there).
-    expect(callbacks(host.logs())).toEqual(["create 1 0", "vm_start 9 vm=0:vm-config plugin=1", "configure 3 0 a=1"]);
+    expect(callbacks(host.logs())).toEqual([
+      "create 1 0",
+      "vm_start 9 vm=0:vm-config plugin=1",
+      "configure 3 0 a=1",
+    ]);
     host.close();
   });
 

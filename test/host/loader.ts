@@ -15,13 +15,13 @@ interface ImportEntry {
 }
 
 const VALTYPES: Record<number, ValType | "f32" | "f64" | "v128" | "ref"> = {
-  0x7f: "i32",
-  0x7e: "i64",
-  0x7d: "f32",
-  0x7c: "f64",
-  0x7b: "v128",
-  0x70: "ref",
-  0x6f: "ref",
+  127: "i32",
+  126: "i64",
+  125: "f32",
+  124: "f64",
+  123: "v128",
+  112: "ref",
+  111: "ref",
 };
 
 class Reader {
@@ -137,10 +137,12 @@ export function checkModule(code: Uint8Array): CheckedModule {
   const imports = readImports(code);
   for (const imp of imports) {
     const full = `${imp.module}.${imp.name}`;
-    if (imp.kind === "global") throw new WasmLoadError(`Failed to load Wasm module due to a missing import: ${full}`);
+    if (imp.kind === "global")
+      throw new WasmLoadError(`Failed to load Wasm module due to a missing import: ${full}`);
     if (imp.kind !== "function") continue;
     const host = HOST_SIGNATURES.get(full);
-    if (host === undefined) throw new WasmLoadError(`Failed to load Wasm module due to a missing import: ${full}`);
+    if (host === undefined)
+      throw new WasmLoadError(`Failed to load Wasm module due to a missing import: ${full}`);
     if (imp.sig === undefined || !same(imp.sig, host)) {
       throw new WasmLoadError(
         `Failed to load Wasm module due to an import type mismatch: ${full}, want: ${imp.sig ? fmt(imp.sig) : "?"}, but host exports: ${fmt(host)}`,

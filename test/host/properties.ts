@@ -93,7 +93,8 @@ function top(core: HostCore, stream: HttpStream | null, name: string): Value | u
       m.set("protocol", info.protocol);
       m.set("time", BigInt(info.startTimeMs) * 1_000_000n);
       m.set("size", BigInt(info.requestBodyBytes));
-      if (info.endTimeMs !== undefined) m.set("duration", BigInt(info.endTimeMs - info.startTimeMs) * 1_000_000n);
+      if (info.endTimeMs !== undefined)
+        m.set("duration", BigInt(info.endTimeMs - info.startTimeMs) * 1_000_000n);
       const hm = headersMap(req ?? undefined);
       if (hm) m.set("headers", hm);
       return m;

@@ -64,7 +64,9 @@ export class UpstreamRouter {
       s.thread.post(() => s.localReply(503, Buffer.from("no healthy upstream"), [], "no_healthy_upstream"));
       return;
     }
-    const addr = target.host.includes(":") ? `[${target.host}]:${target.port}` : `${target.host}:${target.port}`;
+    const addr = target.host.includes(":")
+      ? `[${target.host}]:${target.port}`
+      : `${target.host}:${target.port}`;
     this.upstream = addr;
     s.info.upstreamAddress = addr;
     const headers: Record<string, string | string[]> = {};
@@ -125,7 +127,12 @@ export class UpstreamRouter {
       }
       const text = `upstream connect error or disconnect/reset before headers. reset reason: remote connection failure, transport failure reason: ${e.code ?? e.message}`;
       this.onThread(() =>
-        s.localReply(503, Buffer.from(text), [], "upstream_reset_before_response_started{remote_connection_failure}"),
+        s.localReply(
+          503,
+          Buffer.from(text),
+          [],
+          "upstream_reset_before_response_started{remote_connection_failure}",
+        ),
       );
     });
     if (endStream) req.end();

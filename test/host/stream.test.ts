@@ -189,7 +189,12 @@ describe("continue_stream and local replies", () => {
     stream.encodeData(Buffer.from("held"), true);
     expect(sink.of("respHeaders")).toHaveLength(0);
     await waitFor(() => sink.of("done").length > 0);
-    expect(sink.of("respData").map((d) => d.data).join("")).toBe("held");
+    expect(
+      sink
+        .of("respData")
+        .map((d) => d.data)
+        .join(""),
+    ).toBe("held");
     await settle();
   });
 });

@@ -9,7 +9,14 @@
 // Header maps are alive only while a callback holds them (Envoy nulls request_headers_ when the
 // callback returns Continue, and on continue_stream): afterwards reads give BadArgument and
 // get_header_map_pairs an empty list; in on_log the final maps are readable, not writable.
-import { BufferType, DataStatus, HeaderMapType, HeadersStatus, StreamType, WasmResult } from "./abi/constants.ts";
+import {
+  BufferType,
+  DataStatus,
+  HeaderMapType,
+  HeadersStatus,
+  StreamType,
+  WasmResult,
+} from "./abi/constants.ts";
 import { HeaderMap } from "./header-map.ts";
 import type { StreamContext, WasmThread } from "./thread.ts";
 
@@ -192,7 +199,8 @@ export class HttpStream {
   }
 
   bodyBuffer(type: number): BodyBuffer {
-    if (type === BufferType.HttpRequestBody) return (this.bufferingReq ? this.dec.buffered : this.reqBody) ?? NO_BUFFER;
+    if (type === BufferType.HttpRequestBody)
+      return (this.bufferingReq ? this.dec.buffered : this.reqBody) ?? NO_BUFFER;
     return (this.bufferingResp ? this.enc.buffered : this.respBody) ?? NO_BUFFER;
   }
 
@@ -216,7 +224,8 @@ export class HttpStream {
   // ---- host calls that steer the stream ---------------------------------------------------
 
   continueStream(type: number): number {
-    if (type === StreamType.Request) this.thread.addAfterVmCallAction(() => this.schedule(() => this.resumeDecoding()));
+    if (type === StreamType.Request)
+      this.thread.addAfterVmCallAction(() => this.schedule(() => this.resumeDecoding()));
     else if (type === StreamType.Response)
       this.thread.addAfterVmCallAction(() => this.schedule(() => this.resumeEncoding()));
     else if (type === StreamType.Downstream) return WasmResult.Ok;
@@ -235,7 +244,13 @@ export class HttpStream {
     this.thread.addAfterVmCallAction(() => this.schedule(() => this.reset("wasm_close_stream")));
   }
 
-  sendLocalResponse(code: number, body: Uint8Array, headers: Array<[string, string]>, _grpc: number, details: string) {
+  sendLocalResponse(
+    code: number,
+    body: Uint8Array,
+    headers: Array<[string, string]>,
+    _grpc: number,
+    details: string,
+  ) {
     const d = details.replace(/\s/g, "_");
     this.thread.addAfterVmCallAction(() => this.schedule(() => this.localReply(code, body, headers, d)));
   }
@@ -265,7 +280,7 @@ export class HttpStream {
   decodeData(chunk: Uint8Array, eos: boolean): void {
     if (this.completed || this.dec.ended) return;
     this.info.requestBodyBytes += chunk.length;
-    if (!this.contextCreated || this.thread.failed && this.core().failurePolicy === "FAIL_OPEN") {
+    if (!this.contextCreated || (this.thread.failed && this.core().failurePolicy === "FAIL_OPEN")) {
       this.sink.requestData(chunk, eos);
       return;
     }
@@ -359,7 +374,8 @@ export class HttpStream {
       if (d.headersEos) return;
       // StopAllIteration: the buffered body (and trailers) go through this filter again.
       if (buffered) this.filterCall(() => this.dataToFilter(buffered.bytes(), d.eos && !trailers));
-      if (trailers && !this.dec.ended && this.dec.stopped === "none") this.filterCall(() => this.trailersToFilter(trailers));
+      if (trailers && !this.dec.ended && this.dec.stopped === "none")
+        this.filterCall(() => this.trailersToFilter(trailers));
       else if (trailers) this.dec.trailers = trailers;
     } else if (stopped === "data") {
       const data = d.buffered?.bytes() ?? new Uint8Array(0);
@@ -550,7 +566,13 @@ export class HttpStream {
   // ---- FilterManager pieces ---------------------------------------------------------------
 
   /** Buffers data while the filter is stopped; false when the 413/500 limit reply fired. */
-  private fmBuffer(d: Direction, chunk: Uint8Array, eos: boolean, limited: boolean, request: boolean): boolean {
+  private fmBuffer(
+    d: Direction,
+    chunk: Uint8Array,
+    eos: boolean,
+    limited: boolean,
+    request: boolean,
+  ): boolean {
     if (d.buffered) d.buffered.append(chunk);
     else d.buffered = new MutableBuffer(chunk.slice());
     d.eos = eos;
@@ -617,7 +639,9 @@ export class HttpStream {
 
   private onCreate(): void {
     if (!this.contextCreated && !this.thread.failed) {
-      this.thread.deferred(() => this.thread.call(this.ctx, "proxy_on_context_create", this.id, this.ctx.rootId));
+      this.thread.deferred(() =>
+        this.thread.call(this.ctx, "proxy_on_context_create", this.id, this.ctx.rootId),
+      );
     }
     this.contextCreated = true;
   }
@@ -640,7 +664,8 @@ export class HttpStream {
     const raw = this.thread.deferred(() => {
       const r = this.thread.call(this.ctx, fn, this.id, n, eos ? 1 : 0);
       if (this.checkFail()) return this.thread.failed && this.core().failurePolicy === "FAIL_OPEN" ? 0 : 4;
-      if (this.thread.isNextIterationStopped || (r ?? 0) > HeadersStatus.StopAllIterationAndWatermark) return 4;
+      if (this.thread.isNextIterationStopped || (r ?? 0) > HeadersStatus.StopAllIterationAndWatermark)
+        return 4;
       // ABI 0.2.x: StopIteration becomes StopAllIterationAndWatermark (proxy-wasm-cpp-host #143).
       if (r === HeadersStatus.StopIteration) return 4;
       return r ?? 0;

@@ -82,10 +82,13 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
       t.core.log({ thread: t.name, level: n(level), message: msg, contextId: cur().id });
       return WasmResult.Ok;
     },
-    get_log_level: (ptr) => (t.mem.writeU32(n(ptr), t.core.logLevel) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess),
+    get_log_level: (ptr) =>
+      t.mem.writeU32(n(ptr), t.core.logLevel) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess,
     get_status: (codePtr, ptrPtr, sizePtr) => {
       if (!t.mem.writeU32(n(codePtr), t.statusCode)) return WasmResult.InvalidMemoryAccess;
-      return t.mem.copyOut(t.statusMessage, n(ptrPtr), n(sizePtr)) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess;
+      return t.mem.copyOut(t.statusMessage, n(ptrPtr), n(sizePtr))
+        ? WasmResult.Ok
+        : WasmResult.InvalidMemoryAccess;
     },
     get_property: (pathPtr, pathSize, ptrPtr, sizePtr) => {
       const path = t.mem.readString(n(pathPtr), n(pathSize));
@@ -147,7 +150,9 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
     dequeue_shared_queue: (token, ptrPtr, sizePtr) => {
       const r = t.core.queues.dequeue(n(token));
       if (r.code !== WasmResult.Ok) return r.code;
-      return t.mem.copyOut(r.data as Uint8Array, n(ptrPtr), n(sizePtr)) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess;
+      return t.mem.copyOut(r.data as Uint8Array, n(ptrPtr), n(sizePtr))
+        ? WasmResult.Ok
+        : WasmResult.InvalidMemoryAccess;
     },
     enqueue_shared_queue: (token, ptr, size) => {
       const data = t.mem.read(n(ptr), n(size));
@@ -256,7 +261,14 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
         return WasmResult.InvalidMemoryAccess;
       }
       if (!t.mem.writeU32(n(tokenPtr), 0)) return WasmResult.InvalidMemoryAccess;
-      const r = startHttpCall(t, cluster, unmarshalPairs(hdrs), body, unmarshalPairs(trailers), Number(timeout) | 0);
+      const r = startHttpCall(
+        t,
+        cluster,
+        unmarshalPairs(hdrs),
+        body,
+        unmarshalPairs(trailers),
+        Number(timeout) | 0,
+      );
       if (r.code === WasmResult.Ok) t.mem.writeU32(n(tokenPtr), r.token as number);
       return r.code;
     },
@@ -270,7 +282,9 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
       return WasmResult.Ok;
     },
     get_current_time_nanoseconds: (ptr) =>
-      t.mem.writeU64(n(ptr), BigInt(Date.now()) * 1_000_000n) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess,
+      t.mem.writeU64(n(ptr), BigInt(Date.now()) * 1_000_000n)
+        ? WasmResult.Ok
+        : WasmResult.InvalidMemoryAccess,
     define_metric: (type, namePtr, nameSize, idPtr) => {
       const name = t.mem.readString(n(namePtr), n(nameSize));
       if (name === null) return WasmResult.InvalidMemoryAccess;
@@ -290,7 +304,8 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
     done: () => WasmResult.NotFound,
     call_foreign_function: (namePtr, nameSize, argsPtr, argsSize) => {
       const name = t.mem.readString(n(namePtr), n(nameSize));
-      if (name === null || t.mem.read(n(argsPtr), n(argsSize)) === null) return WasmResult.InvalidMemoryAccess;
+      if (name === null || t.mem.read(n(argsPtr), n(argsSize)) === null)
+        return WasmResult.InvalidMemoryAccess;
       if (name === "clear_route_cache") {
         streamOf(cur())?.clearRouteCache();
         return WasmResult.Ok;
@@ -311,9 +326,14 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
   };
   const out: Record<string, Fn> = {
     pthread_equal: restrictedGuard(t, "env.pthread_equal", (a, b) => (n(a) === n(b) ? 1 : 0)),
-    emscripten_notify_memory_growth: restrictedGuard(t, "env.emscripten_notify_memory_growth", () => undefined),
+    emscripten_notify_memory_growth: restrictedGuard(
+      t,
+      "env.emscripten_notify_memory_growth",
+      () => undefined,
+    ),
   };
-  for (const [name, f] of Object.entries(impl)) out[`proxy_${name}`] = restrictedGuard(t, `env.proxy_${name}`, f);
+  for (const [name, f] of Object.entries(impl))
+    out[`proxy_${name}`] = restrictedGuard(t, `env.proxy_${name}`, f);
   return out;
 }
 

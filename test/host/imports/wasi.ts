@@ -24,7 +24,12 @@ export function restrictedGuard(t: WasmThread, full: string, f: Fn): Fn {
   };
 }
 
-function writev(t: WasmThread, fd: number, iovs: number, iovsLen: number): { errno: number; written: number } {
+function writev(
+  t: WasmThread,
+  fd: number,
+  iovs: number,
+  iovsLen: number,
+): { errno: number; written: number } {
   let level: number;
   if (fd === 1) level = LogLevel.info;
   else if (fd === 2) level = LogLevel.error;

@@ -1,64 +1,55 @@
 // Exercises the rest of the ABI on demand: a request with header "x-probe: <name>" runs that probe
 // in proxy_on_request_headers and logs "probe:<name> <results>" with the exact result codes.
-import {
-  addHeader, getBuffer, getHeader, lastCas, log, OUT_PTR, OUT_SIZE, OUT_U32, proxy_continue_stream,
-  proxy_set_effective_context, sharedGet, sharedSet, takeOut, takeOutString, utf8,
-} from "./lib/raw";
-export { malloc } from "./lib/raw";
 
-// @ts-ignore: decorator
-@external("env", "proxy_get_property") declare function proxy_get_property(p: usize, s: usize, pp: usize, sp: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_set_property") declare function proxy_set_property(p: usize, s: usize, v: usize, vs: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_register_shared_queue") declare function proxy_register_shared_queue(p: usize, s: usize, tp: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_resolve_shared_queue") declare function proxy_resolve_shared_queue(vp: usize, vs: usize, p: usize, s: usize, tp: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_enqueue_shared_queue") declare function proxy_enqueue_shared_queue(t: u32, p: usize, s: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_dequeue_shared_queue") declare function proxy_dequeue_shared_queue(t: u32, pp: usize, sp: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_define_metric") declare function proxy_define_metric(t: u32, p: usize, s: usize, idp: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_increment_metric") declare function proxy_increment_metric(id: u32, off: i64): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_record_metric") declare function proxy_record_metric(id: u32, v: u64): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_get_metric") declare function proxy_get_metric(id: u32, vp: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_get_log_level") declare function proxy_get_log_level(p: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_log") declare function proxy_log(l: u32, p: usize, s: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_get_current_time_nanoseconds") declare function proxy_get_current_time_nanoseconds(p: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_get_status") declare function proxy_get_status(cp: usize, pp: usize, sp: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_http_call") declare function proxy_http_call(up: usize, us: usize, hp: usize, hs: usize, bp: usize, bs: usize, tp: usize, ts: usize, timeout: u32, tokp: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_call_foreign_function") declare function proxy_call_foreign_function(np: usize, ns: usize, ap: usize, as: usize, rp: usize, rs: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_done") declare function proxy_done(): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_get_header_map_size") declare function proxy_get_header_map_size(t: u32, p: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_get_buffer_status") declare function proxy_get_buffer_status(t: u32, lp: usize, fp: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_close_stream") declare function proxy_close_stream(t: u32): u32;
-// @ts-ignore: decorator
-@external("wasi_snapshot_preview1", "random_get") declare function random_get(p: usize, n: usize): u16;
-// @ts-ignore: decorator
-@external("wasi_snapshot_preview1", "clock_time_get") declare function clock_time_get(id: u32, precision: u64, p: usize): u16;
-// @ts-ignore: decorator
-@external("wasi_snapshot_preview1", "fd_write") declare function fd_write(fd: u32, iovs: usize, n: usize, written: usize): u16;
+import {
+  proxy_call_foreign_function,
+  proxy_close_stream,
+  proxy_define_metric,
+  proxy_dequeue_shared_queue,
+  proxy_done,
+  proxy_enqueue_shared_queue,
+  proxy_get_buffer_status,
+  proxy_get_current_time_nanoseconds,
+  proxy_get_header_map_size,
+  proxy_get_log_level,
+  proxy_get_metric,
+  proxy_get_property,
+  proxy_get_status,
+  proxy_http_call,
+  proxy_increment_metric,
+  proxy_log,
+  proxy_record_metric,
+  proxy_register_shared_queue,
+  proxy_resolve_shared_queue,
+  proxy_set_property,
+} from "./lib/env";
+import {
+  addHeader,
+  getBuffer,
+  getHeader,
+  lastCas,
+  log,
+  OUT_PTR,
+  OUT_SIZE,
+  OUT_U32,
+  proxy_continue_stream,
+  proxy_set_effective_context,
+  sharedGet,
+  sharedSet,
+  takeOut,
+  takeOutString,
+  utf8,
+} from "./lib/raw";
+import { clock_time_get, fd_write, random_get } from "./lib/wasi_snapshot_preview1";
+
+export { malloc } from "./lib/raw";
 
 export function proxy_abi_version_0_2_1(): void {}
 
 const U64: usize = memory.data(8);
 let queueToken: u32 = 0;
-let rootId: u32 = 0;
-let pendingCall = new Map<u32, u32>(); // http-call token → stream id
+let _rootId: u32 = 0;
+const pendingCall = new Map<u32, u32>(); // http-call token → stream id
 
 function c(v: u32): string {
   return v.toString();
@@ -67,17 +58,21 @@ function c(v: u32): string {
 function prop(path: string): string {
   const p = utf8(path.replaceAll("/", "\0"));
   const r = proxy_get_property(changetype<usize>(p), p.byteLength, OUT_PTR, OUT_SIZE);
-  if (r != 0) return "E" + r.toString();
+  if (r !== 0) return `E${r.toString()}`;
   const b = takeOut();
-  if (b.byteLength == 8 && (path.endsWith("port") || path.endsWith("code") || path.endsWith("/id") || path.endsWith("size"))) {
-    return "i" + load<i64>(changetype<usize>(b)).toString();
+  if (
+    b.byteLength === 8 &&
+    (path.endsWith("port") || path.endsWith("code") || path.endsWith("/id") || path.endsWith("size"))
+  ) {
+    return `i${load<i64>(changetype<usize>(b)).toString()}`;
   }
   return String.UTF8.decode(b);
 }
 
 function serializePairs(keys: string[], values: string[]): ArrayBuffer {
   let size = 4;
-  for (let i = 0; i < keys.length; i++) size += 8 + String.UTF8.byteLength(keys[i]) + 1 + String.UTF8.byteLength(values[i]) + 1;
+  for (let i = 0; i < keys.length; i++)
+    size += 8 + String.UTF8.byteLength(keys[i]) + 1 + String.UTF8.byteLength(values[i]) + 1;
   const out = new ArrayBuffer(size);
   const p = changetype<usize>(out);
   store<u32>(p, keys.length);
@@ -100,42 +95,53 @@ function httpCall(cluster: string, keys: string[], values: string[], body: strin
   const h = serializePairs(keys, values);
   const b = utf8(body);
   const t = serializePairs([], []);
-  return proxy_http_call(changetype<usize>(cl), cl.byteLength, changetype<usize>(h), h.byteLength, changetype<usize>(b), b.byteLength, changetype<usize>(t), t.byteLength, timeout, OUT_U32);
+  return proxy_http_call(
+    changetype<usize>(cl),
+    cl.byteLength,
+    changetype<usize>(h),
+    h.byteLength,
+    changetype<usize>(b),
+    b.byteLength,
+    changetype<usize>(t),
+    t.byteLength,
+    timeout,
+    OUT_U32,
+  );
 }
 
 function defineMetric(t: u32, name: string): u32 {
   const n = utf8(name);
   const r = proxy_define_metric(t, changetype<usize>(n), n.byteLength, OUT_U32);
-  return r == 0 ? load<u32>(OUT_U32) : 1000 + r;
+  return r === 0 ? load<u32>(OUT_U32) : 1000 + r;
 }
 
 function getMetric(id: u32): string {
   const r = proxy_get_metric(id, U64);
-  return r == 0 ? load<u64>(U64).toString() : "E" + r.toString();
+  return r === 0 ? load<u64>(U64).toString() : `E${r.toString()}`;
 }
 
 export function proxy_on_context_create(id: u32, root: u32): void {
-  if (root == 0) rootId = id;
+  if (root === 0) _rootId = id;
 }
 
-export function proxy_on_vm_start(root: u32, size: u32): u32 {
+export function proxy_on_vm_start(_root: u32, _size: u32): u32 {
   return 1;
 }
 
-export function proxy_on_configure(root: u32, size: u32): u32 {
+export function proxy_on_configure(root: u32, _size: u32): u32 {
   // Every thread registers the same queue: the last registrant receives on_queue_ready.
   const q = utf8("probe-queue");
   const r = proxy_register_shared_queue(changetype<usize>(q), q.byteLength, OUT_U32);
   queueToken = load<u32>(OUT_U32);
-  log("cfg:queue " + c(r) + " " + c(queueToken) + " root=" + c(root));
+  log(`cfg:queue ${c(r)} ${c(queueToken)} root=${c(root)}`);
   return 1;
 }
 
 export function proxy_on_queue_ready(root: u32, token: u32): void {
   const r = proxy_dequeue_shared_queue(token, OUT_PTR, OUT_SIZE);
-  const data = r == 0 ? takeOutString() : "";
+  const data = r === 0 ? takeOutString() : "";
   const again = proxy_dequeue_shared_queue(token, OUT_PTR, OUT_SIZE);
-  log("queue_ready root=" + c(root) + " token=" + c(token) + " deq=" + c(r) + ":" + data + " again=" + c(again));
+  log(`queue_ready root=${c(root)} token=${c(token)} deq=${c(r)}:${data} again=${c(again)}`);
 }
 
 export function proxy_on_http_call_response(root: u32, token: u32, nh: u32, bs: u32, nt: u32): void {
@@ -151,16 +157,18 @@ export function proxy_on_http_call_response(root: u32, token: u32, nh: u32, bs: 
     const e = proxy_set_effective_context(sid);
     const a = addHeader(0, "x-call-status", st.text);
     const cont = proxy_continue_stream(0);
-    extra = " eff=" + c(e) + " add=" + c(a) + " cont=" + c(cont);
+    extra = ` eff=${c(e)} add=${c(a)} cont=${c(cont)}`;
   }
-  log("call_response root=" + c(root) + " token=" + c(token) + " nh=" + c(nh) + " bs=" + c(bs) + " nt=" + c(nt) + " status=" + c(st.code) + ":" + st.text + " body=" + c(body.code) + ":" + body.text + " get_status=" + c(sc) + ":" + c(code) + ":" + msg + extra);
+  log(
+    `call_response root=${c(root)} token=${c(token)} nh=${c(nh)} bs=${c(bs)} nt=${c(nt)} status=${c(st.code)}:${st.text} body=${c(body.code)}:${body.text} get_status=${c(sc)}:${c(code)}:${msg}${extra}`,
+  );
 }
 
-export function proxy_on_request_headers(id: u32, n: u32, eos: u32): u32 {
+export function proxy_on_request_headers(id: u32, _n: u32, _eos: u32): u32 {
   const probe = getHeader(0, "x-probe").text;
   let out = "";
-  if (probe == "shared") {
-    const key = "k-" + getHeader(0, "x-key").text;
+  if (probe === "shared") {
+    const key = `k-${getHeader(0, "x-key").text}`;
     const miss = sharedGet(key);
     const s0 = sharedSet(key, "v1", 0);
     const g1 = sharedGet(key);
@@ -172,25 +180,42 @@ export function proxy_on_request_headers(id: u32, n: u32, eos: u32): u32 {
     const stale = sharedSet(key, "v3", cas1);
     const uncond = sharedSet(key, "v4", 0);
     const g3 = sharedGet(key);
-    out = "miss=" + c(miss.code) + " set0=" + c(s0) + " get=" + c(g1.code) + ":" + g1.text + " bad=" + c(bad) + " ok=" + c(ok) + " get2=" + g2.text + " casgrew=" + (cas2 > cas1 ? "1" : "0") + " stale=" + c(stale) + " uncond=" + c(uncond) + " final=" + g3.text;
-  } else if (probe == "queue") {
+    out = `miss=${c(miss.code)} set0=${c(s0)} get=${c(g1.code)}:${g1.text} bad=${c(bad)} ok=${c(ok)} get2=${g2.text} casgrew=${cas2 > cas1 ? "1" : "0"} stale=${c(stale)} uncond=${c(uncond)} final=${g3.text}`;
+  } else if (probe === "queue") {
     const vm = utf8("");
     const q = utf8("probe-queue");
-    const r = proxy_resolve_shared_queue(changetype<usize>(vm), 0, changetype<usize>(q), q.byteLength, OUT_U32);
+    const r = proxy_resolve_shared_queue(
+      changetype<usize>(vm),
+      0,
+      changetype<usize>(q),
+      q.byteLength,
+      OUT_U32,
+    );
     const t = load<u32>(OUT_U32);
     const nq = utf8("no-such-queue");
-    const r2 = proxy_resolve_shared_queue(changetype<usize>(vm), 0, changetype<usize>(nq), nq.byteLength, OUT_U32);
-    const data = utf8("item-" + getHeader(0, "x-item").text);
+    const r2 = proxy_resolve_shared_queue(
+      changetype<usize>(vm),
+      0,
+      changetype<usize>(nq),
+      nq.byteLength,
+      OUT_U32,
+    );
+    const data = utf8(`item-${getHeader(0, "x-item").text}`);
     const e = proxy_enqueue_shared_queue(t, changetype<usize>(data), data.byteLength);
     const e2 = proxy_enqueue_shared_queue(999999, changetype<usize>(data), data.byteLength);
     const d2 = proxy_dequeue_shared_queue(999999, OUT_PTR, OUT_SIZE);
-    out = "resolve=" + c(r) + " same=" + (t == queueToken ? "1" : "0") + " missing=" + c(r2) + " enq=" + c(e) + " enq_bad=" + c(e2) + " deq_bad=" + c(d2);
-  } else if (probe == "props") {
+    out = `resolve=${c(r)} same=${t === queueToken ? "1" : "0"} missing=${c(r2)} enq=${c(e)} enq_bad=${c(e2)} deq_bad=${c(d2)}`;
+  } else if (probe === "props") {
     const name = utf8("my_prop");
     const val = utf8("my-value");
-    const sp = proxy_set_property(changetype<usize>(name), name.byteLength, changetype<usize>(val), val.byteLength);
-    out = "path=" + prop("request/path") + " method=" + prop("request/method") + " hdr=" + prop("request/headers/x-probe") + " id=" + prop("request/id") + " proto=" + prop("request/protocol") + " src=" + prop("source/address") + " srcport=" + prop("source/port") + " dst=" + prop("destination/address") + " name=" + prop("plugin_name") + " root=" + prop("plugin_root_id") + " vm=" + prop("plugin_vm_id") + " node=" + prop("node/id") + " meta=" + prop("node/metadata/zone") + " nope=" + prop("no_such_thing") + " set=" + c(sp) + " get=" + prop("my_prop");
-  } else if (probe == "metrics") {
+    const sp = proxy_set_property(
+      changetype<usize>(name),
+      name.byteLength,
+      changetype<usize>(val),
+      val.byteLength,
+    );
+    out = `path=${prop("request/path")} method=${prop("request/method")} hdr=${prop("request/headers/x-probe")} id=${prop("request/id")} proto=${prop("request/protocol")} src=${prop("source/address")} srcport=${prop("source/port")} dst=${prop("destination/address")} name=${prop("plugin_name")} root=${prop("plugin_root_id")} vm=${prop("plugin_vm_id")} node=${prop("node/id")} meta=${prop("node/metadata/zone")} nope=${prop("no_such_thing")} set=${c(sp)} get=${prop("my_prop")}`;
+  } else if (probe === "metrics") {
     const ctr = defineMetric(0, "probe_requests");
     const g = defineMetric(1, "probe_gauge");
     const h = defineMetric(2, "probe_hist");
@@ -203,10 +228,10 @@ export function proxy_on_request_headers(id: u32, n: u32, eos: u32): u32 {
     const hr = proxy_record_metric(h, 42);
     const hi = proxy_increment_metric(h, 1);
     const unknown = proxy_increment_metric(ctr + 400, 1);
-    out = "ids=" + c(ctr) + "," + c(g) + "," + c(h) + " bad=" + c(bad) + " inc=" + c(i1) + " inc0=" + c(i0) + " incneg=" + c(ineg) + " ctr=" + getMetric(ctr) + " gauge_inc=" + c(gi) + " gauge_dec=" + c(gd) + " gauge=" + getMetric(g) + " hist_rec=" + c(hr) + " hist_inc=" + c(hi) + " hist_get=" + getMetric(h) + " unknown=" + c(unknown);
+    out = `ids=${c(ctr)},${c(g)},${c(h)} bad=${c(bad)} inc=${c(i1)} inc0=${c(i0)} incneg=${c(ineg)} ctr=${getMetric(ctr)} gauge_inc=${c(gi)} gauge_dec=${c(gd)} gauge=${getMetric(g)} hist_rec=${c(hr)} hist_inc=${c(hi)} hist_get=${getMetric(h)} unknown=${c(unknown)}`;
     const gr = proxy_record_metric(g, 100);
-    out += " gauge_set=" + c(gr) + " gauge2=" + getMetric(g);
-  } else if (probe == "misc") {
+    out += ` gauge_set=${c(gr)} gauge2=${getMetric(g)}`;
+  } else if (probe === "misc") {
     const ll = proxy_get_log_level(OUT_U32);
     const level = load<u32>(OUT_U32);
     const badlog = proxy_log(9, 0, 0);
@@ -237,29 +262,37 @@ export function proxy_on_request_headers(id: u32, n: u32, eos: u32): u32 {
     store<u32>(iov + 4, msg.byteLength);
     const fw = fd_write(1, iov, 1, OUT_U32);
     const fwBad = fd_write(7, iov, 1, OUT_U32);
-    out = "loglevel=" + c(ll) + ":" + c(level) + " badlog=" + c(badlog) + " time=" + c(tr) + ":" + (now > 1600000000000000000 ? "sane" : "bad") + " random=" + rnd.toString() + " random_big=" + big.toString() + " clock=" + clk.toString() + " clock_bad=" + clkBad.toString() + " eff_bad=" + c(eff) + " foreign=" + c(ff) + " done=" + c(dn) + " hm_bad=" + c(hmBad) + " hm_size=" + c(hmSize) + ":" + c(hmBytes) + " buf_bad=" + c(bufBad) + " cs_bad=" + c(csBad) + " cs_up=" + c(csUp) + " vmcfg=" + c(vm.code) + ":" + vm.text + " plugincfg=" + c(pc.code) + " calldata=" + c(cd.code) + " callbody=" + c(callBody.code) + " fd_write=" + fw.toString() + ":" + c(load<u32>(OUT_U32)) + " fd_bad=" + fwBad.toString();
-  } else if (probe == "httpcall") {
+    out = `loglevel=${c(ll)}:${c(level)} badlog=${c(badlog)} time=${c(tr)}:${now > 1600000000000000000 ? "sane" : "bad"} random=${rnd.toString()} random_big=${big.toString()} clock=${clk.toString()} clock_bad=${clkBad.toString()} eff_bad=${c(eff)} foreign=${c(ff)} done=${c(dn)} hm_bad=${c(hmBad)} hm_size=${c(hmSize)}:${c(hmBytes)} buf_bad=${c(bufBad)} cs_bad=${c(csBad)} cs_up=${c(csUp)} vmcfg=${c(vm.code)}:${vm.text} plugincfg=${c(pc.code)} calldata=${c(cd.code)} callbody=${c(callBody.code)} fd_write=${fw.toString()}:${c(load<u32>(OUT_U32))} fd_bad=${fwBad.toString()}`;
+  } else if (probe === "httpcall") {
     const cluster = getHeader(0, "x-cluster").text;
-    const timeout = <u32>I32.parseInt(getHeader(0, "x-timeout").code == 0 ? getHeader(0, "x-timeout").text : "0");
-    const r = httpCall(cluster, [":method", ":path", ":authority", "x-from"], ["POST", "/side?x=1", "side.local", "wasm"], "ping", timeout);
+    const timeout = <u32>(
+      I32.parseInt(getHeader(0, "x-timeout").code === 0 ? getHeader(0, "x-timeout").text : "0")
+    );
+    const r = httpCall(
+      cluster,
+      [":method", ":path", ":authority", "x-from"],
+      ["POST", "/side?x=1", "side.local", "wasm"],
+      "ping",
+      timeout,
+    );
     const token = load<u32>(OUT_U32);
     const missing = httpCall(cluster, [":method", ":path"], ["GET", "/"], "", 0);
     const unknown = httpCall("no-such-cluster", [":method", ":path", ":authority"], ["GET", "/", "x"], "", 0);
-    out = "call=" + c(r) + " token=" + c(token) + " missing=" + c(missing) + " unknown=" + c(unknown);
-    if (r == 0) {
+    out = `call=${c(r)} token=${c(token)} missing=${c(missing)} unknown=${c(unknown)}`;
+    if (r === 0) {
       pendingCall.set(token, id);
-      log("probe:" + probe + " " + out);
+      log(`probe:${probe} ${out}`);
       return 1; // wait for the answer; on_http_call_response continues the stream
     }
-  } else if (probe == "close") {
-    out = "close=" + c(proxy_close_stream(0));
+  } else if (probe === "close") {
+    out = `close=${c(proxy_close_stream(0))}`;
   }
-  if (probe.length > 0) log("probe:" + probe + " " + out);
+  if (probe.length > 0) log(`probe:${probe} ${out}`);
   return 0;
 }
 
-export function proxy_on_log(id: u32): void {}
-export function proxy_on_done(id: u32): u32 {
+export function proxy_on_log(_id: u32): void {}
+export function proxy_on_done(_id: u32): u32 {
   return 1;
 }
-export function proxy_on_delete(id: u32): void {}
+export function proxy_on_delete(_id: u32): void {}

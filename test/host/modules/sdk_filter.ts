@@ -3,8 +3,14 @@
 // get_header_map_value tolerates the BadArgument Envoy returns there, but replace() runs
 // CHECK_RESULT, which throws — a trap, so the VM fails like it would in Envoy.
 export * from "@gcoredev/proxy-wasm-sdk-as/assembly/proxy";
+
 import {
-  Context, FilterDataStatusValues, FilterHeadersStatusValues, RootContext, registerRootContext, stream_context,
+  Context,
+  FilterDataStatusValues,
+  FilterHeadersStatusValues,
+  RootContext,
+  registerRootContext,
+  stream_context,
 } from "@gcoredev/proxy-wasm-sdk-as/assembly";
 
 class Root extends RootContext {

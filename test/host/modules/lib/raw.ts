@@ -1,41 +1,20 @@
 // Raw Proxy-Wasm imports and helpers for the host's test modules. The modules call the ABI
 // directly (not through the SDK's wrappers) so they can log the exact result code of every call.
 import { __pin, __unpin } from "rt/itcms";
+import {
+  proxy_add_header_map_value,
+  proxy_get_buffer_bytes,
+  proxy_get_header_map_pairs,
+  proxy_get_header_map_value,
+  proxy_get_shared_data,
+  proxy_log,
+  proxy_remove_header_map_value,
+  proxy_replace_header_map_value,
+  proxy_send_local_response,
+  proxy_set_shared_data,
+} from "./env";
 
-// @ts-ignore: decorator
-@external("env", "proxy_log") export declare function proxy_log(level: u32, ptr: usize, size: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_get_log_level") export declare function proxy_get_log_level(out: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_get_buffer_bytes") export declare function proxy_get_buffer_bytes(t: u32, start: u32, len: u32, pp: usize, sp: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_get_buffer_status") export declare function proxy_get_buffer_status(t: u32, lp: usize, fp: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_set_buffer_bytes") export declare function proxy_set_buffer_bytes(t: u32, start: u32, len: u32, p: usize, s: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_get_header_map_value") export declare function proxy_get_header_map_value(t: u32, kp: usize, ks: usize, pp: usize, sp: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_get_header_map_pairs") export declare function proxy_get_header_map_pairs(t: u32, pp: usize, sp: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_get_header_map_size") export declare function proxy_get_header_map_size(t: u32, sp: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_add_header_map_value") export declare function proxy_add_header_map_value(t: u32, kp: usize, ks: usize, vp: usize, vs: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_replace_header_map_value") export declare function proxy_replace_header_map_value(t: u32, kp: usize, ks: usize, vp: usize, vs: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_remove_header_map_value") export declare function proxy_remove_header_map_value(t: u32, kp: usize, ks: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_continue_stream") export declare function proxy_continue_stream(t: u32): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_send_local_response") export declare function proxy_send_local_response(code: u32, dp: usize, ds: usize, bp: usize, bs: usize, hp: usize, hs: usize, grpc: i32): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_set_effective_context") export declare function proxy_set_effective_context(id: u32): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_set_tick_period_milliseconds") export declare function proxy_set_tick_period_milliseconds(ms: u32): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_get_shared_data") export declare function proxy_get_shared_data(kp: usize, ks: usize, pp: usize, sp: usize, cp: usize): u32;
-// @ts-ignore: decorator
-@external("env", "proxy_set_shared_data") export declare function proxy_set_shared_data(kp: usize, ks: usize, vp: usize, vs: usize, cas: u32): u32;
+export * from "./env";
 
 export const OUT_PTR: usize = memory.data(8);
 export const OUT_SIZE: usize = memory.data(8);
@@ -80,20 +59,32 @@ export function getHeader(mapType: u32, key: string): Result {
   const k = utf8(key);
   const r = new Result();
   r.code = proxy_get_header_map_value(mapType, changetype<usize>(k), k.byteLength, OUT_PTR, OUT_SIZE);
-  if (r.code == 0) r.text = takeOutString();
+  if (r.code === 0) r.text = takeOutString();
   return r;
 }
 
 export function addHeader(mapType: u32, key: string, value: string): u32 {
   const k = utf8(key);
   const v = utf8(value);
-  return proxy_add_header_map_value(mapType, changetype<usize>(k), k.byteLength, changetype<usize>(v), v.byteLength);
+  return proxy_add_header_map_value(
+    mapType,
+    changetype<usize>(k),
+    k.byteLength,
+    changetype<usize>(v),
+    v.byteLength,
+  );
 }
 
 export function replaceHeader(mapType: u32, key: string, value: string): u32 {
   const k = utf8(key);
   const v = utf8(value);
-  return proxy_replace_header_map_value(mapType, changetype<usize>(k), k.byteLength, changetype<usize>(v), v.byteLength);
+  return proxy_replace_header_map_value(
+    mapType,
+    changetype<usize>(k),
+    k.byteLength,
+    changetype<usize>(v),
+    v.byteLength,
+  );
 }
 
 export function removeHeader(mapType: u32, key: string): u32 {
@@ -104,16 +95,16 @@ export function removeHeader(mapType: u32, key: string): u32 {
 /** Number of pairs in the serialized map, or the error code as a negative number. */
 export function pairsCount(mapType: u32): i32 {
   const c = proxy_get_header_map_pairs(mapType, OUT_PTR, OUT_SIZE);
-  if (c != 0) return -(<i32>c);
+  if (c !== 0) return -(<i32>c);
   const b = takeOut();
-  if (b.byteLength == 0) return 0;
+  if (b.byteLength === 0) return 0;
   return <i32>load<u32>(changetype<usize>(b));
 }
 
 export function getBuffer(t: u32, start: u32, len: u32): Result {
   const r = new Result();
   r.code = proxy_get_buffer_bytes(t, start, len, OUT_PTR, OUT_SIZE);
-  if (r.code == 0) r.text = takeOutString();
+  if (r.code === 0) r.text = takeOutString();
   return r;
 }
 
@@ -131,7 +122,16 @@ export function localReply(code: u32, body: string, hk: string, hv: string): u32
   store<u32>(p + 8, v.byteLength);
   memory.copy(p + 12, changetype<usize>(k), k.byteLength);
   memory.copy(p + 13 + k.byteLength, changetype<usize>(v), v.byteLength);
-  return proxy_send_local_response(code, changetype<usize>(d), d.byteLength, changetype<usize>(b), b.byteLength, p, size, -1);
+  return proxy_send_local_response(
+    code,
+    changetype<usize>(d),
+    d.byteLength,
+    changetype<usize>(b),
+    b.byteLength,
+    p,
+    size,
+    -1,
+  );
 }
 
 /** "a=1;b=x" → map. */
@@ -154,7 +154,7 @@ export function sharedGet(key: string): Result {
   const k = utf8(key);
   const r = new Result();
   r.code = proxy_get_shared_data(changetype<usize>(k), k.byteLength, OUT_PTR, OUT_SIZE, OUT_U32);
-  if (r.code == 0) r.text = takeOutString();
+  if (r.code === 0) r.text = takeOutString();
   return r;
 }
 
