@@ -1,5 +1,6 @@
 // The Jinja renderer must match Python jinja2 (what vLLM runs) on the string methods chat
 // templates use; @huggingface/jinja alone does not.
+import { readFileSync } from "node:fs";
 import { Template } from "@huggingface/jinja";
 import { describe, expect, it } from "vitest";
 import { pythonStrip } from "../../control-plane/src/tokens/python-strip.ts";
@@ -43,4 +44,49 @@ describe("ChatTemplateRenderer string semantics", () => {
     expect(render("{{ messages[0].content.upper() }}{{ messages[0].content | length }}", "ab")).toBe("AB2");
     expect(new Template("{{ ' a\u0085' | trim }}").render({})).toBe("a\u0085");
   });
+});
+
+// Outputs of Python jinja2 3.1 (transformers' setup: sandbox, trim_blocks, lstrip_blocks) for
+// random conversations through the real Qwen3 and Llama-3.1 templates;
+// regenerate with fixtures/render_jinja2.py.
+interface Jinja2Fixture {
+  renderer: string;
+  templates: Array<{
+    name: string;
+    source: string;
+    bos: string;
+    eos: string;
+    conversations: Array<{
+      messages: Array<{ role: string; content: string }>;
+      addGenerationPrompt: boolean;
+      expected: string | null;
+    }>;
+  }>;
+}
+
+describe("agreement with Python jinja2 on real chat templates", () => {
+  const fixture = JSON.parse(
+    readFileSync(new URL("./fixtures/jinja2-renders.json", import.meta.url), "utf8"),
+  ) as Jinja2Fixture;
+
+  for (const t of fixture.templates) {
+    it(`${t.name}: byte-identical to ${fixture.renderer}`, () => {
+      const renderer = new ChatTemplateRenderer({ bos_token: t.bos, eos_token: t.eos }, t.source);
+      const plain = new Template(t.source);
+      let libraryDiffers = 0;
+      for (const c of t.conversations) {
+        const got = renderer.render(c.messages, { addGenerationPrompt: c.addGenerationPrompt });
+        expect(got, JSON.stringify(c.messages)).toBe(c.expected);
+        const raw = plain.render({
+          messages: c.messages,
+          add_generation_prompt: c.addGenerationPrompt,
+          bos_token: t.bos,
+          eos_token: t.eos,
+        });
+        if (raw !== c.expected) libraryDiffers++;
+      }
+      // The fixture exercises the differences the Python overrides exist for.
+      expect(libraryDiffers).toBeGreaterThan(0);
+    });
+  }
 });
