@@ -118,7 +118,10 @@ describe("metrics", () => {
     expect(h.counter("probe_requests")).toBe(4n);
     expect(h.gauge("probe_gauge")).toBe(100n);
     expect(h.histogram("probe_hist")?.count).toBe(2);
-    expect(h.stats()).toContain("probe_requests: 4");
+    expect(h.stats()).toContain("wasmcustom.probe_requests: 4");
+    expect(h.core.stats.prometheus()).toContain("probe_requests{} 4");
+    // Defining a name again on the same VM returns the same id.
+    expect(probe(h, w(h, 0), "metrics").line).toContain("ids=4,5,6");
   });
 });
 

@@ -8,7 +8,12 @@ import { SharedDataStore } from "./shared-data.ts";
 import { SharedQueues } from "./shared-queue.ts";
 import type { WasmThread } from "./thread.ts";
 
-export type FailurePolicy = "FAIL_CLOSED" | "FAIL_OPEN";
+/**
+ * envoy.extensions.wasm.v3.FailurePolicy: FAIL_CLOSED (the default unless the runtime flag
+ * envoy.reloadable_features.wasm_failure_reload_by_default is on) answers 503; FAIL_OPEN skips the
+ * filter; FAIL_RELOAD builds a fresh VM for the thread on the next request (with a backoff).
+ */
+export type FailurePolicy = "FAIL_CLOSED" | "FAIL_OPEN" | "FAIL_RELOAD";
 
 export interface ClusterAddress {
   host: string;
@@ -46,6 +51,8 @@ export interface HostOptions {
   /** Cluster name → loopback address ("127.0.0.1:8080" or {host, port}). */
   clusters?: Record<string, string | ClusterAddress>;
   failurePolicy?: FailurePolicy;
+  /** FAIL_RELOAD: least time between two reloads of one thread's VM (default 1000 ms). */
+  reloadBackoffMs?: number;
   /** Envoy's log level as proxy_get_log_level reports it (default 2 = info). */
   logLevel?: number;
   node?: NodeInfo;
@@ -100,6 +107,7 @@ export class HostCore {
   readonly envs: Record<string, string>;
   readonly clusters = new Map<string, ClusterAddress>();
   readonly failurePolicy: FailurePolicy;
+  readonly reloadBackoffMs: number;
   readonly logLevel: number;
   readonly node: NodeInfo;
   readonly bufferLimitBytes: number;
@@ -123,6 +131,7 @@ export class HostCore {
       this.clusters.set(name, typeof addr === "string" ? parseHostPort(addr) : addr);
     }
     this.failurePolicy = o.failurePolicy ?? "FAIL_CLOSED";
+    this.reloadBackoffMs = o.reloadBackoffMs ?? 1000;
     this.logLevel = o.logLevel ?? 2;
     this.node = o.node ?? { id: "kvroute-test-host", cluster: "kvroute" };
     this.bufferLimitBytes = o.bufferLimitBytes ?? 1024 * 1024;

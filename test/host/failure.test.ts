@@ -61,6 +61,41 @@ describe("failure policy", () => {
     expect(up.requests.map((r) => r.url)).toEqual(["/a", "/b"]);
   });
 
+  it("FAIL_RELOAD: the next request on the failed thread gets a freshly started VM", async () => {
+    up = await startUpstream();
+    gw = await startGateway({
+      wasm: moduleFile("trap"),
+      threads: 1,
+      clusters: { b: up.address },
+      defaultCluster: "b",
+      failurePolicy: "FAIL_RELOAD",
+      reloadBackoffMs: 0,
+    });
+    const before = gw.host.threads[0];
+    const r1 = await get(`${gw.url}/a`, { "x-trap": "1" });
+    const r2 = await get(`${gw.url}/b`);
+    expect([r1.status, r2.status]).toEqual([503, 200]);
+    expect(r2.ran).toBe("1");
+    expect(gw.host.reloads).toBe(1);
+    expect(gw.host.threads[0]).not.toBe(before);
+    expect(gw.host.threads[0]?.failed).toBe(false);
+  });
+
+  it("FAIL_RELOAD respects the backoff: within it the failed VM still answers 503", async () => {
+    up = await startUpstream();
+    gw = await startGateway({
+      wasm: moduleFile("trap"),
+      threads: 1,
+      clusters: { b: up.address },
+      defaultCluster: "b",
+      failurePolicy: "FAIL_RELOAD",
+      reloadBackoffMs: 60_000,
+    });
+    await get(`${gw.url}/a`, { "x-trap": "1" });
+    expect((await get(`${gw.url}/b`)).status).toBe(503);
+    expect(gw.host.reloads).toBe(0);
+  });
+
   it("an SDK filter that writes request headers after Continue traps (BadArgument → CHECK_RESULT)", async () => {
     up = await startUpstream();
     gw = await startGateway({

@@ -29,6 +29,9 @@ export class Host {
   /** Envoy's main-thread VM (ticks, http calls; never serves requests), if enabled. */
   readonly main: WasmThread | null = null;
   private nextThread = 0;
+  private readonly lastLoad: number[] = [];
+  /** How many times FAIL_RELOAD rebuilt a worker VM. */
+  reloads = 0;
 
   constructor(options: HostOptions) {
     this.core = new HostCore(options);
@@ -49,6 +52,7 @@ export class Host {
         this.core.scheduler.threads = all;
         t.start();
         this.threads.push(t);
+        this.lastLoad.push(Date.now());
       }
     } catch (e) {
       for (const t of all) t.close();
@@ -58,9 +62,34 @@ export class Host {
 
   /** Round-robin like connections spread over Envoy's workers. */
   pickThread(): WasmThread {
-    const t = this.threads[this.nextThread % this.threads.length] as WasmThread;
+    const k = this.nextThread % this.threads.length;
     this.nextThread++;
-    return t;
+    return this.maybeReload(k);
+  }
+
+  /**
+   * FAIL_RELOAD (PluginConfig::maybeReloadHandleIfNeeded): a VM that failed at run time is
+   * replaced by a freshly started one when the next stream is created on its thread, at most once
+   * per backoff interval. If the new VM fails to start, the failed one keeps answering 503.
+   */
+  private maybeReload(k: number): WasmThread {
+    const t = this.threads[k] as WasmThread;
+    if (!t.failed || this.core.failurePolicy !== "FAIL_RELOAD") return t;
+    const now = Date.now();
+    if (now - (this.lastLoad[k] ?? 0) < this.core.reloadBackoffMs) return t;
+    this.lastLoad[k] = now;
+    const fresh = new WasmThread(this.core, k, t.name);
+    try {
+      fresh.start();
+    } catch {
+      fresh.close();
+      return t;
+    }
+    t.close();
+    this.threads[k] = fresh;
+    this.core.scheduler.threads = this.core.scheduler.threads.map((x) => (x === t ? fresh : x));
+    this.reloads++;
+    return fresh;
   }
 
   /** A new stream context on `thread`; drive it with decodeHeaders/encodeHeaders/… on that thread. */
