@@ -10,6 +10,8 @@ import type { ReplayForm } from "./kv-publisher.ts";
 import { DEFAULT_LATENCY } from "./latency.ts";
 import type { DpTopology } from "./rank-header.ts";
 import { ENGINE_DEFAULTS, type SimConfig, startSim } from "./server.ts";
+import { createSimCluster } from "./virtual-cluster.ts";
+import { sharedPrefixWorkload } from "./workloads.ts";
 
 function int(min: number) {
   return (v: string): number => {
@@ -59,8 +61,10 @@ export interface SimOptions {
   kvEventsConfig?: string;
   eventEncoding: EventEncoding;
   kvEventsReplayForm: ReplayForm;
-  tokenizer: string;
+  tokenizer?: string;
   seed: number;
+  virtualRequests?: number;
+  virtualRate: number;
   timeScale: number;
   lbRule: BalancerRule;
   lbStatsIntervalMs: number;
@@ -131,7 +135,7 @@ export function configOf(o: SimOptions): SimConfig {
     host: o.host,
     port: o.port,
     topology: topologyOf(o),
-    tokenizerDir: o.tokenizer,
+    tokenizerDir: o.tokenizer ?? "",
     timeScale: o.timeScale,
     kvEvents,
     eventEncoding: o.eventEncoding,
@@ -171,7 +175,10 @@ export function registerSimCommand(program: Command): void {
     .command("sim")
     .description("Run simulated vLLM engines with data parallelism (or a Dynamo frontend over them)")
     .requiredOption("--model <name>", "model name served (as vLLM's --model / served name)")
-    .requiredOption("--tokenizer <dir>", "directory with tokenizer.json and tokenizer_config.json")
+    .option(
+      "--tokenizer <dir>",
+      "directory with tokenizer.json and tokenizer_config.json (required to serve)",
+    )
     .option("--host <host>", "address to listen on", "0.0.0.0")
     .option("--port <port>", "HTTP port (external LB: rank r of this node on port + r)", int(0), 8000)
     .option("--data-parallel-size <n>", "DP ranks in the deployment", int(1), 1)
@@ -251,6 +258,12 @@ export function registerSimCommand(program: Command): void {
       "Dynamo worker (repeat): instance id and aggregated|prefill|decode",
       workerSpec,
     )
+    .option(
+      "--virtual-requests <n>",
+      "no servers: run a shared-prefix workload of n requests in virtual time",
+      int(1),
+    )
+    .option("--virtual-rate <rps>", "arrival rate of the virtual workload (requests/s)", positiveFloat, 80)
     .action(async (o: SimOptions, cmd: Command) => {
       try {
         await run(o);
@@ -261,6 +274,11 @@ export function registerSimCommand(program: Command): void {
 }
 
 async function run(o: SimOptions): Promise<void> {
+  if (o.virtualRequests !== undefined) {
+    process.stdout.write(`${JSON.stringify(runVirtual(o))}\n`);
+    return;
+  }
+  if (o.tokenizer === undefined) throw new Error("--tokenizer <dir> is required to serve requests");
   let close: () => Promise<void>;
   if (o.frontend === "dynamo") {
     const cfg = dynamoConfigOf(o);
@@ -291,4 +309,48 @@ async function run(o: SimOptions): Promise<void> {
   };
   process.once("SIGINT", stop);
   process.once("SIGTERM", stop);
+}
+
+/** `--virtual-requests`: SGLang's generated-shared-prefix workload through the virtual-time
+ * cluster with vLLM's own balancer, summarised; the engine flags apply as when serving. */
+export function runVirtual(o: SimOptions): Record<string, number> {
+  const cfg = configOf({ ...o, dataParallelHybridLb: false, dataParallelExternalLb: false });
+  const t0 = performance.now();
+  const work = sharedPrefixWorkload({
+    requests: o.virtualRequests ?? 0,
+    ratePerSecond: o.virtualRate,
+    seed: o.seed,
+  });
+  const cluster = createSimCluster({
+    dataParallelSize: o.dataParallelSize,
+    numGpuBlocks: cfg.numGpuBlocks,
+    blockSize: cfg.blockSize,
+    maxNumSeqs: cfg.maxNumSeqs,
+    maxNumBatchedTokens: cfg.maxNumBatchedTokens,
+    maxModelLen: cfg.maxModelLen,
+    latency: cfg.latency,
+    seed: cfg.seed,
+    balancerRule: cfg.balancerRule,
+    statsIntervalMs: cfg.statsIntervalMs,
+  });
+  for (const w of work) cluster.submit(w.request, w.atMs);
+  const res = cluster.runUntilIdle();
+  const pct = (xs: number[], p: number) =>
+    xs[Math.min(xs.length - 1, Math.floor(xs.length * p))] ?? Number.NaN;
+  const ttft = res.map((r) => r.ttftMs).sort((a, b) => a - b);
+  const e2e = res.map((r) => r.e2eMs).sort((a, b) => a - b);
+  const prompt = res.reduce((a, r) => a + r.promptTokens, 0);
+  const cached = res.reduce((a, r) => a + r.cachedTokens, 0);
+  return {
+    requests: res.length,
+    wallSeconds: (performance.now() - t0) / 1000,
+    virtualSeconds: cluster.nowMs / 1000,
+    ttftP50Ms: pct(ttft, 0.5),
+    ttftP90Ms: pct(ttft, 0.9),
+    ttftP99Ms: pct(ttft, 0.99),
+    e2eP50Ms: pct(e2e, 0.5),
+    cachedTokenFraction: prompt === 0 ? 0 : cached / prompt,
+    outputTokensPerSecond: res.reduce((a, r) => a + r.outputTokens, 0) / (cluster.nowMs / 1000),
+    preemptions: res.reduce((a, r) => a + r.preemptions, 0),
+  };
 }

@@ -413,3 +413,39 @@ describe("virtual-time cluster", () => {
     expect(r?.ttftMs).toBeCloseTo(5.75 + 64 * 0.01725, 6);
   });
 });
+
+describe("kvroute sim --virtual-requests", () => {
+  it("summarises a shared-prefix run, identically for a seed", async () => {
+    const { runVirtual } = await import("../../control-plane/sim/cli.ts");
+    const o = {
+      model: "m",
+      host: "127.0.0.1",
+      port: 0,
+      dataParallelSize: 2,
+      blockSize: 16,
+      numGpuBlocks: 2000,
+      maxNumSeqs: 64,
+      maxNumBatchedTokens: 4096,
+      eventEncoding: "array",
+      kvEventsReplayForm: "topic",
+      seed: 9,
+      timeScale: 1,
+      lbRule: "current",
+      lbStatsIntervalMs: 100,
+      enablePromptTokensDetails: true,
+      stepOverheadMs: 5.75,
+      prefillTokenMs: 0.01725,
+      decodeSeqMs: 0.006,
+      frontend: "vllm",
+      virtualRequests: 300,
+      virtualRate: 50,
+    } as const;
+    const { wallSeconds: _a, ...a } = runVirtual(o);
+    const { wallSeconds: _b, ...b } = runVirtual(o);
+    expect(a).toEqual(b);
+    expect(a.requests).toBe(300);
+    expect(a.cachedTokenFraction).toBeGreaterThan(0);
+    const { wallSeconds: _c, ...c } = runVirtual({ ...o, seed: 10 });
+    expect(c).not.toEqual(a);
+  });
+});

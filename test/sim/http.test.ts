@@ -93,7 +93,11 @@ describe("OpenAI API on one internal-LB server with 2 ranks", () => {
       const cs = parts.slice(0, -1).map((e) => JSON.parse(e.slice(6)));
       expect(cs[0].choices[0].delta).toEqual({ role: "assistant", content: "" });
       expect(cs.slice(0, -1).every((c) => !("usage" in c))).toBe(true); // vLLM: exclude_unset
-      expect(cs.at(-1)).toMatchObject({ object: "chat.completion.chunk", choices: [], usage: { completion_tokens: 2 } });
+      expect(cs.at(-1)).toMatchObject({
+        object: "chat.completion.chunk",
+        choices: [],
+        usage: { completion_tokens: 2 },
+      });
     });
   });
 
