@@ -212,6 +212,20 @@ describe("templates that are not segmentable", () => {
     expect(r).toMatchObject({ ok: false });
   });
 
+  it("writes today's date", () => {
+    const source =
+      "<sys>Today Date: {{ strftime_now('%d %b %Y') }}</sys>" +
+      loop("<{{ m.role }}>{{ m.content }}</{{ m.role }}>");
+    expect(fromSource(source)).toEqual({
+      ok: false,
+      reason: "not segmentable: the template writes the current date (strftime_now)",
+    });
+    // The same template with the date removed is fine: the check is not a false alarm.
+    expect(fromSource(source.replace("{{ strftime_now('%d %b %Y') }}", "26 Jul 2024"))).toMatchObject({
+      ok: true,
+    });
+  });
+
   it("writes content twice", () => {
     expect(probeSource(loop("{{ m.content }}|{{ m.content }}"))).toMatchObject({
       ok: false,

@@ -36,12 +36,48 @@ function withRoles(t: SegmentTemplate, keep: ReadonlySet<TemplateRole>): Segment
   return { ...t, roles };
 }
 
-/** Derives and verifies from a chat template source (exposed for templates not in a config). */
+/** Renders with the clock stopped at `at` (strftime_now reads `new Date()`); synchronous, so scoped. */
+function renderAt(jinja: ChatTemplateRenderer, at: number): string | null {
+  const RealDate = Date;
+  class StoppedDate extends RealDate {
+    constructor(...args: ConstructorParameters<DateConstructor> | []) {
+      if (args.length === 0) super(at);
+      else super(...(args as ConstructorParameters<DateConstructor>));
+    }
+    static override now(): number {
+      return at;
+    }
+  }
+  globalThis.Date = StoppedDate as DateConstructor;
+  try {
+    return jinja.render([{ role: "user", content: "x" }]);
+  } catch {
+    return null;
+  } finally {
+    globalThis.Date = RealDate;
+  }
+}
+
+/**
+ * Whether the output changes with the current date (Llama-3.2/3.3 write `strftime_now(...)`
+ * into the system header): segments read off today would be wrong tomorrow, silently.
+ */
+function rendersTheDate(jinja: ChatTemplateRenderer): boolean {
+  return renderAt(jinja, Date.UTC(2001, 0, 1, 12)) !== renderAt(jinja, Date.UTC(2002, 1, 2, 12));
+}
+
+/**
+ * Derives and verifies from a renderer (also for templates that are not in a
+ * tokenizer_config.json, e.g. one given to vLLM with --chat-template).
+ */
 export function deriveSegmentTemplateFromRenderer(
   jinja: ChatTemplateRenderer,
   renderChat: CoreRenderChat,
   options: VerifyOptions = {},
 ): DeriveResult {
+  if (rendersTheDate(jinja)) {
+    return { ok: false, reason: "not segmentable: the template writes the current date (strftime_now)" };
+  }
   const probed = probeSegmentTemplate((messages, gen) =>
     jinja.render(messages, { addGenerationPrompt: gen }),
   );
