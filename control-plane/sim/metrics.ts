@@ -1,7 +1,8 @@
 // Prometheus text exposition with vLLM's metric names, types and labels, written by hand so
-// the output matches Python prometheus_client's as scraped from vLLM: labels in vLLM's
-// declaration order (`model_name`, then `engine` = the global DP rank as a string), floats
-// Python-style ("0.0"), counters declared under their `_total` name. A server lists exactly
+// the output matches Python prometheus_client's as scraped from vLLM V1: per-engine series
+// labelled `{engine="<global DP rank>",model_name="..."}` (in that order, as captured vLLM
+// scrapes show), floats Python-style ("0.0"), counters declared under their `_total` name;
+// `cache_config_info` carries CacheConfig fields as labels with `engine` last. A server lists exactly
 // the engines it fronts: all ranks (internal LB), its local range (hybrid), its own (external).
 import type { Engine } from "./engine.ts";
 
@@ -104,8 +105,8 @@ export function renderMetrics(modelName: string, engines: readonly Engine[]): st
     for (const e of engines) {
       out.push(
         `${f.name}${labels([
-          ["model_name", modelName],
           ["engine", String(e.config.rank)],
+          ["model_name", modelName],
         ])} ${pyFloat(f.value(e))}`,
       );
     }

@@ -195,7 +195,7 @@ describe("real tokenization", () => {
 
 describe("metrics carry vLLM's engine labels in each DP mode", () => {
   const enginesIn = (text: string) =>
-    [...text.matchAll(/^vllm:num_requests_running\{model_name="m",engine="(\d+)"\} /gm)].map((m) => m[1]);
+    [...text.matchAll(/^vllm:num_requests_running\{engine="(\d+)",model_name="m"\} /gm)].map((m) => m[1]);
 
   it("internal LB: all ranks on one server", async () => {
     await withSim(
@@ -210,8 +210,8 @@ describe("metrics carry vLLM's engine labels in each DP mode", () => {
         );
         const text = await (await fetch(`http://127.0.0.1:${sim.ports[0]}/metrics`)).text();
         expect(enginesIn(text)).toEqual(["0", "1", "2"]);
-        expect(text).toMatch(/^vllm:prefix_cache_queries_total\{model_name="m",engine="2"\} [1-9]\d*\.0$/m);
-        expect(text).toMatch(/^vllm:prefix_cache_hits_total\{model_name="m",engine="2"\} 0\.0$/m);
+        expect(text).toMatch(/^vllm:prefix_cache_queries_total\{engine="2",model_name="m"\} [1-9]\d*\.0$/m);
+        expect(text).toMatch(/^vllm:prefix_cache_hits_total\{engine="2",model_name="m"\} 0\.0$/m);
         expect(text).toMatch(
           /^vllm:cache_config_info\{block_size="16",.*num_gpu_blocks="512",.*engine="1"\} 1\.0$/m,
         );
