@@ -89,6 +89,18 @@ describe("shared queues", () => {
   });
 });
 
+describe("shared queues registered from a stream context", () => {
+  it("deliver on_queue_ready to that stream's root context", async () => {
+    const h = make({ threads: 1, mainThread: false });
+    const { line } = probe(h, w(h, 0), "qreg");
+    expect(line).toBe("register=0 enq=0");
+    await waitFor(() => h.logs((m) => m.startsWith("queue_ready")).length > 0);
+    expect(h.logs((m) => m.startsWith("queue_ready"))[0]).toMatch(
+      /^queue_ready root=1 token=\d+ deq=0:from-stream again=7$/,
+    );
+  });
+});
+
 describe("properties", () => {
   it("resolves NUL-separated paths; ints are 8-byte little-endian; unknown → NotFound", () => {
     const h = make({

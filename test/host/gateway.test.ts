@@ -4,7 +4,7 @@
 import http from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
 import { type Gateway, startGateway } from "./gateway.ts";
-import { callbacks, filterFile, moduleFile, startUpstream, type Upstream } from "./testing.ts";
+import { callbacks, filterFile, moduleFile, startUpstream, type Upstream, waitFor } from "./testing.ts";
 
 let gw: Gateway | null = null;
 const ups: Upstream[] = [];
@@ -164,5 +164,49 @@ describe("gateway mode", () => {
     expect(r.status).toBe(413);
     expect(await r.text()).toBe("Payload Too Large");
     expect(b.requests).toHaveLength(0);
+  });
+
+  it("a client that disconnects mid-stream still ends the stream with on_log → on_done → on_delete", async () => {
+    let upstreamClosed = false;
+    const sse = await startUpstream((req, _body, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write("data: first\n\n");
+      req.socket.on("close", () => {
+        upstreamClosed = true;
+      });
+    });
+    ups.push(sse);
+    gw = await startGateway({
+      wasm: moduleFile("lifecycle"),
+      threads: 1,
+      clusters: { s: sse.address },
+      defaultCluster: "s",
+    });
+    await new Promise<void>((resolve) => {
+      const req = http.get(`${gw?.url}/v1/completions`, (res) => {
+        res.once("data", () => {
+          req.destroy();
+          resolve();
+        });
+      });
+      req.on("error", () => {});
+    });
+    await waitFor(() => callbacks(gw?.host.logs() ?? []).some((c) => c.startsWith("delete")));
+    const cbs = callbacks(gw.host.logs()).filter(
+      (c) => !c.startsWith("vm_start") && !c.startsWith("configure"),
+    );
+    expect(cbs.map((c) => c.split(" ")[0])).toEqual([
+      "create", // main-thread root
+      "create", // worker root
+      "create", // stream
+      "req_headers",
+      "resp_headers",
+      "resp_body",
+      "log",
+      "done",
+      "delete",
+    ]);
+    expect(gw.accessLog[0]?.details).toBe("downstream_remote_disconnect");
+    await waitFor(() => upstreamClosed);
   });
 });

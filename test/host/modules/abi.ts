@@ -284,6 +284,13 @@ export function proxy_on_request_headers(id: u32, _n: u32, _eos: u32): u32 {
       log(`probe:${probe} ${out}`);
       return 1; // wait for the answer; on_http_call_response continues the stream
     }
+  } else if (probe === "qreg") {
+    const q = utf8("stream-queue");
+    const r = proxy_register_shared_queue(changetype<usize>(q), q.byteLength, OUT_U32);
+    const t = load<u32>(OUT_U32);
+    const data = utf8("from-stream");
+    const e = proxy_enqueue_shared_queue(t, changetype<usize>(data), data.byteLength);
+    out = `register=${c(r)} enq=${c(e)}`;
   } else if (probe === "close") {
     out = `close=${c(proxy_close_stream(0))}`;
   }
