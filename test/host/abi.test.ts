@@ -206,6 +206,15 @@ describe("proxy_http_call", () => {
     expect(h.logs((m) => m.startsWith("call_response"))[0]).toContain(
       "nh=0 bs=0 nt=0 status=2: body=1: get_status=0:11:reset",
     );
+    // Envoy never resets status_code_ on success: the next good answer still reports 11, no message.
+    const good = await startUpstream();
+    upstreams.push(good);
+    h.core.clusters.set("good", { host: "127.0.0.1", port: good.port });
+    probe(h, w(h, 0), "httpcall", [["x-cluster", "good"]]);
+    await waitFor(() => h.logs((m) => m.startsWith("call_response")).length > 1);
+    expect(h.logs((m) => m.startsWith("call_response"))[1]).toContain(
+      "status=0:200 body=0:echo:ping get_status=0:11: ",
+    );
   });
 
   it("a refused connection is the router's 503; a timeout is 504", async () => {
