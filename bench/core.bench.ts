@@ -45,9 +45,24 @@ function throughput(ms: number, bytes: number, fn: () => void): number {
   return (n * bytes) / ((t - t0) / 1000);
 }
 
-/** A chat body of about `tokens` tokens (≈ 4 bytes each): system prompt plus alternating turns. */
-export function chatBody(tokens: number): Uint8Array {
-  const words = [
+const WORDS = {
+  /** English prose: ASCII, with a newline or a quote now and then (escaped in JSON). */
+  english: [
+    "the",
+    "router",
+    "keeps",
+    "a",
+    "prefix",
+    "cache",
+    "of",
+    "every",
+    "engine,",
+    "and",
+    "tokens.",
+    "It",
+  ],
+  /** About a quarter of the words non-ASCII or escaped: a harder case for the scanner. */
+  mixed: [
     "the",
     "router",
     "cache",
@@ -60,15 +75,19 @@ export function chatBody(tokens: number): Uint8Array {
     "🌍",
     '"quoted"',
     "a\\b",
-  ];
+  ],
+} as const;
+
+/** A chat body of about `tokens` tokens (≈ 4 bytes each): system prompt plus alternating turns. */
+export function chatBody(tokens: number, words: readonly string[] = WORDS.mixed): Uint8Array {
   let seed = 1;
   const word = (): string => {
-    seed = (seed * 1103515245 + 12345) >>> 0;
-    return words[seed % words.length] as string;
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+    return words[(seed >>> 16) % words.length] as string;
   };
   const text = (bytes: number): string => {
     let s = "";
-    while (s.length < bytes) s += `${word()} ${seed % 13 === 0 ? "\n" : ""}`;
+    while (s.length < bytes) s += `${word()}${(seed >>> 8) % 29 === 0 ? "\n" : " "}`;
     return s;
   };
   const messages = [{ role: "system", content: text(1200) }];
@@ -113,8 +132,13 @@ export function benchCore(): void {
   row("plain copy JS → Wasm memory (same bytes)", `${(copyBps / 1e9).toFixed(2)} GB/s`);
 
   // ---- the filter's hot path ----
-  for (const tokens of [2048, 32768]) {
-    const body = chatBody(tokens);
+  for (const [kind, tokens] of [
+    ["english", 2048],
+    ["mixed", 2048],
+    ["english", 32768],
+    ["mixed", 32768],
+  ] as const) {
+    const body = chatBody(tokens, WORDS[kind]);
     const n = body.length;
     const bodyPtr = c.io(n + 64);
     const model = new TextEncoder().encode("Qwen/Qwen3-8B");
@@ -141,7 +165,7 @@ export function benchCore(): void {
       hashRequest(body, { endpoint: "chat", template, model: "Qwen/Qwen3-8B" });
     });
     process.stdout.write(
-      `${tokens / 1024}k-token chat: body ${n} B → stream ${streamLen} B, ${Math.floor(streamLen / 128)} chunks\n`,
+      `${tokens / 1024}k-token ${kind} chat (Qwen3 template): body ${n} B → stream ${streamLen} B, ${Math.floor(streamLen / 128)} chunks\n`,
     );
     const fmt = (p: Percentiles): string => `p50 ${p.p50us.toFixed(2)} µs  p99 ${p.p99us.toFixed(2)} µs`;
     row("scan + render + hash (body in Wasm memory)", fmt(pipeline));

@@ -218,3 +218,6 @@ export function hashRequestIo(
 export function parseRankIo(len: i32): i64 {
   return parseRank(io.ptr, len);
 }
+
+// Routing pieces (cache images, prefix walk) for Node tests and benchmarks.
+export * from "./route-io";

@@ -6,6 +6,7 @@
 import { ByteBuf } from "./byte-buf";
 import { ERR_DEPTH, ERR_LIMIT, ERR_NOT_OBJECT, ERR_SYNTAX, ERR_TRUNCATED } from "./errors";
 import { decodeString, scanString, stringHasEscape } from "./json-string";
+import { head8, Literal } from "./literal";
 
 /** Deepest nesting the scanner accepts (Python's json gives up near 1000 too). */
 export const MAX_DEPTH: i32 = 512;
@@ -89,6 +90,31 @@ const M_REASONING: i32 = 6;
 const P_TYPE: i32 = 1;
 const P_TEXT: i32 = 2;
 
+const L_MODEL = new Literal("model");
+const L_PROMPT = new Literal("prompt");
+const L_STREAM = new Literal("stream");
+const L_SUFFIX = new Literal("suffix");
+const L_MESSAGES = new Literal("messages");
+const L_TOOLS = new Literal("tools");
+const L_CACHE_SALT = new Literal("cache_salt");
+const L_LORA_PATH = new Literal("lora_path");
+const L_DOCUMENTS = new Literal("documents");
+const L_CHAT_TEMPLATE = new Literal("chat_template");
+const L_PROMPT_EMBEDS = new Literal("prompt_embeds");
+const L_CHAT_TEMPLATE_KWARGS = new Literal("chat_template_kwargs");
+const L_ADD_GENERATION_PROMPT = new Literal("add_generation_prompt");
+const L_CONTINUE_FINAL_MESSAGE = new Literal("continue_final_message");
+const L_ADD_SPECIAL_TOKENS = new Literal("add_special_tokens");
+const L_ROLE = new Literal("role");
+const L_CONTENT = new Literal("content");
+const L_NAME = new Literal("name");
+const L_TOOL_CALLS = new Literal("tool_calls");
+const L_TOOL_CALL_ID = new Literal("tool_call_id");
+const L_REASONING_CONTENT = new Literal("reasoning_content");
+const L_REASONING = new Literal("reasoning");
+const L_TYPE = new Literal("type");
+const L_TEXT = new Literal("text");
+
 /** Compares n bytes at p with an ASCII literal. */
 export function bytesEqual(p: usize, n: i32, s: string): bool {
   if (n !== s.length) return false;
@@ -137,6 +163,10 @@ export class RequestScan {
   private strOff: i32 = 0;
   private strLen: i32 = 0;
   private strEsc: bool = false;
+  // Decoded bytes of the last key (see prepareKey).
+  private keyPtr: usize = 0;
+  private keyLen: i32 = 0;
+  private keyHead: u64 = 0;
 
   private reset(body: usize, len: i32): void {
     this.body = body;
@@ -226,14 +256,33 @@ export class RequestScan {
     return 0;
   }
 
-  /** Does the last string read equal the ASCII literal (after decoding escapes)? */
-  private strIs(s: string): bool {
-    if (!this.strEsc) return bytesEqual(this.body + <usize>this.strOff, this.strLen, s);
-    // An escaped form is at most 6 bytes per character; longer spans cannot match.
-    if (this.strLen > 6 * s.length) return false;
-    this.scratch.len = 0;
-    decodeString(this.body + <usize>this.strOff, this.strLen, true, this.scratch);
-    return bytesEqual(this.scratch.ptr, this.scratch.len, s);
+  /**
+   * Prepares the last string read for literal tests: keyPtr/keyLen/keyHead describe its decoded
+   * bytes (decoded into scratch only when it has escapes).
+   */
+  private prepareKey(): void {
+    if (!this.strEsc) {
+      this.keyPtr = this.body + <usize>this.strOff;
+      this.keyLen = this.strLen;
+    } else {
+      this.scratch.len = 0;
+      // An escaped form of a literal key is at most 6 bytes per character; longer spans match nothing.
+      if (this.strLen <= 6 * 24)
+        decodeString(this.body + <usize>this.strOff, this.strLen, true, this.scratch);
+      this.keyPtr = this.scratch.ptr;
+      this.keyLen = this.scratch.len;
+    }
+    this.keyHead = head8(this.keyPtr, this.keyLen);
+  }
+
+  @inline private keyIs(lit: Literal): bool {
+    return lit.is(this.keyPtr, this.keyLen, this.keyHead);
+  }
+
+  /** Does the last string read equal the literal (after decoding escapes)? */
+  private strIs(lit: Literal): bool {
+    this.prepareKey();
+    return this.keyIs(lit);
   }
 
   /** Reads `"key" :` and classifies the key for the given level (0 top, 1 message, 2 part). */
@@ -246,63 +295,62 @@ export class RequestScan {
     this.p++;
     this.ws();
     if (this.p >= this.end) return ERR_TRUNCATED;
+    this.prepareKey();
     if (level === 0) return this.topKey();
     if (level === 1) return this.messageKey();
-    if (this.strIs("type")) return P_TYPE;
-    if (this.strIs("text")) return P_TEXT;
+    if (this.keyIs(L_TYPE)) return P_TYPE;
+    if (this.keyIs(L_TEXT)) return P_TEXT;
     return K_OTHER;
   }
 
   private topKey(): i32 {
-    // Dispatch on the raw length first: most keys are unescaped and this rejects most mismatches.
-    const n = this.strEsc ? -1 : this.strLen;
-    if (n === 5 || n < 0) {
-      if (this.strIs("model")) return K_MODEL;
-    }
-    if (n === 6 || n < 0) {
-      if (this.strIs("prompt")) return K_PROMPT;
-      if (this.strIs("stream")) return K_STREAM;
-      if (this.strIs("suffix")) return K_SUFFIX;
-    }
-    if (n === 8 || n < 0) {
-      if (this.strIs("messages")) return K_MESSAGES;
-    }
-    if (n === 5 || n < 0) {
-      if (this.strIs("tools")) return K_TOOLS;
-    }
-    if (n === 10 || n < 0) {
-      if (this.strIs("cache_salt")) return K_CACHE_SALT;
-    }
-    if (n === 9 || n < 0) {
-      if (this.strIs("lora_path")) return K_LORA_PATH;
-      if (this.strIs("documents")) return K_DOCUMENTS;
-    }
-    if (n === 13 || n < 0) {
-      if (this.strIs("chat_template")) return K_CHAT_TEMPLATE;
-      if (this.strIs("prompt_embeds")) return K_PROMPT_EMBEDS;
-    }
-    if (n === 20 || n < 0) {
-      if (this.strIs("chat_template_kwargs")) return K_CHAT_TEMPLATE_KWARGS;
-    }
-    if (n === 21 || n < 0) {
-      if (this.strIs("add_generation_prompt")) return K_ADD_GENERATION_PROMPT;
-    }
-    if (n === 22 || n < 0) {
-      if (this.strIs("continue_final_message")) return K_CONTINUE_FINAL_MESSAGE;
-    }
-    if (n === 18 || n < 0) {
-      if (this.strIs("add_special_tokens")) return K_ADD_SPECIAL_TOKENS;
+    switch (this.keyLen) {
+      case 5:
+        if (this.keyIs(L_MODEL)) return K_MODEL;
+        if (this.keyIs(L_TOOLS)) return K_TOOLS;
+        break;
+      case 6:
+        if (this.keyIs(L_PROMPT)) return K_PROMPT;
+        if (this.keyIs(L_STREAM)) return K_STREAM;
+        if (this.keyIs(L_SUFFIX)) return K_SUFFIX;
+        break;
+      case 8:
+        if (this.keyIs(L_MESSAGES)) return K_MESSAGES;
+        break;
+      case 9:
+        if (this.keyIs(L_LORA_PATH)) return K_LORA_PATH;
+        if (this.keyIs(L_DOCUMENTS)) return K_DOCUMENTS;
+        break;
+      case 10:
+        if (this.keyIs(L_CACHE_SALT)) return K_CACHE_SALT;
+        break;
+      case 13:
+        if (this.keyIs(L_CHAT_TEMPLATE)) return K_CHAT_TEMPLATE;
+        if (this.keyIs(L_PROMPT_EMBEDS)) return K_PROMPT_EMBEDS;
+        break;
+      case 18:
+        if (this.keyIs(L_ADD_SPECIAL_TOKENS)) return K_ADD_SPECIAL_TOKENS;
+        break;
+      case 20:
+        if (this.keyIs(L_CHAT_TEMPLATE_KWARGS)) return K_CHAT_TEMPLATE_KWARGS;
+        break;
+      case 21:
+        if (this.keyIs(L_ADD_GENERATION_PROMPT)) return K_ADD_GENERATION_PROMPT;
+        break;
+      case 22:
+        if (this.keyIs(L_CONTINUE_FINAL_MESSAGE)) return K_CONTINUE_FINAL_MESSAGE;
+        break;
     }
     return K_OTHER;
   }
 
   private messageKey(): i32 {
-    if (this.strIs("role")) return M_ROLE;
-    if (this.strIs("content")) return M_CONTENT;
-    if (this.strIs("name")) return M_NAME;
-    if (this.strIs("tool_calls")) return M_TOOL_CALLS;
-    if (this.strIs("tool_call_id")) return M_TOOL_CALL_ID;
-    if (this.strIs("reasoning_content") || this.strIs("reasoning")) return M_REASONING;
+    if (this.keyIs(L_ROLE)) return M_ROLE;
+    if (this.keyIs(L_CONTENT)) return M_CONTENT;
+    if (this.keyIs(L_NAME)) return M_NAME;
+    if (this.keyIs(L_TOOL_CALLS)) return M_TOOL_CALLS;
+    if (this.keyIs(L_TOOL_CALL_ID)) return M_TOOL_CALL_ID;
+    if (this.keyIs(L_REASONING_CONTENT) || this.keyIs(L_REASONING)) return M_REASONING;
     return K_OTHER;
   }
 
@@ -580,9 +628,13 @@ export class RequestScan {
 
   private addPart(): i32 {
     if (this.partCount >= MAX_PARTS) return ERR_LIMIT;
-    this.parts.appendI32(this.strOff);
-    this.parts.appendI32(this.strLen);
-    this.parts.appendI32(this.strEsc ? 1 : 0);
+    const parts = this.parts;
+    parts.reserve(PART_RECORD);
+    const rec = parts.ptr + <usize>parts.len;
+    store<i32>(rec, this.strOff);
+    store<i32>(rec, this.strLen, 4);
+    store<i32>(rec, this.strEsc ? 1 : 0, 8);
+    parts.len += PART_RECORD;
     this.partCount++;
     return 0;
   }
@@ -655,7 +707,7 @@ export class RequestScan {
           const r = this.readString();
           if (r < 0) return r;
           if (key === P_TYPE) {
-            type = this.strIs("text") ? 1 : 2;
+            type = this.strIs(L_TEXT) ? 1 : 2;
           } else {
             hasText = true;
             textOff = this.strOff;

@@ -1,0 +1,270 @@
+// Decoders for the control plane's shared-data images `kvr.cfg`, `kvr.slots`, `kvr.load`
+// (docs/wire-format.md §4). The filter decodes an image once per change (its shared-data cas
+// tells it when), never per request. A malformed image decodes to null with a reason code and
+// the filter keeps its previous one.
+import { ImageReader } from "./image-reader";
+import { decodeSegmentTemplate, SegmentTemplate } from "./segment-template";
+
+export const IMAGE_PROTOCOL: u32 = 1;
+export const CFG_MAGIC: u32 = 0x4352564b; // "KVRC"
+export const SLOTS_MAGIC: u32 = 0x5452564b; // "KVRT"
+export const LOAD_MAGIC: u32 = 0x4c52564b; // "KVRL"
+
+export const IMG_ERR_MAGIC: i32 = -1;
+export const IMG_ERR_PROTOCOL: i32 = -2;
+export const IMG_ERR_TRUNCATED: i32 = -3;
+export const IMG_ERR_TRAILING: i32 = -4;
+export const IMG_ERR_RANGE: i32 = -5;
+
+/** Why the last decode returned null. */
+export let imageError: i32 = 0;
+
+export const ENGINE_VLLM: u8 = 0;
+export const ENGINE_SGLANG: u8 = 1;
+export const ENGINE_DYNAMO: u8 = 2;
+export const DP_INTERNAL: u8 = 0;
+export const DP_HYBRID: u8 = 1;
+export const DP_EXTERNAL: u8 = 2;
+export const POLICY_KV_AWARE: u8 = 0;
+export const POLICY_LEAST_LOAD: u8 = 1;
+export const POLICY_ROUND_ROBIN: u8 = 2;
+export const POLICY_RANDOM: u8 = 3;
+export const RANK_IGNORE: u8 = 0;
+export const RANK_HONOR: u8 = 1;
+export const RANK_REJECT: u8 = 2;
+export const POOL_SGLANG_BODY_RANK: u8 = 1;
+export const POOL_DYNAMO_LEGACY: u8 = 2;
+export const POOL_DISAGGREGATED: u8 = 4;
+export const ROLE_AGGREGATED: u8 = 0;
+export const ROLE_PREFILL: u8 = 1;
+export const ROLE_DECODE: u8 = 2;
+
+/** Limits that keep a hostile or broken image from making the filter allocate without bound. */
+const MAX_POOLS: u32 = 1024;
+const MAX_MODELS: u32 = 256;
+const MAX_CIDRS: u32 = 1024;
+const MAX_SLOTS: u32 = 65535;
+
+export class PoolImage {
+  name: string = "";
+  engine: u8 = 0;
+  dpMode: u8 = 0;
+  policy: u8 = 0;
+  flags: u8 = 0;
+  blockSize: u32 = 16;
+  /** Model names as bytes (the first is canonical and seeds h0), compared to the request's `model`. */
+  models: ArrayBuffer[] = [];
+  bosText: ArrayBuffer = new ArrayBuffer(0);
+  /** null: chats of this pool are not segmentable (route by load and speculative affinity). */
+  template: SegmentTemplate | null = null;
+}
+
+export class CfgImage {
+  chunkSize: i32 = 128;
+  buckets: u32 = 0;
+  ways: u32 = 0;
+  slotWords: i32 = 1;
+  speculativeTtlMs: u32 = 0;
+  maxBodyBytes: u32 = 0;
+  overlapWeight: f32 = 1;
+  decodeWeight: f32 = 1;
+  inflightWeight: f32 = 1;
+  temperature: f32 = 0;
+  rankPolicy: u8 = RANK_IGNORE;
+  failClosed: bool = false;
+  defaultPool: i32 = -1;
+  secretHeaderName: string = "";
+  secretHeaderValue: string = "";
+  trustedCidrs: string[] = [];
+  pools: PoolImage[] = [];
+}
+
+function header(r: ImageReader, magic: u32): bool {
+  if (r.u32() !== magic) {
+    imageError = IMG_ERR_MAGIC;
+    return false;
+  }
+  if (r.u16() !== IMAGE_PROTOCOL) {
+    imageError = IMG_ERR_PROTOCOL;
+    return false;
+  }
+  return true;
+}
+
+function finish(r: ImageReader): bool {
+  if (!r.ok) {
+    imageError = IMG_ERR_TRUNCATED;
+    return false;
+  }
+  if (!r.atEnd()) {
+    imageError = IMG_ERR_TRAILING;
+    return false;
+  }
+  return true;
+}
+
+export function decodeCfg(ptr: usize, len: i32): CfgImage | null {
+  const r = new ImageReader(ptr, len);
+  if (!header(r, CFG_MAGIC)) return null;
+  r.u16();
+  const c = new CfgImage();
+  c.chunkSize = <i32>r.u32();
+  c.buckets = r.u32();
+  c.ways = r.u16();
+  c.slotWords = <i32>r.u16();
+  c.speculativeTtlMs = r.u32();
+  c.maxBodyBytes = r.u32();
+  c.overlapWeight = r.f32();
+  c.decodeWeight = r.f32();
+  c.inflightWeight = r.f32();
+  c.temperature = r.f32();
+  c.rankPolicy = <u8>r.u8();
+  c.failClosed = r.u8() !== 0;
+  c.defaultPool = r.i16();
+  c.secretHeaderName = r.str16();
+  c.secretHeaderValue = r.str16();
+  const cidrs = r.u16();
+  if (cidrs > MAX_CIDRS) r.ok = false;
+  for (let i: u32 = 0; r.ok && i < cidrs; i++) c.trustedCidrs.push(r.str16());
+  const pools = r.u16();
+  if (pools > MAX_POOLS) r.ok = false;
+  for (let i: u32 = 0; r.ok && i < pools; i++) {
+    const p = new PoolImage();
+    p.name = r.str16();
+    p.engine = <u8>r.u8();
+    p.dpMode = <u8>r.u8();
+    p.policy = <u8>r.u8();
+    p.flags = <u8>r.u8();
+    p.blockSize = r.u16();
+    const models = r.u16();
+    if (models > MAX_MODELS) r.ok = false;
+    for (let m: u32 = 0; r.ok && m < models; m++) p.models.push(r.str16Bytes());
+    p.bosText = r.str16Bytes();
+    const tpl = r.blob32();
+    if (r.ok && tpl.byteLength > 0)
+      p.template = decodeSegmentTemplate(changetype<usize>(tpl), tpl.byteLength);
+    c.pools.push(p);
+  }
+  if (!finish(r)) return null;
+  // Values the routing math divides by or indexes with: refuse the image rather than trap later.
+  const bucketsPowerOfTwo = c.buckets !== 0 && (c.buckets & (c.buckets - 1)) === 0;
+  if (
+    c.chunkSize < 1 ||
+    !bucketsPowerOfTwo ||
+    c.ways === 0 ||
+    c.slotWords < 1 ||
+    c.slotWords > 1024 ||
+    c.defaultPool >= c.pools.length
+  ) {
+    imageError = IMG_ERR_RANGE;
+    return null;
+  }
+  imageError = 0;
+  return c;
+}
+
+export class SlotsImage {
+  count: i32 = 0;
+  pool: StaticArray<u16> = new StaticArray<u16>(0);
+  flags: StaticArray<u8> = new StaticArray<u8>(0);
+  globalRank: StaticArray<u32> = new StaticArray<u32>(0);
+  /** -1: send no rank header (vLLM external LB: the port is the rank). */
+  headerRank: StaticArray<i32> = new StaticArray<i32>(0);
+  workerId: StaticArray<u64> = new StaticArray<u64>(0);
+  address: string[] = [];
+
+  @inline present(slot: i32): bool {
+    return (this.flags[slot] & 1) !== 0;
+  }
+  @inline role(slot: i32): u8 {
+    return (this.flags[slot] >> 1) & 3;
+  }
+}
+
+export function decodeSlots(ptr: usize, len: i32, poolCount: i32): SlotsImage | null {
+  const r = new ImageReader(ptr, len);
+  if (!header(r, SLOTS_MAGIC)) return null;
+  const n = r.u16();
+  if (n > MAX_SLOTS) r.ok = false;
+  const s = new SlotsImage();
+  const count = r.ok ? <i32>n : 0;
+  s.count = count;
+  s.pool = new StaticArray<u16>(count);
+  s.flags = new StaticArray<u8>(count);
+  s.globalRank = new StaticArray<u32>(count);
+  s.headerRank = new StaticArray<i32>(count);
+  s.workerId = new StaticArray<u64>(count);
+  for (let i = 0; r.ok && i < count; i++) {
+    const pool = r.u16();
+    if (<i32>pool >= poolCount) r.ok = false;
+    s.pool[i] = <u16>pool;
+    s.flags[i] = <u8>r.u8();
+    r.u8();
+    s.globalRank[i] = r.u32();
+    s.headerRank[i] = r.i32();
+    s.workerId[i] = r.u64();
+    s.address.push(r.str16());
+  }
+  if (!finish(r)) return null;
+  imageError = 0;
+  return s;
+}
+
+/** The load image, kept as bytes (it changes several times a second) with typed accessors. */
+export class LoadImage {
+  data: ArrayBuffer = new ArrayBuffer(0);
+  count: i32 = 0;
+  stride: i32 = 0;
+
+  @inline private at(slot: i32): usize {
+    return changetype<usize>(this.data) + 12 + <usize>(slot * this.stride);
+  }
+  /** Slots beyond the image (published before the load caught up) read as unhealthy and idle. */
+  healthy(slot: i32): bool {
+    return slot < this.count && (load<u8>(this.at(slot)) & 1) !== 0;
+  }
+  running(slot: i32): u32 {
+    return slot < this.count ? <u32>load<u16>(this.at(slot), 2) : 0;
+  }
+  waiting(slot: i32): u32 {
+    return slot < this.count ? <u32>load<u16>(this.at(slot), 4) : 0;
+  }
+  kvPermille(slot: i32): u32 {
+    return slot < this.count ? <u32>load<u16>(this.at(slot), 6) : 0;
+  }
+  inflight(slot: i32): u32 {
+    return slot < this.count ? load<u32>(this.at(slot), 8) : 0;
+  }
+  ttftMs(slot: i32): u32 {
+    return slot < this.count ? load<u32>(this.at(slot), 12) : 0;
+  }
+}
+
+const LOAD_MIN_STRIDE: u32 = 16;
+
+export function decodeLoad(ptr: usize, len: i32): LoadImage | null {
+  const r = new ImageReader(ptr, len);
+  if (!header(r, LOAD_MAGIC)) return null;
+  const count = r.u16();
+  const stride = r.u16();
+  r.u16();
+  if (!r.ok) {
+    imageError = IMG_ERR_TRUNCATED;
+    return null;
+  }
+  if (stride < LOAD_MIN_STRIDE) {
+    imageError = IMG_ERR_RANGE;
+    return null;
+  }
+  if (<u64>len !== 12 + <u64>count * <u64>stride) {
+    imageError = <u64>len < 12 + <u64>count * <u64>stride ? IMG_ERR_TRUNCATED : IMG_ERR_TRAILING;
+    return null;
+  }
+  const l = new LoadImage();
+  l.data = new ArrayBuffer(len);
+  memory.copy(changetype<usize>(l.data), ptr, <usize>len);
+  l.count = <i32>count;
+  l.stride = <i32>stride;
+  imageError = 0;
+  return l;
+}
