@@ -33,7 +33,23 @@ export type KvEvent = BlockStored | BlockRemoved | AllBlocksCleared;
 
 export type EventEncoding = "array" | "map";
 
-function storedFields(e: BlockStored): Array<[string, Packable, boolean]> {
+/**
+ * Newer vLLM (the map-encoding generation) publishes extra keys as typed, tagged structs —
+ * `{"type": "lora", "name": ...}`, `{"type": "cache_salt", "salt": ...}` — classified by
+ * comparing each raw key with the request's LoRA name; older vLLM sends the raw values.
+ */
+function extraKeysField(e: BlockStored, encoding: EventEncoding): Packable {
+  if (e.extraKeys === null || encoding === "array") return e.extraKeys;
+  return e.extraKeys.map((block) =>
+    block === null
+      ? null
+      : block.map(
+          (k): Packable => (k === e.loraName ? { type: "lora", name: k } : { type: "cache_salt", salt: k }),
+        ),
+  );
+}
+
+function storedFields(e: BlockStored, encoding: EventEncoding): Array<[string, Packable, boolean]> {
   // [name, value, hasDefault]; order = vLLM's field declaration order.
   return [
     ["block_hashes", e.blockHashes, false],
@@ -43,7 +59,8 @@ function storedFields(e: BlockStored): Array<[string, Packable, boolean]> {
     ["lora_id", null, false],
     ["medium", MEDIUM_GPU, false],
     ["lora_name", e.loraName, false],
-    ["extra_keys", e.extraKeys, true],
+    // `event_version` (default 1) sits here in the newest vLLM; omitted as a default.
+    ["extra_keys", extraKeysField(e, encoding), true],
   ];
 }
 
@@ -65,7 +82,7 @@ function encodeFields(
 export function eventToPackable(e: KvEvent, encoding: EventEncoding): Packable {
   switch (e.type) {
     case "BlockStored":
-      return encodeFields("BlockStored", storedFields(e), encoding);
+      return encodeFields("BlockStored", storedFields(e, encoding), encoding);
     case "BlockRemoved":
       return encodeFields(
         "BlockRemoved",

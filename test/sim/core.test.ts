@@ -92,8 +92,22 @@ describe("KV event encoding", () => {
       lora_id: null,
       medium: "GPU",
       lora_name: null,
-      extra_keys: [["salt"], null],
+      extra_keys: [[{ type: "cache_salt", salt: "salt" }], null],
     });
+    const lora = unpackr.unpack(
+      encodeEventBatch(1, [{ ...stored, loraName: "ad", extraKeys: [["ad", "s"], ["ad"]] }], 0, "array"),
+    );
+    expect(lora[1][0].slice(7)).toEqual(["ad", [["ad", "s"], ["ad"]]]);
+    const loraMap = unpackr.unpack(
+      encodeEventBatch(1, [{ ...stored, loraName: "ad", extraKeys: [["ad", "s"], ["ad"]] }], 0, "map"),
+    );
+    expect(loraMap[1][0].extra_keys).toEqual([
+      [
+        { type: "lora", name: "ad" },
+        { type: "cache_salt", salt: "s" },
+      ],
+      [{ type: "lora", name: "ad" }],
+    ]);
     expect(unpackr.unpack(encodeEventBatch(1, [{ type: "AllBlocksCleared" }], 0, "map"))[1]).toEqual([
       { type: "AllBlocksCleared" },
     ]);
