@@ -1,0 +1,57 @@
+// The routing pieces of the core (filter/core/route-io.ts, exported by the core's index) for
+// tests, in their own instance of build/kvroute-core.wasm.
+import { readFileSync } from "node:fs";
+import { instantiateSync } from "@assemblyscript/loader";
+
+interface RouteExports {
+  memory: WebAssembly.Memory;
+  routeIoReserve(n: number): number;
+  routeOutPtr(): number;
+  cfgDecodeIo(len: number): number;
+  cfgField(which: number): number;
+  cfgPoolField(p: number, which: number): number;
+  slotsDecodeIo(len: number): number;
+  slotField(s: number, which: number): bigint;
+  slotWorkerId(s: number): bigint;
+  loadDecodeIo(len: number): number;
+  loadField(s: number, which: number): bigint;
+  walkIo(count: number, buckets: number, words: number, slotCount: number, totalLen: number): number;
+}
+
+const wasm = readFileSync(new URL("../../build/kvroute-core.wasm", import.meta.url));
+export const route = instantiateSync<Record<string, unknown>>(wasm, {}).exports as unknown as RouteExports;
+
+export function writeIo(bytes: Uint8Array): void {
+  const ptr = route.routeIoReserve(bytes.length);
+  new Uint8Array(route.memory.buffer).set(bytes, ptr);
+}
+
+/** Runs the prefix walk over bucket images; returns per-slot depths and the number of reads. */
+export function walk(
+  hashes: bigint[],
+  candidates: bigint[],
+  images: Map<number, Uint8Array>,
+  buckets: number,
+  slotCount: number,
+) {
+  const words = candidates.length;
+  const head = hashes.length * 8 + words * 8 + buckets * 8;
+  let total = head;
+  for (const img of images.values()) total += img.length;
+  const buf = new Uint8Array(total);
+  const view = new DataView(buf.buffer);
+  for (const [i, h] of hashes.entries()) view.setBigUint64(i * 8, h, true);
+  for (const [i, c] of candidates.entries()) view.setBigUint64(hashes.length * 8 + i * 8, c, true);
+  let at = head;
+  const dir = hashes.length * 8 + words * 8;
+  for (const [b, img] of images) {
+    view.setUint32(dir + b * 8, at, true);
+    view.setUint32(dir + b * 8 + 4, img.length, true);
+    buf.set(img, at);
+    at += img.length;
+  }
+  writeIo(buf);
+  const lookups = route.walkIo(hashes.length, buckets, words, slotCount, total);
+  const out = new DataView(route.memory.buffer, route.routeOutPtr(), slotCount * 4);
+  return { lookups, depth: Array.from({ length: slotCount }, (_, s) => out.getInt32(s * 4, true)) };
+}
