@@ -2,7 +2,7 @@
 // builds no tree: it records spans (offset, length, has-escapes) into the body for the fields
 // routing needs and skips every other value iteratively, so no input can recurse or trap.
 // Keys may come in any order; a repeated key wins last, like Python's json.loads in the engine.
-// Field semantics: docs/wire-format.md §4.
+// Field semantics: docs/wire-format.md §1.1.
 import { ByteBuf } from "./byte-buf";
 import { ERR_DEPTH, ERR_LIMIT, ERR_NOT_OBJECT, ERR_SYNTAX, ERR_TRUNCATED } from "./errors";
 import { decodeString, scanString, stringHasEscape } from "./json-string";

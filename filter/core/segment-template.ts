@@ -1,5 +1,5 @@
 // The segment template as the filter receives it: a versioned, length-prefixed binary encoding
-// (docs/wire-format.md §5), decoded once per configuration into offsets over one private copy
+// (docs/wire-format.md §2.1), decoded once per configuration into offsets over one private copy
 // of the bytes. Decoding is bounds-checked and rejects anything malformed with an error code.
 
 export const TEMPLATE_MAGIC: u32 = 0x5453564b; // "KVST" read little-endian

@@ -1,5 +1,5 @@
 // Binary encoding of a SegmentTemplate, as the filter receives it in its configuration
-// (docs/wire-format.md §5). The control plane only writes it; the routing core's decoder
+// (docs/wire-format.md §2.1). The control plane only writes it; the routing core's decoder
 // (filter/core/segment-template.ts) is the one reader, and the tests round-trip through it.
 import type { SegmentTemplate, TemplateRole } from "./segment-template.ts";
 
