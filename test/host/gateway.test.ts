@@ -95,6 +95,7 @@ describe("gateway mode", () => {
     const r = await fetch(`${gw.url}/routed`);
     expect(await r.text()).toBe("b:GET:/routed:");
     expect(a.requests).toHaveLength(0);
+    expect(gw.accessLog[0]?.routeCacheClears).toBe(1);
   });
 
   it("without destination header and default cluster → 503; a dead upstream → 503 from the router", async () => {

@@ -23,6 +23,8 @@ export interface AccessLogEntry {
   durationMs: number;
   thread: string;
   requestId: string;
+  /** Route-cache clears during the request (request-header writes by the filter). */
+  routeCacheClears: number;
 }
 
 export interface GatewayOptions extends HostOptions {
@@ -125,6 +127,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
             durationMs: Math.round((performance.now() - started) * 1000) / 1000,
             thread: thread.name,
             requestId,
+            routeCacheClears: s.info.routeCacheClears,
           };
           accessLog.push(entry);
           options.accessLog?.(

@@ -42,6 +42,64 @@ describe("module checks", () => {
   });
 });
 
+/** A hand-made module: one `() -> ()` function exported under `exports`, optional imports. */
+function tinyModule(
+  exports: string[],
+  imports: Array<{ module: string; name: string; global?: boolean }> = [],
+): Uint8Array {
+  const str = (x: string) => [x.length, ...Buffer.from(x)];
+  const section = (id: number, body: number[]) => [id, body.length, ...body];
+  const importBody = [imports.length];
+  for (const i of imports)
+    importBody.push(...str(i.module), ...str(i.name), ...(i.global ? [0x03, 0x7f, 0x00] : [0x00, 0x00]));
+  const exportBody = [exports.length + 1, ...str("memory"), 0x02, 0x00];
+  const funcIndex = imports.filter((i) => !i.global).length;
+  for (const e of exports) exportBody.push(...str(e), 0x00, funcIndex);
+  return new Uint8Array([
+    0x00,
+    0x61,
+    0x73,
+    0x6d,
+    0x01,
+    0x00,
+    0x00,
+    0x00,
+    ...section(1, [0x01, 0x60, 0x00, 0x00]),
+    ...(imports.length ? section(2, importBody) : []),
+    ...section(3, [0x01, 0x00]),
+    ...section(5, [0x01, 0x00, 0x01]),
+    ...section(7, exportBody),
+    ...section(10, [0x01, 0x02, 0x00, 0x0b]),
+  ]);
+}
+
+describe("module checks on hand-made binaries", () => {
+  it("refuses an imported global like V8::link", () => {
+    const m = tinyModule(["proxy_abi_version_0_2_1", "malloc"], [{ module: "env", name: "g", global: true }]);
+    expect(() => checkModule(m)).toThrow("Failed to load Wasm module due to a missing import: env.g");
+  });
+
+  it("refuses a module without malloc or proxy_on_memory_allocate", () => {
+    expect(() => checkModule(tinyModule(["proxy_abi_version_0_2_1"]))).toThrow(
+      "Wasm module is missing malloc function.",
+    );
+    expect(
+      checkModule(tinyModule(["proxy_abi_version_0_2_1", "proxy_on_memory_allocate"])).exports.size,
+    ).toBe(3);
+  });
+
+  it("accepts a void-typed import only where the host's function is void", () => {
+    // proc_exit is (i32) -> (); a () -> () import of it is a type mismatch.
+    const m = tinyModule(
+      ["proxy_abi_version_0_2_1", "malloc"],
+      [{ module: "wasi_snapshot_preview1", name: "proc_exit" }],
+    );
+    expect(() => checkModule(m)).toThrow(
+      "import type mismatch: wasi_snapshot_preview1.proc_exit, want: () -> (), but host exports: (i32) -> ()",
+    );
+  });
+});
+
 describe("start-up", () => {
   it("traps a host call outside the allow-list during _start; logging is allowed", () => {
     const logs: string[] = [];
