@@ -1,6 +1,7 @@
 // Gateway mode end to end over real loopback sockets: the real filter, ORIGINAL_DST routing by
 // x-gateway-destination-endpoint, default cluster, SSE streaming chunk by chunk, body limits and
 // the access log.
+import { spawn } from "node:child_process";
 import http from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
 import { type Gateway, startGateway } from "./gateway.ts";
@@ -209,5 +210,39 @@ describe("gateway mode", () => {
     ]);
     expect(gw.accessLog[0]?.details).toBe("downstream_remote_disconnect");
     await waitFor(() => upstreamClosed);
+  });
+
+  it("runs from the command line (tsx test/host/cli.ts) for the demo", async () => {
+    const b = await upstream("cli");
+    const root = new URL("../../", import.meta.url).pathname;
+    const child = spawn(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        "test/host/cli.ts",
+        "--wasm",
+        filterFile(),
+        "--threads",
+        "1",
+        "--cluster",
+        `b=${b.address}`,
+        "--default-cluster",
+        "b",
+      ],
+      { cwd: root, stdio: ["ignore", "pipe", "pipe"] },
+    );
+    try {
+      let out = "";
+      child.stdout.on("data", (c: Buffer) => {
+        out += c.toString();
+      });
+      await waitFor(() => out.includes("listening "), 15_000);
+      const url = /listening (\S+)/.exec(out)?.[1] as string;
+      expect(await (await fetch(`${url}/hello`)).text()).toBe("cli:GET:/hello:");
+      await waitFor(() => out.includes('"GET /hello HTTP/1.1" 200'));
+    } finally {
+      child.kill("SIGTERM");
+    }
   });
 });
