@@ -135,6 +135,29 @@ describe("body buffering", () => {
   });
 });
 
+describe("response buffering limit", () => {
+  it("before response headers went out → 500 local reply; after → the stream is reset", () => {
+    const a = setup("respHeaders=3", { bufferLimitBytes: 4 });
+    a.stream.decodeHeaders(POST(), true);
+    a.stream.encodeHeaders(headers([[":status", "200"]]), false);
+    a.stream.encodeData(Buffer.from("0123456789"), true);
+    expect(a.sink.of("respHeaders").map((e) => e.headers[0])).toEqual([[":status", "500"]]);
+    expect(a.stream.info.responseCodeDetails).toBe("response_payload_too_large");
+    a.host.close();
+    const b = setup("respBody=1", { bufferLimitBytes: 4 });
+    b.stream.decodeHeaders(POST(), true);
+    b.stream.encodeHeaders(headers([[":status", "200"]]), false);
+    b.stream.encodeData(Buffer.from("0123456789"), false);
+    expect(b.sink.of("respHeaders").map((e) => e.headers[0])).toEqual([[":status", "200"]]);
+    expect(b.sink.of("reset")).toEqual([{ kind: "reset", reason: "response_payload_too_large" }]);
+    expect(b.cbs().slice(-3)).toEqual([
+      "log 2 path=0:/v1/chat status=0:200 write=2",
+      "done 2 path=2",
+      "delete 2",
+    ]);
+  });
+});
+
 describe("continue_stream and local replies", () => {
   it("a stopped request resumes from the root context (tick) via set_effective_context", async () => {
     const { stream, sink, cbs } = setup("reqHeaders=1;tick=10;tickWrite=1");

@@ -584,10 +584,6 @@ export class HttpStream {
     if (size <= this.core().bufferLimitBytes) return false;
     if (request) this.localReply(413, Buffer.from("Payload Too Large"), [], "request_payload_too_large");
     else if (!this.enc.headersPassed) {
-      this.enc = fresh();
-      this.respHeaders = null;
-      this.respBody = null;
-      this.bufferingResp = false;
       this.localReply(500, Buffer.from("Internal Server Error"), [], "response_payload_too_large");
     } else this.reset("response_payload_too_large");
     return true;
@@ -613,10 +609,23 @@ export class HttpStream {
     ]);
     if (body.length > 0) h.add("content-type", "text/plain");
     for (const [k, v] of extra) h.add(k, v);
+    // FilterManager::sendLocalReply: once a response entered the encoder filters, the local reply
+    // goes straight to the codec (sendDirectLocalReply) instead of through the filters again.
+    const direct = this.enc.headers !== null;
     this.enc = fresh();
     this.respHeaders = null;
     this.respBody = null;
     this.bufferingResp = false;
+    if (direct) {
+      this.enc.ended = true;
+      this.finalResp = h;
+      this.info.responseCode = code;
+      this.enc.headersPassed = true;
+      this.sink.responseHeaders(h, body.length === 0);
+      if (body.length > 0) this.sink.responseData(body, true);
+      this.finish();
+      return;
+    }
     this.encodeHeaders(h, body.length === 0);
     if (body.length > 0) this.encodeData(body, true);
   }
