@@ -4,6 +4,8 @@
 // so publication re-encodes only what changed.
 
 export interface ChunkEntry {
+  /** Bucket of the hash, computed once (BigInt arithmetic is not free on the ingest path). */
+  bucket: number;
   /** 1-based position of the chunk in its stream; shallow chunks are kept first under pressure. */
   depth: number;
   /** slot id → how many stored blocks on that slot produced this chunk hash. */
@@ -45,9 +47,9 @@ export class ChunkIndex {
   #entry(hash: bigint, depth: number, nowMs: number): ChunkEntry {
     let entry = this.#entries.get(hash);
     if (entry === undefined) {
-      entry = { depth, holders: new Map(), stampMs: nowMs };
-      this.#entries.set(hash, entry);
       const bucket = this.bucketOf(hash);
+      entry = { bucket, depth, holders: new Map(), stampMs: nowMs };
+      this.#entries.set(hash, entry);
       let members = this.#byBucket.get(bucket);
       if (members === undefined) {
         members = new Set();
@@ -61,7 +63,7 @@ export class ChunkIndex {
   #dropIfEmpty(hash: bigint, entry: ChunkEntry): void {
     if (entry.holders.size > 0 || (entry.speculative?.size ?? 0) > 0) return;
     this.#entries.delete(hash);
-    const bucket = this.bucketOf(hash);
+    const bucket = entry.bucket;
     const members = this.#byBucket.get(bucket);
     members?.delete(hash);
     if (members?.size === 0) this.#byBucket.delete(bucket);
@@ -74,7 +76,7 @@ export class ChunkIndex {
     entry.stampMs = nowMs;
     // A new holder changes the image; a repeat store only refreshes the LRU stamp, which
     // matters for eviction order, so it dirties the bucket too.
-    this.#dirty.add(this.bucketOf(hash));
+    this.#dirty.add(entry.bucket);
   }
 
   remove(hash: bigint, slot: number): void {
@@ -88,7 +90,7 @@ export class ChunkIndex {
     }
     entry.holders.delete(slot);
     this.#dropIfEmpty(hash, entry);
-    this.#dirty.add(this.bucketOf(hash));
+    this.#dirty.add(entry.bucket);
   }
 
   /**
@@ -98,7 +100,7 @@ export class ChunkIndex {
   speculate(hash: bigint, depth: number, slot: number, nowMs: number, expiresMs: number): void {
     const entry = this.#entry(hash, depth, nowMs);
     entry.speculative ??= new Map();
-    if (!entry.speculative.has(slot) && !entry.holders.has(slot)) this.#dirty.add(this.bucketOf(hash));
+    if (!entry.speculative.has(slot) && !entry.holders.has(slot)) this.#dirty.add(entry.bucket);
     entry.speculative.set(slot, Math.max(expiresMs, entry.speculative.get(slot) ?? 0));
     this.#expiries.push({ hash, slot, expiresMs });
   }
@@ -115,7 +117,7 @@ export class ChunkIndex {
       const current = entry?.speculative?.get(e.slot);
       if (entry === undefined || current === undefined || current > nowMs) continue;
       entry.speculative?.delete(e.slot);
-      if (!entry.holders.has(e.slot)) this.#dirty.add(this.bucketOf(e.hash));
+      if (!entry.holders.has(e.slot)) this.#dirty.add(entry.bucket);
       this.#dropIfEmpty(e.hash, entry);
     }
     if (i > 0) this.#expiries.splice(0, i);

@@ -25,6 +25,8 @@ export interface ChunkHasher {
  */
 export type Detokenize = (ids: ArrayLike<number>, previous: number) => Uint8Array | null;
 
+const NO_CHUNKS: bigint[] = [];
+
 interface Block {
   state: ChunkState;
   /** Last token id of the block: the `previous` of a child block's detokenization. */
@@ -110,7 +112,8 @@ export class SlotBlocks {
         break;
       }
       const fed = this.hasher.feed(state, bytes);
-      const chunks: bigint[] = [];
+      // Most 16-token blocks complete no chunk: share one empty list instead of allocating.
+      const chunks: bigint[] = fed.hashes.length === 0 ? NO_CHUNKS : [];
       for (let k = 0; k < fed.hashes.length; k++) {
         const h = fed.hashes[k] as bigint;
         chunks.push(h);
