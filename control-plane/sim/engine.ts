@@ -44,6 +44,9 @@ export interface EngineRequestSpec {
   /** Disaggregated decode: the prompt's KV arrives from a prefill worker, so the prompt is
    * not computed here (only blocks are allocated), as with vLLM's KV-transfer connectors. */
   prefilledRemotely?: boolean;
+  /** Hashes of the prompt's full blocks if the caller already computed them (same root,
+   * block size and extra keys), so a router probing the caches and the engine share the work. */
+  promptBlockHashes?: readonly BlockHash[];
 }
 
 export type RequestStatus = "waiting" | "running" | "finished";
@@ -78,6 +81,7 @@ export class EngineRequest {
       loraName: spec.loraName,
       cacheSalt: spec.cacheSalt,
     });
+    if (spec.promptBlockHashes) this.hasher.hashes.push(...spec.promptBlockHashes);
     // The generated text depends only on the seed and the prompt, not on arrival order.
     let h = 0x811c9dc5;
     for (const t of this.tokens) h = Math.imul(h ^ t, 0x01000193) >>> 0;
@@ -315,10 +319,15 @@ export class Engine {
     tokens: readonly number[],
     keys: { loraName?: string | null; cacheSalt?: string | null },
   ): number {
-    const bs = this.config.blockSize;
-    const hasher = new BlockHasher(bs, this.config.hashRoot, keys);
+    const hasher = new BlockHasher(this.config.blockSize, this.config.hashRoot, keys);
     hasher.update(tokens, tokens.length);
-    return this.pool.longestCachedPrefix(hasher.hashes, Math.floor((tokens.length - 1) / bs)) * bs;
+    return this.probeCachedHashes(hasher.hashes, tokens.length);
+  }
+
+  /** As probeCachedTokens, for block hashes computed once by the caller (same root and size). */
+  probeCachedHashes(hashes: readonly BlockHash[], numTokens: number): number {
+    const bs = this.config.blockSize;
+    return this.pool.longestCachedPrefix(hashes, Math.floor((numTokens - 1) / bs)) * bs;
   }
 
   /** vLLM's /reset_prefix_cache: refused while requests hold blocks. */

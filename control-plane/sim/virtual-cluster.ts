@@ -8,7 +8,7 @@
 // picks, from stats refreshed every `statsIntervalMs` of virtual time.
 
 import { type BalancerRule, VllmDpBalancer } from "./balancer.ts";
-import { type BlockHash, noneHash } from "./block-hash.ts";
+import { type BlockExtraKeys, type BlockHash, BlockHasher, noneHash } from "./block-hash.ts";
 import type { CachedBlockInfo } from "./block-pool.ts";
 import { Engine, type EngineLoad, type EngineRequest, type ScheduledStep } from "./engine.ts";
 import { EventHeap } from "./heap.ts";
@@ -184,11 +184,19 @@ export class SimCluster {
   }
 
   private pendingTokens: readonly number[] = [];
-  private pendingKeys: { loraName?: string | null; cacheSalt?: string | null } = {};
+  private pendingKeys: BlockExtraKeys = {};
+  private pendingHashes: BlockHash[] | null = null;
 
   private cachedPrefixTokensOf(rank: number): number {
     this.checkRank(rank);
-    return (this.engines[rank] as Engine).probeCachedTokens(this.pendingTokens, this.pendingKeys);
+    const engine = this.engines[rank] as Engine;
+    // All ranks share block size and hash root: hash the pending prompt once per arrival.
+    if (this.pendingHashes === null) {
+      const hasher = new BlockHasher(engine.config.blockSize, engine.config.hashRoot, this.pendingKeys);
+      hasher.update(this.pendingTokens, this.pendingTokens.length);
+      this.pendingHashes = hasher.hashes;
+    }
+    return engine.probeCachedHashes(this.pendingHashes, this.pendingTokens.length);
   }
 
   private handle(ev: SimEvent): void {
@@ -196,9 +204,11 @@ export class SimCluster {
       case "arrival": {
         const req = ev.request;
         let rank: number;
+        this.pendingHashes = null;
         if (typeof req.rank === "function") {
           this.pendingTokens = req.tokens;
           this.pendingKeys = { loraName: req.loraName, cacheSalt: req.cacheSalt };
+          this.pendingHashes = null;
           rank = req.rank(this.view(), req);
           this.checkRank(rank);
           this.balancer.routed(rank);
@@ -214,9 +224,11 @@ export class SimCluster {
             maxTokens: req.maxTokens,
             loraName: req.loraName,
             cacheSalt: req.cacheSalt,
+            promptBlockHashes: this.pendingHashes ?? undefined,
           },
           this.now,
         );
+        this.pendingHashes = null;
         this.kick(rank);
         break;
       }
