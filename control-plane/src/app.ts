@@ -10,6 +10,7 @@ import { buildMetrics } from "./api/prometheus.ts";
 import { buildStatus } from "./api/status.ts";
 import type { Config, PoolConfig } from "./config/schema.ts";
 import { feedChunks, initialState } from "./core/kvroute-core.ts";
+import { type Discovery, discoveryFor } from "./discovery/discovery.ts";
 import { subscriptionFor } from "./events/endpoints.ts";
 import { EventsSupervisor } from "./events/index.ts";
 import { PrefixIndex } from "./index/prefix-index.ts";
@@ -38,6 +39,8 @@ export interface ControlPlaneOptions {
   publishIntervalMs?: number;
   /** Slot table size: fixes the bitmap width of bucket images. */
   maxSlots?: number;
+  /** Where endpoints come from; by default what the configuration asks for (discovery/discovery.ts). */
+  discovery?: Discovery;
 }
 
 export interface ControlPlane {
@@ -126,9 +129,11 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
       if (!outcome.ok) logger.debug({ target: target.url, error: outcome.error }, "scrape failed");
     },
   });
-  // Static discovery: the configured endpoints. Kubernetes discovery calls setEndpoints the same way.
-  for (const pool of cfg.pools) fleet.setEndpoints(pool, pool.endpoints);
-  scraper.setTargets(fleet.scrapeTargets());
+  const discovery = opts.discovery ?? discoveryFor(cfg);
+  await discovery.start((pool, endpoints) => {
+    fleet.setEndpoints(pool, endpoints);
+    scraper.setTargets(fleet.scrapeTargets());
+  });
 
   const renderings = new Map([...poolTokens].map(([name, t]) => [name, t.rendering]));
   const publish = () => {
@@ -226,6 +231,7 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     ready,
     async stop() {
       clearInterval(timer);
+      await discovery.stop();
       scraper.stop();
       await eventsSync;
       await events.stop();
