@@ -27,6 +27,27 @@ describe("OpenAI API on one internal-LB server with 2 ranks", () => {
     });
   });
 
+  it("cache_salt and LoRA adapters separate cache entries, as in vLLM's block hashes", async () => {
+    await withSim(simConfig({ loraNames: ["adapter-a"] }), async (sim) => {
+      const port = sim.ports[0] as number;
+      const pin = { "x-data-parallel-rank": "0" };
+      const cached = async (b: Record<string, unknown>) =>
+        Number(
+          (await post(port, "/v1/completions", { prompt: LONG, max_tokens: 1, ...b }, pin)).headers.get(
+            "x-kvroute-sim-cached-tokens",
+          ),
+        );
+      expect(await cached({})).toBe(0);
+      expect(await cached({})).toBeGreaterThan(0);
+      expect(await cached({ cache_salt: "tenant-1" })).toBe(0);
+      expect(await cached({ cache_salt: "tenant-1" })).toBeGreaterThan(0);
+      expect(await cached({ model: "adapter-a" })).toBe(0);
+      expect(await cached({ model: "adapter-a" })).toBeGreaterThan(0);
+      const models = await (await fetch(`http://127.0.0.1:${port}/v1/models`)).json();
+      expect(models.data.map((m: { id: string }) => m.id)).toEqual(["qwen3", "adapter-a"]);
+    });
+  });
+
   it("the official openai client: chat, streaming with include_usage, completions", async () => {
     await withSim(simConfig(), async (sim) => {
       const client = new OpenAI({ baseURL: `http://127.0.0.1:${sim.ports[0]}/v1`, apiKey: "none" });

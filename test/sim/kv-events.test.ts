@@ -242,4 +242,27 @@ describe("KV events over ZeroMQ", () => {
       expect(raw).toHaveProperty("lora_name", null);
     });
   });
+
+  it("publishers use the global rank for ports and batches in hybrid mode", async () => {
+    const base = await freePortRange(4);
+    const cfg = simConfig({
+      topology: { mode: "hybrid", size: 4, sizeLocal: 2, startRank: 2 },
+      kvEvents: {
+        enableKvCacheEvents: true,
+        publisher: "zmq",
+        endpoint: `tcp://127.0.0.1:${base}`,
+        replayEndpoint: null,
+        bufferSteps: 10,
+        hwm: 10,
+        maxQueueSize: 10,
+        topic: "",
+      },
+    });
+    await withSim(cfg, async (sim) => {
+      expect(sim.ranks.map((r) => [r.rank, r.publisher?.endpoint])).toEqual([
+        [2, `tcp://127.0.0.1:${base + 2}`],
+        [3, `tcp://127.0.0.1:${base + 3}`],
+      ]);
+    });
+  });
 });
