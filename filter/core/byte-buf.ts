@@ -2,18 +2,20 @@
 // allocate; it only grows (doubling) when a request is larger than every earlier one. Callers
 // bound every size they pass (the core never asks for more than its own limits), so growth can
 // never exceed AssemblyScript's 1 GiB block limit and abort.
+//
+// Unmanaged (heap.alloc, never collected): every ByteBuf is a long-lived singleton, and a
+// GC-managed object would cost shadow-stack spills in every hot method that touches one.
 
+@unmanaged
 export class ByteBuf {
-  data: ArrayBuffer;
   ptr: usize;
   len: i32 = 0;
   cap: i32;
 
   constructor(initial: i32) {
     const cap = initial < 16 ? 16 : initial;
-    const data = new ArrayBuffer(cap);
-    this.data = data;
-    this.ptr = changetype<usize>(data);
+    this.ptr = heap.alloc(<usize>cap);
+    this.len = 0;
     this.cap = cap;
   }
 
@@ -25,11 +27,8 @@ export class ByteBuf {
   grow(need: i32): void {
     let cap = this.cap << 1;
     if (cap < need) cap = need;
-    const data = new ArrayBuffer(cap);
-    const ptr = changetype<usize>(data);
-    memory.copy(ptr, this.ptr, <usize>this.len);
-    this.data = data;
-    this.ptr = ptr;
+    // heap.realloc keeps the contents; the old block is freed (nothing else points into it).
+    this.ptr = heap.realloc(this.ptr, <usize>cap);
     this.cap = cap;
   }
 

@@ -92,7 +92,11 @@ export function templateLoad(len: i32): i32 {
 }
 
 export function templateFree(id: i32): void {
-  if (id >= 0 && id < templates.length) templates[id] = null;
+  if (id >= 0 && id < templates.length) {
+    const t = templates[id];
+    if (t !== null) t.dispose();
+    templates[id] = null;
+  }
 }
 
 function templateById(id: i32): SegmentTemplate | null {

@@ -124,6 +124,7 @@ export function bytesEqual(p: usize, n: i32, s: string): bool {
   return true;
 }
 
+@unmanaged
 export class RequestScan {
   body: usize = 0;
   end: usize = 0;

@@ -139,33 +139,36 @@ export function decodeString(p: usize, len: i32, escaped: bool, out: ByteBuf): v
     return;
   }
   const end = p + <usize>len;
-  // Eight bytes are copied at a time and the write pointer advanced only past the bytes before
-  // a backslash. The word always fits: it is stored only while 8 source bytes remain, and the
-  // output never runs ahead of the input (decoding only shortens).
   let dst = out.ptr + <usize>out.len;
   while (p < end) {
-    if (p + 8 <= end) {
-      const w = load<u64>(p);
-      store<u64>(dst, w);
-      const b = w ^ BACKSLASHES;
-      const hit = (b - ONES) & ~b & HIGHS;
-      if (hit === 0) {
-        p += 8;
-        dst += 8;
-        continue;
+    // Find the next backslash 16 bytes at a time, then copy the run before it.
+    let q = p;
+    while (q + 16 <= end) {
+      const a = load<u64>(q) ^ BACKSLASHES;
+      const b = load<u64>(q, 8) ^ BACKSLASHES;
+      const ha = (a - ONES) & ~a & HIGHS;
+      const hb = (b - ONES) & ~b & HIGHS;
+      if ((ha | hb) !== 0) {
+        q += ha !== 0 ? <usize>(ctz<u64>(ha) >> 3) : 8 + <usize>(ctz<u64>(hb) >> 3);
+        break;
       }
-      const k = <usize>(ctz<u64>(hit) >> 3);
-      p += k;
-      dst += k;
-    } else {
-      const c = load<u8>(p);
-      if (c !== 0x5c) {
-        store<u8>(dst, c);
-        p += 1;
-        dst += 1;
-        continue;
-      }
+      q += 16;
     }
+    if (q + 16 > end) {
+      while (q < end && load<u8>(q) !== 0x5c) q++;
+    }
+    const run = q - p;
+    if (run < 16 && p + 16 <= end) {
+      // Short runs: two word copies beat a bulk-memory call. They fit because the output
+      // never runs ahead of the input (decoding only shortens) and 16 input bytes remain.
+      store<u64>(dst, load<u64>(p));
+      store<u64>(dst, load<u64>(p, 8), 8);
+    } else if (run > 0) {
+      memory.copy(dst, p, run);
+    }
+    dst += run;
+    p = q;
+    if (p >= end) break;
     if (p + 1 >= end) break; // a backslash cannot end a validated span; defensive
     const e = <u32>load<u8>(p, 1);
     if (e !== 0x75) {

@@ -9,18 +9,23 @@ export function head8(p: usize, n: i32): u64 {
   return v;
 }
 
+// Unmanaged: literals live for the whole program, and a GC-managed `this` would cost shadow-stack
+// spills in the scanner's hot path.
+@unmanaged
 export class Literal {
-  readonly bytes: ArrayBuffer;
   readonly ptr: usize;
   readonly len: i32;
   readonly head: u64;
 
+  /** `s` must be ASCII (every use is a JSON key or a role name). */
   constructor(s: string) {
-    const bytes = String.UTF8.encode(s);
-    this.bytes = bytes;
-    this.ptr = changetype<usize>(bytes);
-    this.len = bytes.byteLength;
-    this.head = head8(this.ptr, this.len);
+    const n = s.length;
+    const size = max<i32>(n, 8);
+    const ptr = heap.alloc(<usize>size);
+    for (let i = 0; i < n; i++) store<u8>(ptr + <usize>i, <u8>s.charCodeAt(i));
+    this.ptr = ptr;
+    this.len = n;
+    this.head = head8(ptr, n);
   }
 
   /** Do the n bytes at p, whose head8 is `head`, equal this literal? */

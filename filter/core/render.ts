@@ -37,9 +37,15 @@ export const DEFAULT_MAX_STREAM: i32 = 8 << 20;
 
 // "</think>" read as a little-endian u64.
 const THINK_CLOSE_U64: u64 = ((<u64>0x3e6b6e69) << 32) | 0x68742f3c;
+// Byte-broadcast masks for the '>' search (two halves: the linter cannot represent the literals).
+const ONES: u64 = ((<u64>0x01010101) << 32) | 0x01010101;
+const HIGHS: u64 = ((<u64>0x80808080) << 32) | 0x80808080;
+const GTS: u64 = ((<u64>0x3e3e3e3e) << 32) | 0x3e3e3e3e;
 const TOOL_RESPONSE_OPEN = "<tool_response>";
 const TOOL_RESPONSE_CLOSE = "</tool_response>";
 
+// Unmanaged (one per VM, never freed): a GC-managed `this` costs shadow-stack spills per call.
+@unmanaged
 export class Renderer {
   /** Rendered stream; reused across requests. */
   out: ByteBuf = new ByteBuf(16 << 10);
@@ -225,12 +231,42 @@ export class Renderer {
   private stripThink(start: i32): void {
     const out = this.out;
     const base = out.ptr;
-    // "</think>" is exactly eight bytes: compare it as one little-endian u64.
+    // "</think>" is exactly eight bytes: compare it as one little-endian u64, but only where a
+    // '>' is, found eight bytes at a time from the end (the zero-byte test flags every real
+    // '>' and at worst a few extra bytes, which the compare then rejects).
     let found = -1;
-    for (let i = out.len - 8; i >= start; i--) {
-      if (load<u64>(base + <usize>i) === THINK_CLOSE_U64) {
-        found = i;
-        break;
+    const lo = start + 7; // the '>' of a match sits at index ≥ start + 7
+    let hi = out.len; // '>' candidates are searched in [lo, hi)
+    while (found < 0 && hi > lo) {
+      // Most assistant text has no '>' at all: skip 16 bytes per step while that holds.
+      if (hi - lo >= 16) {
+        const a = load<u64>(base + <usize>(hi - 16)) ^ GTS;
+        const b = load<u64>(base + <usize>(hi - 8)) ^ GTS;
+        if ((((a - ONES) & ~a) | ((b - ONES) & ~b)) & HIGHS) {
+          // fall through to the 8-byte step, which finds the candidates
+        } else {
+          hi -= 16;
+          continue;
+        }
+      }
+      if (hi - lo >= 8) {
+        const w = load<u64>(base + <usize>(hi - 8)) ^ GTS;
+        let m = (w - ONES) & ~w & HIGHS;
+        while (m !== 0) {
+          const bit = 63 - <i32>clz<u64>(m);
+          const j = hi - 8 + (bit >> 3);
+          if (load<u64>(base + <usize>(j - 7)) === THINK_CLOSE_U64) {
+            found = j - 7;
+            break;
+          }
+          m &= ~((<u64>1) << (<u64>bit));
+        }
+        hi -= 8;
+      } else {
+        const j = hi - 1;
+        if (load<u8>(base + <usize>j) === 0x3e && load<u64>(base + <usize>(j - 7)) === THINK_CLOSE_U64)
+          found = j - 7;
+        hi -= 1;
       }
     }
     if (found < 0) return;

@@ -13,6 +13,8 @@ import { SegmentTemplate } from "./segment-template";
 export const ENDPOINT_CHAT: i32 = 1;
 export const ENDPOINT_COMPLETIONS: i32 = 2;
 
+// Unmanaged (one per VM, never freed), like the scanner and renderer it holds.
+@unmanaged
 export class RequestHasher {
   readonly scan: RequestScan = new RequestScan();
   readonly renderer: Renderer = new Renderer();
