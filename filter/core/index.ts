@@ -93,8 +93,6 @@ export function templateLoad(len: i32): i32 {
 
 export function templateFree(id: i32): void {
   if (id >= 0 && id < templates.length) {
-    const t = templates[id];
-    if (t !== null) t.dispose();
     templates[id] = null;
   }
 }
