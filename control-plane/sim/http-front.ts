@@ -295,6 +295,12 @@ export class VllmFront {
         return this.generate("completion", req, res);
       case "POST /v1/chat/completions":
         return this.generate("chat", req, res);
+      case "POST /v1/completions/render":
+        return this.render("completion", req, res);
+      case "POST /v1/chat/completions/render":
+        return this.render("chat", req, res);
+      case "POST /tokenize":
+        return this.tokenize(req, res);
       default:
         res
           .writeHead(404, { "content-type": "application/json" })
@@ -342,6 +348,57 @@ export class VllmFront {
       }));
     }
     res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(out));
+  }
+
+  /** vLLM's render routes (what llm-d's token producer calls): the prompt's token ids, no
+   * generation. Text-only, so `features` is null. */
+  private async render(endpoint: Endpoint, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const raw = await readBody(req, this.opts.maxBodyBytes ?? 64 * 1024 * 1024);
+    let prepared: PreparedRequest;
+    try {
+      prepared = prepareRequest(endpoint, raw, this.opts);
+    } catch (err) {
+      if (err instanceof OpenAIError) return sendError(res, err);
+      throw err;
+    }
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(
+      JSON.stringify({ model: prepared.parsed.model, token_ids: prepared.promptTokens, features: null }),
+    );
+  }
+
+  /** vLLM's /tokenize: `prompt` (with `add_special_tokens`, default true) or chat `messages`. */
+  private async tokenize(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const raw = await readBody(req, this.opts.maxBodyBytes ?? 64 * 1024 * 1024);
+    let body: Record<string, unknown>;
+    try {
+      body = JSON.parse(raw) as Record<string, unknown>;
+    } catch (err) {
+      return sendError(res, new OpenAIError(400, `Invalid JSON body: ${(err as Error).message}`));
+    }
+    let tokens: number[];
+    try {
+      if (typeof body.prompt === "string") {
+        tokens =
+          body.add_special_tokens === false
+            ? this.opts.tokenizer.encodeRaw(body.prompt)
+            : this.opts.tokenizer.encodeCompletion(body.prompt);
+      } else if (Array.isArray(body.messages)) {
+        tokens = prepareRequest("chat", JSON.stringify({ ...body, max_tokens: 1 }), this.opts).promptTokens;
+      } else return sendError(res, new OpenAIError(400, "Either prompt or messages is required"));
+    } catch (err) {
+      if (err instanceof OpenAIError) return sendError(res, err);
+      throw err;
+    }
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(
+      JSON.stringify({
+        count: tokens.length,
+        max_model_len: this.opts.maxModelLen,
+        tokens,
+        token_strs: null,
+      }),
+    );
   }
 
   private async generate(endpoint: Endpoint, req: IncomingMessage, res: ServerResponse): Promise<void> {

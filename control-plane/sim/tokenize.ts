@@ -57,6 +57,11 @@ export class SimTokenizer {
     return this.tokenizer.encode(prompt).ids;
   }
 
+  /** Encodes without adding any special token. */
+  encodeRaw(text: string): number[] {
+    return this.tokenizer.encode(text, { add_special_tokens: false }).ids;
+  }
+
   renderChat(messages: ChatMessage[], options: RenderOptions = {}): string {
     if (!this.renderer) throw new Error("this model's tokenizer_config.json has no chat template");
     return this.renderer.render(messages, options);

@@ -214,6 +214,24 @@ describe("real tokenization", () => {
   });
 });
 
+describe("render and tokenize routes", () => {
+  it("return the token ids the engine would see", async () => {
+    await withSim(simConfig({ tokenizerDir: LLAMA31, model: "llama" }), async (sim) => {
+      const port = sim.ports[0] as number;
+      const tok = SimTokenizer.load(LLAMA31);
+      const messages = [{ role: "user", content: "Hello" }];
+      const chat = await post(port, "/v1/chat/completions/render", { messages });
+      expect(chat.json).toEqual({ model: "llama", token_ids: tok.encodeChat(messages), features: null });
+      const comp = await post(port, "/v1/completions/render", { prompt: "Hello" });
+      expect(comp.json.token_ids).toEqual(tok.encodeCompletion("Hello"));
+      const t = await post(port, "/tokenize", { prompt: "Hello", add_special_tokens: false });
+      expect(t.json).toMatchObject({ count: 1, tokens: tok.encodeRaw("Hello"), max_model_len: 4096 });
+      const tm = await post(port, "/tokenize", { messages });
+      expect(tm.json.tokens).toEqual(tok.encodeChat(messages));
+    });
+  });
+});
+
 describe("metrics carry vLLM's engine labels in each DP mode", () => {
   const enginesIn = (text: string) =>
     [...text.matchAll(/^vllm:num_requests_running\{engine="(\d+)",model_name="m"\} /gm)].map((m) => m[1]);
