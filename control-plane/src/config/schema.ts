@@ -42,6 +42,51 @@ const endpointSchema = z.strictObject({
   metricsUrl: z.url().optional(),
 });
 
+/** A Kubernetes object name (RFC 1123 label; Services and namespaces are labels). */
+const k8sName = z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, "expected a Kubernetes name (RFC 1123 label)");
+const k8sLabelKey = z
+  .string()
+  .regex(
+    /^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/,
+    "expected a label key such as app or example.com/role",
+  );
+const k8sLabelValue = z
+  .string()
+  .regex(/^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/, "expected a label value (≤ 63 characters)");
+const tcpPort = z.number().int().min(1).max(65535);
+
+/**
+ * Endpoints from Kubernetes, shaped like GAIE's InferencePool: pods chosen by a label selector
+ * in one namespace, one or more target ports per pod. Readiness and addresses come from the
+ * EndpointSlices of `service` (docs/configuration.md, "Kubernetes discovery").
+ */
+const kubernetesDiscoverySchema = z
+  .strictObject({
+    namespace: k8sName,
+    /** The Service whose EndpointSlices (label kubernetes.io/service-name) list the pods' addresses and readiness. */
+    service: k8sName,
+    /** Pods of the pool, as InferencePool.spec.selector; endpoints of other pods behind the Service are ignored. */
+    selector: z.strictObject({
+      matchLabels: z
+        .record(k8sLabelKey, k8sLabelValue)
+        .refine((m) => Object.keys(m).length > 0, "at least one label"),
+    }),
+    /** One HTTP port per pod; its ranks come from /metrics (or the kvroute.io/ranks annotation). */
+    port: tcpPort.optional(),
+    /** External LB: one port per rank; port i serves rank start-rank + i (InferencePool allows up to 8). */
+    targetPorts: z.array(tcpPort).min(1).max(8).optional(),
+    /** The engines' --kv-events-config, the same for every pod of the pool. */
+    kvEvents: kvEventsSchema.optional(),
+    /** Path of the engines' Prometheus page on each target port. */
+    metricsPath: z.string().regex(/^\/[^\s?#]*$/, "expected an absolute path such as /metrics").default("/metrics"),
+  })
+  .superRefine((k, ctx) => {
+    if ((k.port === undefined) === (k.targetPorts === undefined))
+      ctx.addIssue({ code: "custom", path: ["port"], message: "set exactly one of port and targetPorts" });
+    if (k.targetPorts !== undefined && new Set(k.targetPorts).size !== k.targetPorts.length)
+      ctx.addIssue({ code: "custom", path: ["targetPorts"], message: "target ports must be distinct" });
+  });
+
 const poolSchema = z
   .strictObject({
     name: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, "lowercase letters, digits and dashes"),
@@ -62,8 +107,24 @@ const poolSchema = z
     /** Dynamo: also send the pre-2026 header names (x-worker-instance-id, x-dp-rank, …). */
     dynamoLegacyHeaders: z.boolean().default(false),
     endpoints: z.array(endpointSchema).default([]),
+    /** Where endpoints come from when not listed in `endpoints`. */
+    discovery: z.strictObject({ kubernetes: kubernetesDiscoverySchema }).optional(),
   })
   .superRefine((pool, ctx) => {
+    const k8s = pool.discovery?.kubernetes;
+    if (k8s !== undefined && pool.endpoints.length > 0)
+      ctx.addIssue({
+        code: "custom",
+        path: ["endpoints"],
+        message: "a pool takes its endpoints either from `endpoints` or from `discovery`, not both",
+      });
+    // Several ports per pod only make sense when each port is one engine serving one rank.
+    if (k8s?.targetPorts !== undefined && pool.dpMode !== "external")
+      ctx.addIssue({
+        code: "custom",
+        path: ["discovery", "kubernetes", "targetPorts"],
+        message: "targetPorts (one port per rank) need dpMode: external; use port for one server per pod",
+      });
     const seen = new Set<string>();
     pool.endpoints.forEach((e, i) => {
       if (seen.has(e.address))
