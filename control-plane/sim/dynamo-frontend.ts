@@ -24,6 +24,7 @@ import {
 import type { EventEncoding } from "./kv-events.ts";
 import type { KvEventsConfig } from "./kv-events-config.ts";
 import type { ReplayForm } from "./kv-publisher.ts";
+import { METRICS_CONTENT_TYPE, renderMetrics } from "./metrics.ts";
 import { type Endpoint, OpenAIError } from "./openai.ts";
 import type { RealtimeEngine } from "./realtime.ts";
 import { closeRanks, type EngineSettings, type RankRuntime, startRanks } from "./server.ts";
@@ -164,6 +165,20 @@ export class DynamoFront {
         return;
       case "POST /v1/completions":
         return this.generate("completion", req, res, url.pathname);
+      case "GET /metrics":
+        // A Dynamo frontend has its own metrics; here every worker's engines are exposed the way
+        // each vLLM worker process would expose them, with a `worker_id` label to tell them apart.
+        {
+          const all = [...this.byId.values()].flatMap((w) => w.ranks.map((r) => ({ w, e: r.rt.engine })));
+          res.writeHead(200, { "content-type": METRICS_CONTENT_TYPE }).end(
+            renderMetrics(
+              this.cfg.model,
+              all.map((x) => x.e),
+              (k) => [["worker_id", (all[k] as { w: Worker }).w.spec.instanceId]],
+            ),
+          );
+        }
+        return;
       case "POST /v1/chat/completions":
         return this.generate("chat", req, res, url.pathname);
       default:

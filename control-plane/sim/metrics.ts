@@ -80,14 +80,20 @@ const FAMILIES: Family[] = [
   },
 ];
 
-export function renderMetrics(modelName: string, engines: readonly Engine[]): string {
+/** `extraLabels(i)` adds labels before `engine` on engine i's series (the Dynamo mode's `worker_id`). */
+export function renderMetrics(
+  modelName: string,
+  engines: readonly Engine[],
+  extraLabels: (index: number) => Array<[string, string]> = () => [],
+): string {
   const out: string[] = [];
   out.push("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig");
   out.push("# TYPE vllm:cache_config_info gauge");
-  for (const e of engines) {
+  for (const [i, e] of engines.entries()) {
     const c = e.config;
     out.push(
       `vllm:cache_config_info${labels([
+        ...extraLabels(i),
         ["block_size", String(c.blockSize)],
         ["cache_dtype", "auto"],
         ["enable_prefix_caching", "True"],
@@ -102,9 +108,10 @@ export function renderMetrics(modelName: string, engines: readonly Engine[]): st
   for (const f of FAMILIES) {
     out.push(`# HELP ${f.name} ${f.help}`);
     out.push(`# TYPE ${f.name} ${f.type}`);
-    for (const e of engines) {
+    for (const [i, e] of engines.entries()) {
       out.push(
         `${f.name}${labels([
+          ...extraLabels(i),
           ["engine", String(e.config.rank)],
           ["model_name", modelName],
         ])} ${pyFloat(f.value(e))}`,

@@ -155,6 +155,16 @@ describe("Dynamo frontend (direct routing)", () => {
     });
   });
 
+  it("exposes each worker's engines in /metrics with a worker_id label", async () => {
+    const text = await (await fetch(`http://127.0.0.1:${d.port}/metrics`)).text();
+    expect(text).toMatch(
+      /^vllm:num_requests_running\{worker_id="9002",engine="1",model_name="qwen3"\} 0\.0$/m,
+    );
+    expect(text).toMatch(
+      /^vllm:prefix_cache_hits_total\{worker_id="18446744073709551615",engine="1",model_name="qwen3"\} [1-9]/m,
+    );
+  });
+
   it("parses ids like Rust's u64/u32", () => {
     expect(parseRustUint("+7", 64)).toBe(7n);
     expect(parseRustUint("18446744073709551616", 64)).toBeNull();
