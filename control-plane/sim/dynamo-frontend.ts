@@ -7,7 +7,8 @@
 // - prefill DP rank: `x-dynamo-prefill-dp-rank`, else `x-prefill-dp-rank`; 4294967295 = unset;
 // - the first header present wins even when it does not parse (Rust `get().or_else()`), and
 //   values parse as Rust `u64`/`u32` (`str::parse`: ASCII digits, an optional `+`);
-// - `x-dynamo-routing-mode` (`aggregated` | `disaggregated`) is recorded and checked.
+// - `x-dynamo-routing-mode` (`aggregated` | `disaggregated`) is recorded and checked;
+// - `x-tenant-id` becomes the request's `cache_salt`.
 // Without a worker id, a direct-mode frontend cannot dispatch and answers an error.
 // Everything received is recorded: `x-kvroute-sim-dynamo-routing` on the response and
 // `GET /kvroute/sim/received` (DELETE clears).
@@ -58,6 +59,7 @@ export const DYNAMO_HEADERS = {
   prefillWorker: ["x-dynamo-prefill-instance-id", "x-prefill-instance-id"],
   prefillDpRank: ["x-dynamo-prefill-dp-rank", "x-prefill-dp-rank"],
   routingMode: ["x-dynamo-routing-mode"],
+  tenant: ["x-tenant-id"],
 } as const;
 
 const UNSET_DP_RANK = 4294967295n;
@@ -301,6 +303,9 @@ export class DynamoFront {
       return;
     }
     this.record(path, req, decision, null);
+    // Dynamo maps a non-empty `x-tenant-id` onto the request's cache salt (header over body).
+    const tenant = headerValue(req, "x-tenant-id");
+    if (tenant) prepared.parsed.cacheSalt = tenant;
     const headers: Record<string, string> = {
       "x-kvroute-sim-dynamo-routing": JSON.stringify(decision),
       "x-kvroute-sim-worker": decision.workerId,

@@ -7,7 +7,7 @@ import {
   type RunningDynamo,
   startDynamo,
 } from "../../control-plane/sim/dynamo-frontend.ts";
-import { post, simConfig } from "./helpers.ts";
+import { freePortRange, post, simConfig } from "./helpers.ts";
 
 let d: RunningDynamo;
 const body = {
@@ -153,6 +153,49 @@ describe("Dynamo frontend (direct routing)", () => {
       "x-dynamo-worker-instance-id": "w7001",
       "x-worker-instance-id": "7001",
     });
+  });
+
+  it("x-tenant-id salts the cache like cache_salt", async () => {
+    const h = { "x-dynamo-worker-instance-id": "7001", "x-dynamo-dp-rank": "0" };
+    const b = { ...body, prompt: `${body.prompt} tenant test` };
+    await post(d.port, "/v1/completions", b, h);
+    const warm = await post(d.port, "/v1/completions", b, h);
+    expect(Number(warm.headers.get("x-kvroute-sim-cached-tokens"))).toBeGreaterThan(0);
+    const salted = await post(d.port, "/v1/completions", b, { ...h, "x-tenant-id": "t1" });
+    expect(salted.headers.get("x-kvroute-sim-cached-tokens")).toBe("0");
+  });
+
+  it("publishes each worker's KV events on port + worker index × DP + rank", async () => {
+    const base = await freePortRange(4);
+    const dyn = await startDynamo({
+      ...simConfig(),
+      dataParallelSize: 2,
+      workers: [
+        { instanceId: "1", role: "aggregated" },
+        { instanceId: "2", role: "aggregated" },
+      ],
+      kvEvents: {
+        enableKvCacheEvents: true,
+        publisher: "zmq",
+        endpoint: `tcp://127.0.0.1:${base}`,
+        replayEndpoint: null,
+        bufferSteps: 10,
+        hwm: 10,
+        maxQueueSize: 10,
+        topic: "",
+      },
+    });
+    try {
+      const eps = dyn.workers.flatMap((w) => w.ranks.map((r) => [r.rank, r.publisher?.endpoint]));
+      expect(eps).toEqual([
+        [0, `tcp://127.0.0.1:${base}`],
+        [1, `tcp://127.0.0.1:${base + 1}`],
+        [0, `tcp://127.0.0.1:${base + 2}`],
+        [1, `tcp://127.0.0.1:${base + 3}`],
+      ]);
+    } finally {
+      await dyn.close();
+    }
   });
 
   it("exposes each worker's engines in /metrics with a worker_id label", async () => {
