@@ -315,7 +315,7 @@ export class VllmFront {
       object: "model",
       created,
       owned_by: "vllm",
-      root: parent === null ? id : id,
+      root: id,
       parent,
       max_model_len: this.opts.maxModelLen,
       permission: [],

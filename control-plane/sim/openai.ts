@@ -280,8 +280,3 @@ export function usageChunk(endpoint: Endpoint, meta: ResponseMeta, usage: Usage)
 }
 
 export const DONE = "data: [DONE]\n\n";
-
-/** An error inside a 200 stream, as vLLM writes it. */
-export function streamError(err: OpenAIError): string {
-  return `data: ${err.body()}\n\n`;
-}
