@@ -62,23 +62,25 @@ export function scanString(p: usize, end: usize): isize {
     // special = high bit of every byte that is '"', '\\', < 0x20 or ≥ 0x80. The usual `& ~x`
     // of the zero-byte test is not needed: the high bit of q, b and w agree, and bytes ≥ 0x80
     // are wanted anyway. Borrows only flag bytes above a real hit, so the lowest flag is exact.
-    while (p + 16 <= end) {
-      const w = load<u64>(p);
-      const v = load<u64>(p, 8);
-      const s1 = ((w ^ QUOTES) - ONES) | ((w ^ BACKSLASHES) - ONES) | (w - SPACES) | w;
-      const s2 = ((v ^ QUOTES) - ONES) | ((v ^ BACKSLASHES) - ONES) | (v - SPACES) | v;
-      if (((s1 | s2) & HIGHS) !== 0) break;
-      p += 16;
-    }
-    while (p + 8 <= end) {
+    // One 8-byte test first (dense text: the special is usually within it), and only after a
+    // clean word 16-byte strides (sparse text).
+    if (p + 8 <= end) {
       const w = load<u64>(p);
       const special = (((w ^ QUOTES) - ONES) | ((w ^ BACKSLASHES) - ONES) | (w - SPACES) | w) & HIGHS;
-      if (special !== 0) {
-        // Jump straight to the first special byte instead of re-testing the ones before it.
-        p += <usize>(ctz<u64>(special) >> 3);
-        break;
+      if (special === 0) {
+        p += 8;
+        while (p + 16 <= end) {
+          const a = load<u64>(p);
+          const b = load<u64>(p, 8);
+          const s1 = ((a ^ QUOTES) - ONES) | ((a ^ BACKSLASHES) - ONES) | (a - SPACES) | a;
+          const s2 = ((b ^ QUOTES) - ONES) | ((b ^ BACKSLASHES) - ONES) | (b - SPACES) | b;
+          if (((s1 | s2) & HIGHS) !== 0) break;
+          p += 16;
+        }
+        continue;
       }
-      p += 8;
+      // Jump straight to the first special byte instead of testing the ones before it.
+      p += <usize>(ctz<u64>(special) >> 3);
     }
     if (p >= end) break;
     const c = <u32>load<u8>(p);
