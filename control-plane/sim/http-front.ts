@@ -422,9 +422,10 @@ export class VllmFront {
   }
 }
 
+/** The first value of a header, as Starlette's `headers.get` (and Rust's `HeaderMap::get`)
+ * return it; Node would join repeated headers with ", ". */
 export function headerValue(req: IncomingMessage, name: string): string | undefined {
-  const v = req.headers[name];
-  return Array.isArray(v) ? v[0] : v;
+  return req.headersDistinct[name]?.[0];
 }
 
 function once(f: () => void): () => void {

@@ -1,4 +1,5 @@
 // The simulator over real loopback HTTP with the real Qwen3 / Llama-3.1 tokenizers.
+import { request } from "node:http";
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { SimTokenizer } from "../../control-plane/sim/tokenize.ts";
@@ -136,6 +137,25 @@ describe("OpenAI API on one internal-LB server with 2 ranks", () => {
         expect(r.status).toBe(200);
         expect(r.headers.get("x-kvroute-sim-rank")).toBe(rank);
       }
+      // A repeated header: the first value counts (Starlette's headers.get).
+      const twice = await new Promise<string | undefined>((resolve, reject) => {
+        const r = request(
+          {
+            host: "127.0.0.1",
+            port,
+            path: "/v1/completions",
+            method: "POST",
+            headers: { "content-type": "application/json", "x-data-parallel-rank": ["1", "0"] },
+          },
+          (res) => {
+            res.resume();
+            resolve(res.headers["x-kvroute-sim-rank"] as string | undefined);
+          },
+        );
+        r.on("error", reject);
+        r.end(JSON.stringify(b));
+      });
+      expect(twice).toBe("1");
       const ignored = await post(port, "/v1/completions", b, { "x-data-parallel-rank": "one" });
       expect(ignored.status).toBe(200);
       for (const v of ["2", "-1", "1_000"]) {
