@@ -5,8 +5,10 @@ import { randomBytes } from "node:crypto";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { type Logger, pino } from "pino";
+import { dashboardRoutes } from "./api/dashboard/routes.ts";
 import { createHttpServer, sendJson } from "./api/http-server.ts";
 import { buildMetrics } from "./api/prometheus.ts";
+import { ReportStats } from "./api/report-stats.ts";
 import { buildStatus } from "./api/status.ts";
 import type { Config, PoolConfig } from "./config/schema.ts";
 import { feedChunks, initialState } from "./core/kvroute-core.ts";
@@ -166,7 +168,20 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     }
   };
 
-  const statusInput = { cfg, epoch, log, slots, load, index, gateways, decisions, poolTokens, events };
+  const reports = new ReportStats((id) => slots.get(id)?.pool ?? "unknown");
+  const statusInput = {
+    cfg,
+    epoch,
+    log,
+    slots,
+    load,
+    index,
+    gateways,
+    decisions,
+    poolTokens,
+    events,
+    reports,
+  };
   const metrics = buildMetrics(statusInput);
   const server: Server = createHttpServer(
     {
@@ -178,12 +193,15 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
         longPollMs: cfg.sync.longPollMs,
         pageBytes: cfg.sync.snapshotPageBytes,
       }),
-      "POST /v1/report": createReportHandler({
-        authToken: cfg.authToken,
-        maxBytes: 16 << 20,
-        apply: applyReport,
-      }),
+      "POST /v1/report": reports.counting(
+        createReportHandler({
+          authToken: cfg.authToken,
+          maxBytes: 16 << 20,
+          apply: reports.observing(applyReport),
+        }),
+      ),
       "GET /v1/status": (_req, res) => sendJson(res, 200, buildStatus(statusInput)),
+      ...dashboardRoutes(() => buildStatus(statusInput)),
       "GET /metrics": async (_req, res) => {
         const body = await metrics.metrics();
         res.writeHead(200, { "content-type": metrics.contentType }).end(body);

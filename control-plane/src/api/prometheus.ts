@@ -1,6 +1,8 @@
 // The control plane's Prometheus metrics (names documented in docs/operations.md). Values are
 // read from the model at scrape time, so nothing on the hot paths updates a metric.
 import { Counter, Gauge, Registry } from "prom-client";
+import { registerReportMetrics } from "./prometheus-reports.ts";
+import { registerSlotLoadMetrics } from "./prometheus-slot-load.ts";
 import type { StatusInput } from "./status.ts";
 
 export function buildMetrics(s: StatusInput): Registry {
@@ -134,5 +136,7 @@ export function buildMetrics(s: StatusInput): Registry {
         this.set({ slot: slot.key }, s.load.get(slot.id).consecutiveFailures);
     },
   });
+  registerSlotLoadMetrics(registry, s);
+  registerReportMetrics(registry, s);
   return registry;
 }

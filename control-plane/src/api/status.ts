@@ -1,6 +1,7 @@
 // GET /v1/status: one JSON document with what an operator asks first — which slots exist,
 // how loaded and healthy they are, how much of their cache is indexed, whether their KV-event
-// streams are flowing, and which gateways are in sync.
+// streams are flowing, and which gateways are in sync. The dashboard renders this same
+// document (pushed over /v1/events/status), so new fields are added, never renamed.
 import type { Config } from "../config/schema.ts";
 import type { EventsSupervisor } from "../events/index.ts";
 import type { PrefixIndex } from "../index/prefix-index.ts";
@@ -10,6 +11,8 @@ import type { PoolTokens } from "../pools/pool-tokens.ts";
 import type { RecentDecisions } from "../reports/recent-decisions.ts";
 import type { GatewayRegistry } from "../sync/gateways.ts";
 import type { SyncLog } from "../sync/sync-log.ts";
+import { outcomeName } from "./outcomes.ts";
+import type { ReportStats } from "./report-stats.ts";
 
 export interface StatusInput {
   cfg: Config;
@@ -22,11 +25,15 @@ export interface StatusInput {
   decisions: RecentDecisions;
   poolTokens: Map<string, PoolTokens>;
   events: EventsSupervisor;
+  reports: ReportStats;
 }
 
 export function buildStatus(s: StatusInput) {
   const eventStats = new Map(s.events.stats().map((e) => [e.slotKey, e]));
+  const now = Date.now();
   return {
+    /** Server clock (epoch ms) when this document was built: ages below are relative to it. */
+    now,
     epoch: s.epoch.toString(),
     version: s.log.version,
     index: {
@@ -71,22 +78,40 @@ export function buildStatus(s: StatusInput) {
           ttftMs: Math.round(load.ttftMs),
         },
         index: blocks === undefined ? null : { ...blocks.stats, blocks: blocks.blockCount },
+        /** From gateway reports: requests finished on this slot, and their recent cached ratio. */
+        recent: s.reports.slots.get(slot.id) ?? null,
         events:
           ev === undefined
             ? null
             : {
                 endpoint: ev.endpoint,
                 lastSeq: ev.lastSeq,
-                lagMs: ev.lastMessageAt === null ? null : Date.now() - ev.lastMessageAt,
+                lagMs: ev.lastMessageAt === null ? null : now - ev.lastMessageAt,
                 batches: ev.batches,
                 gaps: ev.gaps,
                 replays: ev.replays,
                 resets: ev.resets,
                 dropped: ev.dropped,
+                missedBatches: ev.missedBatches,
+                replaying: ev.replaying,
               },
       };
     }),
     gateways: s.gateways.list().map((g) => ({ ...g, behind: s.log.version - g.version })),
-    recentDecisions: s.decisions.list().slice(0, 50),
+    recentDecisions: s.decisions
+      .list()
+      .slice(0, 50)
+      .map((d) => {
+        const slot = s.slots.get(d.slot);
+        return {
+          ...d,
+          pool: slot?.pool ?? null,
+          slotKey: slot?.key ?? null,
+          outcomeName: outcomeName(d.outcome),
+          cachedRatio: d.promptBytes > 0 ? Math.min(1, d.cachedBytes / d.promptBytes) : 0,
+        };
+      }),
+    reports: { accepted: s.reports.accepted, rejected: s.reports.rejected },
+    hitRate: s.reports.hitRate.snapshot(now),
   };
 }

@@ -1,0 +1,72 @@
+// Metrics from gateway reports: how many reports came and were refused, what the gateways
+// decided (outcome per finished request), the bytes behind the pool's cache hit ratio, and
+// upstream connection failures per slot.
+import { Counter, type Registry } from "prom-client";
+import type { StatusInput } from "./status.ts";
+
+export function registerReportMetrics(registry: Registry, s: StatusInput): void {
+  const r = s.reports;
+  new Counter({
+    name: "kvroute_reports_total",
+    help: "Gateway reports accepted on POST /v1/report.",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(r.accepted);
+    },
+  });
+  new Counter({
+    name: "kvroute_report_rejected_total",
+    help: "Gateway reports refused, by reason (bad_report, unauthorized, too_large, internal).",
+    labelNames: ["reason"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [reason, n] of Object.entries(r.rejected)) this.inc({ reason }, n);
+    },
+  });
+  new Counter({
+    name: "kvroute_routed_requests_total",
+    help: "Finished requests reported by gateways, by pool and routing outcome.",
+    labelNames: ["pool", "outcome"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [pool, p] of r.pools)
+        for (const [outcome, n] of Object.entries(p.byOutcome)) this.inc({ pool, outcome }, n);
+    },
+  });
+  new Counter({
+    name: "kvroute_routed_prompt_bytes_total",
+    help: "Prompt bytes of reported requests, per pool.",
+    labelNames: ["pool"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [pool, p] of r.pools) this.inc({ pool }, p.promptBytes);
+    },
+  });
+  new Counter({
+    name: "kvroute_routed_cached_bytes_total",
+    help: "Prompt bytes the gateway expected cached on the chosen slot, per pool.",
+    labelNames: ["pool"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [pool, p] of r.pools) this.inc({ pool }, p.cachedBytes);
+    },
+  });
+  new Counter({
+    name: "kvroute_upstream_failures_total",
+    help: "Reported requests whose upstream connection failed (status 0), per slot.",
+    labelNames: ["slot"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [id, sr] of r.slots) {
+        const slot = s.slots.get(id);
+        if (slot !== undefined && sr.upstreamFailures > 0) this.inc({ slot: slot.key }, sr.upstreamFailures);
+      }
+    },
+  });
+}

@@ -1,0 +1,91 @@
+// What gateway reports tell an operator, counted as reports arrive: accepted and rejected
+// reports, finished requests per pool and routing outcome, prompt and cached bytes (the pool's
+// hit ratio), upstream connection failures, a per-slot recent cached ratio, and the hit-rate
+// time series of the dashboard. Plain numbers; prometheus.ts and status.ts read them.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Report } from "../reports/report-codec.ts";
+import { HitRateSeries } from "./hit-rate-series.ts";
+import type { RouteHandler } from "./http-server.ts";
+import { isCacheHit, outcomeName } from "./outcomes.ts";
+
+export interface PoolReportCounters {
+  byOutcome: Record<string, number>;
+  promptBytes: number;
+  cachedBytes: number;
+}
+
+export interface SlotRecent {
+  requests: number;
+  upstreamFailures: number;
+  /** Exponentially weighted cached/prompt bytes of the slot's recent requests. */
+  cachedRatio: number;
+}
+
+/** Weight of the newest request in a slot's recent cached ratio (≈ the last 10 requests). */
+const RECENT_WEIGHT = 0.1;
+
+/** Why a report was refused, from the status the report handler answered. */
+function rejectReason(status: number): string {
+  if (status === 400) return "bad_report";
+  if (status === 401) return "unauthorized";
+  if (status === 413) return "too_large";
+  return "internal";
+}
+
+export class ReportStats {
+  accepted = 0;
+  readonly rejected: Record<string, number> = {};
+  readonly pools = new Map<string, PoolReportCounters>();
+  readonly slots = new Map<number, SlotRecent>();
+  readonly hitRate = new HitRateSeries();
+
+  constructor(private readonly poolOf: (slot: number) => string) {}
+
+  observe(report: Report, nowMs = Date.now()): void {
+    this.accepted++;
+    for (const f of report.finished) {
+      const pool = this.poolOf(f.slot);
+      let p = this.pools.get(pool);
+      if (p === undefined) {
+        p = { byOutcome: {}, promptBytes: 0, cachedBytes: 0 };
+        this.pools.set(pool, p);
+      }
+      const outcome = outcomeName(f.outcome);
+      p.byOutcome[outcome] = (p.byOutcome[outcome] ?? 0) + 1;
+      p.promptBytes += f.promptBytes;
+      p.cachedBytes += f.cachedBytes;
+      this.hitRate.add(pool, nowMs, f.promptBytes, f.cachedBytes, isCacheHit(f.outcome));
+
+      let s = this.slots.get(f.slot);
+      if (s === undefined) {
+        s = { requests: 0, upstreamFailures: 0, cachedRatio: 0 };
+        this.slots.set(f.slot, s);
+      }
+      const ratio = f.promptBytes > 0 ? Math.min(1, f.cachedBytes / f.promptBytes) : 0;
+      s.cachedRatio = s.requests === 0 ? ratio : (1 - RECENT_WEIGHT) * s.cachedRatio + RECENT_WEIGHT * ratio;
+      s.requests++;
+      if (f.status === 0) s.upstreamFailures++;
+    }
+  }
+
+  /** Wraps the report handler's apply step: count, then apply. */
+  observing(apply: (report: Report, remoteAddress: string) => void) {
+    return (report: Report, remoteAddress: string): void => {
+      this.observe(report);
+      apply(report, remoteAddress);
+    };
+  }
+
+  /** Wraps the POST /v1/report route to count refused reports by the status it answered. */
+  counting(handler: RouteHandler): RouteHandler {
+    return (req: IncomingMessage, res: ServerResponse, url: URL) => {
+      res.once("finish", () => {
+        if (res.statusCode >= 400) {
+          const reason = rejectReason(res.statusCode);
+          this.rejected[reason] = (this.rejected[reason] ?? 0) + 1;
+        }
+      });
+      return handler(req, res, url);
+    };
+  }
+}
