@@ -1,0 +1,280 @@
+// Picks the slot (and, in a disaggregated pool, the prefill slot) for one request from the
+// decoded cache images and the prefix walk's depths. Pure: no host calls, no allocation per
+// request once the arrays have their size.
+//
+// Cost of sending the request to slot s (lower is better), in prefill-token equivalents — the
+// shape of Dynamo's KV-router cost (REFERENCE §3), fed with what the gateway can see:
+//   overlapWeight  × tokens of the prompt s has not cached
+// + inflightWeight × requests queued at s (waiting + sent but not yet seen running) × QUEUED_TOKENS
+// + decodeWeight   × sequences decoding at s × DECODE_TOKENS
+// Tokens are estimated from bytes (BYTES_PER_TOKEN); weights come from the configuration.
+import {
+  CfgImage,
+  LoadImage,
+  POLICY_LEAST_LOAD,
+  POLICY_RANDOM,
+  POLICY_ROUND_ROBIN,
+  POOL_DISAGGREGATED,
+  ROLE_DECODE,
+  ROLE_PREFILL,
+  SlotsImage,
+} from "./cache-images";
+
+/** Average UTF-8 bytes per token of English-heavy text in BPE vocabularies of 100k+ entries. */
+export const BYTES_PER_TOKEN: f64 = 4;
+/** Prefill work assumed for each request queued ahead of this one (tokens). */
+export const QUEUED_TOKENS: f64 = 512;
+/** Prefill-token equivalent of one decoding sequence sharing the engine's steps. */
+export const DECODE_TOKENS: f64 = 16;
+
+export const OUT_LOAD_ONLY: i32 = 0;
+export const OUT_PREFIX_HIT: i32 = 1;
+export const OUT_PINNED: i32 = 2;
+/** No healthy slot in the pool (or none with the pinned rank): fail mode decides. */
+export const OUT_NO_SLOT: i32 = -1;
+/** The pinned rank is not served by any slot of the pool: 400 under the honor policy. */
+export const OUT_BAD_PIN: i32 = -2;
+
+const MAX_SLOTS: i32 = 65536;
+
+export class Decider {
+  /** Chosen slot (decode slot in a disaggregated pool); -1 when none. */
+  slot: i32 = -1;
+  /** Prefill slot of a disaggregated pool; -1 otherwise. */
+  prefillSlot: i32 = -1;
+  /** Cached chunks of the chosen (prefill) slot. */
+  cachedChunks: i32 = 0;
+  /** Lowest and highest rank-header value the pool serves (for the 400 message); -1 when none. */
+  rankLow: i64 = -1;
+  rankHigh: i64 = -1;
+  private rng: u64;
+  private roundRobin: StaticArray<u32> = new StaticArray<u32>(0);
+  private costs: StaticArray<f64> = new StaticArray<f64>(0);
+  private picks: StaticArray<i32> = new StaticArray<i32>(0);
+
+  constructor(seed: u64) {
+    this.rng = seed === 0 ? 0x9e3779b97f4a7c15 : seed;
+  }
+
+  /** xorshift64*: cheap, good enough to break ties and sample, seeded per VM. */
+  private random(): f64 {
+    let x = this.rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    this.rng = x;
+    return <f64>((x * 0x2545f4914f6cdd1d) >> 11) / 9007199254740992.0;
+  }
+
+  private ensure(slots: i32, pools: i32): void {
+    if (this.costs.length < slots) {
+      this.costs = new StaticArray<f64>(slots);
+      this.picks = new StaticArray<i32>(slots);
+    }
+    if (this.roundRobin.length < pools) this.roundRobin = new StaticArray<u32>(pools);
+  }
+
+  /**
+   * Writes into `bitmap` (words × u64) the slots of `pool` that can take a request of role
+   * `role` (-1: any role usable for the cache-sensitive choice: aggregated or prefill) and,
+   * when `pin` ≥ 0, whose rank-header value is `pin`. Returns how many there are.
+   */
+  candidates(
+    slots: SlotsImage,
+    loads: LoadImage,
+    pool: i32,
+    role: i32,
+    pin: i64,
+    bitmap: usize,
+    words: i32,
+  ): i32 {
+    memory.fill(bitmap, 0, <usize>(words * 8));
+    let n = 0;
+    const count = slots.count < words * 64 ? slots.count : words * 64;
+    for (let s = 0; s < count; s++) {
+      if (<i32>slots.pool[s] !== pool || !slots.present(s) || !loads.healthy(s)) continue;
+      const r = <i32>slots.role(s);
+      if (role >= 0 ? r !== role : r === <i32>ROLE_DECODE) continue;
+      if (pin >= 0 && <i64>slots.headerRank[s] !== pin) continue;
+      const at = bitmap + ((<usize>(s >> 6)) << 3);
+      store<u64>(at, load<u64>(at) | ((<u64>1) << (<u64>(s & 63))));
+      n++;
+    }
+    return n;
+  }
+
+  /** The range of rank-header values the pool's present slots serve, into rankLow/rankHigh. */
+  rankRange(slots: SlotsImage, pool: i32): void {
+    this.rankLow = -1;
+    this.rankHigh = -1;
+    for (let s = 0; s < slots.count; s++) {
+      if (<i32>slots.pool[s] !== pool || !slots.present(s)) continue;
+      const r = <i64>slots.headerRank[s];
+      if (r < 0) continue;
+      if (this.rankLow < 0 || r < this.rankLow) this.rankLow = r;
+      if (r > this.rankHigh) this.rankHigh = r;
+    }
+  }
+
+  /** Requests queued at slot s: waiting, plus requests gateways sent that the engine does not report yet, plus ours. */
+  @inline private queued(loads: LoadImage, s: i32, localInflight: StaticArray<u32> | null): f64 {
+    const running = <f64>loads.running(s);
+    const waiting = <f64>loads.waiting(s);
+    const fleet = <f64>loads.inflight(s);
+    const unseen = fleet > running + waiting ? fleet - running - waiting : 0;
+    const local = localInflight !== null && s < localInflight.length ? <f64>localInflight[s] : 0;
+    // The fleet count includes this gateway's last report; take the larger view, not the sum.
+    return waiting + (unseen > local ? unseen : local);
+  }
+
+  /**
+   * Chooses among the candidate bitmap. `depths` are cached chunks per slot (zeros for
+   * load-only routing). Returns the slot or -1.
+   */
+  pick(
+    cfg: CfgImage,
+    loads: LoadImage,
+    policy: u8,
+    pool: i32,
+    bitmap: usize,
+    words: i32,
+    depths: StaticArray<i32>,
+    promptBytes: i32,
+    localInflight: StaticArray<u32> | null,
+  ): i32 {
+    const slotsMax = words * 64 < MAX_SLOTS ? words * 64 : MAX_SLOTS;
+    this.ensure(slotsMax, pool + 1);
+    let n = 0;
+    for (let w = 0; w < words; w++) {
+      let bits = load<u64>(bitmap + ((<usize>w) << 3));
+      while (bits !== 0) {
+        this.picks[n++] = w * 64 + <i32>ctz(bits);
+        bits &= bits - 1;
+      }
+    }
+    if (n === 0) return -1;
+    if (policy === POLICY_RANDOM) return this.picks[<i32>(this.random() * <f64>n) % n];
+    if (policy === POLICY_ROUND_ROBIN) {
+      const i = this.roundRobin[pool];
+      this.roundRobin[pool] = i + 1;
+      return this.picks[<i32>(i % <u32>n)];
+    }
+    let min = Infinity;
+    let max = -Infinity;
+    for (let i = 0; i < n; i++) {
+      const s = this.picks[i];
+      const queued = this.queued(loads, s, localInflight);
+      const running = <f64>loads.running(s);
+      let cost: f64;
+      if (policy === POLICY_LEAST_LOAD) {
+        cost = running + queued;
+      } else {
+        const depth = s < depths.length ? depths[s] : 0;
+        const cached = <f64>depth * <f64>cfg.chunkSize;
+        const uncached = <f64>promptBytes > cached ? <f64>promptBytes - cached : 0;
+        cost =
+          <f64>cfg.overlapWeight * (uncached / BYTES_PER_TOKEN) +
+          <f64>cfg.inflightWeight * queued * QUEUED_TOKENS +
+          <f64>cfg.decodeWeight * running * DECODE_TOKENS;
+      }
+      this.costs[i] = cost;
+      if (cost < min) min = cost;
+      if (cost > max) max = cost;
+    }
+    const t = <f64>cfg.temperature;
+    if (t > 0 && max > min) {
+      // p ∝ exp(-(c - min) / ((max - min) · T)), Dynamo's sampling (REFERENCE §3).
+      let total: f64 = 0;
+      for (let i = 0; i < n; i++) {
+        const p = Math.exp(-(this.costs[i] - min) / ((max - min) * t));
+        this.costs[i] = p;
+        total += p;
+      }
+      let r = this.random() * total;
+      for (let i = 0; i < n; i++) {
+        r -= this.costs[i];
+        if (r <= 0) return this.picks[i];
+      }
+      return this.picks[n - 1];
+    }
+    // Cheapest; ties broken at random so equal slots share the load.
+    let ties = 0;
+    let chosen = -1;
+    for (let i = 0; i < n; i++) {
+      if (this.costs[i] !== min) continue;
+      ties++;
+      if (this.random() * <f64>ties < 1) chosen = this.picks[i];
+    }
+    return chosen;
+  }
+
+  /**
+   * The whole decision for one request of `pool`. `bitmap` must hold the cache-sensitive
+   * candidates (candidates(..., role -1, pin)) and `depths` the walk over them. Returns an OUT_*
+   * code and sets slot / prefillSlot / cachedChunks.
+   */
+  decide(
+    cfg: CfgImage,
+    slots: SlotsImage,
+    loads: LoadImage,
+    pool: i32,
+    bitmap: usize,
+    words: i32,
+    depths: StaticArray<i32>,
+    promptBytes: i32,
+    pin: i64,
+    localInflight: StaticArray<u32> | null,
+    scratch: usize,
+  ): i32 {
+    this.slot = -1;
+    this.prefillSlot = -1;
+    this.cachedChunks = 0;
+    const p = cfg.pools[pool];
+    const chosen = this.pick(cfg, loads, p.policy, pool, bitmap, words, depths, promptBytes, localInflight);
+    if (chosen < 0) {
+      if (pin < 0) return OUT_NO_SLOT;
+      this.rankRange(slots, pool);
+      // A rank no slot serves is the client's mistake; a served rank with no healthy slot is ours.
+      return this.candidatesAnyHealth(slots, pool, pin) ? OUT_NO_SLOT : OUT_BAD_PIN;
+    }
+    this.cachedChunks = chosen < depths.length ? depths[chosen] : 0;
+    if ((p.flags & POOL_DISAGGREGATED) !== 0 && <i32>slots.role(chosen) === <i32>ROLE_PREFILL) {
+      // Prefill where the prefix is cached; decode where there is room (the KV cache moves).
+      const decode = this.candidates(slots, loads, pool, ROLE_DECODE, -1, scratch, words);
+      const d =
+        decode > 0
+          ? this.pick(cfg, loads, POLICY_LEAST_LOAD, pool, scratch, words, depths, promptBytes, localInflight)
+          : -1;
+      if (d < 0) return OUT_NO_SLOT;
+      this.prefillSlot = chosen;
+      this.slot = d;
+    } else {
+      this.slot = chosen;
+    }
+    if (pin >= 0) return OUT_PINNED;
+    return this.cachedChunks > 0 ? OUT_PREFIX_HIT : OUT_LOAD_ONLY;
+  }
+
+  private candidatesAnyHealth(slots: SlotsImage, pool: i32, pin: i64): bool {
+    for (let s = 0; s < slots.count; s++) {
+      if (<i32>slots.pool[s] === pool && slots.present(s) && <i64>slots.headerRank[s] === pin) return true;
+    }
+    return false;
+  }
+}
+
+/** The pool serving `model` (the request's `model` bytes), else the configured default, else -1. */
+export function findPool(cfg: CfgImage, model: usize, modelLen: i32): i32 {
+  for (let p = 0; p < cfg.pools.length; p++) {
+    const models = cfg.pools[p].models;
+    for (let m = 0; m < models.length; m++) {
+      const name = models[m];
+      if (
+        name.byteLength === modelLen &&
+        memory.compare(changetype<usize>(name), model, <usize>modelLen) === 0
+      )
+        return p;
+    }
+  }
+  return cfg.defaultPool;
+}
