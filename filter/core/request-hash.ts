@@ -1,7 +1,17 @@
 // biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
-// The filter's hot path in one call: scan the body, render the canonical stream, hash its chunks.
-// One RequestHasher per VM is reused for every request; nothing here allocates once its buffers
+// The filter's hot path: scan the body, render the canonical stream, hash its chunks. One
+// RequestHasher per VM is reused for every request; nothing here allocates once its buffers
 // have grown to the largest request seen.
+//
+// Filter usage:
+//   const hasher = new RequestHasher();                  // once per VM (unmanaged, never freed)
+//   const tpl = decodeSegmentTemplate(ptr, len);         // once per configuration (null: not segmentable)
+//   const err = hasher.scan.scan(body, bodyLen);         // < 0: malformed → route by load
+//   …pick the pool from the request's model (hasher.scan.modelOff/modelLen/modelEsc; decode
+//     with decodeString when modelEsc), then:
+//   const status = hasher.hashScanned(ENDPOINT_CHAT, tpl, bos, bosLen, model, modelLen, lora, loraLen, chunk);
+//   // RENDER_NONE → route by load; PARTIAL/EXACT → hasher.hashCount u64 hashes at hasher.hashes.ptr
+// or hasher.run(...) for both steps when the model is already known.
 import { ByteBuf } from "./byte-buf";
 import { chainChunks, rootHash } from "./chunk-hash";
 import { ERR_ARGUMENT } from "./errors";
@@ -44,12 +54,29 @@ export class RequestHasher {
   ): i32 {
     this.hashCount = 0;
     if (chunk < 1) return ERR_ARGUMENT;
-    const scan = this.scan;
-    const err = scan.scan(body, bodyLen);
+    const err = this.scan.scan(body, bodyLen);
     if (err < 0) return err;
+    return this.hashScanned(endpoint, template, bos, bosLen, model, modelLen, lora, loraLen, chunk);
+  }
+
+  /** The render + hash half of run(), over the last successful `scan.scan(body, …)`. */
+  hashScanned(
+    endpoint: i32,
+    template: SegmentTemplate | null,
+    bos: usize,
+    bosLen: i32,
+    model: usize,
+    modelLen: i32,
+    lora: usize,
+    loraLen: i32,
+    chunk: i32,
+  ): i32 {
+    this.hashCount = 0;
+    if (chunk < 1) return ERR_ARGUMENT;
+    const scan = this.scan;
     let status = RENDER_NONE;
     if (endpoint === ENDPOINT_CHAT) {
-      if (template != null) status = this.renderer.renderChat(scan, template);
+      if (template !== null) status = this.renderer.renderChat(scan, template);
     } else if (endpoint === ENDPOINT_COMPLETIONS) {
       status = this.renderer.renderCompletion(scan, bos, bosLen);
     } else {
@@ -57,7 +84,8 @@ export class RequestHasher {
     }
     if (status === RENDER_NONE) return status;
     this.salt.len = 0;
-    if (scan.saltLen > 0) decodeString(body + <usize>scan.saltOff, scan.saltLen, scan.saltEsc, this.salt);
+    if (scan.saltLen > 0)
+      decodeString(scan.body + <usize>scan.saltOff, scan.saltLen, scan.saltEsc, this.salt);
     const h0 = rootHash(model, modelLen, lora, loraLen, this.salt.ptr, this.salt.len, this.key);
     const out = this.renderer.out;
     this.hashes.len = 0;
