@@ -40,6 +40,8 @@ export interface EngineRequestSpec {
   promptTokens: readonly number[];
   maxTokens: number;
   loraName?: string | null;
+  /** vLLM's integer adapter id (published as the deprecated `lora_id`). */
+  loraId?: number | null;
   cacheSalt?: string | null;
   /** Disaggregated decode: the prompt's KV arrives from a prefill worker, so the prompt is
    * not computed here (only blocks are allocated), as with vLLM's KV-transfer connectors. */
@@ -365,6 +367,7 @@ export class Engine {
         tokenIds: req.tokens.slice(runStart * bs, end * bs),
         blockSize: bs,
         loraName: req.spec.loraName ?? null,
+        loraId: req.spec.loraId ?? null,
         extraKeys: extraKeysFor(req, runStart, end),
       });
       runStart = -1;

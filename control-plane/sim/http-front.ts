@@ -48,6 +48,8 @@ export interface PreparedRequest {
   promptTokens: number[];
   maxTokens: number;
   loraName: string | null;
+  /** 1-based position in --lora-modules, as vLLM numbers adapters it loads at startup. */
+  loraId: number | null;
 }
 
 export function readBody(req: IncomingMessage, limit: number): Promise<string> {
@@ -108,7 +110,8 @@ export function prepareRequest(
         `${Math.max(maxTokens, 0)} in the completion). Please reduce the length of the messages or completion.`,
     );
   }
-  return { parsed, promptTokens, maxTokens, loraName: isLora ? parsed.model : null };
+  const loraId = isLora ? opts.loraNames.indexOf(parsed.model) + 1 : null;
+  return { parsed, promptTokens, maxTokens, loraName: isLora ? parsed.model : null, loraId };
 }
 
 export interface RunHooks {
@@ -203,6 +206,7 @@ export function runOnEngine(
         promptTokens: prepared.promptTokens,
         maxTokens: prepared.maxTokens,
         loraName: prepared.loraName,
+        loraId: prepared.loraId,
         cacheSalt: parsed.cacheSalt,
         prefilledRemotely: opts.prefilledRemotely,
       },

@@ -16,6 +16,8 @@ export interface BlockStored {
   tokenIds: number[];
   blockSize: number;
   loraName: string | null;
+  /** Deprecated in vLLM in favour of loraName, still published. */
+  loraId?: number | null;
   /** One entry per block: the extra keys mixed into its hash, or null. Null when no block has any. */
   extraKeys: (string[] | null)[] | null;
 }
@@ -56,7 +58,7 @@ function storedFields(e: BlockStored, encoding: EventEncoding): Array<[string, P
     ["parent_block_hash", e.parentBlockHash, false],
     ["token_ids", e.tokenIds, false],
     ["block_size", e.blockSize, false],
-    ["lora_id", null, false],
+    ["lora_id", e.loraId ?? null, false],
     ["medium", MEDIUM_GPU, false],
     ["lora_name", e.loraName, false],
     // `event_version` (default 1) sits here in the newest vLLM; omitted as a default.

@@ -95,9 +95,14 @@ describe("KV event encoding", () => {
       extra_keys: [[{ type: "cache_salt", salt: "salt" }], null],
     });
     const lora = unpackr.unpack(
-      encodeEventBatch(1, [{ ...stored, loraName: "ad", extraKeys: [["ad", "s"], ["ad"]] }], 0, "array"),
+      encodeEventBatch(
+        1,
+        [{ ...stored, loraName: "ad", loraId: 1, extraKeys: [["ad", "s"], ["ad"]] }],
+        0,
+        "array",
+      ),
     );
-    expect(lora[1][0].slice(7)).toEqual(["ad", [["ad", "s"], ["ad"]]]);
+    expect(lora[1][0].slice(5)).toEqual([1, "GPU", "ad", [["ad", "s"], ["ad"]]]);
     const loraMap = unpackr.unpack(
       encodeEventBatch(1, [{ ...stored, loraName: "ad", extraKeys: [["ad", "s"], ["ad"]] }], 0, "map"),
     );
