@@ -1,6 +1,7 @@
 // Number formatting shared by the dashboard's views.
 
-export const percent = (ratio) => `${(ratio * 100).toFixed(ratio >= 0.995 || ratio === 0 ? 0 : 1)}%`;
+/** 0.375 → "37.5%", 0.75 → "75%". */
+export const percent = (ratio) => `${Number((ratio * 100).toFixed(1))}%`;
 
 export const integer = (n) => (n === null || n === undefined ? "–" : Math.round(n).toLocaleString("en-US"));
 
