@@ -1,0 +1,166 @@
+// Report-driven observability through the assembled control plane: accepted and refused
+// reports, routed requests by outcome, the bytes behind the hit ratio, per-slot load gauges in
+// /metrics, and the decisions feed and hit-rate series in /v1/status. Plus the series itself.
+import { createServer, request, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { pino } from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HitRateSeries } from "../../control-plane/src/api/hit-rate-series.ts";
+import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
+import { parseConfig } from "../../control-plane/src/config/load-config.ts";
+import { encodeReport, type FinishedRequest } from "../../control-plane/src/reports/report-codec.ts";
+import { QWEN3 } from "../sim/helpers.ts";
+
+const TOKEN = "dashboard-test-token-0123";
+let engine: Server;
+let cp: ControlPlane;
+
+beforeAll(async () => {
+  engine = createServer((_req, res) => {
+    res
+      .writeHead(200)
+      .end(
+        'vllm:num_requests_running{engine="0"} 2\nvllm:num_requests_waiting{engine="1"} 4\nvllm:kv_cache_usage_perc{engine="1"} 0.25\n',
+      );
+  });
+  await new Promise<void>((r) => engine.listen(0, "127.0.0.1", r));
+  const address = `127.0.0.1:${(engine.address() as AddressInfo).port}`;
+  const cfg = parseConfig(
+    {
+      authToken: TOKEN,
+      pools: [{ name: "qwen", models: ["q"], tokenizer: QWEN3, endpoints: [{ address, ranks: [0, 1] }] }],
+      cache: { buckets: 64, ways: 4 },
+      load: { scrapeIntervalMs: 50 },
+    },
+    "test",
+    {},
+  );
+  cp = await startControlPlane(cfg, { listen: "127.0.0.1:0", logger: pino({ level: "silent" }) });
+});
+
+afterAll(async () => {
+  await cp?.stop();
+  engine.closeAllConnections();
+  await new Promise((r) => engine.close(r));
+});
+
+const finished = (slot: number, outcome: number, promptBytes: number, cachedBytes: number, status = 200) =>
+  ({
+    slot,
+    status,
+    outcome,
+    promptBytes,
+    cachedBytes,
+    ttftMs: 30,
+    durationMs: 90,
+    requestId: `r-${slot}-${outcome}`,
+  }) as FinishedRequest;
+
+const post = (body: Uint8Array | string, auth = true) =>
+  fetch(`${cp.url}/v1/report`, {
+    method: "POST",
+    body: typeof body === "string" ? body : Buffer.from(body),
+    headers: auth ? { authorization: `Bearer ${TOKEN}` } : {},
+  });
+
+/** A report past the size limit, on its own connection: the server answers 413 before the
+ * body is through, which leaves a pooled keep-alive connection unusable for the next fetch. */
+function postOversized(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request(`${cp.url}/v1/report`, {
+      method: "POST",
+      agent: false,
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    req.on("response", (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+      req.destroy();
+    });
+    req.on("error", reject);
+    req.end(Buffer.alloc(17 << 20));
+  });
+}
+
+describe("report metrics", () => {
+  it("counts reports, refusals, outcomes and bytes, and exposes per-slot load", async () => {
+    const report = encodeReport({
+      gateway: "gw-1",
+      inflight: new Map([[1, 5]]),
+      finished: [
+        finished(0, 1, 1000, 800),
+        finished(1, 0, 1000, 0),
+        finished(1, 5, 500, 200, 0),
+        finished(0, 9, 10, 0),
+      ],
+      speculative: [],
+    });
+    expect((await post(report)).status).toBe(204);
+    expect((await post(report, false)).status).toBe(401);
+    expect((await post("garbage")).status).toBe(400);
+    expect(await postOversized()).toBe(413);
+
+    const deadline = Date.now() + 5000;
+    let text = "";
+    while (Date.now() < deadline) {
+      text = await (await fetch(`${cp.url}/metrics`)).text();
+      if (text.includes('kvroute_slot_waiting{pool="qwen",slot="qwen/') && / 4$/m.test(text)) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const line = (name: string) => text.split("\n").find((l) => l.startsWith(name));
+    expect(line("kvroute_reports_total ")).toBe("kvroute_reports_total 1");
+    for (const reason of ["unauthorized", "bad_report", "too_large"])
+      expect(text).toContain(`kvroute_report_rejected_total{reason="${reason}"} 1`);
+    expect(text).toContain('kvroute_routed_requests_total{pool="qwen",outcome="prefix_hit"} 1');
+    expect(text).toContain('kvroute_routed_requests_total{pool="qwen",outcome="load_only"} 1');
+    expect(text).toContain('kvroute_routed_requests_total{pool="qwen",outcome="speculative_hit"} 1');
+    expect(text).toContain('kvroute_routed_requests_total{pool="qwen",outcome="code_9"} 1');
+    expect(text).toContain('kvroute_routed_prompt_bytes_total{pool="qwen"} 2510');
+    expect(text).toContain('kvroute_routed_cached_bytes_total{pool="qwen"} 1000');
+    const [s0, s1] = cp.slots.present();
+    expect(text).toContain(`kvroute_upstream_failures_total{slot="${s1?.key}"} 1`);
+    expect(text).toContain(`kvroute_slot_running{pool="qwen",slot="${s0?.key}"} 2`);
+    expect(text).toContain(`kvroute_slot_waiting{pool="qwen",slot="${s1?.key}"} 4`);
+    expect(text).toContain(`kvroute_slot_kv_usage_ratio{pool="qwen",slot="${s1?.key}"} 0.25`);
+    expect(text).toContain(`kvroute_slot_inflight{pool="qwen",slot="${s1?.key}"} 5`);
+    expect(text).toContain(`kvroute_slot_healthy{pool="qwen",slot="${s0?.key}"} 1`);
+    expect(text).toContain(`kvroute_slot_ttft_seconds{pool="qwen",slot="${s0?.key}"} 0.03`);
+  });
+
+  it("adds outcome names, pools, cached ratios and the hit-rate series to /v1/status", async () => {
+    // biome-ignore lint/suspicious/noExplicitAny: reading arbitrary JSON fields
+    const status = (await (await fetch(`${cp.url}/v1/status`)).json()) as any;
+    expect(typeof status.now).toBe("number");
+    expect(status.reports).toEqual({
+      accepted: 1,
+      rejected: { unauthorized: 1, bad_report: 1, too_large: 1 },
+    });
+    const hit = status.recentDecisions.find((d: { requestId: string }) => d.requestId === "r-0-1");
+    expect(hit).toMatchObject({ pool: "qwen", outcomeName: "prefix_hit", cachedRatio: 0.8, gateway: "gw-1" });
+    expect(hit.slotKey).toBe(cp.slots.present()[0]?.key);
+    const points = status.hitRate.pools.qwen;
+    expect(points).toHaveLength(1);
+    expect(points[0]).toMatchObject({ requests: 4, hits: 2, promptBytes: 2510, cachedBytes: 1000 });
+    expect(status.slots[1].recent).toMatchObject({ requests: 2, upstreamFailures: 1 });
+  });
+});
+
+describe("hit-rate series", () => {
+  it("sums per bucket, starts new buckets in time, and forgets what left the window", () => {
+    const series = new HitRateSeries(1000, 3);
+    series.add("a", 10_100, 100, 50, true);
+    series.add("a", 10_900, 100, 0, false);
+    series.add("a", 12_000, 200, 200, true);
+    series.add("b", 12_500, 10, 0, false);
+    series.add("a", 11_000, 1, 1, true); // stamped before the newest bucket: counted in it
+    expect(series.snapshot(12_600).pools).toEqual({
+      a: [
+        { t: 10_000, requests: 2, hits: 1, promptBytes: 200, cachedBytes: 50 },
+        { t: 12_000, requests: 2, hits: 2, promptBytes: 201, cachedBytes: 201 },
+      ],
+      b: [{ t: 12_000, requests: 1, hits: 0, promptBytes: 10, cachedBytes: 0 }],
+    });
+    expect(series.snapshot(13_500).pools.a?.map((p) => p.t)).toEqual([12_000]);
+    expect(series.snapshot(20_000).pools).toEqual({});
+  });
+});
