@@ -9,7 +9,7 @@
 //   const err = hasher.scan.scan(body, bodyLen);         // < 0: malformed → route by load
 //   …pick the pool from the request's model (hasher.scan.modelOff/modelLen/modelEsc; decode
 //     with decodeString when modelEsc), then:
-//   const status = hasher.hashScanned(ENDPOINT_CHAT, tpl, bos, bosLen, model, modelLen, lora, loraLen, chunk);
+//   const status = hasher.hashScanned(body, ENDPOINT_CHAT, tpl, bos, bosLen, model, modelLen, lora, loraLen, chunk);
 //   // RENDER_NONE → route by load; PARTIAL/EXACT → hasher.hashCount u64 hashes at hasher.hashes.ptr
 // or hasher.run(...) for both steps when the model is already known.
 import { ByteBuf } from "./byte-buf";
@@ -56,11 +56,15 @@ export class RequestHasher {
     if (chunk < 1) return ERR_ARGUMENT;
     const err = this.scan.scan(body, bodyLen);
     if (err < 0) return err;
-    return this.hashScanned(endpoint, template, bos, bosLen, model, modelLen, lora, loraLen, chunk);
+    return this.hashScanned(body, endpoint, template, bos, bosLen, model, modelLen, lora, loraLen, chunk);
   }
 
-  /** The render + hash half of run(), over the last successful `scan.scan(body, …)`. */
+  /**
+   * The second half of run() for a body `scan` has already scanned: the filter scans first,
+   * because the request's `model` decides the pool whose template and canonical name it needs.
+   */
   hashScanned(
+    body: usize,
     endpoint: i32,
     template: SegmentTemplate | null,
     bos: usize,
@@ -76,7 +80,7 @@ export class RequestHasher {
     const scan = this.scan;
     let status = RENDER_NONE;
     if (endpoint === ENDPOINT_CHAT) {
-      if (template !== null) status = this.renderer.renderChat(scan, template);
+      if (template != null) status = this.renderer.renderChat(scan, template);
     } else if (endpoint === ENDPOINT_COMPLETIONS) {
       status = this.renderer.renderCompletion(scan, bos, bosLen);
     } else {
@@ -84,8 +88,7 @@ export class RequestHasher {
     }
     if (status === RENDER_NONE) return status;
     this.salt.len = 0;
-    if (scan.saltLen > 0)
-      decodeString(scan.body + <usize>scan.saltOff, scan.saltLen, scan.saltEsc, this.salt);
+    if (scan.saltLen > 0) decodeString(body + <usize>scan.saltOff, scan.saltLen, scan.saltEsc, this.salt);
     const h0 = rootHash(model, modelLen, lora, loraLen, this.salt.ptr, this.salt.len, this.key);
     const out = this.renderer.out;
     this.hashes.len = 0;
