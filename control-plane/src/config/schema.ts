@@ -43,7 +43,9 @@ const endpointSchema = z.strictObject({
 });
 
 /** A Kubernetes object name (RFC 1123 label; Services and namespaces are labels). */
-const k8sName = z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, "expected a Kubernetes name (RFC 1123 label)");
+const k8sName = z
+  .string()
+  .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, "expected a Kubernetes name (RFC 1123 label)");
 const k8sLabelKey = z
   .string()
   .regex(
@@ -78,7 +80,10 @@ const kubernetesDiscoverySchema = z
     /** The engines' --kv-events-config, the same for every pod of the pool. */
     kvEvents: kvEventsSchema.optional(),
     /** Path of the engines' Prometheus page on each target port. */
-    metricsPath: z.string().regex(/^\/[^\s?#]*$/, "expected an absolute path such as /metrics").default("/metrics"),
+    metricsPath: z
+      .string()
+      .regex(/^\/[^\s?#]*$/, "expected an absolute path such as /metrics")
+      .default("/metrics"),
   })
   .superRefine((k, ctx) => {
     if ((k.port === undefined) === (k.targetPorts === undefined))

@@ -1,7 +1,10 @@
 // The seam between where endpoints come from (a static list, Kubernetes EndpointSlices) and the
 // fleet model. A discovery source reports, per pool, the complete current list of endpoints;
 // the fleet works out what was added or removed.
+import type { KubeConfig } from "@kubernetes/client-node";
+import { type Logger, pino } from "pino";
 import type { Config, EndpointConfig, PoolConfig } from "../config/schema.ts";
+import { KubernetesDiscovery } from "./kubernetes.ts";
 
 export type EndpointsListener = (pool: PoolConfig, endpoints: EndpointConfig[]) => void;
 
@@ -22,7 +25,33 @@ export class StaticDiscovery implements Discovery {
   async stop(): Promise<void> {}
 }
 
-/** The discovery a configuration asks for. */
-export function discoveryFor(cfg: Config): Discovery {
-  return new StaticDiscovery(cfg.pools);
+/** Several sources side by side, each for its own pools. */
+export class CompositeDiscovery implements Discovery {
+  constructor(private readonly sources: readonly Discovery[]) {}
+
+  async start(onEndpoints: EndpointsListener): Promise<void> {
+    await Promise.all(this.sources.map((s) => s.start(onEndpoints)));
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.sources.map((s) => s.stop()));
+  }
+}
+
+export interface DiscoveryOptions {
+  logger?: Logger;
+  /** For Kubernetes pools; default in-cluster, else ~/.kube/config. */
+  kubeConfig?: KubeConfig;
+}
+
+/** The discovery a configuration asks for: Kubernetes for pools with `discovery.kubernetes`, static for the rest. */
+export function discoveryFor(cfg: Config, opts: DiscoveryOptions = {}): Discovery {
+  const kubernetes = cfg.pools.filter((p) => p.discovery?.kubernetes !== undefined);
+  const fixed = cfg.pools.filter((p) => p.discovery?.kubernetes === undefined);
+  if (kubernetes.length === 0) return new StaticDiscovery(fixed);
+  const k8s = new KubernetesDiscovery(kubernetes, {
+    logger: opts.logger ?? pino({ level: cfg.logLevel }),
+    ...(opts.kubeConfig === undefined ? {} : { kubeConfig: opts.kubeConfig }),
+  });
+  return fixed.length === 0 ? k8s : new CompositeDiscovery([new StaticDiscovery(fixed), k8s]);
 }

@@ -19,13 +19,7 @@ function readLE64(bytes: Uint8Array, at: number, n: number): bigint {
 }
 
 /** SipHash with `cRounds` compression and `dRounds` finalization rounds; returns the u64. */
-export function siphash(
-  bytes: Uint8Array,
-  k0 = 0n,
-  k1 = 0n,
-  cRounds = 1,
-  dRounds = 3,
-): bigint {
+export function siphash(bytes: Uint8Array, k0 = 0n, k1 = 0n, cRounds = 1, dRounds = 3): bigint {
   let v0 = k0 ^ 0x736f6d6570736575n;
   let v1 = k1 ^ 0x646f72616e646f6dn;
   let v2 = k0 ^ 0x6c7967656e657261n;

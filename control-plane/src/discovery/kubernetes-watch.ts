@@ -1,0 +1,143 @@
+// Keeps an in-memory copy of one kind of object (by label selector, in one namespace) in step
+// with the API server: list, then watch from the list's resourceVersion. When the watch ends
+// for any reason (dropped connection, server timeout, an ERROR event such as 410 Gone, a
+// failed request) it lists again after a backoff. The copy is replaced only by a successful
+// list, so an outage never empties it: the last known state stays in use until the API
+// answers again.
+import type { KubeConfig } from "@kubernetes/client-node";
+import { Watch } from "@kubernetes/client-node";
+
+interface Named {
+  metadata?: { name?: string };
+}
+
+export interface ListResult<T> {
+  items: T[];
+  metadata?: { resourceVersion?: string };
+}
+
+export interface ListWatchOptions<T> {
+  kubeConfig: KubeConfig;
+  /** API path of the collection, e.g. /api/v1/namespaces/llm/pods. */
+  path: string;
+  labelSelector: string;
+  list: () => Promise<ListResult<T>>;
+  /** Called after every list and every watch event (the copy changed, or may have). */
+  onChange: () => void;
+  onError: (err: unknown) => void;
+  retryMinMs?: number;
+  retryMaxMs?: number;
+}
+
+export class ListWatch<T extends Named> {
+  readonly objects = new Map<string, T>();
+  /** True once a list succeeded: the copy is a complete picture (possibly stale). */
+  synced = false;
+  /** Lists made so far (observability and tests). */
+  lists = 0;
+  #stopped = false;
+  #abort: AbortController | undefined;
+  #wake: (() => void) | undefined;
+  #loop: Promise<void> | undefined;
+
+  constructor(private readonly opts: ListWatchOptions<T>) {}
+
+  start(): void {
+    this.#loop ??= this.#run();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    this.#abort?.abort();
+    this.#wake?.();
+    await this.#loop;
+  }
+
+  async #run(): Promise<void> {
+    const min = this.opts.retryMinMs ?? 250;
+    const max = this.opts.retryMaxMs ?? 10_000;
+    let failures = 0;
+    while (!this.#stopped) {
+      let watchedAt = Number.POSITIVE_INFINITY;
+      try {
+        const list = await this.opts.list();
+        this.lists++;
+        if (this.#stopped) return;
+        this.objects.clear();
+        for (const item of list.items) {
+          const name = item.metadata?.name;
+          if (name !== undefined) this.objects.set(name, item);
+        }
+        this.synced = true;
+        failures = 0;
+        this.opts.onChange();
+        watchedAt = Date.now();
+        const ended = await this.#watch(list.metadata?.resourceVersion);
+        if (ended !== null) throw ended;
+      } catch (err) {
+        if (this.#stopped) return;
+        failures++;
+        this.opts.onError(err);
+      }
+      if (this.#stopped) return;
+      // A clean end after a while (server-side timeout) relists at once; errors back off
+      // exponentially, and so does a server that keeps closing watches straight away.
+      const quick = Date.now() - watchedAt < 1000;
+      const delay = failures > 0 ? Math.min(max, min * 2 ** (failures - 1)) : quick ? min : 0;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, delay);
+        this.#wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+  }
+
+  /** Applies watch events until the stream ends; resolves with the error that ended it, or null. */
+  #watch(resourceVersion: string | undefined): Promise<unknown> {
+    return new Promise((resolve) => {
+      const watch = new Watch(this.opts.kubeConfig);
+      const query: Record<string, string | boolean> = {
+        labelSelector: this.opts.labelSelector,
+        allowWatchBookmarks: true,
+      };
+      if (resourceVersion !== undefined) query.resourceVersion = resourceVersion;
+      let ended = false;
+      const end = (err: unknown) => {
+        if (ended) return;
+        ended = true;
+        this.#abort?.abort();
+        resolve(err);
+      };
+      watch
+        .watch(
+          this.opts.path,
+          query,
+          (type: string, object: T & { code?: number; message?: string }) => {
+            if (ended) return;
+            const name = object?.metadata?.name;
+            if (type === "ADDED" || type === "MODIFIED") {
+              if (name !== undefined) this.objects.set(name, object);
+            } else if (type === "DELETED") {
+              if (name !== undefined) this.objects.delete(name);
+            } else if (type === "ERROR") {
+              // Typically 410 Gone (resourceVersion too old): only a fresh list can recover.
+              end(
+                new Error(`watch ${this.opts.path}: ${object?.code ?? "?"} ${object?.message ?? ""}`.trim()),
+              );
+              return;
+            } else {
+              return; // BOOKMARK: nothing changed
+            }
+            this.opts.onChange();
+          },
+          (err: unknown) => end(err ?? null),
+        )
+        .then((controller) => {
+          this.#abort = controller;
+          if (ended || this.#stopped) controller.abort();
+        }, end);
+    });
+  }
+}
