@@ -233,7 +233,7 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
   scraper.start();
   const timer = setInterval(publish, opts.publishIntervalMs ?? 5);
   logger.info(
-    { url, epoch: epoch.toString(), pools: cfg.pools.map((p) => p.name) },
+    { url, dashboard: `${url}/dashboard`, epoch: epoch.toString(), pools: cfg.pools.map((p) => p.name) },
     "control plane listening",
   );
 
