@@ -25,6 +25,11 @@ const hasher = new RequestHasher();
 const templates: (SegmentTemplate | null)[] = [];
 const scanResult = memory.data(4 * 20);
 
+/** Does a range of n bytes from the start of the I/O region stay inside it? */
+function ioHolds(n: i32): bool {
+  return n >= 0 && n <= io.cap;
+}
+
 /** Ensures the I/O region holds n bytes and returns its address (it moves when it grows). */
 export function ioReserve(n: i32): usize {
   if (n > io.cap) {
@@ -35,11 +40,13 @@ export function ioReserve(n: i32): usize {
 }
 
 export function xxh64Io(len: i32, seed: u64): u64 {
+  if (!ioHolds(len)) return 0;
   return xxh64(io.ptr, <usize>len, seed);
 }
 
 /** h0 of model ‖ 0 ‖ lora ‖ 0 ‖ salt, the three strings lying back to back in the I/O region. */
 export function rootHashIo(modelLen: i32, loraLen: i32, saltLen: i32): u64 {
+  if (modelLen < 0 || loraLen < 0 || saltLen < 0 || !ioHolds(modelLen + loraLen + saltLen)) return 0;
   const p = io.ptr;
   return rootHash(
     p,
@@ -58,7 +65,7 @@ export function rootHashIo(modelLen: i32, loraLen: i32, saltLen: i32): u64 {
  * the new previous hash chunkLastHash().
  */
 export function chunkFeedIo(prev: u64, total: i32, chunk: i32): i32 {
-  if (chunk < 1 || total < 0) return ERR_ARGUMENT;
+  if (chunk < 1 || !ioHolds(total)) return ERR_ARGUMENT;
   const h = hasher.hashes;
   h.len = 0;
   h.reserve((total / chunk) * 8);
@@ -79,6 +86,7 @@ export function hashCount(): i32 {
 
 /** Decodes a segment template from io[0, len): its id (≥ 0) or a negative TPL_ERR_* code. */
 export function templateLoad(len: i32): i32 {
+  if (!ioHolds(len)) return ERR_ARGUMENT;
   const t = decodeSegmentTemplate(io.ptr, len);
   if (t == null) return templateError;
   for (let i = 0; i < templates.length; i++) {
@@ -104,7 +112,7 @@ function templateById(id: i32): SegmentTemplate | null {
 /** Scans io[0, len). Returns 0 or a negative error; the fields are at scanResultPtr(). */
 export function scanIo(len: i32): i32 {
   const s = hasher.scan;
-  const r = s.scan(io.ptr, len);
+  const r = ioHolds(len) ? s.scan(io.ptr, len) : ERR_ARGUMENT;
   const f = scanResult;
   store<i32>(f, s.modelOff, 0);
   store<i32>(f, s.modelLen, 4);
@@ -162,6 +170,7 @@ export function decodedPtr(): usize {
 export function renderIo(bodyLen: i32, endpoint: i32, templateId: i32, bosLen: i32, maxStream: i32): i32 {
   const r = hasher.renderer;
   r.out.len = 0;
+  if (maxStream < 0 || bosLen < 0 || !ioHolds(bodyLen) || !ioHolds(bodyLen + bosLen)) return ERR_ARGUMENT;
   r.maxStream = maxStream;
   const s = hasher.scan;
   const err = s.scan(io.ptr, bodyLen);
@@ -196,6 +205,10 @@ export function hashRequestIo(
   chunk: i32,
   maxStream: i32,
 ): i32 {
+  const tail = bodyLen + bosLen + modelLen + loraLen;
+  if (maxStream < 0 || bosLen < 0 || modelLen < 0 || loraLen < 0 || !ioHolds(bodyLen) || !ioHolds(tail)) {
+    return ERR_ARGUMENT;
+  }
   const p = io.ptr;
   hasher.renderer.maxStream = maxStream;
   const bos = p + <usize>bodyLen;
@@ -218,6 +231,7 @@ export function hashRequestIo(
 
 /** Strict DP-rank parse of io[0, len): the rank, or -1 when invalid. */
 export function parseRankIo(len: i32): i64 {
+  if (!ioHolds(len)) return -1;
   return parseRank(io.ptr, len);
 }
 

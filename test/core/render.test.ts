@@ -216,3 +216,22 @@ describe("segment-template binary codec", () => {
     }
   });
 });
+
+describe("the Node export surface refuses out-of-range arguments instead of trapping", () => {
+  it("lengths past the I/O region, negative lengths and caps return an error code", async () => {
+    const { core } = await import("../../control-plane/src/core/core-wasm.ts");
+    const ex = core().ex;
+    const huge = 1 << 30;
+    expect(ex.scanIo(huge)).toBe(-7);
+    expect(ex.scanIo(-1)).toBe(-7);
+    expect(ex.renderIo(10, 1, 0, 0, -1)).toBe(-7);
+    expect(ex.renderIo(huge, 2, 0, 0, 100)).toBe(-7);
+    expect(ex.hashRequestIo(10, 1, 0, -5, 0, 0, 128, 100)).toBe(-7);
+    expect(ex.chunkFeedIo(0n, huge, 128)).toBe(-7);
+    expect(ex.chunkFeedIo(0n, 10, 0)).toBe(-7);
+    expect(ex.templateLoad(huge)).toBe(-7);
+    expect(ex.parseRankIo(huge)).toBe(-1n);
+    expect(ex.decodeSpanIo(huge, 10, 1)).toBe(-7);
+    expect(ex.renderIo(10, 9, 0, 0, 100)).toBeLessThan(0);
+  });
+});
