@@ -37,6 +37,20 @@ function documentedMetrics(): Map<string, string> {
   return out;
 }
 
+/** Brackets pair up outside string literals (a cheap guard against a broken PromQL edit). */
+function balanced(expr: string): boolean {
+  const open: string[] = [];
+  const pairs: Record<string, string> = { ")": "(", "]": "[", "}": "{" };
+  let quoted = false;
+  for (const c of expr) {
+    if (c === '"') quoted = !quoted;
+    else if (quoted) continue;
+    else if ("([{".includes(c)) open.push(c);
+    else if (c in pairs && open.pop() !== pairs[c]) return false;
+  }
+  return open.length === 0 && !quoted;
+}
+
 const allPanels = (ps: Panel[]): Panel[] => ps.flatMap((p) => [p, ...allPanels(p.panels ?? [])]);
 
 describe("Grafana dashboard", () => {
@@ -91,6 +105,7 @@ describe("Grafana dashboard", () => {
     for (const p of graphs) {
       expect(p.targets?.length, p.title).toBeGreaterThan(0);
       for (const t of p.targets ?? []) {
+        expect(balanced(t.expr), `${p.title}: unbalanced brackets in ${t.expr}`).toBe(true);
         const names = t.expr.match(/\bkvroute_[a-z0-9_]+/g) ?? [];
         expect(names.length, `${p.title}: ${t.expr}`).toBeGreaterThan(0);
         for (const name of names) {

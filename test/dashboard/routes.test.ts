@@ -116,7 +116,7 @@ describe("dashboard routes", () => {
   it("answers unknown assets with 404 and writes with 405, as JSON errors", async () => {
     for (const path of [
       "/dashboard/nope.js",
-      "/dashboard/",
+      "/dashboard/x/main.js",
       "/dashboard/../app.ts",
       "/dashboard/index.html",
     ]) {
@@ -126,6 +126,12 @@ describe("dashboard routes", () => {
     }
     const post = await fetch(`${url}/dashboard`, { method: "POST" });
     expect(post.status).toBe(405);
+  });
+
+  it("sends /dashboard/ back to /dashboard, where the page's relative URLs resolve", async () => {
+    const res = await fetch(`${url}/dashboard/`, { redirect: "manual" });
+    expect(res.status).toBe(301);
+    expect(new URL(res.headers.get("location") as string, `${url}/dashboard/`).pathname).toBe("/dashboard");
   });
 
   it("streams the status document as well-formed server-sent events", async () => {

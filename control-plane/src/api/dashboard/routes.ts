@@ -15,6 +15,11 @@ export function dashboardRoutes(
   const routes: Routes = {
     "GET /": serveAsset(page),
     "GET /dashboard": serveAsset(page),
+    // The page's relative URLs resolve from /dashboard, not /dashboard/: send a typed trailing
+    // slash back (relative Location, so a path-prefix proxy keeps working).
+    "GET /dashboard/": (_req, res) => {
+      res.writeHead(301, { location: "../dashboard" }).end();
+    },
     "GET /v1/events/status": new StatusStream(buildStatus, opts.intervalMs).handle,
   };
   for (const asset of assets.values())

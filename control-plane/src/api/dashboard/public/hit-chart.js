@@ -73,7 +73,7 @@ export function renderHitRate(root, status) {
         h("span", { class: "swatch", style: { background: COLORS[i % COLORS.length] } }),
         `${pool}: `,
         h("strong", { data: { field: "latest" } }, percent(ratio)),
-        ` cached bytes, ${last.hits}/${last.requests} hits in the latest ${bucketMs / 1000} s`,
+        ` cached bytes, ${last.hits}/${last.requests} hits in the ${bucketMs / 1000} s from ${clock(last.t)}`,
       );
     }),
     h("li", { class: "muted" }, "solid: cached bytes · dashed: requests with a hit"),
