@@ -1,0 +1,134 @@
+// Runs one (workload, rate, policy) on a fresh simulated cluster in virtual time. Arrivals are
+// submitted when their time comes (so closed-loop turns and the ideal bound see requests in
+// arrival order) and the clock advances in ticks; at every tick the policy may take a metrics
+// snapshot, so routers that scrape see loads as stale as their scrape interval.
+import { createSimCluster, type SimRequestResult } from "../../control-plane/sim/virtual-cluster.ts";
+import { type RunMetrics, summarize } from "./metrics.ts";
+import type { PolicyContext, PolicyFactory, RoutingPolicy } from "./policies/types.ts";
+import type { Arrival, BenchRequest, WorkloadRun } from "./workloads/types.ts";
+
+export interface ClusterConfig {
+  workers: number;
+  ranksPerWorker: number;
+  blockSize: number;
+  /** KV capacity per rank in blocks. */
+  numGpuBlocks: number;
+  maxNumSeqs: number;
+  maxNumBatchedTokens: number;
+  /** vLLM's DP coordinator stats period (its balancer's staleness). */
+  statsIntervalMs: number;
+  kvEventDelayMs: number;
+  tickMs: number;
+  /** Safety stop: a run that has not drained by then is reported as such. */
+  maxVirtualMs: number;
+}
+
+export interface RunOutput {
+  metrics: RunMetrics;
+  unfinished: number;
+  virtualMs: number;
+}
+
+/** Pending arrivals kept sorted by time (follow-ups are inserted as they are generated). */
+class ArrivalQueue {
+  readonly #items: Arrival[] = [];
+
+  push(a: Arrival): void {
+    let lo = 0;
+    let hi = this.#items.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if ((this.#items[mid] as Arrival).atMs <= a.atMs) lo = mid + 1;
+      else hi = mid;
+    }
+    this.#items.splice(lo, 0, a);
+  }
+
+  /** Removes and returns the arrivals due by `tMs`, in time order. */
+  takeUntil(tMs: number): Arrival[] {
+    let n = 0;
+    while (n < this.#items.length && (this.#items[n] as Arrival).atMs <= tMs) n++;
+    return this.#items.splice(0, n);
+  }
+
+  get size(): number {
+    return this.#items.length;
+  }
+}
+
+export function runOne(
+  run: WorkloadRun,
+  factory: PolicyFactory,
+  cfg: ClusterConfig,
+  seed: number,
+  outputVocab: readonly number[],
+): RunOutput {
+  const ranks = cfg.workers * cfg.ranksPerWorker;
+  const requests = new Map<string, BenchRequest>();
+  const results: SimRequestResult[] = [];
+  const queue = new ArrivalQueue();
+  for (const a of run.arrivals) queue.push(a);
+  let policy: RoutingPolicy | undefined;
+  const cluster = createSimCluster({
+    dataParallelSize: ranks,
+    numGpuBlocks: cfg.numGpuBlocks,
+    blockSize: cfg.blockSize,
+    maxNumSeqs: cfg.maxNumSeqs,
+    maxNumBatchedTokens: cfg.maxNumBatchedTokens,
+    seed,
+    outputVocab,
+    balancerRule: "legacy",
+    statsIntervalMs: cfg.statsIntervalMs,
+    onKvEvents: (rank, events, at) => policy?.kvEvents?.(rank, events, at),
+    onRequestDone: (result) => {
+      results.push(result);
+      const request = requests.get(result.id) as BenchRequest;
+      policy?.done?.(result, request);
+      const next = run.followUp?.(request, result.outputTokenIds, result.finishMs);
+      if (next) queue.push(next);
+    },
+  });
+  const ctx: PolicyContext = {
+    cluster,
+    ranks,
+    blockSize: cfg.blockSize,
+    seed,
+    kvEventDelayMs: cfg.kvEventDelayMs,
+  };
+  policy = factory.create(ctx);
+  const p = policy;
+  const chooser = p.choose?.bind(p);
+  let submitted = 0;
+  let t = 0;
+  p.tick?.(0, cluster.loads());
+  while (queue.size > 0 || results.length < submitted) {
+    if (t > cfg.maxVirtualMs) break;
+    for (const a of queue.takeUntil(t + cfg.tickMs)) {
+      requests.set(a.request.id, a.request);
+      const tokens = p.submitTokens?.(a.request) ?? a.request.tokens;
+      const request = a.request;
+      cluster.submit(
+        {
+          id: request.id,
+          tokens,
+          maxTokens: request.maxTokens,
+          rank: chooser === undefined ? undefined : (view) => chooser(view, request),
+        },
+        Math.max(a.atMs, t),
+      );
+      submitted++;
+    }
+    t += cfg.tickMs;
+    cluster.advanceTo(t);
+    p.tick?.(t, cluster.loads());
+  }
+  const metrics = summarize(
+    results,
+    ranks,
+    (id) => (requests.get(id) as BenchRequest).tokens.length,
+    p.extraCachedTokens === undefined
+      ? undefined
+      : (id) => p.extraCachedTokens?.(requests.get(id) as BenchRequest) ?? 0,
+  );
+  return { metrics, unfinished: submitted - results.length + queue.size, virtualMs: t };
+}

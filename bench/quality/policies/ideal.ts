@@ -1,0 +1,65 @@
+// The upper bound: a cluster whose prefix cache is global and infinite — any token prefix that
+// any earlier request computed (prompt or answer) is free on every rank — routed by the Dynamo
+// oracle's exact least-work cost. The simulator cannot share a cache across ranks, so each
+// prompt is submitted without its already-computed prefix (keeping at least one token, as
+// vLLM always computes one) and the skipped tokens count as cache hits. KV memory is then
+// understated too; that only makes the bound looser, never tighter.
+import { dynamoOracleChooser } from "./dynamo-oracle.ts";
+import type { PolicyFactory, RoutingPolicy } from "./types.ts";
+
+/** Chained 52-bit hashes of every full `blockSize`-token block of `ids`. */
+export function tokenBlockKeys(ids: readonly number[], blockSize: number): number[] {
+  const out: number[] = [];
+  let hi = 0x811c9dc5;
+  let lo = 0x2c1b3c6d;
+  for (let at = 0; at + blockSize <= ids.length; at += blockSize) {
+    for (let i = at; i < at + blockSize; i++) {
+      const t = ids[i] as number;
+      hi = Math.imul(hi ^ t, 0x01000193) >>> 0;
+      lo = Math.imul(lo ^ t ^ (hi >>> 9), 0x5bd1e995) >>> 0;
+    }
+    out.push((hi & 0xfffff) * 0x100000000 + lo);
+  }
+  return out;
+}
+
+/** Tokens of `ids` that a global cache holding `seen` already has (capped at length − 1). */
+export function globallyCachedTokens(
+  ids: readonly number[],
+  seen: ReadonlySet<number>,
+  blockSize: number,
+): number {
+  const keys = tokenBlockKeys(ids, blockSize);
+  let n = 0;
+  while (n < keys.length && seen.has(keys[n] as number)) n++;
+  return Math.min(n * blockSize, ids.length - 1);
+}
+
+export const idealPolicy: PolicyFactory = {
+  name: "ideal-bound",
+  describe:
+    "upper bound: global infinite prefix cache (every prefix computed before is free on any rank) + Dynamo oracle routing",
+  create(ctx): RoutingPolicy {
+    const seen = new Set<number>();
+    const skipped = new Map<string, number>();
+    const oracle = dynamoOracleChooser(ctx);
+    const remember = (ids: readonly number[]) => {
+      for (const k of tokenBlockKeys(ids, ctx.blockSize)) seen.add(k);
+    };
+    return {
+      submitTokens(request) {
+        const skip = globallyCachedTokens(request.tokens, seen, ctx.blockSize);
+        skipped.set(request.id, skip);
+        remember(request.tokens);
+        return request.tokens.slice(skip);
+      },
+      choose: (view, request) =>
+        oracle.choose(view, request.id, request.tokens.length - (skipped.get(request.id) ?? 0)),
+      done(result, request) {
+        oracle.done(result.id);
+        remember(request.tokens.concat(result.outputTokenIds));
+      },
+      extraCachedTokens: (request) => skipped.get(request.id) ?? 0,
+    };
+  },
+};

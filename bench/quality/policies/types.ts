@@ -1,0 +1,58 @@
+// One routing policy under test. The harness turns `choose` into the simulator's RankChooser
+// (called at the request's arrival in virtual time with the cluster's state then); a policy
+// without `choose` leaves the rank to the simulator's model of vLLM's own DP balancer.
+import type { EngineLoad } from "../../../control-plane/sim/engine.ts";
+import type { KvEvent } from "../../../control-plane/sim/kv-events.ts";
+import type {
+  ClusterView,
+  SimCluster,
+  SimRequestResult,
+} from "../../../control-plane/sim/virtual-cluster.ts";
+import type { BenchRequest } from "../workloads/types.ts";
+
+export interface PolicyContext {
+  cluster: SimCluster;
+  ranks: number;
+  blockSize: number;
+  seed: number;
+  /** How late KV events reach an event-driven router (ms of virtual time). */
+  kvEventDelayMs: number;
+}
+
+export interface RoutingPolicy {
+  choose?(view: ClusterView, request: BenchRequest): number;
+  /** The token ids to submit (the ideal bound shortens prompts); default: the request's. */
+  submitTokens?(request: BenchRequest): readonly number[];
+  /** Every harness tick (virtual time), with the exact loads then: metric scrapes happen here. */
+  tick?(nowMs: number, loads: readonly EngineLoad[]): void;
+  kvEvents?(rank: number, events: KvEvent[], atMs: number): void;
+  done?(result: SimRequestResult, request: BenchRequest): void;
+  /** Prompt tokens counted as cache hits beyond what the simulator reports (the ideal bound). */
+  extraCachedTokens?(request: BenchRequest): number;
+}
+
+export interface PolicyFactory {
+  name: string;
+  /** One line for the report: the rule, its constants and where they come from. */
+  describe: string;
+  create(ctx: PolicyContext): RoutingPolicy;
+}
+
+/** A snapshot of per-rank loads refreshed every `intervalMs` of virtual time: what a router
+ * that scrapes metrics sees (stale by up to one interval). */
+export class StaleLoads {
+  #loads: readonly EngineLoad[] = [];
+  #takenMs = Number.NEGATIVE_INFINITY;
+
+  constructor(readonly intervalMs: number) {}
+
+  tick(nowMs: number, loads: readonly EngineLoad[]): void {
+    if (nowMs - this.#takenMs < this.intervalMs) return;
+    this.#loads = loads;
+    this.#takenMs = nowMs;
+  }
+
+  get loads(): readonly EngineLoad[] {
+    return this.#loads;
+  }
+}

@@ -1,0 +1,33 @@
+// Deterministic filler text of a chosen token length: words drawn from single-token
+// vocabulary words, so n words tokenize to n tokens (the first word loses its leading space,
+// which can cost it an extra token or two). Real words keep the character-based baselines
+// (GAIE's 64-character blocks, SGLang's text tree) honest: characters per token are realistic.
+import { mixSeed, Rng } from "../../control-plane/sim/rng.ts";
+
+export function wordText(rng: Rng, tokens: number, words: readonly string[]): string {
+  let s = "";
+  for (let i = 0; i < tokens; i++) s += words[rng.int(words.length)] as string;
+  return s.slice(1);
+}
+
+/** A generator for one named piece of a workload (group g's system prompt, conversation c's
+ * turn k…), independent of the order pieces are generated in. */
+export function pieceRng(seed: number, ...parts: number[]): Rng {
+  return new Rng(mixSeed(seed, ...parts));
+}
+
+/** Exponential gap (ms) of a Poisson process with `ratePerSecond`. */
+export function exponentialMs(rng: Rng, ratePerSecond: number): number {
+  return (-Math.log(1 - rng.next()) * 1000) / ratePerSecond;
+}
+
+/** Arrival times (ms) of `n` events of a Poisson process with `ratePerSecond`, from t = 0. */
+export function poissonTimes(rng: Rng, n: number, ratePerSecond: number): number[] {
+  const out: number[] = [];
+  let t = 0;
+  for (let i = 0; i < n; i++) {
+    t += exponentialMs(rng, ratePerSecond);
+    out.push(t);
+  }
+  return out;
+}
