@@ -123,8 +123,9 @@ export class Renderer {
 
   /** Cuts the stream at maxStream; a cut stream is only a prefix. */
   private cap(status: i32): i32 {
-    if (this.out.len > this.maxStream) {
-      this.out.len = this.maxStream;
+    const max = this.maxStream < 0 ? 0 : this.maxStream;
+    if (this.out.len > max) {
+      this.out.len = max;
       return RENDER_PARTIAL;
     }
     return status;
