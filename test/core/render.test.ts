@@ -3,6 +3,7 @@
 import { describe, expect, it } from "vitest";
 import {
   checkSegmentTemplateBytes,
+  chunkHashes,
   encodeSegmentTemplate,
   hashRequest,
   renderChat,
@@ -150,6 +151,36 @@ describe("hashRequest (the filter's pipeline)", () => {
     expect(a.status).toBe("exact");
     expect(a.hashes.length).toBe(Math.floor(a.stream.length / 64));
     expect(a.hashes[0]).not.toBe(c.hashes[0]);
+  });
+
+  it("gives the filter exactly the hashes the control plane derives from the same stream (DESIGN §2)", () => {
+    const q = segmentTemplate("qwen3");
+    const b = body({
+      model: "alias",
+      cache_salt: "t\u00e9",
+      messages: [{ role: "system", content: "s".repeat(500) }, user("q".repeat(700))],
+    }).replace("\\u00e9", "\u00e9");
+    const filter = hashRequest(b, {
+      endpoint: "chat",
+      template: q,
+      model: "Qwen/Qwen3-8B",
+      lora: "ad",
+      chunkSize: 32,
+    });
+    const stream = renderChat(q, [
+      { role: "system", content: "s".repeat(500) },
+      user("q".repeat(700)),
+    ]).stream;
+    expect(filter.stream).toEqual(stream);
+    const controlPlane = chunkHashes({
+      model: "Qwen/Qwen3-8B",
+      lora: "ad",
+      cacheSalt: "té",
+      stream,
+      chunkSize: 32,
+    });
+    expect([...filter.hashes]).toEqual([...controlPlane]);
+    expect(controlPlane.length).toBe(Math.floor(stream.length / 32));
   });
 });
 
