@@ -78,7 +78,19 @@ function card(slot) {
         "cached",
       ),
     ),
+    indexTrouble(slot.index),
     events(slot.events),
+  );
+}
+
+/** Blocks the index could not use: missed parents (lost events) or ids outside the vocabulary
+ * (the pool's tokenizer is probably not the engine's). Shown only when there are any. */
+function indexTrouble(index) {
+  if (index === null || (index.orphanBlocks === 0 && index.undetokenizableBlocks === 0)) return null;
+  return h(
+    "p",
+    { class: "bad", data: { field: "index-trouble" } },
+    `unindexable blocks: ${integer(index.orphanBlocks)} orphaned, ${integer(index.undetokenizableBlocks)} undetokenizable`,
   );
 }
 

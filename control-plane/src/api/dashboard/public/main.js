@@ -51,14 +51,28 @@ function render(status) {
 const source = new EventSource(streamUrl);
 source.addEventListener("open", () => setConnection("live", "live"));
 source.addEventListener("error", () => setConnection("lost", "reconnecting…"));
-source.addEventListener("status", (e) => {
-  setConnection("live", "live");
+// A hidden tab keeps only the newest document and renders it when shown again.
+let pending = null;
+
+function show(data) {
   try {
-    render(JSON.parse(e.data));
+    render(JSON.parse(data));
     document.body.dataset.updated = String(Date.now());
   } catch (err) {
     // A render bug must not freeze the page silently: show it and keep listening.
     setConnection("error", `render error: ${err instanceof Error ? err.message : err}`);
     console.error(err);
+  }
+}
+
+source.addEventListener("status", (e) => {
+  setConnection("live", "live");
+  if (document.hidden) pending = e.data;
+  else show(e.data);
+});
+document.addEventListener("visibilitychange", () => {
+  if (!document.hidden && pending !== null) {
+    show(pending);
+    pending = null;
   }
 });
