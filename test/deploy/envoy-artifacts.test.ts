@@ -1,0 +1,305 @@
+// Every Envoy artifact — envoy/envoy.yaml, the Envoy pieces inside the Istio EnvoyFilters and
+// Envoy Gateway's EnvoyPatchPolicy — against Envoy's own API protos, plus the wiring kvroute
+// depends on (filter order, clusters, destination route) and the embedded plugin
+// configuration. A broken field fails with the file and the path of the field.
+import { describe, expect, it } from "vitest";
+import {
+  type Doc,
+  envoyPieces,
+  envoyProblems,
+  loadYamlFiles,
+  parseYaml,
+  pluginConfigs,
+  readRepoFile,
+  type YamlFile,
+} from "./artifacts.ts";
+import { validateEnvoy } from "./envoy-proto.ts";
+import { pluginConfigProblems } from "./plugin-config.ts";
+
+const files = loadYamlFiles("envoy");
+const byName = (file: string) => files.find((f) => f.file === file) as YamlFile;
+// biome-ignore lint/suspicious/noExplicitAny: tests walk parsed YAML whose shape they assert
+type Obj = Record<string, any>;
+
+const ORIGINAL_DST = {
+  name: "kvroute_original_dst",
+  type: "ORIGINAL_DST",
+  lb_policy: "CLUSTER_PROVIDED",
+  original_dst_lb_config: { use_http_header: true, http_header_name: "x-gateway-destination-endpoint" },
+};
+
+/** Every cluster a file defines, by name (Bootstrap static clusters, patch-added clusters). */
+function clustersOf(file: YamlFile): Map<string, Obj> {
+  const out = new Map<string, Obj>();
+  for (const piece of envoyPieces(file)) {
+    if (piece.typeName === "envoy.config.bootstrap.v3.Bootstrap")
+      for (const c of (piece.value as Obj).static_resources.clusters as Obj[]) out.set(c.name, c);
+    if (piece.typeName === "envoy.config.cluster.v3.Cluster")
+      out.set((piece.value as Obj).name, piece.value as Obj);
+  }
+  return out;
+}
+
+function destinationRoutes(file: YamlFile): Obj[] {
+  return envoyPieces(file)
+    .filter((p) => p.typeName === "envoy.config.route.v3.Route")
+    .map((p) => p.value as Obj);
+}
+
+describe("Envoy artifacts", () => {
+  it("finds the artifacts", () => {
+    expect(files.map((f) => f.file)).toEqual([
+      "envoy/envoy-gateway/extension-policy.yaml",
+      "envoy/envoy-gateway/patch-policy.yaml",
+      "envoy/envoy.yaml",
+      "envoy/istio/envoyfilter.yaml",
+      "envoy/istio/wasmplugin.yaml",
+    ]);
+  });
+
+  it.each(files.map((f) => [f.file, f] as const))("%s is valid against Envoy's API protos", (_name, file) => {
+    expect(envoyProblems(file)).toEqual([]);
+  });
+
+  it.each(files.map((f) => [f.file, f] as const))(
+    "%s embeds exactly the protocol-1 plugin configuration",
+    (_name, file) => {
+      for (const site of pluginConfigs(file))
+        expect(pluginConfigProblems(site.config, `${file.file}: ${site.path}`)).toEqual([]);
+    },
+  );
+
+  it("every artifact that loads the filter names clusters it defines (or its companion resources define)", () => {
+    const groups: Array<[string[], string]> = [
+      [["envoy/envoy.yaml"], "envoy/envoy.yaml"],
+      [["envoy/istio/envoyfilter.yaml"], "envoy/istio/envoyfilter.yaml"],
+      [["envoy/istio/wasmplugin.yaml"], "envoy/istio/wasmplugin.yaml"],
+      [
+        ["envoy/envoy-gateway/extension-policy.yaml", "envoy/envoy-gateway/patch-policy.yaml"],
+        "envoy/envoy-gateway/extension-policy.yaml",
+      ],
+    ];
+    for (const [group, withFilter] of groups) {
+      const clusters = new Map(group.flatMap((f) => [...clustersOf(byName(f))]));
+      const sites = pluginConfigs(byName(withFilter));
+      expect(sites.length, withFilter).toBe(1);
+      const cfg = sites[0]?.config as Obj;
+      expect(
+        clusters.has(cfg.controlPlane.cluster),
+        `${withFilter}: cluster ${cfg.controlPlane.cluster}`,
+      ).toBe(true);
+      expect(clusters.get("kvroute_original_dst"), withFilter).toMatchObject(ORIGINAL_DST);
+      // Every destination route sends a request that carries the header to the ORIGINAL_DST cluster.
+      for (const route of [
+        ...destinationRoutes(byName(group.at(-1) as string)),
+        ...destinationRoutes(byName(withFilter)),
+      ]) {
+        expect(route.match.headers).toEqual([
+          { name: "x-gateway-destination-endpoint", present_match: true },
+        ]);
+        expect(route.route.cluster).toBe("kvroute_original_dst");
+      }
+    }
+  });
+
+  it("envoy.yaml: header guard, then the Wasm filter, then the router; admin on loopback; routes and buffers fit", () => {
+    const bootstrap = byName("envoy/envoy.yaml").docs[0] as Obj;
+    expect(bootstrap.admin.address.socket_address.address).toBe("127.0.0.1");
+    const listener = bootstrap.static_resources.listeners[0];
+    const hcm = listener.filter_chains[0].filters[0].typed_config;
+    expect(hcm.http_filters.map((f: Obj) => f.name)).toEqual([
+      "envoy.filters.http.header_mutation",
+      "envoy.filters.http.wasm",
+      "envoy.filters.http.router",
+    ]);
+    const wasm = hcm.http_filters[1].typed_config.config;
+    expect([wasm.root_id, wasm.vm_config.vm_id, wasm.vm_config.runtime]).toEqual([
+      "kvroute",
+      "kvroute",
+      "envoy.wasm.runtime.v8",
+    ]);
+    expect(wasm.vm_config.code.local.filename).toBe("build/kvroute.wasm");
+    expect(hcm.http_filters[0].typed_config.mutations.request_mutations).toEqual([
+      { remove: "x-gateway-destination-endpoint" },
+    ]);
+    const routes = hcm.route_config.virtual_hosts[0].routes;
+    expect(routes.map((r: Obj) => r.route.cluster)).toEqual(["kvroute_original_dst", "kvroute_fallback"]);
+    expect([...clustersOf(byName("envoy/envoy.yaml")).keys()].sort()).toEqual([
+      "kvroute_control_plane",
+      "kvroute_fallback",
+      "kvroute_original_dst",
+    ]);
+    // Envoy answers 413 before the filter sees a body larger than its buffer limit.
+    const cfg = JSON.parse(wasm.configuration.value);
+    expect(listener.per_connection_buffer_limit_bytes).toBeGreaterThan(cfg.maxBodyBytes);
+    expect(cfg.controlPlane.authority).toBe("127.0.0.1:9090");
+  });
+
+  it("Istio: the filters go before the router, clusters are added, the destination route comes first", () => {
+    const filter = byName("envoy/istio/envoyfilter.yaml").docs[0] as Obj;
+    const patches = filter.spec.configPatches as Obj[];
+    for (const p of patches.filter((p) => p.applyTo === "HTTP_FILTER")) {
+      expect(p.patch.operation).toBe("INSERT_BEFORE");
+      expect(p.match.listener.filterChain.filter.subFilter.name).toBe("envoy.filters.http.router");
+    }
+    // Inserted before the router in this order: the header guard runs ahead of the Wasm filter.
+    expect(patches.filter((p) => p.applyTo === "HTTP_FILTER").map((p) => p.patch.value.name)).toEqual([
+      "envoy.filters.http.header_mutation",
+      "envoy.filters.http.wasm",
+    ]);
+    for (const file of ["envoy/istio/envoyfilter.yaml", "envoy/istio/wasmplugin.yaml"]) {
+      const ef = byName(file).docs.find((d) => d.kind === "EnvoyFilter") as Obj;
+      const ops = (ef.spec.configPatches as Obj[]).map((p) => `${p.applyTo}:${p.patch.operation}`);
+      expect(ops.filter((o) => o.startsWith("CLUSTER"))).toEqual(["CLUSTER:ADD", "CLUSTER:ADD"]);
+      expect(ops).toContain("HTTP_ROUTE:INSERT_FIRST");
+      expect((ef.spec.configPatches as Obj[]).every((p) => p.match.context === "GATEWAY")).toBe(true);
+    }
+    const plugin = byName("envoy/istio/wasmplugin.yaml").docs[0] as Obj;
+    expect(plugin.spec).toMatchObject({ pluginName: "kvroute", type: "HTTP", failStrategy: "FAIL_CLOSE" });
+    expect(plugin.spec.url).toMatch(/^oci:\/\//);
+  });
+
+  it("Envoy Gateway: the Wasm entry, whole clusters added, the destination route enables the filter", () => {
+    const policy = byName("envoy/envoy-gateway/extension-policy.yaml").docs[0] as Obj;
+    const wasm = policy.spec.wasm[0];
+    expect(wasm).toMatchObject({
+      name: "kvroute",
+      rootID: "kvroute",
+      failOpen: false,
+      code: { type: "Image" },
+    });
+    const patch = byName("envoy/envoy-gateway/patch-policy.yaml").docs[0] as Obj;
+    expect(patch.spec.type).toBe("JSONPatch");
+    const adds = (patch.spec.jsonPatches as Obj[]).filter((p) => p.operation.path === "");
+    expect(adds.map((p) => [p.name, p.operation.value.name])).toEqual([
+      ["kvroute_original_dst", "kvroute_original_dst"],
+      ["kvroute_control_plane", "kvroute_control_plane"],
+    ]);
+    // Envoy Gateway's per-route filter name: envoy.filters.http.wasm/<policy IR name>/wasm/<index>.
+    const route = destinationRoutes(byName("envoy/envoy-gateway/patch-policy.yaml"))[0] as Obj;
+    const name = `envoy.filters.http.wasm/envoyextensionpolicy/${policy.metadata.namespace}/${policy.metadata.name}/wasm/0`;
+    expect(Object.keys(route.typed_per_filter_config)).toEqual([name]);
+  });
+
+  it("the ORIGINAL_DST and control-plane clusters are the same in every Kubernetes artifact", () => {
+    const k8s = [
+      "envoy/istio/envoyfilter.yaml",
+      "envoy/istio/wasmplugin.yaml",
+      "envoy/envoy-gateway/patch-policy.yaml",
+    ];
+    const [first, ...rest] = k8s.map((f) => {
+      const c = clustersOf(byName(f));
+      return { original: c.get("kvroute_original_dst"), control: c.get("kvroute_control_plane") };
+    });
+    for (const other of rest) expect(other).toEqual(first);
+  });
+});
+
+describe("the validator fails broken artifacts with file and path", () => {
+  const envoyYaml = readRepoFile("envoy/envoy.yaml");
+  const broken = (mutate: (docs: Doc[]) => void, file = "envoy/envoy.yaml", text = envoyYaml): string[] => {
+    const docs = parseYaml(file, text);
+    mutate(docs);
+    return envoyProblems({ file, docs });
+  };
+
+  it("an unknown field", () => {
+    const problems = broken((d) => {
+      (d[0] as Obj).static_resources.clusters[0].lb_polcy = "ROUND_ROBIN";
+    });
+    expect(problems).toEqual([
+      "envoy/envoy.yaml: [0].static_resources.clusters[0].lb_polcy: unknown field in envoy.config.cluster.v3.Cluster",
+    ]);
+  });
+
+  it("a wrong type and a bad enum value", () => {
+    const problems = broken((d) => {
+      const c = (d[0] as Obj).static_resources.clusters[0];
+      c.connect_timeout = 2;
+      c.type = "ORIGINAL_DESTINATION";
+    });
+    expect(problems).toEqual([
+      'envoy/envoy.yaml: [0].static_resources.clusters[0].type: expected one of STATIC, STRICT_DNS, LOGICAL_DNS, EDS, ORIGINAL_DST, got "ORIGINAL_DESTINATION"',
+      'envoy/envoy.yaml: [0].static_resources.clusters[0].connect_timeout: expected a duration such as "1.5s", got 2',
+    ]);
+  });
+
+  it("inside an Any, resolved by its @type, two levels deep", () => {
+    const problems = broken((d) => {
+      const hcm = (d[0] as Obj).static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
+      hcm.http_filters[1].typed_config.config.vm_config.runtim = "v8";
+      hcm.http_filters[2].typed_config["@type"] =
+        "type.googleapis.com/envoy.extensions.filters.http.router.v3.Routr";
+    });
+    const at = "[0].static_resources.listeners[0].filter_chains[0].filters[0].typed_config.http_filters";
+    expect(problems).toEqual([
+      `envoy/envoy.yaml: ${at}[1].typed_config.config.vm_config.runtim: unknown field in envoy.extensions.wasm.v3.VmConfig`,
+      `envoy/envoy.yaml: ${at}[2].typed_config.@type: unknown type type.googleapis.com/envoy.extensions.filters.http.router.v3.Routr`,
+    ]);
+  });
+
+  it("a required field and a oneof with two members", () => {
+    const problems = broken((d) => {
+      const routes = (d[0] as Obj).static_resources.listeners[0].filter_chains[0].filters[0].typed_config
+        .route_config.virtual_hosts[0].routes;
+      delete routes[1].match;
+      routes[0].match.path = "/v1";
+    });
+    const at =
+      "[0].static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes";
+    expect(problems).toEqual([
+      `envoy/envoy.yaml: ${at}[0].match: oneof path_specifier has several members: prefix, path`,
+      `envoy/envoy.yaml: ${at}[1].match: required field of Route is missing`,
+    ]);
+  });
+
+  it("a patch value in an Istio EnvoyFilter and in an Envoy Gateway JSON patch", () => {
+    const istio = broken(
+      (d) => {
+        (d[0] as Obj).spec.configPatches[0].patch.value.original_dst_lb_config.use_http_header = "yes";
+      },
+      "envoy/istio/envoyfilter.yaml",
+      readRepoFile("envoy/istio/envoyfilter.yaml"),
+    );
+    expect(istio).toEqual([
+      "envoy/istio/envoyfilter.yaml: [0].spec.configPatches[0].patch.value.original_dst_lb_config.use_http_header: expected true or false, got string",
+    ]);
+    const eg = broken(
+      (d) => {
+        (d[0] as Obj).spec.jsonPatches[2].operation.value.route.clusterr = "x";
+      },
+      "envoy/envoy-gateway/patch-policy.yaml",
+      readRepoFile("envoy/envoy-gateway/patch-policy.yaml"),
+    );
+    expect(eg).toEqual([
+      "envoy/envoy-gateway/patch-policy.yaml: [0].spec.jsonPatches[2].operation.value.route.clusterr: unknown field in envoy.config.route.v3.RouteAction",
+    ]);
+  });
+
+  it("a plugin configuration with a renamed, a missing and a mistyped field", () => {
+    const cfg = JSON.parse(
+      (parseYaml("envoy/envoy.yaml", envoyYaml)[0] as Obj).static_resources.listeners[0].filter_chains[0]
+        .filters[0].typed_config.http_filters[1].typed_config.config.configuration.value,
+    );
+    cfg.controlPlane.syncpath = cfg.controlPlane.syncPath;
+    delete cfg.controlPlane.syncPath;
+    delete cfg.tickMs;
+    cfg.failMode = "fail-open";
+    expect(pluginConfigProblems(cfg, "f: p")).toEqual([
+      "f: p.tickMs: missing",
+      'f: p.failMode: bad value "fail-open"',
+      "f: p.controlPlane.syncpath: unknown field",
+      "f: p.controlPlane.syncPath: missing",
+    ]);
+  });
+
+  it("well-known types keep their JSON forms", () => {
+    expect(validateEnvoy("google.protobuf.Duration", "1.5s")).toEqual([]);
+    expect(
+      validateEnvoy("envoy.config.cluster.v3.Cluster", { name: "c", per_connection_buffer_limit_bytes: -1 }),
+    ).toEqual(["per_connection_buffer_limit_bytes: expected a non-negative integer (uint32)"]);
+    expect(
+      validateEnvoy("envoy.config.cluster.v3.Cluster", { name: "c", perConnectionBufferLimitBytes: 1024 }),
+    ).toEqual([]);
+  });
+});
