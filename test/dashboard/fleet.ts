@@ -25,6 +25,9 @@ export async function startFleet(): Promise<Fleet> {
         simConfig({
           model: MODEL,
           seed: 7 + w,
+          // Real time (a decode step ≈ 6 ms): a long request stays running long enough for the
+          // 100 ms scrapes to see it; short chats still finish in tens of milliseconds.
+          timeScale: 1,
           topology: { mode: "internal", size: 2, sizeLocal: 2, startRank: 0 },
           kvEvents: {
             enableKvCacheEvents: true,
@@ -66,11 +69,15 @@ export async function startFleet(): Promise<Fleet> {
 }
 
 /** A chat on one worker's rank (vLLM's header), so that rank stores blocks and publishes events. */
-export async function chat(sim: RunningSim, rank: number, text: string): Promise<void> {
+export async function chat(sim: RunningSim, rank: number, text: string, maxTokens = 8): Promise<void> {
   const res = await fetch(`http://127.0.0.1:${sim.ports[0]}/v1/chat/completions`, {
     method: "POST",
     headers: { "content-type": "application/json", "x-data-parallel-rank": String(rank) },
-    body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: text }], max_tokens: 8 }),
+    body: JSON.stringify({
+      model: MODEL,
+      messages: [{ role: "user", content: text }],
+      max_tokens: maxTokens,
+    }),
   });
   if (res.status !== 200) throw new Error(`sim answered ${res.status}: ${await res.text()}`);
   await res.text();

@@ -115,6 +115,12 @@ describe.skipIf(skipReason !== null)("dashboard in chromium", () => {
     const posted = await fetch(`${cp.url}/v1/report`, { method: "POST", body: Buffer.from(report) });
     expect(posted.status).toBe(204);
 
+    // A long generation on the same rank: its running count goes up on screen, then back down.
+    const long = chat(sims[0] as (typeof sims)[number], 1, `${prompt} Tell me a long story.`, 250);
+    await expect.poll(() => text(`${cell} [data-field="running"]`), poll).toBe("1");
+    await long;
+    await expect.poll(() => text(`${cell} [data-field="running"]`), poll).toBe("0");
+
     await expect
       .poll(async () => Number((await text(`${cell} [data-field="blocks"]`)).replaceAll(",", "")), poll)
       .toBeGreaterThan(0);
