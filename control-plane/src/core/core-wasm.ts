@@ -117,7 +117,7 @@ let shared: CoreModule | undefined;
 /** The process-wide core instance (KVROUTE_CORE_WASM overrides the module path). */
 export function core(): CoreModule {
   if (shared === undefined) {
-    const path = process.env.KVROUTE_CORE_WASM ?? DEFAULT_WASM;
+    const path = process.env.KVROUTE_CORE_WASM || DEFAULT_WASM; // empty = unset
     shared = new CoreModule(readFileSync(path));
   }
   return shared;
