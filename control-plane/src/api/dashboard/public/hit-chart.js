@@ -20,7 +20,9 @@ export function renderHitRate(root, status) {
   }
   const end = status.now;
   const start = end - windowMs;
-  const x = (t) => PAD.left + ((t + bucketMs / 2 - start) / windowMs) * (W - PAD.left - PAD.right);
+  // A bucket is drawn at its middle, which for the current bucket can lie a little after now.
+  const x = (t) =>
+    PAD.left + Math.min(1, Math.max(0, (t + bucketMs / 2 - start) / windowMs)) * (W - PAD.left - PAD.right);
   const y = (ratio) => PAD.top + (1 - ratio) * (H - PAD.top - PAD.bottom);
 
   const axes = [0, 0.25, 0.5, 0.75, 1].map((r) =>
