@@ -145,6 +145,19 @@ describe("report metrics", () => {
   });
 });
 
+describe("access with authToken configured", () => {
+  it("keeps the read-only dashboard and its stream open, like /v1/status (docs/operations.md)", async () => {
+    expect((await fetch(`${cp.url}/dashboard`)).status).toBe(200);
+    const abort = new AbortController();
+    const res = await fetch(`${cp.url}/v1/events/status`, { signal: abort.signal });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("text/event-stream; charset=utf-8");
+    abort.abort();
+    // What gateways call stays behind the token.
+    expect((await fetch(`${cp.url}/v1/sync?epoch=0&version=0`)).status).toBe(401);
+  });
+});
+
 describe("hit-rate series", () => {
   it("sums per bucket, starts new buckets in time, and forgets what left the window", () => {
     const series = new HitRateSeries(1000, 3);
