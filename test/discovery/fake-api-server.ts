@@ -62,7 +62,9 @@ export class FakeApiServer {
   #rv = 100;
   /** Every request answers 500 while set (an API server outage). */
   failing = false;
-  readonly requests = { list: 0, watch: 0, failed: 0 };
+  /** Requests get no answer at all while set (a black-holed connection). */
+  hanging = false;
+  readonly requests = { list: 0, watch: 0, failed: 0, hung: 0 };
   url = "";
 
   constructor() {
@@ -151,6 +153,10 @@ export class FakeApiServer {
     const route = ROUTES.find(([re]) => re.test(url.pathname));
     if (req.method !== "GET" || route === undefined) {
       res.writeHead(404, { "content-type": "application/json" }).end('{"kind":"Status","code":404}');
+      return;
+    }
+    if (this.hanging) {
+      this.requests.hung++;
       return;
     }
     if (this.failing) {

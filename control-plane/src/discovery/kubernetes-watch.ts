@@ -3,7 +3,9 @@
 // for any reason (dropped connection, server timeout, an ERROR event such as 410 Gone, a
 // failed request) it lists again after a backoff. The copy is replaced only by a successful
 // list, so an outage never empties it: the last known state stays in use until the API
-// answers again.
+// answers again. Neither a list nor a watch can hang forever on a dead connection: a list
+// has a deadline, and a watch asks the server to end it after `timeoutSeconds` and is cut by
+// the client a little later if the server does not.
 import type { KubeConfig } from "@kubernetes/client-node";
 import { Watch } from "@kubernetes/client-node";
 
@@ -27,6 +29,23 @@ export interface ListWatchOptions<T> {
   onError: (err: unknown) => void;
   retryMinMs?: number;
   retryMaxMs?: number;
+  /** A list that has not answered by then counts as failed. */
+  listTimeoutMs?: number;
+  /** The server ends each watch after this long (then a relist)… */
+  watchTimeoutSeconds?: number;
+  /** …and the client cuts it this much later if the server did not. */
+  watchGraceMs?: number;
+}
+
+class Deadline extends Error {}
+
+/** Resolves like `p`, or rejects with Deadline after `ms`, or resolves null once `stopped` fires. */
+function bounded<T>(p: Promise<T>, ms: number, stopped: Promise<void>): Promise<T | null> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Deadline(`no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([p, deadline, stopped.then(() => null)]).finally(() => clearTimeout(timer));
 }
 
 export class ListWatch<T extends Named> {
@@ -39,6 +58,8 @@ export class ListWatch<T extends Named> {
   #abort: AbortController | undefined;
   #wake: (() => void) | undefined;
   #loop: Promise<void> | undefined;
+  #signalStop: () => void = () => {};
+  readonly #stoppedSignal = new Promise<void>((r) => (this.#signalStop = r));
 
   constructor(private readonly opts: ListWatchOptions<T>) {}
 
@@ -48,6 +69,7 @@ export class ListWatch<T extends Named> {
 
   async stop(): Promise<void> {
     this.#stopped = true;
+    this.#signalStop();
     this.#abort?.abort();
     this.#wake?.();
     await this.#loop;
@@ -60,9 +82,9 @@ export class ListWatch<T extends Named> {
     while (!this.#stopped) {
       let watchedAt = Number.POSITIVE_INFINITY;
       try {
-        const list = await this.opts.list();
+        const list = await bounded(this.opts.list(), this.opts.listTimeoutMs ?? 30_000, this.#stoppedSignal);
+        if (list === null || this.#stopped) return;
         this.lists++;
-        if (this.#stopped) return;
         this.objects.clear();
         for (const item of list.items) {
           const name = item.metadata?.name;
@@ -98,15 +120,23 @@ export class ListWatch<T extends Named> {
   #watch(resourceVersion: string | undefined): Promise<unknown> {
     return new Promise((resolve) => {
       const watch = new Watch(this.opts.kubeConfig);
-      const query: Record<string, string | boolean> = {
+      const timeoutSeconds = this.opts.watchTimeoutSeconds ?? 300;
+      const query: Record<string, string | boolean | number> = {
         labelSelector: this.opts.labelSelector,
         allowWatchBookmarks: true,
+        timeoutSeconds,
       };
       if (resourceVersion !== undefined) query.resourceVersion = resourceVersion;
       let ended = false;
+      // A watch the server does not end in time is a dead connection nobody noticed.
+      const cut = setTimeout(
+        () => end(new Deadline(`watch ${this.opts.path} silent past its ${timeoutSeconds} s timeout`)),
+        timeoutSeconds * 1000 + (this.opts.watchGraceMs ?? 30_000),
+      );
       const end = (err: unknown) => {
         if (ended) return;
         ended = true;
+        clearTimeout(cut);
         this.#abort?.abort();
         resolve(err);
       };
