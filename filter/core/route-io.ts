@@ -270,10 +270,8 @@ export function routePrepareIo(bodyLen: i32, endpoint: i32): i32 {
   const def = c.pools[p];
   if (def.models.length === 0) return p;
   const canonical = def.models[0];
-  // Second scan inside run(): the filter splits scan and hash; this Node path keeps one call.
-  const status = hasher.run(
+  const status = hasher.hashScanned(
     io.ptr,
-    bodyLen,
     endpoint,
     endpoint === ENDPOINT_CHAT ? def.template : null,
     changetype<usize>(def.bosText),

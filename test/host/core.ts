@@ -51,6 +51,12 @@ export interface HostOptions {
   /** Cluster name → loopback address ("127.0.0.1:8080" or {host, port}). */
   clusters?: Record<string, string | ClusterAddress>;
   failurePolicy?: FailurePolicy;
+  /**
+   * Envoy's PluginConfig.allow_on_headers_stop_iteration (Envoy ≥ 1.35): a 1 from
+   * on_request_headers / on_response_headers stays StopIteration (headers held, body callbacks
+   * still run) instead of becoming StopAllIterationAndWatermark. Default false, like Envoy.
+   */
+  allowOnHeadersStopIteration?: boolean;
   /** FAIL_RELOAD: least time between two reloads of one thread's VM (default 1000 ms). */
   reloadBackoffMs?: number;
   /** Envoy's log level as proxy_get_log_level reports it (default 2 = info). */
@@ -107,6 +113,7 @@ export class HostCore {
   readonly envs: Record<string, string>;
   readonly clusters = new Map<string, ClusterAddress>();
   readonly failurePolicy: FailurePolicy;
+  readonly allowOnHeadersStopIteration: boolean;
   readonly reloadBackoffMs: number;
   readonly logLevel: number;
   readonly node: NodeInfo;
@@ -131,6 +138,7 @@ export class HostCore {
       this.clusters.set(name, typeof addr === "string" ? parseHostPort(addr) : addr);
     }
     this.failurePolicy = o.failurePolicy ?? "FAIL_CLOSED";
+    this.allowOnHeadersStopIteration = o.allowOnHeadersStopIteration ?? false;
     this.reloadBackoffMs = o.reloadBackoffMs ?? 1000;
     this.logLevel = o.logLevel ?? 2;
     this.node = o.node ?? { id: "kvroute-test-host", cluster: "kvroute" };

@@ -61,7 +61,8 @@ describe("gateway mode", () => {
     const a = await upstream("a");
     const b = await upstream("b");
     gw = await startGateway({
-      wasm: filterFile(),
+      // A pass-through module: the real filter strips client destinations (test/filter).
+      wasm: moduleFile("lifecycle"),
       threads: 1,
       clusters: { a: a.address },
       defaultCluster: "a",
@@ -103,7 +104,7 @@ describe("gateway mode", () => {
     const dead = await startUpstream();
     const deadAddr = dead.address;
     await dead.close();
-    gw = await startGateway({ wasm: filterFile(), threads: 1 });
+    gw = await startGateway({ wasm: moduleFile("lifecycle"), threads: 1 });
     expect((await fetch(`${gw.url}/`)).status).toBe(503);
     const r = await fetch(`${gw.url}/`, { headers: { "x-gateway-destination-endpoint": deadAddr } });
     expect(r.status).toBe(503);

@@ -12,7 +12,10 @@ afterEach(() => {
   host = null;
 });
 
-function setup(pluginConfig: string, extra: { bufferLimitBytes?: number } = {}) {
+function setup(
+  pluginConfig: string,
+  extra: { bufferLimitBytes?: number; allowOnHeadersStopIteration?: boolean } = {},
+) {
   host = createHost({ wasm: moduleFile("lifecycle"), pluginConfig, mainThread: false, ...extra });
   const t = host.threads[0];
   if (!t) throw new Error("no thread");
@@ -132,6 +135,32 @@ describe("body buffering", () => {
     b.stream.decodeHeaders(POST(), false);
     b.stream.decodeData(Buffer.from("0123456789"), true);
     expect(b.sink.of("respHeaders")[0]?.headers).toContainEqual([":status", "413"]);
+  });
+});
+
+describe("allow_on_headers_stop_iteration (Envoy >= 1.35)", () => {
+  it("keeps a 1 from request headers as StopIteration: the body reaches the filter while headers wait", () => {
+    const { stream, sink, cbs } = setup("reqHeaders=1;reqBody=1,0", { allowOnHeadersStopIteration: true });
+    stream.decodeHeaders(POST(), false);
+    stream.decodeData(Buffer.from("01234"), false);
+    expect(sink.of("reqHeaders")).toHaveLength(0);
+    stream.decodeData(Buffer.from("56789"), true);
+    // Continue from the body: the held headers go first, then the whole buffered body.
+    expect(sink.of("reqHeaders")).toHaveLength(1);
+    expect(sink.of("reqData")).toEqual([{ kind: "reqData", data: "0123456789", eos: true }]);
+    expect(
+      cbs()
+        .filter((c) => c.startsWith("req_body"))
+        .map((c) => c.split(" ").slice(0, 4).join(" ")),
+    ).toEqual(["req_body 2 5 0", "req_body 2 10 1"]);
+  });
+
+  it("without it, the same filter never sees the body until it continues the stream", () => {
+    const { stream, sink, cbs } = setup("reqHeaders=1;reqBody=1,0");
+    stream.decodeHeaders(POST(), false);
+    stream.decodeData(Buffer.from("0123456789"), true);
+    expect(sink.of("reqHeaders")).toHaveLength(0);
+    expect(cbs().filter((c) => c.startsWith("req_body"))).toEqual([]);
   });
 });
 

@@ -88,7 +88,7 @@ export interface FilterChainSink {
 }
 
 type Stop = "none" | "headers" | "data" | "trailers";
-type HStatus = "continue" | "stopBuffer" | "stopWatermark";
+type HStatus = "continue" | "stopBuffer" | "stopWatermark" | "stopIteration";
 type DStatus = "continue" | "buffer" | "watermark" | "nobuffer";
 
 interface Direction {
@@ -101,6 +101,8 @@ interface Direction {
   trailers: HeaderMap | null;
   addedTrailers: HeaderMap | null;
   headersPassed: boolean;
+  /** Headers returned plain StopIteration (allow_on_headers_stop_iteration): held, while data still reaches the filter. */
+  headersHeld: boolean;
   ended: boolean;
 }
 
@@ -114,6 +116,7 @@ const fresh = (): Direction => ({
   trailers: null,
   addedTrailers: null,
   headersPassed: false,
+  headersHeld: false,
   ended: false,
 });
 
@@ -270,11 +273,23 @@ export class HttpStream {
       if (s === "continue") {
         this.reqHeaders = null;
         this.passRequestHeaders(eos);
+      } else if (s === "stopIteration") {
+        // Envoy FilterManager: headers wait, later data still goes through this filter, and the
+        // header map stays writable until the filter continues.
+        this.dec.headersHeld = true;
       } else {
         this.dec.stopped = "headers";
         this.dec.mode = s === "stopBuffer" ? "buffer" : "watermark";
       }
     });
+  }
+
+  /** Passes held headers before the first data/trailers that continue (StopIteration semantics). */
+  private releaseHeldRequestHeaders(): void {
+    if (!this.dec.headersHeld) return;
+    this.dec.headersHeld = false;
+    this.reqHeaders = null;
+    this.passRequestHeaders(false);
   }
 
   decodeData(chunk: Uint8Array, eos: boolean): void {
@@ -321,6 +336,7 @@ export class HttpStream {
       this.dec.buffered = null;
       this.dec.stopped = "none";
       const trailers = this.dec.addedTrailers;
+      this.releaseHeldRequestHeaders();
       this.passRequestData(data, eos && !trailers);
       if (eos && trailers) this.passRequestTrailers(trailers);
     } else if (s === "nobuffer") {
@@ -345,6 +361,7 @@ export class HttpStream {
     if (this.dec.ended) return;
     if (s === "continue") {
       this.reqTrailers = null;
+      this.releaseHeldRequestHeaders();
       if (this.dec.stopped === "data") {
         this.dec.stopped = "none";
         const data = this.dec.buffered?.bytes() ?? new Uint8Array(0);
@@ -365,6 +382,10 @@ export class HttpStream {
     const d = this.dec;
     const stopped = d.stopped;
     d.stopped = "none";
+    if (d.headersHeld && stopped !== "headers") {
+      this.releaseHeldRequestHeaders();
+      if (d.headersEos) return;
+    }
     if (stopped === "headers") {
       const buffered = d.buffered;
       const trailers = d.trailers;
@@ -675,10 +696,12 @@ export class HttpStream {
       if (this.checkFail()) return this.thread.failed && this.core().failurePolicy === "FAIL_OPEN" ? 0 : 4;
       if (this.thread.isNextIterationStopped || (r ?? 0) > HeadersStatus.StopAllIterationAndWatermark)
         return 4;
-      // ABI 0.2.x: StopIteration becomes StopAllIterationAndWatermark (proxy-wasm-cpp-host #143).
-      if (r === HeadersStatus.StopIteration) return 4;
+      // ABI 0.2.x: StopIteration becomes StopAllIterationAndWatermark (proxy-wasm-cpp-host #143)
+      // unless the plugin sets allow_on_headers_stop_iteration (Envoy ≥ 1.35).
+      if (r === HeadersStatus.StopIteration) return this.core().allowOnHeadersStopIteration ? 1 : 4;
       return r ?? 0;
     });
+    if (raw === HeadersStatus.StopIteration) return "stopIteration";
     if (raw === HeadersStatus.StopAllIterationAndBuffer) return "stopBuffer";
     if (raw === HeadersStatus.StopAllIterationAndWatermark) return "stopWatermark";
     return "continue"; // 0 Continue and 2 ContinueAndEndStream both map to Continue in Envoy

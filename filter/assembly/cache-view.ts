@@ -1,0 +1,88 @@
+// This VM's view of the routing cache in shared data: the decoded cfg / slots / load images,
+// refreshed on ticks when their shared-data cas changed (never decoded per request), and the
+// bucket reads of the prefix walk.
+import {
+  CfgImage,
+  decodeCfg,
+  decodeLoad,
+  decodeSlots,
+  imageError,
+  LoadImage,
+  SlotsImage,
+} from "../core/cache-images";
+import { BucketSource } from "../core/prefix-walk";
+import { getShared, LOG_WARN, log, SharedValue } from "./host";
+
+export const CFG_KEY = "kvr.cfg";
+export const SLOTS_KEY = "kvr.slots";
+export const LOAD_KEY = "kvr.load";
+
+export class CacheView {
+  cfg: CfgImage | null = null;
+  slots: SlotsImage | null = null;
+  load: LoadImage | null = null;
+  private cfgCas: u32 = 0;
+  private slotsCas: u32 = 0;
+  private loadCas: u32 = 0;
+  private read: SharedValue = new SharedValue();
+
+  get ready(): bool {
+    return this.cfg !== null && this.slots !== null && this.load !== null;
+  }
+
+  refresh(): void {
+    const r = this.read;
+    getShared(CFG_KEY, r);
+    if (r.value !== null && r.cas !== this.cfgCas) {
+      const v = r.value!;
+      const c = decodeCfg(changetype<usize>(v), v.byteLength);
+      if (c !== null) this.cfg = c;
+      else
+        log(
+          LOG_WARN,
+          `kvroute: ignoring a malformed ${CFG_KEY} image (code ${imageError}); keeping the previous one`,
+        );
+      this.cfgCas = r.cas;
+      // A new configuration can change the pool count the slot table is checked against.
+      this.slotsCas = 0;
+    }
+    const cfg = this.cfg;
+    if (cfg === null) return;
+    getShared(SLOTS_KEY, r);
+    if (r.value !== null && r.cas !== this.slotsCas) {
+      const v = r.value!;
+      const s = decodeSlots(changetype<usize>(v), v.byteLength, cfg.pools.length);
+      if (s !== null) this.slots = s;
+      else log(LOG_WARN, `kvroute: ignoring a malformed ${SLOTS_KEY} image (code ${imageError})`);
+      this.slotsCas = r.cas;
+    }
+    getShared(LOAD_KEY, r);
+    if (r.value !== null && r.cas !== this.loadCas) {
+      const v = r.value!;
+      const l = decodeLoad(changetype<usize>(v), v.byteLength);
+      if (l !== null) this.load = l;
+      else log(LOG_WARN, `kvroute: ignoring a malformed ${LOAD_KEY} image (code ${imageError})`);
+      this.loadCas = r.cas;
+    }
+  }
+}
+
+/** Reads prefix-index buckets `kvr.b.<i>` from shared data for the prefix walk. */
+export class SharedBuckets extends BucketSource {
+  private read: SharedValue = new SharedValue();
+  /** Keeps the last value alive while the walk reads it (written, never read: that is its job). */
+  // biome-ignore lint/correctness/noUnusedPrivateClassMembers: a GC root, see above
+  private held: ArrayBuffer | null = null;
+
+  fetch(index: u32): bool {
+    getShared(`kvr.b.${index}`, this.read);
+    const v = this.read.value;
+    this.held = v;
+    if (v === null) return false;
+    this.ptr = changetype<usize>(v);
+    this.len = v.byteLength;
+    return true;
+  }
+}
+
+export const cache = new CacheView();

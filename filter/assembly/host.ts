@@ -1,0 +1,232 @@
+// Thin, trap-free wrappers over the Proxy-Wasm host calls the filter uses. The SDK's helpers
+// abort on any status other than Ok/NotFound (REFERENCE §5: a trap is an outage), so anything
+// that can legitimately fail here returns the status instead.
+import * as imports from "@gcoredev/proxy-wasm-sdk-as/assembly/imports";
+import { globalArrayBufferReference } from "@gcoredev/proxy-wasm-sdk-as/assembly/runtime";
+
+export const OK: u32 = 0;
+export const NOT_FOUND: u32 = 1;
+
+export const REQUEST_HEADERS: u32 = 0;
+export const RESPONSE_HEADERS: u32 = 2;
+export const HTTP_CALL_RESPONSE_HEADERS: u32 = 6;
+export const REQUEST_BODY: u32 = 0;
+export const HTTP_CALL_RESPONSE_BODY: u32 = 4;
+export const PLUGIN_CONFIGURATION: u32 = 7;
+
+export const LOG_DEBUG: u32 = 1;
+export const LOG_INFO: u32 = 2;
+export const LOG_WARN: u32 = 3;
+export const LOG_ERROR: u32 = 4;
+
+const scratch64 = memory.data(8);
+
+export function log(level: u32, message: string): void {
+  const b = String.UTF8.encode(message);
+  imports.proxy_log(<imports.LogLevel>level, changetype<usize>(b), b.byteLength);
+}
+
+export function nowMs(): u64 {
+  if (imports.proxy_get_current_time_nanoseconds(scratch64) !== OK) return 0;
+  return load<u64>(scratch64) / 1000000;
+}
+
+/** The header's value; null when absent or when the map is no longer readable. */
+export function getHeader(map: u32, name: string): ArrayBuffer | null {
+  const key = String.UTF8.encode(name);
+  const r = imports.proxy_get_header_map_value(
+    <imports.HeaderMapType>map,
+    changetype<usize>(key),
+    key.byteLength,
+    globalArrayBufferReference.bufferPtr(),
+    globalArrayBufferReference.sizePtr(),
+  );
+  if (r !== OK) return null;
+  return globalArrayBufferReference.toArrayBuffer();
+}
+
+export function getHeaderString(map: u32, name: string): string | null {
+  const v = getHeader(map, name);
+  return v === null ? null : String.UTF8.decode(v);
+}
+
+/** Sets (adds or replaces) a header; the status, never a trap. */
+export function setHeader(map: u32, name: string, value: string): u32 {
+  const k = String.UTF8.encode(name);
+  const v = String.UTF8.encode(value);
+  return imports.proxy_replace_header_map_value(
+    <imports.HeaderMapType>map,
+    changetype<usize>(k),
+    k.byteLength,
+    changetype<usize>(v),
+    v.byteLength,
+  );
+}
+
+export function removeHeader(map: u32, name: string): u32 {
+  const k = String.UTF8.encode(name);
+  return imports.proxy_remove_header_map_value(
+    <imports.HeaderMapType>map,
+    changetype<usize>(k),
+    k.byteLength,
+  );
+}
+
+/** Bytes [start, start+length) of a buffer; null when unavailable. */
+export function getBuffer(kind: u32, start: u32, length: u32): ArrayBuffer | null {
+  const r = imports.proxy_get_buffer_bytes(
+    <imports.BufferType>kind,
+    start,
+    length,
+    globalArrayBufferReference.bufferPtr(),
+    globalArrayBufferReference.sizePtr(),
+  );
+  if (r !== OK) return null;
+  return globalArrayBufferReference.toArrayBuffer();
+}
+
+export class SharedValue {
+  value: ArrayBuffer | null = null;
+  cas: u32 = 0;
+  status: u32 = NOT_FOUND;
+}
+
+const casOut = memory.data(4);
+
+/** Reads a shared-data key into `out` (value null when missing). */
+export function getShared(key: string, out: SharedValue): void {
+  const k = String.UTF8.encode(key);
+  const r = imports.proxy_get_shared_data(
+    changetype<usize>(k),
+    k.byteLength,
+    globalArrayBufferReference.bufferPtr(),
+    globalArrayBufferReference.sizePtr(),
+    casOut,
+  );
+  out.status = r;
+  if (r === OK) {
+    out.value = globalArrayBufferReference.toArrayBuffer();
+    out.cas = load<u32>(casOut);
+  } else {
+    out.value = null;
+    out.cas = 0;
+  }
+}
+
+export function setShared(key: string, ptr: usize, len: i32, cas: u32): u32 {
+  const k = String.UTF8.encode(key);
+  return imports.proxy_set_shared_data(changetype<usize>(k), k.byteLength, ptr, len, cas);
+}
+
+/** Header pairs in the host's serialized form: count, (key len, value len)*, then each key\0 value\0. */
+export function serializePairs(names: string[], values: string[]): ArrayBuffer {
+  const n = names.length;
+  const keys = new Array<ArrayBuffer>(n);
+  const vals = new Array<ArrayBuffer>(n);
+  let size = 4 + n * 8;
+  for (let i = 0; i < n; i++) {
+    keys[i] = String.UTF8.encode(names[i]);
+    vals[i] = String.UTF8.encode(values[i]);
+    size += keys[i].byteLength + vals[i].byteLength + 2;
+  }
+  const out = new ArrayBuffer(size);
+  const p = changetype<usize>(out);
+  store<u32>(p, n);
+  let at = p + 4 + <usize>(n * 8);
+  for (let i = 0; i < n; i++) {
+    const k = keys[i];
+    const v = vals[i];
+    store<u32>(p + 4 + <usize>(i * 8), k.byteLength);
+    store<u32>(p + 8 + <usize>(i * 8), v.byteLength);
+    memory.copy(at, changetype<usize>(k), <usize>k.byteLength);
+    at += <usize>k.byteLength;
+    store<u8>(at++, 0);
+    memory.copy(at, changetype<usize>(v), <usize>v.byteLength);
+    at += <usize>v.byteLength;
+    store<u8>(at++, 0);
+  }
+  return out;
+}
+
+/** Answers the request locally with a JSON body (takes effect when the callback returns). */
+export function sendJson(status: u32, body: string, details: string): u32 {
+  const b = String.UTF8.encode(body);
+  const d = String.UTF8.encode(details);
+  const h = serializePairs(["content-type"], ["application/json"]);
+  return imports.proxy_send_local_response(
+    status,
+    changetype<usize>(d),
+    d.byteLength,
+    changetype<usize>(b),
+    b.byteLength,
+    changetype<usize>(h),
+    h.byteLength,
+    -1,
+  );
+}
+
+const tokenOut = memory.data(4);
+
+/** Starts an HTTP call; the token (> 0), or 0 when the host refused it. */
+export function httpCall(
+  cluster: string,
+  names: string[],
+  values: string[],
+  body: ArrayBuffer,
+  timeoutMs: u32,
+): u32 {
+  const c = String.UTF8.encode(cluster);
+  const h = serializePairs(names, values);
+  const r = imports.proxy_http_call(
+    changetype<usize>(c),
+    c.byteLength,
+    changetype<usize>(h),
+    h.byteLength,
+    changetype<usize>(body),
+    body.byteLength,
+    0,
+    0,
+    timeoutMs,
+    tokenOut,
+  );
+  return r === OK ? load<u32>(tokenOut) : 0;
+}
+
+const metricOut = memory.data(4);
+
+export function defineMetric(kind: u32, name: string): u32 {
+  const b = String.UTF8.encode(name);
+  return imports.proxy_define_metric(
+    <imports.MetricType>kind,
+    changetype<usize>(b),
+    b.byteLength,
+    metricOut,
+  ) === OK
+    ? load<u32>(metricOut)
+    : 0;
+}
+
+export function incrementMetric(id: u32, by: i64): void {
+  if (id !== 0) imports.proxy_increment_metric(id, by);
+}
+
+export function recordMetric(id: u32, value: u64): void {
+  if (id !== 0) imports.proxy_record_metric(id, value);
+}
+
+export function setTickMs(ms: u32): void {
+  imports.proxy_set_tick_period_milliseconds(ms);
+}
+
+/** A property (NUL-separated path) as bytes, or null. */
+export function getProperty(path: string): ArrayBuffer | null {
+  const p = String.UTF8.encode(path);
+  const r = imports.proxy_get_property(
+    changetype<usize>(p),
+    p.byteLength,
+    globalArrayBufferReference.bufferPtr(),
+    globalArrayBufferReference.sizePtr(),
+  );
+  if (r !== OK) return null;
+  return globalArrayBufferReference.toArrayBuffer();
+}

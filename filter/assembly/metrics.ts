@@ -1,0 +1,61 @@
+// The filter's Envoy stats (docs/operations.md "Filter stats"). Envoy keeps Wasm stats in the
+// `wasmcustom` namespace and its Prometheus output strips it: kvroute.requests.prefix_hit is
+// scraped as kvroute_requests_prefix_hit.
+import { defineMetric, incrementMetric, recordMetric } from "./host";
+
+const COUNTER: u32 = 0;
+const GAUGE: u32 = 1;
+const HISTOGRAM: u32 = 2;
+
+export class Stats {
+  prefixHit: u32 = 0;
+  loadOnly: u32 = 0;
+  speculativeHit: u32 = 0;
+  pinned: u32 = 0;
+  rejected: u32 = 0;
+  failOpen: u32 = 0;
+  failClosed: u32 = 0;
+  noPool: u32 = 0;
+  parseErrors: u32 = 0;
+  bodyTooLarge: u32 = 0;
+  noBodyAccess: u32 = 0;
+  upstreamFailures: u32 = 0;
+  syncErrors: u32 = 0;
+  syncResets: u32 = 0;
+  syncVersion: u32 = 0;
+  syncLeader: u32 = 0;
+  cachedRatio: u32 = 0;
+  decisionUs: u32 = 0;
+
+  /** Defines every stat (process-wide by name, so every thread gets the same ids). */
+  define(): void {
+    this.prefixHit = defineMetric(COUNTER, "kvroute.requests.prefix_hit");
+    this.loadOnly = defineMetric(COUNTER, "kvroute.requests.load_only");
+    this.speculativeHit = defineMetric(COUNTER, "kvroute.requests.speculative_hit");
+    this.pinned = defineMetric(COUNTER, "kvroute.requests.pinned");
+    this.rejected = defineMetric(COUNTER, "kvroute.requests.rejected");
+    this.failOpen = defineMetric(COUNTER, "kvroute.requests.fail_open");
+    this.failClosed = defineMetric(COUNTER, "kvroute.requests.fail_closed");
+    this.noPool = defineMetric(COUNTER, "kvroute.requests.no_pool");
+    this.parseErrors = defineMetric(COUNTER, "kvroute.parse_errors");
+    this.bodyTooLarge = defineMetric(COUNTER, "kvroute.body_too_large");
+    this.noBodyAccess = defineMetric(COUNTER, "kvroute.requests.no_body_access");
+    this.upstreamFailures = defineMetric(COUNTER, "kvroute.upstream_failures");
+    this.syncErrors = defineMetric(COUNTER, "kvroute.sync.errors");
+    this.syncResets = defineMetric(COUNTER, "kvroute.sync.resets");
+    this.syncVersion = defineMetric(GAUGE, "kvroute.sync.version");
+    this.syncLeader = defineMetric(GAUGE, "kvroute.sync.leader");
+    this.cachedRatio = defineMetric(HISTOGRAM, "kvroute.cached_ratio_permille");
+    this.decisionUs = defineMetric(HISTOGRAM, "kvroute.decision_us");
+  }
+
+  @inline inc(id: u32): void {
+    incrementMetric(id, 1);
+  }
+
+  @inline record(id: u32, v: u64): void {
+    recordMetric(id, v);
+  }
+}
+
+export const stats = new Stats();

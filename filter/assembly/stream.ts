@@ -1,0 +1,442 @@
+// The request path (DESIGN §5): header hygiene and the rank-header policy, body buffering, then
+// scan → render → hash → prefix walk → decision → destination and rank headers. Everything that
+// can fail falls back to a documented safe answer; nothing here may trap.
+
+import * as imports from "@gcoredev/proxy-wasm-sdk-as/assembly/imports";
+import {
+  DP_EXTERNAL,
+  ENGINE_DYNAMO,
+  ENGINE_SGLANG,
+  POOL_DYNAMO_LEGACY,
+  RANK_HONOR,
+  RANK_REJECT,
+} from "../core/cache-images";
+import { decodeString } from "../core/json-string";
+import { PrefixWalk } from "../core/prefix-walk";
+import { parseRank, RANK_INVALID } from "../core/rank-header";
+import { RENDER_NONE } from "../core/render";
+import { writeFinished, writeSpeculative } from "../core/report-writer";
+import { ENDPOINT_CHAT, ENDPOINT_COMPLETIONS } from "../core/request-hash";
+import { findPool, OUT_BAD_PIN, OUT_NO_SLOT, OUT_PINNED, OUT_PREFIX_HIT } from "../core/route-decision";
+import { cache, SharedBuckets } from "./cache-view";
+import {
+  getBuffer,
+  getHeader,
+  getHeaderString,
+  nowMs,
+  REQUEST_BODY,
+  REQUEST_HEADERS,
+  RESPONSE_HEADERS,
+  removeHeader,
+  sendJson,
+  setHeader,
+} from "./host";
+import { stats } from "./metrics";
+import { vm } from "./state";
+import { trustedForPin } from "./trust";
+
+/** Headers only kvroute may set: a client's copy is dropped (SSRF, GPU pinning). */
+const ROUTING_HEADERS: string[] = [
+  "x-gateway-destination-endpoint",
+  "x-dynamo-worker-instance-id",
+  "x-worker-instance-id",
+  "x-dynamo-prefill-instance-id",
+  "x-prefill-instance-id",
+  "x-dynamo-prefill-dp-rank",
+  "x-prefill-dp-rank",
+  "x-dynamo-routing-mode",
+];
+/** Client rank headers, subject to the rank-header policy. */
+const RANK_HEADERS: string[] = ["x-data-parallel-rank", "x-dynamo-dp-rank", "x-dp-rank"];
+
+/** Outcome codes of reports (docs/wire-format.md §6). */
+const REPORT_LOAD_ONLY: u32 = 0;
+const REPORT_PREFIX_HIT: u32 = 1;
+const REPORT_PINNED: u32 = 2;
+const REPORT_REJECTED: u32 = 3;
+const REPORT_FAIL_OPEN: u32 = 4;
+
+/** Speculative routes reported per request: the prompt's first chunks, enough for the prefix walk. */
+const MAX_SPECULATIVE_CHUNKS: i32 = 256;
+
+const buckets = new SharedBuckets();
+
+// Return codes of the HTTP callbacks (Proxy-Wasm 0.2.1 as Envoy maps them, REFERENCE §5).
+export const HEADERS_CONTINUE: u32 = 0;
+export const HEADERS_STOP: u32 = 1;
+export const DATA_CONTINUE: u32 = 0;
+export const DATA_STOP_AND_BUFFER: u32 = 1;
+
+export class KvrouteStream {
+  constructor(readonly id: u32) {}
+
+  private endpoint: i32 = 0;
+  private pin: i64 = -1;
+  private pinHeader: string = "";
+  private routed: bool = false;
+  private slot: i32 = -1;
+  private prefillSlot: i32 = -1;
+  private outcome: u32 = REPORT_LOAD_ONLY;
+  private promptBytes: u32 = 0;
+  private cachedBytes: u32 = 0;
+  private startMs: u64 = 0;
+  private firstByteMs: u64 = 0;
+  private status: u32 = 0;
+  private requestId: ArrayBuffer | null = null;
+
+  onRequestHeaders(endOfStream: bool): u32 {
+    this.startMs = nowMs();
+    for (let i = 0; i < ROUTING_HEADERS.length; i++) removeHeader(REQUEST_HEADERS, ROUTING_HEADERS[i]);
+    if (!cache.ready) cache.refresh();
+    if (!this.applyRankPolicy()) return HEADERS_STOP;
+
+    if (!cache.ready) {
+      // Nothing to route with yet: decide now rather than buffer a body for nothing.
+      this.failMode(vm.config.failOpen, "no routing cache yet");
+      this.routed = true;
+      return this.status >= 400 ? HEADERS_STOP : HEADERS_CONTINUE;
+    }
+    const path = getHeaderString(REQUEST_HEADERS, ":path");
+    const method = getHeaderString(REQUEST_HEADERS, ":method");
+    this.endpoint = path === null || method !== "POST" ? 0 : endpointOf(path);
+    if (this.endpoint === 0) return HEADERS_CONTINUE;
+    const id = vm.config.requestIdHeader;
+    if (id.length > 0) this.requestId = getHeader(REQUEST_HEADERS, id);
+    if (endOfStream) {
+      // No body: nothing to hash; route by load (the engine will answer the bad request).
+      this.route(0, 0);
+      return this.routedHeadersStatus();
+    }
+    // Keep the headers: the destination is known only once the body is in. Envoy delivers the
+    // body while headers wait only with allow_on_headers_stop_iteration; the root's tick rescues
+    // streams that never see their body (routeWithoutBody).
+    vm.waiting.set(this.id, this.startMs);
+    return HEADERS_STOP;
+  }
+
+  /**
+   * Called from the root's tick for a stream whose body never arrived: Envoy runs without
+   * allow_on_headers_stop_iteration, so it paused everything. Route by load and resume.
+   */
+  routeWithoutBody(): void {
+    vm.waiting.delete(this.id);
+    if (this.routed) return;
+    this.route(0, 0);
+  }
+
+  onRequestBody(size: u32, endOfStream: bool): u32 {
+    vm.waiting.delete(this.id);
+    if (this.endpoint === 0 || this.routed) return DATA_CONTINUE;
+    if (size > vm.config.maxBodyBytes) {
+      stats.inc(stats.bodyTooLarge);
+      this.route(0, 0);
+      return this.status >= 400 ? DATA_STOP_AND_BUFFER : DATA_CONTINUE;
+    }
+    if (!endOfStream) return DATA_STOP_AND_BUFFER;
+    const body = getBuffer(REQUEST_BODY, 0, size);
+    if (body === null) this.route(0, 0);
+    else this.route(changetype<usize>(body), body.byteLength);
+    // After a local reply the request must not continue upstream.
+    return this.status >= 400 ? DATA_STOP_AND_BUFFER : DATA_CONTINUE;
+  }
+
+  /** Headers were stopped; after a local reply they stay stopped (the reply ends the stream). */
+  private routedHeadersStatus(): u32 {
+    return this.status >= 400 ? HEADERS_STOP : HEADERS_CONTINUE;
+  }
+
+  /**
+   * Client rank headers: `ignore` strips them; `reject` answers 400; `honor` pins a strictly
+   * parsed value from a trusted client. False when a local reply was sent.
+   */
+  private applyRankPolicy(): bool {
+    const cfg = cache.cfg;
+    const policy = cfg === null ? 0 : cfg.rankPolicy;
+    for (let i = 0; i < RANK_HEADERS.length; i++) {
+      const name = RANK_HEADERS[i];
+      const value = getHeader(REQUEST_HEADERS, name);
+      if (value === null) continue;
+      removeHeader(REQUEST_HEADERS, name);
+      if (policy === RANK_REJECT) {
+        this.reject(
+          400,
+          `client rank header ${name} is not accepted by this gateway`,
+          "rank_header_rejected",
+        );
+        return false;
+      }
+      if (policy !== RANK_HONOR || this.pin >= 0) continue;
+      const rank = parseRank(changetype<usize>(value), value.byteLength);
+      if (rank === RANK_INVALID) {
+        this.reject(
+          400,
+          `${name} must be one non-negative integer written in plain decimal`,
+          "invalid_rank_header",
+        );
+        return false;
+      }
+      if (!trustedForPin(cfg!)) continue;
+      this.pin = rank;
+      this.pinHeader = name;
+    }
+    return true;
+  }
+
+  private reject(status: u32, message: string, code: string): void {
+    stats.inc(stats.rejected);
+    this.outcome = REPORT_REJECTED;
+    this.status = status;
+    this.routed = true;
+    sendJson(
+      status,
+      `{"error":{"message":${jsonString(message)},"type":"invalid_request_error","code":"${code}"}}`,
+      `kvroute_${code}`,
+    );
+  }
+
+  /** Decides and writes the outbound headers. `body` may be 0 (load-only). */
+  private route(body: usize, bodyLen: i32): void {
+    this.routed = true;
+    const started = nowMs();
+    if (!cache.ready) cache.refresh();
+    const cfg = cache.cfg;
+    const slots = cache.slots;
+    const load = cache.load;
+    if (cfg === null || slots === null || load === null) {
+      this.failMode(vm.config.failOpen, "no routing cache yet");
+      return;
+    }
+    const h = vm.hasher;
+    h.hashCount = 0;
+    h.renderer.out.len = 0;
+    let pool = cfg.defaultPool;
+    if (body !== 0) {
+      const err = h.scan.scan(body, bodyLen);
+      if (err < 0) {
+        stats.inc(stats.parseErrors);
+      } else {
+        if (h.scan.modelLen > 0 && h.scan.modelEsc) {
+          // Model names are short; an escaped one is decoded, a plain one compared in place.
+          const m = vm.message;
+          m.len = 0;
+          decodeString(body + <usize>h.scan.modelOff, h.scan.modelLen, true, m);
+          pool = findPool(cfg, m.ptr, m.len);
+        } else if (h.scan.modelLen > 0) {
+          pool = findPool(cfg, body + <usize>h.scan.modelOff, h.scan.modelLen);
+        }
+        if (pool >= 0) {
+          const def = cfg.pools[pool];
+          const canonical = def.models.length > 0 ? def.models[0] : new ArrayBuffer(0);
+          h.renderer.maxStream = <i32>vm.config.maxBodyBytes * 2;
+          const status = h.hashScanned(
+            body,
+            this.endpoint,
+            this.endpoint === ENDPOINT_CHAT ? def.template : null,
+            changetype<usize>(def.bosText),
+            def.bosText.byteLength,
+            changetype<usize>(canonical),
+            canonical.byteLength,
+            0,
+            0,
+            cfg.chunkSize,
+          );
+          if (status < 0 || status === RENDER_NONE) h.hashCount = 0;
+        }
+      }
+    }
+    if (pool < 0) {
+      stats.inc(stats.noPool);
+      this.reject(404, "the requested model is not served by this gateway", "model_not_found");
+      this.outcome = REPORT_REJECTED;
+      return;
+    }
+    const words = cfg.slotWords;
+    const bitmaps = vm.buckets;
+    bitmaps.len = 0;
+    bitmaps.reserve(words * 16);
+    if (vm.walker.depth.length < words * 64) vm.walker = new PrefixWalk(words * 64, words);
+    const d = vm.decider;
+    d.candidates(slots, load, pool, -1, this.pin, bitmaps.ptr, words);
+    const walker = vm.walker;
+    if (h.hashCount > 0) {
+      walker.run(h.hashes.ptr, h.hashCount, cfg.buckets, words, slots.count, bitmaps.ptr, buckets);
+    } else {
+      for (let s = 0; s < walker.depth.length; s++) walker.depth[s] = 0;
+    }
+    const prompt = h.renderer.out.len > 0 ? h.renderer.out.len : bodyLen;
+    const outcome = d.decide(
+      cfg,
+      slots,
+      load,
+      pool,
+      bitmaps.ptr,
+      words,
+      walker.depth,
+      prompt,
+      this.pin,
+      vm.inflight,
+      bitmaps.ptr + <usize>(words * 8),
+    );
+    if (outcome === OUT_BAD_PIN) {
+      this.reject(
+        400,
+        `${this.pinHeader} ${this.pin} is not served by this model; valid ranks are ${d.rankLow} to ${d.rankHigh}`,
+        "rank_out_of_range",
+      );
+      return;
+    }
+    if (outcome === OUT_NO_SLOT) {
+      this.failMode(!cfg.failClosed, "no healthy slot in the pool");
+      return;
+    }
+    this.slot = d.slot;
+    this.prefillSlot = d.prefillSlot;
+    this.promptBytes = <u32>prompt;
+    const cached = <u64>d.cachedChunks * <u64>cfg.chunkSize;
+    this.cachedBytes = <u32>(cached > <u64>prompt ? <u64>prompt : cached);
+    this.writeHeaders(cfg.pools[pool].engine, cfg.pools[pool].dpMode, cfg.pools[pool].flags);
+    vm.inflightAdd(this.slot, 1);
+    if (this.prefillSlot >= 0) vm.inflightAdd(this.prefillSlot, 1);
+    if (outcome === OUT_PINNED) {
+      this.outcome = REPORT_PINNED;
+      stats.inc(stats.pinned);
+    } else if (outcome === OUT_PREFIX_HIT) {
+      this.outcome = REPORT_PREFIX_HIT;
+      stats.inc(stats.prefixHit);
+    } else {
+      this.outcome = REPORT_LOAD_ONLY;
+      stats.inc(stats.loadOnly);
+    }
+    if (prompt > 0) stats.record(stats.cachedRatio, (<u64>this.cachedBytes * 1000) / <u64>prompt);
+    this.speculate(cfg.speculativeTtlMs);
+    stats.record(stats.decisionUs, (nowMs() - started) * 1000);
+  }
+
+  private writeHeaders(engine: u8, dpMode: u8, flags: u8): void {
+    const slots = cache.slots!;
+    const s = this.slot;
+    setHeader(REQUEST_HEADERS, "x-gateway-destination-endpoint", slots.address[s]);
+    const rank = slots.headerRank[s];
+    if (engine === ENGINE_DYNAMO) {
+      const legacy = (flags & POOL_DYNAMO_LEGACY) !== 0;
+      this.dynamo(
+        "x-dynamo-worker-instance-id",
+        "x-worker-instance-id",
+        slots.workerId[s].toString(),
+        legacy,
+      );
+      this.dynamo("x-dynamo-dp-rank", "x-dp-rank", slots.globalRank[s].toString(), legacy);
+      const p = this.prefillSlot;
+      if (p >= 0) {
+        this.dynamo(
+          "x-dynamo-prefill-instance-id",
+          "x-prefill-instance-id",
+          slots.workerId[p].toString(),
+          legacy,
+        );
+        this.dynamo("x-dynamo-prefill-dp-rank", "x-prefill-dp-rank", slots.globalRank[p].toString(), legacy);
+      }
+      setHeader(REQUEST_HEADERS, "x-dynamo-routing-mode", p >= 0 ? "disaggregated" : "aggregated");
+      return;
+    }
+    // vLLM (internal: global rank; hybrid: local index; external: none — the port is the rank)
+    // and SGLang read the same header.
+    if (rank >= 0 && !(engine !== ENGINE_SGLANG && dpMode === DP_EXTERNAL)) {
+      setHeader(REQUEST_HEADERS, "x-data-parallel-rank", rank.toString());
+    }
+  }
+
+  private dynamo(name: string, legacyName: string, value: string, legacy: bool): void {
+    setHeader(REQUEST_HEADERS, name, value);
+    if (legacy) setHeader(REQUEST_HEADERS, legacyName, value);
+  }
+
+  /** No cache or no healthy slot: forward without a destination (open) or answer 503 (closed). */
+  private failMode(open: bool, why: string): void {
+    if (open) {
+      stats.inc(stats.failOpen);
+      this.outcome = REPORT_FAIL_OPEN;
+      return;
+    }
+    stats.inc(stats.failClosed);
+    this.status = 503;
+    sendJson(
+      503,
+      `{"error":{"message":${jsonString(why)},"type":"service_unavailable","code":"no_healthy_upstream"}}`,
+      "kvroute_fail_closed",
+    );
+  }
+
+  /**
+   * Tells the control plane (through the leader's report) that this prompt's chunks are about to
+   * be cached on the chosen slot, so every gateway follows before the engine's KV events arrive.
+   */
+  private speculate(ttlMs: u32): void {
+    const q = vm.reportQueue;
+    const h = vm.hasher;
+    const slot = this.prefillSlot >= 0 ? this.prefillSlot : this.slot;
+    if (q === 0 || slot < 0 || ttlMs === 0) return;
+    const n = h.hashCount < MAX_SPECULATIVE_CHUNKS ? h.hashCount : MAX_SPECULATIVE_CHUNKS;
+    const m = vm.message;
+    for (let i = 0; i < n; i++) {
+      writeSpeculative(m, slot, <u32>(i + 1), load<u64>(h.hashes.ptr + ((<usize>i) << 3)), ttlMs);
+      imports.proxy_enqueue_shared_queue(q, m.ptr, m.len);
+    }
+  }
+
+  onResponseHeaders(): u32 {
+    const s = getHeaderString(RESPONSE_HEADERS, ":status");
+    if (s !== null && this.status === 0) this.status = <u32>I32.parseInt(s);
+    return HEADERS_CONTINUE;
+  }
+
+  onResponseBody(): u32 {
+    if (this.firstByteMs === 0) this.firstByteMs = nowMs();
+    return DATA_CONTINUE;
+  }
+
+  onLog(): void {
+    if (this.endpoint === 0) return;
+    vm.inflightAdd(this.slot, -1);
+    if (this.prefillSlot >= 0) vm.inflightAdd(this.prefillSlot, -1);
+    // 0 = the upstream never answered (reset, refused): counts against the slot's health.
+    if (this.slot >= 0 && (this.status === 0 || this.status === 502 || this.status === 503))
+      stats.inc(stats.upstreamFailures);
+    const q = vm.reportQueue;
+    if (q === 0) return;
+    const end = nowMs();
+    const id = this.requestId;
+    const m = vm.message;
+    writeFinished(
+      m,
+      this.slot,
+      this.status,
+      this.outcome,
+      this.promptBytes,
+      this.cachedBytes,
+      this.firstByteMs > 0 ? <u32>(this.firstByteMs - this.startMs) : 0,
+      <u32>(end - this.startMs),
+      id === null ? 0 : changetype<usize>(id),
+      id === null ? 0 : id.byteLength,
+    );
+    imports.proxy_enqueue_shared_queue(q, m.ptr, m.len);
+  }
+}
+
+function endpointOf(path: string): i32 {
+  const q = path.indexOf("?");
+  const p = q < 0 ? path : path.substring(0, q);
+  const paths = vm.config.inferencePaths;
+  for (let i = 0; i < paths.length; i++) {
+    if (p !== paths[i]) continue;
+    return p.endsWith("/completions") && !p.endsWith("/chat/completions")
+      ? ENDPOINT_COMPLETIONS
+      : ENDPOINT_CHAT;
+  }
+  return 0;
+}
+
+/** A JSON string literal for a message we compose (quotes and backslashes escaped). */
+function jsonString(s: string): string {
+  return `"${s.replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`;
+}

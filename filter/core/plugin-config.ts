@@ -1,0 +1,217 @@
+// The filter's plugin configuration (the JSON string in Envoy's Wasm filter config), parsed
+// once in on_configure. Strict: unknown fields and wrong types are errors that name the field,
+// so a typo fails the Envoy config instead of silently running with a default.
+// Fields and defaults: docs/configuration.md "Filter plugin configuration".
+import { ByteBuf } from "./byte-buf";
+import { decodeString, scanString, stringHasEscape } from "./json-string";
+
+export class PluginConfig {
+  cluster: string = "kvroute_control_plane";
+  authority: string = "kvroute-control-plane";
+  syncPath: string = "/v1/sync";
+  reportPath: string = "/v1/report";
+  token: string = "";
+  /** Upper bound on one sync long-poll or report call (ms). */
+  timeoutMs: u32 = 30000;
+  tickMs: u32 = 100;
+  /** Report batching period (ms). */
+  reportMs: u32 = 500;
+  maxBodyBytes: u32 = 4 * 1024 * 1024;
+  /** Before the first cache arrives: true = pass requests on without a destination; false = 503. */
+  failOpen: bool = true;
+  inferencePaths: string[] = ["/v1/completions", "/v1/chat/completions"];
+  /** Shown in the control plane's status; defaults to the Envoy node id. */
+  gatewayId: string = "";
+  /** Also honour `x-request-id` as the request id in reports (it is read, never written). */
+  requestIdHeader: string = "x-request-id";
+}
+
+/** Set when parsePluginConfig returns null: one line naming the bad field. */
+export let pluginConfigError: string = "";
+
+class Cursor {
+  p: usize;
+  end: usize;
+  err: string = "";
+  tmp: ByteBuf = new ByteBuf(64);
+  constructor(p: usize, end: usize) {
+    this.p = p;
+    this.end = end;
+  }
+  ws(): void {
+    while (this.p < this.end) {
+      const c = load<u8>(this.p);
+      if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) break;
+      this.p++;
+    }
+  }
+  peek(): i32 {
+    this.ws();
+    return this.p < this.end ? <i32>load<u8>(this.p) : -1;
+  }
+  expect(c: i32, what: string): bool {
+    if (this.peek() !== c) {
+      this.fail(`expected ${what}`);
+      return false;
+    }
+    this.p++;
+    return true;
+  }
+  fail(msg: string): void {
+    if (this.err.length === 0) this.err = msg;
+  }
+  /** A JSON string value (the cursor at its opening quote), or null after fail(). */
+  str(field: string): string | null {
+    if (this.peek() !== 0x22) {
+      this.fail(`${field}: expected a string`);
+      return null;
+    }
+    const start = this.p + 1;
+    const close = scanString(start, this.end);
+    if (close < 0) {
+      this.fail(`${field}: malformed string`);
+      return null;
+    }
+    this.tmp.len = 0;
+    decodeString(start, <i32>(<usize>close - start), stringHasEscape, this.tmp);
+    this.p = <usize>close + 1;
+    return String.UTF8.decodeUnsafe(this.tmp.ptr, <usize>this.tmp.len);
+  }
+  /** A non-negative integer up to max, or -1 after fail(). */
+  uint(field: string, max: u32): i64 {
+    this.ws();
+    let v: u64 = 0;
+    let digits = 0;
+    while (this.p < this.end) {
+      const d = <u32>load<u8>(this.p) - 0x30;
+      if (d > 9) break;
+      v = v * 10 + d;
+      digits++;
+      this.p++;
+      if (digits > 10) break;
+    }
+    const next = this.p < this.end ? <u32>load<u8>(this.p) : 0;
+    if (digits === 0 || digits > 10 || v > <u64>max || next === 0x2e || next === 0x65 || next === 0x45) {
+      this.fail(`${field}: expected an integer from 0 to ${max}`);
+      return -1;
+    }
+    return <i64>v;
+  }
+  bool(field: string): i32 {
+    this.ws();
+    if (this.word("true")) return 1;
+    if (this.word("false")) return 0;
+    this.fail(`${field}: expected true or false`);
+    return -1;
+  }
+  private word(w: string): bool {
+    const n = w.length;
+    if (this.p + <usize>n > this.end) return false;
+    for (let i = 0; i < n; i++) if (<i32>load<u8>(this.p + <usize>i) !== w.charCodeAt(i)) return false;
+    this.p += <usize>n;
+    return true;
+  }
+  /** Reads `{ "key": value, … }`, calling field(key) for each; false after fail(). */
+  object(where: string, field: (c: Cursor, key: string, where: string) => void): bool {
+    if (!this.expect(0x7b, where.length === 0 ? "a JSON object" : `${where}: an object`)) return false;
+    if (this.peek() === 0x7d) {
+      this.p++;
+      return true;
+    }
+    while (this.err.length === 0) {
+      const key = this.str(where.length === 0 ? "key" : `${where} key`);
+      if (key === null) return false;
+      if (!this.expect(0x3a, "':'")) return false;
+      field(this, key, where.length === 0 ? key : `${where}.${key}`);
+      if (this.err.length > 0) return false;
+      const c = this.peek();
+      this.p++;
+      if (c === 0x7d) return true;
+      if (c !== 0x2c) {
+        this.fail(`${where.length === 0 ? "configuration" : where}: expected ',' or '}'`);
+        return false;
+      }
+    }
+    return false;
+  }
+}
+
+// The object() callbacks cannot capture locals (AssemblyScript has no closures): they write here.
+let building: PluginConfig = new PluginConfig();
+
+function positive(c: Cursor, path: string, max: u32): u32 {
+  const v = c.uint(path, max);
+  if (v === 0) c.fail(`${path}: must be at least 1`);
+  return v < 0 ? 0 : <u32>v;
+}
+
+function controlPlaneField(c: Cursor, key: string, path: string): void {
+  const b = building;
+  if (key === "cluster") b.cluster = c.str(path) || "";
+  else if (key === "authority") b.authority = c.str(path) || "";
+  else if (key === "syncPath") b.syncPath = c.str(path) || "";
+  else if (key === "reportPath") b.reportPath = c.str(path) || "";
+  else if (key === "token") b.token = c.str(path) || "";
+  else if (key === "timeoutMs") b.timeoutMs = positive(c, path, 3600000);
+  else c.fail(`${path}: unknown field`);
+}
+
+function topField(c: Cursor, key: string, path: string): void {
+  const b = building;
+  if (key === "controlPlane") c.object(path, controlPlaneField);
+  else if (key === "tickMs") b.tickMs = positive(c, path, 60000);
+  else if (key === "reportMs") b.reportMs = positive(c, path, 600000);
+  else if (key === "maxBodyBytes") b.maxBodyBytes = positive(c, path, 1 << 30);
+  else if (key === "gatewayId") b.gatewayId = c.str(path) || "";
+  else if (key === "requestIdHeader") b.requestIdHeader = (c.str(path) || "").toLowerCase();
+  else if (key === "failMode") {
+    const v = c.str(path);
+    if (v === "open") b.failOpen = true;
+    else if (v === "closed") b.failOpen = false;
+    else if (v !== null) c.fail(`${path}: expected "open" or "closed"`);
+  } else if (key === "inferencePaths") {
+    if (!c.expect(0x5b, `${path}: an array of paths`)) return;
+    const paths: string[] = [];
+    if (c.peek() === 0x5d) c.p++;
+    else {
+      for (;;) {
+        const s = c.str(`${path}[${paths.length}]`);
+        if (s === null) return;
+        if (s.length === 0 || s.charCodeAt(0) !== 0x2f) {
+          c.fail(`${path}[${paths.length}]: a path starts with '/'`);
+          return;
+        }
+        paths.push(s);
+        const n = c.peek();
+        c.p++;
+        if (n === 0x5d) break;
+        if (n !== 0x2c) {
+          c.fail(`${path}: expected ',' or ']'`);
+          return;
+        }
+      }
+    }
+    b.inferencePaths = paths;
+  } else c.fail(`${path}: unknown field`);
+}
+
+/** Parses the configuration bytes; an empty configuration means every default. */
+export function parsePluginConfig(ptr: usize, len: i32): PluginConfig | null {
+  building = new PluginConfig();
+  const c = new Cursor(ptr, ptr + <usize>(len < 0 ? 0 : len));
+  if (c.peek() === -1) return building;
+  c.object("", topField);
+  if (c.err.length === 0 && c.peek() !== -1) c.fail("configuration: trailing characters after the object");
+  const b = building;
+  if (c.err.length === 0) {
+    if (b.cluster.length === 0) c.fail("controlPlane.cluster: must not be empty");
+    else if (b.syncPath.charCodeAt(0) !== 0x2f || b.reportPath.charCodeAt(0) !== 0x2f)
+      c.fail("controlPlane: paths start with '/'");
+  }
+  if (c.err.length > 0) {
+    pluginConfigError = c.err;
+    return null;
+  }
+  pluginConfigError = "";
+  return b;
+}

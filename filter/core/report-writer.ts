@@ -1,0 +1,124 @@
+// Builds the body of POST /v1/report (docs/wire-format.md §6) and the per-request records
+// stream contexts hand to the leader through a shared queue.
+import { ByteBuf } from "./byte-buf";
+
+export const REPORT_MAGIC: u32 = 0x5252564b; // "KVRR"
+export const QUEUE_FINISHED: u8 = 1;
+export const QUEUE_SPECULATIVE: u8 = 2;
+
+/** One finished request as a queue message: type byte + the record's wire layout. */
+export function writeFinished(
+  out: ByteBuf,
+  slot: i32,
+  status: u32,
+  outcome: u32,
+  promptBytes: u32,
+  cachedBytes: u32,
+  ttftMs: u32,
+  durationMs: u32,
+  requestId: usize,
+  requestIdLen: i32,
+): void {
+  const idLen = requestIdLen > 128 ? 128 : requestIdLen < 0 ? 0 : requestIdLen;
+  out.len = 0;
+  out.reserve(1 + 22 + 2 + idLen);
+  const p = out.ptr;
+  store<u8>(p, QUEUE_FINISHED);
+  store<u16>(p + 1, <u16>(slot < 0 ? 0xffff : slot));
+  store<u16>(p + 3, <u16>status);
+  store<u8>(p + 5, <u8>outcome);
+  store<u8>(p + 6, 0);
+  store<u32>(p + 7, promptBytes);
+  store<u32>(p + 11, cachedBytes);
+  store<u32>(p + 15, ttftMs);
+  store<u32>(p + 19, durationMs);
+  store<u16>(p + 23, <u16>idLen);
+  memory.copy(p + 25, requestId, <usize>idLen);
+  out.len = 25 + idLen;
+}
+
+/** One speculative route as a queue message. */
+export function writeSpeculative(out: ByteBuf, slot: i32, depth: u32, hash: u64, ttlMs: u32): void {
+  out.len = 0;
+  out.reserve(19);
+  const p = out.ptr;
+  store<u8>(p, QUEUE_SPECULATIVE);
+  store<u16>(p + 1, <u16>slot);
+  store<u32>(p + 3, depth);
+  store<u64>(p + 7, hash);
+  store<u32>(p + 15, ttlMs);
+  out.len = 19;
+}
+
+/** Accumulates one report from queue messages and in-flight counts. */
+export class ReportWriter {
+  private finished: ByteBuf = new ByteBuf(4096);
+  private speculative: ByteBuf = new ByteBuf(1024);
+  private inflight: ByteBuf = new ByteBuf(256);
+  finishedCount: u32 = 0;
+  speculativeCount: u32 = 0;
+  inflightCount: u32 = 0;
+  readonly out: ByteBuf = new ByteBuf(4096);
+
+  reset(): void {
+    this.finished.len = 0;
+    this.speculative.len = 0;
+    this.inflight.len = 0;
+    this.finishedCount = 0;
+    this.speculativeCount = 0;
+    this.inflightCount = 0;
+  }
+
+  /** Takes one queue message; false for a message of unknown shape (dropped). */
+  addMessage(p: usize, len: i32): bool {
+    if (len < 1) return false;
+    const type = load<u8>(p);
+    if (type === QUEUE_FINISHED && len >= 25) {
+      const idLen = <i32>load<u16>(p + 23);
+      if (len !== 25 + idLen) return false;
+      this.finished.append(p + 1, len - 1);
+      this.finishedCount++;
+      return true;
+    }
+    if (type === QUEUE_SPECULATIVE && len === 19) {
+      this.speculative.append(p + 1, 18);
+      this.speculativeCount++;
+      return true;
+    }
+    return false;
+  }
+
+  addInflight(slot: i32, n: u32): void {
+    if (n === 0) return;
+    this.inflight.reserve(6);
+    store<u16>(this.inflight.ptr + <usize>this.inflight.len, <u16>slot);
+    store<u32>(this.inflight.ptr + <usize>this.inflight.len + 2, n);
+    this.inflight.len += 6;
+    this.inflightCount++;
+  }
+
+  get hasNews(): bool {
+    return this.finishedCount > 0 || this.speculativeCount > 0;
+  }
+
+  /** The report body in `out`. */
+  finish(gateway: string): void {
+    const id = String.UTF8.encode(gateway);
+    const idLen = id.byteLength > 0xffff ? 0xffff : id.byteLength;
+    const o = this.out;
+    o.len = 0;
+    o.reserve(8 + 2 + idLen + 12 + this.inflight.len + this.finished.len + this.speculative.len);
+    store<u32>(o.ptr, REPORT_MAGIC);
+    store<u16>(o.ptr + 4, 1);
+    store<u16>(o.ptr + 6, 0);
+    store<u16>(o.ptr + 8, <u16>idLen);
+    o.len = 10;
+    o.append(changetype<usize>(id), idLen);
+    o.appendI32(<i32>this.inflightCount);
+    o.append(this.inflight.ptr, this.inflight.len);
+    o.appendI32(<i32>this.finishedCount);
+    o.append(this.finished.ptr, this.finished.len);
+    o.appendI32(<i32>this.speculativeCount);
+    o.append(this.speculative.ptr, this.speculative.len);
+  }
+}
