@@ -4,7 +4,6 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import { type Logger, pino } from "pino";
 import type { Config, EndpointConfig, PoolConfig } from "../config/schema.ts";
-import { KubernetesDiscovery } from "./kubernetes.ts";
 
 export type EndpointsListener = (pool: PoolConfig, endpoints: EndpointConfig[]) => void;
 
@@ -49,9 +48,32 @@ export function discoveryFor(cfg: Config, opts: DiscoveryOptions = {}): Discover
   const kubernetes = cfg.pools.filter((p) => p.discovery?.kubernetes !== undefined);
   const fixed = cfg.pools.filter((p) => p.discovery?.kubernetes === undefined);
   if (kubernetes.length === 0) return new StaticDiscovery(fixed);
-  const k8s = new KubernetesDiscovery(kubernetes, {
+  const k8s = new LazyKubernetesDiscovery(kubernetes, {
     logger: opts.logger ?? pino({ level: cfg.logLevel }),
     ...(opts.kubeConfig === undefined ? {} : { kubeConfig: opts.kubeConfig }),
   });
   return fixed.length === 0 ? k8s : new CompositeDiscovery([new StaticDiscovery(fixed), k8s]);
+}
+
+/**
+ * Loads the Kubernetes client only when a pool asks for it: importing @kubernetes/client-node
+ * takes about a second, which static-only control planes (and their tests) should not pay.
+ */
+class LazyKubernetesDiscovery implements Discovery {
+  #inner: Discovery | undefined;
+
+  constructor(
+    private readonly pools: readonly PoolConfig[],
+    private readonly opts: { logger: Logger; kubeConfig?: KubeConfig },
+  ) {}
+
+  async start(onEndpoints: EndpointsListener): Promise<void> {
+    const { KubernetesDiscovery } = await import("./kubernetes.ts");
+    this.#inner = new KubernetesDiscovery(this.pools, this.opts);
+    await this.#inner.start(onEndpoints);
+  }
+
+  async stop(): Promise<void> {
+    await this.#inner?.stop();
+  }
 }
