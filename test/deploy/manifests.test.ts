@@ -169,6 +169,11 @@ describe("container build files", () => {
     expect(text).toMatch(/^USER 10001:10001$/m);
     expect(text).toMatch(/^EXPOSE 9090$/m);
     expect(text).toContain(`"--config", "${container.args[2]}"`);
+    // tsx runs the TypeScript; it is a devDependency, so the image installs that exact version globally.
+    const pkg = JSON.parse(readRepoFile("package.json"));
+    const tsx = pkg.dependencies?.tsx ?? pkg.devDependencies?.tsx;
+    expect(text).toContain(`npm install --global --no-audit --no-fund tsx@${tsx}`);
+    expect(text).toMatch(/^ENTRYPOINT \["tsx", "control-plane\/bin\/kvroute\.ts"\]$/m);
     // The Node routing core the control plane loads at start.
     expect(text).toMatch(/build\/kvroute-core\.wasm/);
     expect(pod.securityContext.runAsUser).toBe(10001);
