@@ -154,6 +154,17 @@ describe("Envoy artifacts", () => {
       expect(ops).toContain("HTTP_ROUTE:INSERT_FIRST");
       expect((ef.spec.configPatches as Obj[]).every((p) => p.match.context === "GATEWAY")).toBe(true);
     }
+    // Operations Istio applies for each applyTo (istioctl analyze IST0152/IST0153: REPLACE on
+    // filters and ADD on routes are silently ignored).
+    const allowed: Record<string, string[]> = {
+      CLUSTER: ["ADD", "MERGE", "REMOVE", "REPLACE"],
+      HTTP_FILTER: ["ADD", "INSERT_BEFORE", "INSERT_AFTER", "INSERT_FIRST", "MERGE", "REMOVE"],
+      HTTP_ROUTE: ["INSERT_BEFORE", "INSERT_AFTER", "INSERT_FIRST", "MERGE", "REMOVE"],
+    };
+    for (const file of ["envoy/istio/envoyfilter.yaml", "envoy/istio/wasmplugin.yaml"])
+      for (const d of byName(file).docs.filter((d) => d.kind === "EnvoyFilter"))
+        for (const p of (d as Obj).spec.configPatches as Obj[])
+          expect(allowed[p.applyTo], `${file}: ${p.applyTo}`).toContain(p.patch.operation);
     const plugin = byName("envoy/istio/wasmplugin.yaml").docs[0] as Obj;
     expect(plugin.spec).toMatchObject({ pluginName: "kvroute", type: "HTTP", failStrategy: "FAIL_CLOSE" });
     expect(plugin.spec.url).toMatch(/^oci:\/\//);
