@@ -13,6 +13,7 @@ import {
   readRepoFile,
   type YamlFile,
 } from "./artifacts.ts";
+import { crdProblems } from "./crd-shapes.ts";
 import { validateEnvoy } from "./envoy-proto.ts";
 import { pluginConfigProblems } from "./plugin-config.ts";
 
@@ -66,6 +67,21 @@ describe("Envoy artifacts", () => {
     (_name, file) => {
       for (const site of pluginConfigs(file))
         expect(pluginConfigProblems(site.config, `${file.file}: ${site.path}`)).toEqual([]);
+    },
+  );
+
+  it.each(files.map((f) => [f.file, f] as const))(
+    "%s: Istio / Envoy Gateway resources have known fields only",
+    (_name, file) => {
+      expect(file.docs.flatMap((doc, i) => crdProblems(doc, `${file.file}: [${i}]`))).toEqual([]);
+      const kinds = file.docs.map((d) => d.kind ?? "Bootstrap");
+      expect(
+        kinds.every((k) =>
+          ["Bootstrap", "EnvoyFilter", "WasmPlugin", "EnvoyExtensionPolicy", "EnvoyPatchPolicy"].includes(
+            String(k),
+          ),
+        ),
+      ).toBe(true);
     },
   );
 
@@ -302,6 +318,20 @@ describe("the validator fails broken artifacts with file and path", () => {
       "f: p.controlPlane.syncpath: unknown field",
       "f: p.controlPlane.syncPath: missing",
     ]);
+  });
+
+  it("a misspelt Istio or Envoy Gateway field", () => {
+    const docs = parseYaml(
+      "envoy/istio/wasmplugin.yaml",
+      readRepoFile("envoy/istio/wasmplugin.yaml"),
+    ) as Obj[];
+    (docs[0] as Obj).spec.failStratgy = "FAIL_OPEN";
+    expect(crdProblems(docs[0] as Obj, "envoy/istio/wasmplugin.yaml: [0]")).toEqual([
+      "envoy/istio/wasmplugin.yaml: [0].spec.failStratgy: unknown field",
+    ]);
+    const eg = parseYaml("x", readRepoFile("envoy/envoy-gateway/extension-policy.yaml")) as Obj[];
+    (eg[0] as Obj).spec.wasm[0].rootId = "kvroute";
+    expect(crdProblems(eg[0] as Obj, "x: [0]")).toEqual(["x: [0].spec.wasm[0].rootId: unknown field"]);
   });
 
   it("well-known types keep their JSON forms", () => {
