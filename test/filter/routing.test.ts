@@ -1,40 +1,61 @@
+// The filter in the Node host, synced from a real control plane: prefix affinity, spreading by
+// load, and the filter's stats.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { chatBody, post, type Stack, startStack, synced, until } from "./harness.ts";
+import { chatBody, lastHit as lastHitOf, post, type Stack, startStack, synced, until } from "./harness.ts";
 
 let stack: Stack;
 beforeAll(async () => {
-  stack = await startStack({
-    engines: [
-      [0, 1, 2, 3],
-      [0, 1, 2, 3],
-    ],
-  });
+  stack = await startStack({ engines: [[0, 1, 2, 3], [0, 1, 2, 3]] });
   await until(() => stack.cp.ready(), "control plane ready");
   await synced(stack);
 });
 afterAll(async () => stack?.close());
 
+const longSystem = (tag: string) => `${tag}: you are a meticulous assistant who cites sources and answers briefly. `.repeat(30);
+const lastHit = () => lastHitOf(stack);
+const slotOf = (hit: ReturnType<typeof lastHit>) => `${hit?.engine}#${hit?.headers["x-data-parallel-rank"]}`;
+
 describe("the filter in the Node host", () => {
   it("syncs the control plane's cache into shared data", () => {
     const keys = stack.gateway.host.sharedDataKeys();
-    expect(keys).toEqual(
-      expect.arrayContaining([
-        "kvr.cfg",
-        "kvr.slots",
-        "kvr.load",
-        "kvr.b.0",
-        "kvr.b.255",
-        "kvr.sync",
-        "kvr.lease",
-      ]),
-    );
+    expect(keys).toEqual(expect.arrayContaining(["kvr.cfg", "kvr.slots", "kvr.load", "kvr.b.0", "kvr.b.255", "kvr.sync", "kvr.lease"]));
   });
 
   it("routes a chat to an engine with a destination and a rank header", async () => {
     const r = await post(stack, "/v1/chat/completions", chatBody("You are helpful.", "Hi"));
     expect(r.status).toBe(200);
-    const hit = stack.engines.flatMap((e) => e.hits).at(-1);
+    const hit = lastHit();
     expect(hit?.headers["x-gateway-destination-endpoint"]).toBe(hit?.engine);
     expect(hit?.headers["x-data-parallel-rank"]).toMatch(/^[0-3]$/);
+  });
+
+  it("sends a shared prefix back to the slot it went to: speculative routes reach every gateway", async () => {
+    const system = longSystem("affinity");
+    await post(stack, "/v1/chat/completions", chatBody(system, "first question"));
+    const first = slotOf(lastHit());
+    // The report carries the speculative route to the control plane; the next sync brings it back.
+    await until(() => stack.cp.index.chunks.size > 0, "speculative chunks indexed");
+    await synced(stack);
+    const before = stack.gateway.host.counter("kvroute.requests.prefix_hit") ?? 0;
+    for (const q of ["second question", "third, different question", "and a fourth"]) {
+      await post(stack, "/v1/chat/completions", chatBody(system, q));
+      expect(slotOf(lastHit())).toBe(first);
+    }
+    expect(Number(stack.gateway.host.counter("kvroute.requests.prefix_hit") ?? 0) - Number(before)).toBe(3);
+  });
+
+  it("spreads unrelated prompts over the slots by load", async () => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 40; i++) {
+      await post(stack, "/v1/chat/completions", chatBody(`unrelated prompt ${i} ${"x".repeat(i)}`, `q${i}`));
+      seen.add(slotOf(lastHit()));
+    }
+    expect(seen.size).toBeGreaterThanOrEqual(6);
+  });
+
+  it("leaves non-inference paths untouched but still strips client routing headers", async () => {
+    const res = await fetch(`${stack.gateway.url}/v1/models`, { headers: { "x-gateway-destination-endpoint": "169.254.169.254:80" } });
+    expect(res.status).toBe(503); // no destination and no default cluster: the route's own answer
+    expect(stack.gateway.accessLog.at(-1)?.upstream).not.toBe("169.254.169.254:80");
   });
 });
