@@ -25,9 +25,9 @@ const hasher = new RequestHasher();
 const templates: (SegmentTemplate | null)[] = [];
 const scanResult = memory.data(4 * 20);
 
-/** Does a range of n bytes from the start of the I/O region stay inside it? */
-function ioHolds(n: i32): bool {
-  return n >= 0 && n <= io.cap;
+/** Does a range of n bytes from the start of the I/O region stay inside it? (i64: sums of lengths cannot wrap) */
+function ioHolds(n: i64): bool {
+  return n >= 0 && n <= <i64>io.cap;
 }
 
 /** Ensures the I/O region holds n bytes and returns its address (it moves when it grows). */
@@ -46,7 +46,7 @@ export function xxh64Io(len: i32, seed: u64): u64 {
 
 /** h0 of model ‖ 0 ‖ lora ‖ 0 ‖ salt, the three strings lying back to back in the I/O region. */
 export function rootHashIo(modelLen: i32, loraLen: i32, saltLen: i32): u64 {
-  if (modelLen < 0 || loraLen < 0 || saltLen < 0 || !ioHolds(modelLen + loraLen + saltLen)) return 0;
+  if (modelLen < 0 || loraLen < 0 || saltLen < 0 || !ioHolds(<i64>modelLen + loraLen + saltLen)) return 0;
   const p = io.ptr;
   return rootHash(
     p,
@@ -153,7 +153,7 @@ export function scanPartsPtr(): usize {
 /** Decodes the string span io[off, off+len) of the last scan; bytes at decodedPtr(). */
 export function decodeSpanIo(off: i32, len: i32, escaped: i32): i32 {
   decoded.len = 0;
-  if (off < 0 || len < 0 || off + len > io.cap) return ERR_ARGUMENT;
+  if (off < 0 || len < 0 || !ioHolds(<i64>off + len)) return ERR_ARGUMENT;
   decodeString(io.ptr + <usize>off, len, escaped !== 0, decoded);
   return decoded.len;
 }
@@ -170,7 +170,8 @@ export function decodedPtr(): usize {
 export function renderIo(bodyLen: i32, endpoint: i32, templateId: i32, bosLen: i32, maxStream: i32): i32 {
   const r = hasher.renderer;
   r.out.len = 0;
-  if (maxStream < 0 || bosLen < 0 || !ioHolds(bodyLen) || !ioHolds(bodyLen + bosLen)) return ERR_ARGUMENT;
+  if (maxStream < 0 || bosLen < 0 || !ioHolds(bodyLen) || !ioHolds(<i64>bodyLen + bosLen))
+    return ERR_ARGUMENT;
   r.maxStream = maxStream;
   const s = hasher.scan;
   const err = s.scan(io.ptr, bodyLen);
@@ -205,7 +206,7 @@ export function hashRequestIo(
   chunk: i32,
   maxStream: i32,
 ): i32 {
-  const tail = bodyLen + bosLen + modelLen + loraLen;
+  const tail = <i64>bodyLen + bosLen + modelLen + loraLen;
   if (maxStream < 0 || bosLen < 0 || modelLen < 0 || loraLen < 0 || !ioHolds(bodyLen) || !ioHolds(tail)) {
     return ERR_ARGUMENT;
   }

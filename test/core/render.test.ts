@@ -264,5 +264,10 @@ describe("the Node export surface refuses out-of-range arguments instead of trap
     expect(ex.parseRankIo(huge)).toBe(-1n);
     expect(ex.decodeSpanIo(huge, 10, 1)).toBe(-7);
     expect(ex.renderIo(10, 9, 0, 0, 100)).toBeLessThan(0);
+    // Lengths whose 32-bit sum would wrap around to a small number.
+    const max = 0x7fffffff;
+    expect(ex.hashRequestIo(0, 1, 0, max, max, 2, 128, 100)).toBe(-7);
+    expect(ex.rootHashIo(max, max, 2)).toBe(0n);
+    expect(ex.decodeSpanIo(max, max, 1)).toBe(-7);
   });
 });
