@@ -10,6 +10,7 @@ import { type ControlPlane, startControlPlane } from "../../control-plane/src/ap
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
 import type { Config, EndpointConfig } from "../../control-plane/src/config/schema.ts";
 import { discoveryFor } from "../../control-plane/src/discovery/discovery.ts";
+import { dynamoWorkerId } from "../../control-plane/src/discovery/dynamo-worker-id.ts";
 import { KubernetesDiscovery } from "../../control-plane/src/discovery/kubernetes.ts";
 import { endpointSlice, FakeApiServer, pod } from "./fake-api-server.ts";
 
@@ -318,5 +319,73 @@ describe("the control plane's status follows Kubernetes discovery", () => {
     // b's pod is deleted (the slice drops it too).
     api.remove("pods", "w-1");
     await poll([`${a}#0`, `${a}#1`, `${c}#0`, `${c}#1`]);
+    await cp.stop();
+  });
+
+  it("a Dynamo pool's slots carry the worker ids Dynamo derives from the pod names", async () => {
+    const labels = { app: "dyn" };
+    api.put(
+      "pods",
+      pod(
+        "dyn-prefill-0",
+        "127.0.0.2",
+        { ...labels, "kvroute.io/role": "prefill" },
+        { "kvroute.io/ranks": "0-1" },
+      ),
+    );
+    api.put(
+      "pods",
+      pod(
+        "dyn-decode-0",
+        "127.0.0.3",
+        { ...labels, "kvroute.io/role": "decode" },
+        { "kvroute.io/ranks": "0-1" },
+      ),
+    );
+    api.put(
+      "endpointslices",
+      endpointSlice(
+        "dyn-1",
+        "dyn-workers",
+        [
+          { pod: "dyn-prefill-0", ip: "127.0.0.2", ready: true },
+          { pod: "dyn-decode-0", ip: "127.0.0.3", ready: true },
+        ],
+        [port],
+      ),
+    );
+    const cfg = parseConfig(
+      {
+        pools: [
+          {
+            name: "dyn",
+            models: ["m"],
+            engine: "dynamo",
+            discovery: {
+              kubernetes: {
+                namespace: "llm",
+                service: "dyn-workers",
+                selector: { matchLabels: labels },
+                port,
+              },
+            },
+          },
+        ],
+        cache: { buckets: 64, ways: 4 },
+      },
+      "test",
+      {},
+    );
+    const discovery = new KubernetesDiscovery(cfg.pools, { kubeConfig: api.kubeConfig(), logger: silent });
+    cp = await startControlPlane(cfg, { listen: "127.0.0.1:0", logger: silent, discovery });
+    const body = (await (await fetch(`${cp.url}/v1/status`)).json()) as {
+      slots: Array<{ address: string; globalRank: number; role: string; workerId: string }>;
+    };
+    expect(body.slots.map((s) => [s.address.split(":")[0], s.globalRank, s.role, s.workerId])).toEqual([
+      ["127.0.0.2", 0, "prefill", dynamoWorkerId("dyn-prefill-0").toString()],
+      ["127.0.0.2", 1, "prefill", dynamoWorkerId("dyn-prefill-0").toString()],
+      ["127.0.0.3", 0, "decode", dynamoWorkerId("dyn-decode-0").toString()],
+      ["127.0.0.3", 1, "decode", dynamoWorkerId("dyn-decode-0").toString()],
+    ]);
   });
 });
