@@ -85,3 +85,19 @@ it("stop() returns promptly even while a list hangs", async () => {
   await watch.stop();
   expect(Date.now() - t0).toBeLessThan(100);
 });
+
+it("stop() returns promptly even while a watch request has no answer yet", async () => {
+  api.put("pods", pod("a", "10.0.0.1", { app: "w" }));
+  watch = start([]);
+  await until("listed", () => watch?.synced === true);
+  // The first watch is open; drop it and let the next list answer, its watch hang.
+  await until("watching", () => api.watchers === 1);
+  const lists = api.requests.list;
+  api.dropWatches();
+  await until("relisted", () => api.requests.list > lists);
+  api.hanging = true;
+  await until("a hanging watch request", () => api.requests.hung >= 1);
+  const t0 = Date.now();
+  await watch.stop();
+  expect(Date.now() - t0).toBeLessThan(100);
+});

@@ -57,6 +57,8 @@ export class ListWatch<T extends Named> {
   #stopped = false;
   #abort: AbortController | undefined;
   #wake: (() => void) | undefined;
+  /** Ends the open watch (even one whose request has not been answered yet). */
+  #endWatch: (() => void) | undefined;
   #loop: Promise<void> | undefined;
   #signalStop: () => void = () => {};
   readonly #stoppedSignal = new Promise<void>((r) => (this.#signalStop = r));
@@ -71,6 +73,7 @@ export class ListWatch<T extends Named> {
     this.#stopped = true;
     this.#signalStop();
     this.#abort?.abort();
+    this.#endWatch?.();
     this.#wake?.();
     await this.#loop;
   }
@@ -140,6 +143,7 @@ export class ListWatch<T extends Named> {
         this.#abort?.abort();
         resolve(err);
       };
+      this.#endWatch = () => end(null);
       watch
         .watch(
           this.opts.path,
