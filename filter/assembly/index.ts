@@ -5,9 +5,8 @@
 export { malloc } from "@gcoredev/proxy-wasm-sdk-as/assembly/malloc";
 
 import { KvrouteRoot } from "./root";
-import { KvrouteStream } from "./stream";
-
 import { vm } from "./state";
+import { KvrouteStream } from "./stream";
 
 let root: KvrouteRoot | null = null;
 const streams = vm.streams;

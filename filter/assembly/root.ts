@@ -135,7 +135,10 @@ export class KvrouteRoot {
       }
       if (!vm.warnedNoBody) {
         vm.warnedNoBody = true;
-        log(LOG_ERROR, "kvroute: request bodies never reach the filter while headers wait: set allow_on_headers_stop_iteration: true in the Wasm plugin config (Envoy >= 1.35). Routing by load only until then.");
+        log(
+          LOG_ERROR,
+          "kvroute: request bodies never reach the filter while headers wait: set allow_on_headers_stop_iteration: true in the Wasm plugin config (Envoy >= 1.35). Routing by load only until then.",
+        );
       }
       stats.inc(stats.noBodyAccess);
       imports.proxy_set_effective_context(id);

@@ -60,6 +60,8 @@ const REPORT_FAIL_OPEN: u32 = 4;
 const MAX_SPECULATIVE_CHUNKS: i32 = 256;
 
 const buckets = new SharedBuckets();
+/** How much of an over-limit body is scanned for its `model`. */
+const HEAD_BYTES: u32 = 64 * 1024;
 
 // Return codes of the HTTP callbacks (Proxy-Wasm 0.2.1 as Envoy maps them, REFERENCE §5).
 export const HEADERS_CONTINUE: u32 = 0;
@@ -129,7 +131,10 @@ export class KvrouteStream {
     if (this.endpoint === 0 || this.routed) return DATA_CONTINUE;
     if (size > vm.config.maxBodyBytes) {
       stats.inc(stats.bodyTooLarge);
-      this.route(0, 0);
+      // Route by load; the first bytes usually name the model, which picks the pool.
+      const head = getBuffer(REQUEST_BODY, 0, size < HEAD_BYTES ? size : HEAD_BYTES);
+      if (head === null) this.route(0, 0);
+      else this.route(changetype<usize>(head), head.byteLength, true);
       return this.status >= 400 ? DATA_STOP_AND_BUFFER : DATA_CONTINUE;
     }
     if (!endOfStream) return DATA_STOP_AND_BUFFER;
@@ -195,7 +200,7 @@ export class KvrouteStream {
   }
 
   /** Decides and writes the outbound headers. `body` may be 0 (load-only). */
-  private route(body: usize, bodyLen: i32): void {
+  private route(body: usize, bodyLen: i32, truncated: bool = false): void {
     this.routed = true;
     const started = nowMs();
     if (!cache.ready) cache.refresh();
@@ -209,46 +214,56 @@ export class KvrouteStream {
     const h = vm.hasher;
     h.hashCount = 0;
     h.renderer.out.len = 0;
-    let pool = cfg.defaultPool;
+    // The pool: from the request's model; a body that names none (malformed, cut at the size
+    // limit before the model) goes to the default pool, or the only pool there is.
+    let pool = -1;
+    let modelNamed = false;
+    let parsed = false;
     if (body !== 0) {
       const err = h.scan.scan(body, bodyLen);
-      if (err < 0) {
-        stats.inc(stats.parseErrors);
-      } else {
-        if (h.scan.modelLen > 0 && h.scan.modelEsc) {
+      parsed = err >= 0;
+      if (!parsed && !truncated) stats.inc(stats.parseErrors);
+      if (h.scan.modelLen > 0) {
+        modelNamed = true;
+        if (h.scan.modelEsc) {
           // Model names are short; an escaped one is decoded, a plain one compared in place.
           const m = vm.message;
           m.len = 0;
           decodeString(body + <usize>h.scan.modelOff, h.scan.modelLen, true, m);
           pool = findPool(cfg, m.ptr, m.len);
-        } else if (h.scan.modelLen > 0) {
+        } else {
           pool = findPool(cfg, body + <usize>h.scan.modelOff, h.scan.modelLen);
-        }
-        if (pool >= 0) {
-          const def = cfg.pools[pool];
-          const canonical = def.models.length > 0 ? def.models[0] : new ArrayBuffer(0);
-          h.renderer.maxStream = <i32>vm.config.maxBodyBytes * 2;
-          const status = h.hashScanned(
-            body,
-            this.endpoint,
-            this.endpoint === ENDPOINT_CHAT ? def.template : null,
-            changetype<usize>(def.bosText),
-            def.bosText.byteLength,
-            changetype<usize>(canonical),
-            canonical.byteLength,
-            0,
-            0,
-            cfg.chunkSize,
-          );
-          if (status < 0 || status === RENDER_NONE) h.hashCount = 0;
         }
       }
     }
-    if (pool < 0) {
+    if (pool < 0 && modelNamed) {
       stats.inc(stats.noPool);
       this.reject(404, "the requested model is not served by this gateway", "model_not_found");
-      this.outcome = REPORT_REJECTED;
       return;
+    }
+    if (pool < 0) pool = cfg.defaultPool >= 0 ? cfg.defaultPool : cfg.pools.length === 1 ? 0 : -1;
+    if (pool < 0) {
+      // No model to go by and no pool to fall back to: let the route's own cluster answer.
+      this.failMode(vm.config.failOpen, "the request names no model and there is no default pool");
+      return;
+    }
+    if (parsed) {
+      const def = cfg.pools[pool];
+      const canonical = def.models.length > 0 ? def.models[0] : new ArrayBuffer(0);
+      h.renderer.maxStream = <i32>vm.config.maxBodyBytes * 2;
+      const status = h.hashScanned(
+        body,
+        this.endpoint,
+        this.endpoint === ENDPOINT_CHAT ? def.template : null,
+        changetype<usize>(def.bosText),
+        def.bosText.byteLength,
+        changetype<usize>(canonical),
+        canonical.byteLength,
+        0,
+        0,
+        cfg.chunkSize,
+      );
+      if (status < 0 || status === RENDER_NONE) h.hashCount = 0;
     }
     const words = cfg.slotWords;
     const bitmaps = vm.buckets;

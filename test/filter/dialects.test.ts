@@ -1,6 +1,16 @@
 // The chosen rank reaches the engine in the header each dialect reads (REFERENCE §1.2, §2, §3).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { chatBody, type FakeEngine, lastHit, post, QWEN, type Stack, startStack, synced, until } from "./harness.ts";
+import {
+  chatBody,
+  type FakeEngine,
+  lastHit,
+  post,
+  QWEN,
+  type Stack,
+  startStack,
+  synced,
+  until,
+} from "./harness.ts";
 
 let stack: Stack;
 // Engines: 0 vLLM internal (ranks 0-3), 1 vLLM hybrid (ranks 4-5 of 8), 2-3 vLLM external (one
@@ -9,11 +19,40 @@ beforeAll(async () => {
   stack = await startStack({
     engines: [[0, 1, 2, 3], [4, 5], [0], [1], [0, 1], [0, 1], [0], [0, 1]],
     pools: (e: FakeEngine[]) => [
-      { name: "vi", models: ["vi"], tokenizer: QWEN, endpoints: [{ address: e[0]?.address, ranks: [0, 1, 2, 3] }] },
-      { name: "vh", models: ["vh"], dpMode: "hybrid", endpoints: [{ address: e[1]?.address, ranks: [4, 5], startRank: 4 }] },
-      { name: "ve", models: ["ve"], dpMode: "external", endpoints: [{ address: e[2]?.address, ranks: [0] }, { address: e[3]?.address, ranks: [1] }] },
-      { name: "sg", models: ["sg"], engine: "sglang", endpoints: [{ address: e[4]?.address, ranks: [0, 1] }] },
-      { name: "da", models: ["da"], engine: "dynamo", dynamoLegacyHeaders: true, endpoints: [{ address: e[5]?.address, ranks: [0, 1], workerId: "18446744073709551615" }] },
+      {
+        name: "vi",
+        models: ["vi"],
+        tokenizer: QWEN,
+        endpoints: [{ address: e[0]?.address, ranks: [0, 1, 2, 3] }],
+      },
+      {
+        name: "vh",
+        models: ["vh"],
+        dpMode: "hybrid",
+        endpoints: [{ address: e[1]?.address, ranks: [4, 5], startRank: 4 }],
+      },
+      {
+        name: "ve",
+        models: ["ve"],
+        dpMode: "external",
+        endpoints: [
+          { address: e[2]?.address, ranks: [0] },
+          { address: e[3]?.address, ranks: [1] },
+        ],
+      },
+      {
+        name: "sg",
+        models: ["sg"],
+        engine: "sglang",
+        endpoints: [{ address: e[4]?.address, ranks: [0, 1] }],
+      },
+      {
+        name: "da",
+        models: ["da"],
+        engine: "dynamo",
+        dynamoLegacyHeaders: true,
+        endpoints: [{ address: e[5]?.address, ranks: [0, 1], workerId: "18446744073709551615" }],
+      },
       {
         name: "dd",
         models: ["dd"],
@@ -37,7 +76,8 @@ async function routed(model: string) {
   const hit = lastHit(stack);
   if (hit === undefined) throw new Error("no engine hit");
   const h = hit.headers;
-  const pick = (names: string[]) => Object.fromEntries(names.filter((n) => h[n] !== undefined).map((n) => [n, h[n]]));
+  const pick = (names: string[]) =>
+    Object.fromEntries(names.filter((n) => h[n] !== undefined).map((n) => [n, h[n]]));
   return {
     engine: stack.engines.indexOf(stack.engines.find((e) => e.address === hit.engine) as FakeEngine),
     destination: h["x-gateway-destination-endpoint"],

@@ -5,20 +5,36 @@ import { chatBody, lastHit as lastHitOf, post, type Stack, startStack, synced, u
 
 let stack: Stack;
 beforeAll(async () => {
-  stack = await startStack({ engines: [[0, 1, 2, 3], [0, 1, 2, 3]] });
+  stack = await startStack({
+    engines: [
+      [0, 1, 2, 3],
+      [0, 1, 2, 3],
+    ],
+  });
   await until(() => stack.cp.ready(), "control plane ready");
   await synced(stack);
 });
 afterAll(async () => stack?.close());
 
-const longSystem = (tag: string) => `${tag}: you are a meticulous assistant who cites sources and answers briefly. `.repeat(30);
+const longSystem = (tag: string) =>
+  `${tag}: you are a meticulous assistant who cites sources and answers briefly. `.repeat(30);
 const lastHit = () => lastHitOf(stack);
 const slotOf = (hit: ReturnType<typeof lastHit>) => `${hit?.engine}#${hit?.headers["x-data-parallel-rank"]}`;
 
 describe("the filter in the Node host", () => {
   it("syncs the control plane's cache into shared data", () => {
     const keys = stack.gateway.host.sharedDataKeys();
-    expect(keys).toEqual(expect.arrayContaining(["kvr.cfg", "kvr.slots", "kvr.load", "kvr.b.0", "kvr.b.255", "kvr.sync", "kvr.lease"]));
+    expect(keys).toEqual(
+      expect.arrayContaining([
+        "kvr.cfg",
+        "kvr.slots",
+        "kvr.load",
+        "kvr.b.0",
+        "kvr.b.255",
+        "kvr.sync",
+        "kvr.lease",
+      ]),
+    );
   });
 
   it("routes a chat to an engine with a destination and a rank header", async () => {
@@ -54,7 +70,9 @@ describe("the filter in the Node host", () => {
   });
 
   it("leaves non-inference paths untouched but still strips client routing headers", async () => {
-    const res = await fetch(`${stack.gateway.url}/v1/models`, { headers: { "x-gateway-destination-endpoint": "169.254.169.254:80" } });
+    const res = await fetch(`${stack.gateway.url}/v1/models`, {
+      headers: { "x-gateway-destination-endpoint": "169.254.169.254:80" },
+    });
     expect(res.status).toBe(503); // no destination and no default cluster: the route's own answer
     expect(stack.gateway.accessLog.at(-1)?.upstream).not.toBe("169.254.169.254:80");
   });
