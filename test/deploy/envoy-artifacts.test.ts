@@ -280,6 +280,18 @@ describe("the validator fails broken artifacts with file and path", () => {
     ]);
   });
 
+  it("protoc-gen-validate rules: an empty name and a port out of range", () => {
+    const problems = broken((d) => {
+      const c = (d[0] as Obj).static_resources.clusters[1];
+      c.name = "";
+      c.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value = 70000;
+    });
+    expect(problems).toEqual([
+      "envoy/envoy.yaml: [0].static_resources.clusters[1].name: at least 1 characters",
+      "envoy/envoy.yaml: [0].static_resources.clusters[1].load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value: must be lte 65535, got 70000",
+    ]);
+  });
+
   it("a patch value in an Istio EnvoyFilter and in an Envoy Gateway JSON patch", () => {
     const istio = broken(
       (d) => {

@@ -2,7 +2,8 @@
 // the copy that ships in @grpc/grpc-js-xds, the way Envoy's proto JSON parser reads them:
 // unknown fields and wrong types are errors, `Any` is resolved by its `@type` URL
 // (recursively), well-known types take their JSON forms, oneofs hold at most one member, and
-// protoc-gen-validate's `required` rules on messages and oneofs are enforced. Each problem
+// protoc-gen-validate's common rules are enforced (required messages and oneofs, string
+// lengths, numeric bounds, list sizes), as Envoy does when it loads a config. Each problem
 // names the path inside the document, e.g. `static_resources.clusters[1].lb_policy`.
 import { existsSync, readdirSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -208,6 +209,30 @@ class Checker {
     this.scalar(field.type, v, path);
   }
 
+  /** protoc-gen-validate rules on a present field: lengths, bounds, list sizes. */
+  rules(field: protobuf.Field, v: Json, path: string): void {
+    for (const [key, bound] of Object.entries(field.options ?? {})) {
+      const m = /^\(validate\.rules\)\.(\w+)\.(\w+)$/.exec(key);
+      if (m === null || typeof bound !== "number") continue;
+      const [, kind, rule] = m as unknown as [string, string, string];
+      if (kind === "string" && typeof v === "string") {
+        const size = rule.endsWith("_bytes") ? Buffer.byteLength(v) : [...v].length;
+        if ((rule === "min_len" || rule === "min_bytes") && size < bound)
+          this.fail(path, `at least ${bound} characters`);
+        if ((rule === "max_len" || rule === "max_bytes") && size > bound)
+          this.fail(path, `at most ${bound} characters`);
+      } else if (kind === "repeated" && Array.isArray(v)) {
+        if (rule === "min_items" && v.length < bound) this.fail(path, `at least ${bound} item(s)`);
+        if (rule === "max_items" && v.length > bound) this.fail(path, `at most ${bound} item(s)`);
+      } else if (/^u?int(32|64)$|^double$|^float$/.test(kind)) {
+        const n = typeof v === "number" ? v : typeof v === "string" ? Number(v) : Number.NaN;
+        if (Number.isNaN(n)) continue; // the type check reports it
+        const ok = { gt: n > bound, gte: n >= bound, lt: n < bound, lte: n <= bound }[rule as "gt"];
+        if (ok === false) this.fail(path, `must be ${rule} ${bound}, got ${n}`);
+      }
+    }
+  }
+
   message(type: protobuf.Type, v: Json, path: string): void {
     if (kindOf(v) !== "object") {
       this.fail(path, `expected an object (${type.name}), got ${kindOf(v)}`);
@@ -227,6 +252,7 @@ class Checker {
         continue;
       }
       if (value === null) continue; // JSON null = default value
+      this.rules(field, value, at(key));
       if (field instanceof protobuf.MapField) {
         if (kindOf(value) !== "object") this.fail(at(key), `expected a map, got ${kindOf(value)}`);
         else
