@@ -22,7 +22,23 @@ async function renderPng(spec: vl.TopLevelSpec, path: string): Promise<void> {
   writeFileSync(path, png);
 }
 
+// kvroute drawn in black and thick, the ideal bound dashed grey; baselines in distinct hues.
+const PALETTE = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d", "#eeca3b"];
+
+function colors(policies: string[]): { domain: string[]; range: string[] } {
+  let next = 0;
+  const range = policies.map((p) =>
+    p === "kvroute"
+      ? "#000000"
+      : p === "ideal-bound"
+        ? "#9a9a9a"
+        : (PALETTE[next++ % PALETTE.length] as string),
+  );
+  return { domain: policies, range };
+}
+
 function lineSpec(points: Point[], title: string, yTitle: string, logY: boolean): vl.TopLevelSpec {
+  const scale = colors([...new Set(points.map((p) => p.policy))]);
   return {
     $schema: "https://vega.github.io/schema/vega-lite/v5.json",
     title,
@@ -36,7 +52,7 @@ function lineSpec(points: Point[], title: string, yTitle: string, logY: boolean)
       encoding: {
         x: { field: "qps", type: "quantitative", title: "offered QPS" },
         y: { field: "value", type: "quantitative", title: yTitle, scale: logY ? { type: "log" } : {} },
-        color: { field: "policy", type: "nominal", title: "policy" },
+        color: { field: "policy", type: "nominal", title: "policy", scale, sort: scale.domain },
         strokeDash: { condition: { test: "datum.policy === 'ideal-bound'", value: [4, 3] }, value: [1, 0] },
         strokeWidth: { condition: { test: "datum.policy === 'kvroute'", value: 3.5 }, value: 1.5 },
       },

@@ -5,7 +5,7 @@ import type { ClusterConfig } from "./harness.ts";
 import { dynamoOraclePolicy } from "./policies/dynamo-oracle.ts";
 import { gaiePrefixPolicy } from "./policies/gaie-prefix.ts";
 import { idealPolicy } from "./policies/ideal.ts";
-import { kvroutePolicy } from "./policies/kvroute.ts";
+import { type KvrouteOptions, kvroutePolicy } from "./policies/kvroute.ts";
 import { randomPolicy } from "./policies/random.ts";
 import { roundRobinPolicy } from "./policies/round-robin.ts";
 import { sglangCacheAwarePolicy } from "./policies/sglang-cache-aware.ts";
@@ -57,35 +57,63 @@ export function workloads(tok: BenchTokenizer, c: BenchConfig): Workload[] {
   return [
     generatedSharedPrefix(tok, {
       ...SGLANG_GSP_DEFAULTS,
-      groups: q ? 16 : SGLANG_GSP_DEFAULTS.groups,
-      qps: q ? [32, 128] : [16, 32, 64, 128, 192],
+      groups: q ? 32 : SGLANG_GSP_DEFAULTS.groups,
+      qps: q ? [64, 192] : [32, 64, 128, 192, 256],
       seed,
     }),
     llmdSharedPrefix(tok, {
       ...LLMD_DEFAULTS,
       groups: c.llmdGroups,
-      requests: q ? 240 : 2400,
-      qps: q ? [6, 14] : [4, 8, 16, 32, 48, 64],
+      requests: q ? 480 : 3000,
+      qps: q ? [8, 20] : [8, 16, 24, 32, 48],
       seed,
     }),
     multiTurn(tok, {
-      conversations: q ? 48 : 256,
+      conversations: q ? 96 : 256,
       turns: q ? 4 : 6,
       systemTokens: 1024,
       questionTokens: [64, 320],
       outputTokens: 200,
       thinkMs: 2000,
-      qps: q ? [16, 48] : [8, 16, 32, 48, 64],
+      qps: q ? [48, 192] : [32, 64, 128, 192, 256],
       seed,
     }),
     noSharing(tok, {
-      requests: q ? 200 : 1000,
+      requests: q ? 300 : 1000,
       promptTokens: 1024,
       outputTokens: 256,
-      qps: q ? [32, 128] : [16, 32, 64, 128, 192],
+      qps: q ? [64, 192] : [32, 64, 128, 192, 256],
       seed,
     }),
   ];
+}
+
+function kvroute(c: BenchConfig, name: string, extra: Partial<KvrouteOptions> = {}): PolicyFactory {
+  const o = {
+    workers: c.cluster.workers,
+    ranksPerWorker: c.cluster.ranksPerWorker,
+    speculative: true,
+    ...extra,
+  };
+  return kvroutePolicy(o, name);
+}
+
+/** kvroute variants run on the heaviest rate of `sensitivityWorkloads` only: what its result
+ * depends on (event delay, load freshness, speculative entries, the queue weight). */
+export function kvrouteVariants(c: BenchConfig): PolicyFactory[] {
+  return [
+    kvroute(c, "kvroute (events 0 ms late)", { kvEventDelayMs: 0 }),
+    kvroute(c, "kvroute (events 500 ms late)", { kvEventDelayMs: 500 }),
+    kvroute(c, "kvroute (no speculative entries)", { speculative: false }),
+    kvroute(c, "kvroute (load every 50 ms)", { load: { scrapeIntervalMs: 50 } }),
+    kvroute(c, "kvroute (inflightWeight 0.5)", { routing: { inflightWeight: 0.5 } }),
+  ];
+}
+
+export function sensitivityWorkloads(c: BenchConfig): string[] {
+  return c.quick
+    ? ["generated-shared-prefix"]
+    : ["generated-shared-prefix", "llm-d-shared-prefix", "multi-turn-chat"];
 }
 
 export function policies(c: BenchConfig): PolicyFactory[] {

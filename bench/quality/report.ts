@@ -43,31 +43,61 @@ export function resultTable(rows: readonly ResultRow[]): string {
   return out.join("\n");
 }
 
-/** Per rate: kvroute's rank among the routers (bound excluded) on TTFT p90 and on throughput. */
-export function standings(rows: readonly ResultRow[]): string[] {
-  const lines: string[] = [];
-  const rates = [...new Set(rows.map((r) => r.qps))];
-  for (const qps of rates) {
+/** Differences smaller than this are ties: 2% relative, at least 1 ms / 1 tok/s. */
+export function clearlyBetter(a: number, b: number, lowerIsBetter: boolean): boolean {
+  const margin = Math.max(1, 0.02 * Math.abs(b));
+  return lowerIsBetter ? a < b - margin : a > b + margin;
+}
+
+export interface Standing {
+  qps: number;
+  subject: ResultRow;
+  /** Routers clearly better than kvroute on TTFT p90 / on throughput (the bound excluded). */
+  betterTtft: ResultRow[];
+  betterThroughput: ResultRow[];
+}
+
+export function standingsOf(rows: readonly ResultRow[]): Standing[] {
+  const out: Standing[] = [];
+  for (const qps of [...new Set(rows.map((r) => r.qps))]) {
     const routers = rows.filter((r) => r.qps === qps && r.policy !== BOUND);
     const subject = routers.find((r) => r.policy === SUBJECT);
     if (subject === undefined) continue;
-    const byTtft = [...routers].sort((a, b) => a.metrics.ttftP90 - b.metrics.ttftP90);
-    const byTput = [...routers].sort((a, b) => b.metrics.outputTokPerS - a.metrics.outputTokPerS);
-    const best = byTtft[0] as ResultRow;
-    const rankT = byTtft.indexOf(subject) + 1;
-    const rankP = byTput.indexOf(subject) + 1;
-    const bestNote = rankT === 1 ? "" : `; best is ${best.policy} at ${ms(best.metrics.ttftP90)} ms`;
-    lines.push(
-      `- ${qps} QPS: kvroute TTFT p90 ${ms(subject.metrics.ttftP90)} ms — #${rankT} of ${routers.length}${bestNote}; ` +
-        `throughput #${rankP} (${Math.round(subject.metrics.outputTokPerS)} vs best ${Math.round((byTput[0] as ResultRow).metrics.outputTokPerS)} tok/s); ` +
-        `hit rate ${pct(subject.metrics.hitRate)}`,
-    );
+    out.push({
+      qps,
+      subject,
+      betterTtft: routers.filter((r) => clearlyBetter(r.metrics.ttftP90, subject.metrics.ttftP90, true)),
+      betterThroughput: routers.filter((r) =>
+        clearlyBetter(r.metrics.outputTokPerS, subject.metrics.outputTokPerS, false),
+      ),
+    });
   }
-  return lines;
+  return out;
+}
+
+/** Per rate: where kvroute stands among the routers on TTFT p90 and throughput (ties within 2%). */
+export function standings(rows: readonly ResultRow[]): string[] {
+  return standingsOf(rows).map((s) => {
+    const m = s.subject.metrics;
+    const ttft =
+      s.betterTtft.length === 0
+        ? "best (or tied within 2%)"
+        : `behind ${s.betterTtft.map((r) => `${r.policy} ${ms(r.metrics.ttftP90)}`).join(", ")}`;
+    const tput =
+      s.betterThroughput.length === 0
+        ? "best (or tied within 2%)"
+        : `behind ${s.betterThroughput.map((r) => `${r.policy} ${Math.round(r.metrics.outputTokPerS)}`).join(", ")}`;
+    return (
+      `- ${s.qps} QPS: TTFT p90 ${ms(m.ttftP90)} ms — ${ttft}; throughput ${Math.round(m.outputTokPerS)} tok/s — ` +
+      `${tput}; hit rate ${pct(m.hitRate)}`
+    );
+  });
 }
 
 export interface ReportInput {
   config: BenchConfig;
+  /** kvroute variants at one rate per workload, with the default kvroute and the best router there. */
+  sensitivity: readonly ResultRow[];
   workloads: readonly Workload[];
   policies: readonly PolicyFactory[];
   rows: readonly ResultRow[];
@@ -121,6 +151,17 @@ export function renderReport(r: ReportInput): string {
       "",
     );
     lines.push(...standings(rows), "");
+  }
+  if (r.sensitivity.length > 0) {
+    lines.push(
+      "## What kvroute's result depends on",
+      "",
+      "kvroute variants at the heaviest rate of a workload, next to the default and the ideal bound (same seed, same arrivals):",
+      "",
+    );
+    for (const w of [...new Set(r.sensitivity.map((x) => x.workload))]) {
+      lines.push(`### ${w}`, "", resultTable(r.sensitivity.filter((x) => x.workload === w)), "");
+    }
   }
   if (r.notes.length > 0) lines.push("## Notes", "", ...r.notes.map((n) => `- ${n}`), "");
   return lines.join("\n");

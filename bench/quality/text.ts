@@ -1,12 +1,16 @@
 // Deterministic filler text of a chosen token length: words drawn from single-token
 // vocabulary words, so n words tokenize to n tokens (the first word loses its leading space,
-// which can cost it an extra token or two). Real words keep the character-based baselines
-// (GAIE's 64-character blocks, SGLang's text tree) honest: characters per token are realistic.
+// which can cost it an extra token or two). Words are drawn with Zipf-like frequencies (log-
+// uniform over the frequency-ordered list), so short common words dominate as in English and
+// the text has a realistic ~4–5 bytes per token: that matters to every router that measures
+// prompts in characters or bytes (GAIE's 64-character blocks, SGLang's text tree, kvroute's
+// byte chunks and its bytes-per-token estimate).
 import { mixSeed, Rng } from "../../control-plane/sim/rng.ts";
 
 export function wordText(rng: Rng, tokens: number, words: readonly string[]): string {
   let s = "";
-  for (let i = 0; i < tokens; i++) s += words[rng.int(words.length)] as string;
+  const logN = Math.log(words.length);
+  for (let i = 0; i < tokens; i++) s += words[Math.floor(Math.exp(rng.next() * logN)) - 1] as string;
   return s.slice(1);
 }
 

@@ -52,7 +52,7 @@ export class BenchTokenizer {
     // first entries are the most frequent words; each is checked to encode to itself alone.
     const vocab = (files.tokenizer.model as { vocab: Record<string, number> }).vocab;
     const candidates = Object.entries(vocab)
-      .filter(([piece]) => /^Ġ[a-z]{4,9}$/.test(piece))
+      .filter(([piece]) => /^Ġ[a-z]{1,12}$/.test(piece))
       .sort((a, b) => a[1] - b[1]);
     for (const [piece, id] of candidates) {
       if (this.words.length >= WORD_COUNT) break;

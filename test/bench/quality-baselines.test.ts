@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { dynamoCost } from "../../bench/quality/policies/dynamo-oracle.ts";
+import { ActiveBlocks, dynamoCost } from "../../bench/quality/policies/dynamo-oracle.ts";
 import {
   GAIE_BLOCK_CHARS,
   GAIE_MAX_BLOCKS,
@@ -9,10 +9,11 @@ import {
   prefixScore,
   queueScores,
 } from "../../bench/quality/policies/gaie-prefix.ts";
-import { globallyCachedTokens, tokenBlockKeys } from "../../bench/quality/policies/ideal.ts";
+import { globallyCachedTokens } from "../../bench/quality/policies/ideal.ts";
 import { LruSet } from "../../bench/quality/policies/lru-set.ts";
 import { isImbalanced, sglangChoose } from "../../bench/quality/policies/sglang-cache-aware.ts";
 import { TEXT_CHUNK, TextPrefixSet, textPrefixHashes } from "../../bench/quality/policies/text-prefix-set.ts";
+import { tokenBlockKeys } from "../../bench/quality/policies/token-blocks.ts";
 import { Rng } from "../../control-plane/sim/rng.ts";
 
 describe("GAIE approximate prefix scorer", () => {
@@ -103,6 +104,15 @@ describe("Dynamo cost (REFERENCE §3)", () => {
   it("is uncached prefill blocks plus active decode blocks", () => {
     // (32 active prefill + 160 request − 64 cached) / 16 = 8, plus 5 decode blocks.
     expect(dynamoCost({ activePrefillTokens: 32, activeDecodeBlocks: 5 }, 160, 64, 16)).toBe(13);
+  });
+
+  it("counts shared prompt blocks of active requests once", () => {
+    const active = new ActiveBlocks();
+    active.add([1, 2, 3]);
+    active.add([1, 2, 4]);
+    expect(active.distinct).toBe(4);
+    active.remove([1, 2, 3]);
+    expect(active.distinct).toBe(3);
   });
 });
 

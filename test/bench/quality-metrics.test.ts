@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { imbalance, percentile, summarize } from "../../bench/quality/metrics.ts";
+import { clearlyBetter, type ResultRow, standingsOf } from "../../bench/quality/report.ts";
 import type { SimRequestResult } from "../../control-plane/sim/virtual-cluster.ts";
 
 describe("percentile (linear interpolation, numpy's default)", () => {
@@ -67,5 +68,30 @@ describe("summarize", () => {
       () => 99,
     );
     expect(m.hitRate).toBeCloseTo(0.99);
+  });
+});
+
+describe("standings (ties within 2%)", () => {
+  const row = (policy: string, ttftP90: number, tput: number): ResultRow => ({
+    workload: "w",
+    qps: 1,
+    policy,
+    unfinished: 0,
+    wallS: 0,
+    metrics: { ...summarize([], 1, () => 0), ttftP90, outputTokPerS: tput },
+  });
+
+  it("counts only clear wins against kvroute, never the ideal bound", () => {
+    expect(clearlyBetter(98, 100, true)).toBe(false);
+    expect(clearlyBetter(97, 100, true)).toBe(true);
+    expect(clearlyBetter(103, 100, false)).toBe(true);
+    const [s] = standingsOf([
+      row("kvroute", 100, 1000),
+      row("a", 99, 1100),
+      row("b", 50, 900),
+      row("ideal-bound", 10, 5000),
+    ]);
+    expect(s?.betterTtft.map((r) => r.policy)).toEqual(["b"]);
+    expect(s?.betterThroughput.map((r) => r.policy)).toEqual(["a"]);
   });
 });

@@ -27,6 +27,8 @@ export interface SimControlPlaneOptions {
   kvEventDelayMs: number;
   /** Extra routing settings (weights, temperature…) merged into the config's `routing`. */
   routing?: Record<string, unknown>;
+  /** The config's `load` section (scrape interval…); defaults otherwise. */
+  load?: Record<string, unknown>;
 }
 
 const GATEWAY = "bench-gateway";
@@ -53,6 +55,7 @@ export function benchConfig(o: SimControlPlaneOptions): Config {
         },
       ],
       routing: o.routing ?? {},
+      load: o.load ?? {},
     },
     "quality bench",
     {},

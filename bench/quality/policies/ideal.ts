@@ -5,23 +5,8 @@
 // vLLM always computes one) and the skipped tokens count as cache hits. KV memory is then
 // understated too; that only makes the bound looser, never tighter.
 import { dynamoOracleChooser } from "./dynamo-oracle.ts";
+import { tokenBlockKeys } from "./token-blocks.ts";
 import type { PolicyFactory, RoutingPolicy } from "./types.ts";
-
-/** Chained 52-bit hashes of every full `blockSize`-token block of `ids`. */
-export function tokenBlockKeys(ids: readonly number[], blockSize: number): number[] {
-  const out: number[] = [];
-  let hi = 0x811c9dc5;
-  let lo = 0x2c1b3c6d;
-  for (let at = 0; at + blockSize <= ids.length; at += blockSize) {
-    for (let i = at; i < at + blockSize; i++) {
-      const t = ids[i] as number;
-      hi = Math.imul(hi ^ t, 0x01000193) >>> 0;
-      lo = Math.imul(lo ^ t ^ (hi >>> 9), 0x5bd1e995) >>> 0;
-    }
-    out.push((hi & 0xfffff) * 0x100000000 + lo);
-  }
-  return out;
-}
 
 /** Tokens of `ids` that a global cache holding `seen` already has (capped at length − 1). */
 export function globallyCachedTokens(
@@ -42,6 +27,7 @@ export const idealPolicy: PolicyFactory = {
   create(ctx): RoutingPolicy {
     const seen = new Set<number>();
     const skipped = new Map<string, number>();
+    const submitted = new Map<string, readonly number[]>();
     const oracle = dynamoOracleChooser(ctx);
     const remember = (ids: readonly number[]) => {
       for (const k of tokenBlockKeys(ids, ctx.blockSize)) seen.add(k);
@@ -51,12 +37,14 @@ export const idealPolicy: PolicyFactory = {
         const skip = globallyCachedTokens(request.tokens, seen, ctx.blockSize);
         skipped.set(request.id, skip);
         remember(request.tokens);
-        return request.tokens.slice(skip);
+        const tokens = request.tokens.slice(skip);
+        submitted.set(request.id, tokens);
+        return tokens;
       },
-      choose: (view, request) =>
-        oracle.choose(view, request.id, request.tokens.length - (skipped.get(request.id) ?? 0)),
+      choose: (view, request) => oracle.choose(view, request.id, submitted.get(request.id) ?? request.tokens),
       done(result, request) {
         oracle.done(result.id);
+        submitted.delete(result.id);
         remember(request.tokens.concat(result.outputTokenIds));
       },
       extraCachedTokens: (request) => skipped.get(request.id) ?? 0,
