@@ -38,7 +38,7 @@ describe("leader election and sync", () => {
   it("hands the lease over within two lease periods when the leader's VM dies", async () => {
     await until(() => polling().length === 1, "a leader");
     const leader = polling()[0];
-    if (leader === undefined) throw new Error("no leader");
+    if (leader === undefined || leader === null) throw new Error("no leader");
     const started = Date.now();
     leader.fail("test: the leader's VM stopped");
     await until(() => polling().some((t) => t !== leader), "another VM to take the lease", 3000);
