@@ -16,10 +16,10 @@ beforeAll(async () => {
 afterAll(async () => stack?.close());
 
 /** VMs with an outstanding call to the control plane: the leader's long poll. */
-const polling = () =>
-  [stack.gateway.host.main, ...stack.gateway.host.threads].filter(
-    (t) => t !== undefined && !t.failed && t.httpCalls.size > 0,
-  );
+const polling = () => {
+  const vms = [stack.gateway.host.main, ...stack.gateway.host.threads];
+  return vms.flatMap((t) => (t !== null && t !== undefined && !t.failed && t.httpCalls.size > 0 ? [t] : []));
+};
 const syncedEpoch = () =>
   Buffer.from(stack.gateway.host.sharedData("kvr.sync")?.value ?? new Uint8Array(16)).readBigUInt64LE(0);
 
