@@ -49,6 +49,15 @@ export function closingNotes(rows: readonly ResultRow[], sensitivity: readonly R
         "oracle reads the engines directly, while kvroute sees running/waiting as of the last scrape.",
     );
   }
+  const unshared = standingsOf(rows.filter((r) => r.workload === "no-sharing"));
+  if (unshared.some((s) => s.betterTtft.length > 0)) {
+    notes.push(
+      "Without sharing (the control) the requests are alike and round robin is optimal; kvroute's residual gap comes " +
+        "from its load view — running/waiting as of the last scrape plus its own sends since then — under which a rank " +
+        "that finished requests in between still looks busy. A live per-slot in-flight count (requests minus finished, " +
+        "which the filter already tracks for reports) would close it.",
+    );
+  }
   const delays = [variant("events 0 ms late"), variant("events 500 ms late")];
   if (
     base !== undefined &&
