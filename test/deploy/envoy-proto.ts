@@ -31,6 +31,20 @@ root.resolvePath = (_origin, target) => {
 
 const loadedDirs = new Set<string>();
 
+/**
+ * Fields newer Envoy has that the protos in @grpc/grpc-js-xds predate, with their upstream
+ * numbers. kvroute needs PluginConfig.allow_on_headers_stop_iteration (Envoy 1.35): without it
+ * the filter never sees a request body before the headers go upstream.
+ */
+function addNewerEnvoyFields(): void {
+  const plugin = root.lookup("envoy.extensions.wasm.v3.PluginConfig");
+  if (plugin instanceof protobuf.Type && plugin.fields.allow_on_headers_stop_iteration === undefined) {
+    const field = new protobuf.Field("allow_on_headers_stop_iteration", 9, "google.protobuf.BoolValue");
+    plugin.add(field);
+    field.resolve();
+  }
+}
+
 /** Finds a message type by full name, loading the protos of its package folder on first use. */
 export function lookupType(fullName: string): protobuf.Type | null {
   const found = root.lookup(fullName);
@@ -48,6 +62,7 @@ export function lookupType(fullName: string): protobuf.Type | null {
       { keepCase: true },
     );
   }
+  addNewerEnvoyFields();
   root.resolveAll();
   const again = root.lookup(fullName);
   return again instanceof protobuf.Type ? again : null;
