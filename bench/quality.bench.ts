@@ -1,7 +1,7 @@
 // Routing quality in virtual time (issue 8 §1): every policy × workload × rate on the simulated
 // cluster, kvroute's real routing core and control-plane index in the loop. Writes
 // bench/results/quality.md and the PNG charts next to it. Deterministic for a seed.
-//   npx tsx bench/quality.bench.ts [--quick] [--seed N] [--kv-delay-ms N]
+//   npx tsx bench/quality.bench.ts [--quick] [--seed N] [--kv-delay-ms N] [--out DIR]
 import { mkdirSync, writeFileSync } from "node:fs";
 import { baselineNotes, closingNotes } from "./quality/analysis.ts";
 import { writeCharts } from "./quality/charts.ts";
@@ -22,7 +22,9 @@ const option = (name: string, fallback: number): number => {
 };
 const seed = option("--seed", 1);
 const kvDelayMs = option("--kv-delay-ms", 50);
-const resultsDir = new URL("./results/", import.meta.url).pathname;
+const outAt = argv.indexOf("--out");
+const resultsDir =
+  outAt >= 0 ? `${argv[outAt + 1] ?? "."}/` : new URL("./results/", import.meta.url).pathname;
 
 const started = performance.now();
 const config = benchConfig(quick, seed, kvDelayMs);
