@@ -82,6 +82,7 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     const tokens = loadPoolTokens(pool);
     poolTokens.set(pool.name, tokens);
     for (const p of tokens.problems) logger.warn({ pool: pool.name }, p);
+    for (const n of tokens.notes) logger.info({ pool: pool.name }, n);
   }
   const poolIndex = (name: string) => cfg.pools.findIndex((p) => p.name === name);
 

@@ -53,6 +53,7 @@ export function buildStatus(s: StatusInput) {
         segmentable: tokens?.segmentTemplate != null,
         indexed: tokens?.detokenize != null,
         problems: tokens?.problems ?? [],
+        notes: tokens?.notes ?? [],
       };
     }),
     slots: s.slots.all().map((slot) => {

@@ -18,8 +18,10 @@ export interface PoolTokens {
   detokenize: Detokenize | null;
   segmentTemplate: SegmentTemplate | null;
   rendering: PoolRendering;
-  /** Why something above is missing, for logs and /v1/status. */
+  /** Why something above is missing, for logs (warn) and /v1/status. */
   problems: string[];
+  /** What the segment-template derivation left out and why (info: chats with those roles render partially). */
+  notes: string[];
 }
 
 export function loadPoolTokens(pool: PoolConfig): PoolTokens {
@@ -28,6 +30,7 @@ export function loadPoolTokens(pool: PoolConfig): PoolTokens {
     segmentTemplate: null,
     rendering: { bosText: "", segmentTemplate: new Uint8Array() },
     problems: [],
+    notes: [],
   };
   if (pool.tokenizer === undefined) {
     none.problems.push("no tokenizer configured: routing by load and speculative affinity only");
@@ -61,7 +64,6 @@ export function loadPoolTokens(pool: PoolConfig): PoolTokens {
   let segmentTemplate: SegmentTemplate | null = null;
   if (derived.ok) {
     segmentTemplate = derived.template;
-    problems.push(...derived.notes);
   } else {
     problems.push(`chat template: ${derived.reason}`);
   }
@@ -73,5 +75,6 @@ export function loadPoolTokens(pool: PoolConfig): PoolTokens {
       segmentTemplate: segmentTemplate === null ? new Uint8Array() : encodeSegmentTemplate(segmentTemplate),
     },
     problems,
+    notes: derived.ok ? derived.notes : [],
   };
 }
