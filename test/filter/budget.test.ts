@@ -1,0 +1,64 @@
+// Shared data has no delete: whatever clients send, the gateway's key space and bytes stay
+// within the budget the cache geometry sets (DESIGN §3).
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { bucketEntryBytes } from "../../control-plane/src/index/bucket-image.ts";
+import { chatBody, post, type Stack, startStack, synced, until } from "./harness.ts";
+
+const BUCKETS = 256;
+const WAYS = 16;
+let stack: Stack;
+beforeAll(async () => {
+  stack = await startStack({ engines: [[0, 1, 2, 3]], threads: 2, buckets: BUCKETS });
+  await until(() => stack.cp.ready(), "control plane ready");
+  await synced(stack);
+});
+afterAll(async () => stack?.close());
+
+function sharedBytes(): { keys: string[]; bytes: number } {
+  const host = stack.gateway.host;
+  const keys = host.sharedDataKeys();
+  let bytes = 0;
+  for (const k of keys) bytes += k.length + (host.sharedData(k)?.value.length ?? 0);
+  return { keys, bytes };
+}
+
+describe("shared-data budget", () => {
+  it("stays within the bucket geometry after 10^6 distinct prompts' chunks reach the index", async () => {
+    const slotWords = stack.cp.index.slotWords;
+    let keyBytes = 0;
+    for (let b = 0; b < BUCKETS; b++) keyBytes += `kvr.b.${b}`.length;
+    const bucketBudget = keyBytes + BUCKETS * (4 + WAYS * bucketEntryBytes(slotWords));
+    const before = sharedBytes();
+    // Ten chunks for each of 100k distinct prompts → 10^6 distinct chunk hashes, as speculative
+    // routes from gateways would write them (the same path KV events take into the index).
+    const now = Date.now();
+    let h = 0x9e3779b97f4a7c15n;
+    for (let p = 0; p < 100_000; p++) {
+      for (let d = 1; d <= 10; d++) {
+        h = (h * 6364136223846793005n + 1442695040888963407n) & 0xffffffffffffffffn;
+        stack.cp.index.chunks.speculate(h, d, p % 4, now, now + 60_000);
+      }
+    }
+    expect(stack.cp.index.chunks.size).toBe(1_000_000);
+    await synced(stack);
+    const after = sharedBytes();
+    // No new keys: buckets are overwritten in place, never added.
+    expect(new Set(after.keys)).toEqual(new Set(before.keys));
+    const bucketBytes = after.keys
+      .filter((k) => k.startsWith("kvr.b."))
+      .reduce((n, k) => n + k.length + (stack.gateway.host.sharedData(k)?.value.length ?? 0), 0);
+    expect(bucketBytes).toBeLessThanOrEqual(bucketBudget);
+    // Every bucket is full (ways entries), proving the churn reached the gateway.
+    const sample = stack.gateway.host.sharedData("kvr.b.7")?.value;
+    expect(sample?.[0]).toBe(WAYS);
+    expect(after.bytes).toBeLessThan(bucketBudget + 64 * 1024);
+  }, 120_000);
+
+  it("keeps the key set fixed however many distinct prompts the gateway routes", async () => {
+    const before = new Set(stack.gateway.host.sharedDataKeys());
+    for (let i = 0; i < 300; i++)
+      await post(stack, "/v1/chat/completions", chatBody(`distinct system prompt ${i} `.repeat(12), `q${i}`));
+    await synced(stack);
+    expect(new Set(stack.gateway.host.sharedDataKeys())).toEqual(before);
+  }, 120_000);
+});
