@@ -41,7 +41,8 @@ const pool = cfg.pools[0] as (typeof cfg.pools)[number];
 const slots = new SlotTable(256);
 for (const ep of pool.endpoints) slots.setEndpointRanks(pool, ep, ep.ranks as number[]);
 const load = new LoadModel(3);
-slots.all().forEach((s, i) => load.scraped(s.id, { running: i, waiting: i % 3, kvUsage: 0.1 * i }, 0));
+for (const [i, s] of slots.all().entries())
+  load.scraped(s.id, { running: i, waiting: i % 3, kvUsage: 0.1 * i }, 0);
 const tokens = loadPoolTokens(pool);
 
 // English-like words: ~4.5 bytes per token for BPE vocabularies.
