@@ -1,0 +1,227 @@
+// The whole product on loopback: simulated vLLM workers (real tokenizer, real ZMQ KV events),
+// the control plane configured for them, and a gateway running build/kvroute.wasm in the Node
+// Proxy-Wasm host. Each part can be stopped and restarted on the same ports, as in production.
+import { pino } from "pino";
+import { type RunningSim, type SimConfig, startSim } from "../../control-plane/sim/server.ts";
+import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
+import { parseConfig } from "../../control-plane/src/config/load-config.ts";
+import { type Gateway, startGateway } from "../host/gateway.ts";
+import { freePortRange, QWEN3, simConfig } from "../sim/helpers.ts";
+
+export const MODEL = "qwen3";
+export const TOKEN = "e2e-token-0123456789abcdef";
+const WASM = new URL("../../build/kvroute.wasm", import.meta.url).pathname;
+
+export interface Worker {
+  port: number;
+  zmq: number;
+  sim: RunningSim | null;
+}
+
+export interface E2E {
+  workers: Worker[];
+  ranks: number;
+  cp: ControlPlane | null;
+  cpPort: number;
+  gateway: Gateway;
+  url: string;
+  startWorker(i: number): Promise<void>;
+  stopWorker(i: number): Promise<void>;
+  startControlPlane(): Promise<ControlPlane>;
+  stopControlPlane(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface E2EOptions {
+  workers?: number;
+  ranks?: number;
+  failMode?: "open" | "closed";
+  /** Start the gateway with the control plane unreachable (cold start). */
+  noControlPlane?: boolean;
+}
+
+function workerConfig(w: Worker, ranks: number): SimConfig {
+  return simConfig({
+    model: MODEL,
+    port: w.port,
+    topology: { mode: "internal", size: ranks, sizeLocal: ranks, startRank: 0 },
+    tokenizerDir: QWEN3,
+    timeScale: 0.02,
+    numGpuBlocks: 2048,
+    eventEncoding: "map",
+    kvEvents: {
+      enableKvCacheEvents: true,
+      publisher: "zmq",
+      endpoint: `tcp://*:${w.zmq}`,
+      replayEndpoint: `tcp://*:${w.zmq + 10}`,
+      bufferSteps: 1000,
+      hwm: 100_000,
+      maxQueueSize: 100_000,
+      topic: "kv",
+    },
+  });
+}
+
+export async function startE2E(o: E2EOptions = {}): Promise<E2E> {
+  const ranks = o.ranks ?? 2;
+  const n = o.workers ?? 2;
+  const ports = await freePortRange(n + 1);
+  const workers: Worker[] = [];
+  for (let i = 0; i < n; i++) workers.push({ port: ports + 1 + i, zmq: await freePortRange(20), sim: null });
+  const cpPort = ports;
+  const config = () =>
+    parseConfig(
+      {
+        authToken: TOKEN,
+        pools: [
+          {
+            name: "qwen",
+            models: [MODEL],
+            tokenizer: QWEN3,
+            endpoints: workers.map((w) => ({
+              address: `127.0.0.1:${w.port}`,
+              ranks: Array.from({ length: ranks }, (_, r) => r),
+              kvEvents: {
+                endpoint: `tcp://*:${w.zmq}`,
+                replayEndpoint: `tcp://*:${w.zmq + 10}`,
+                topic: "kv",
+              },
+            })),
+          },
+        ],
+        routing: { failMode: o.failMode ?? "open" },
+        cache: { buckets: 1024, ways: 16 },
+        load: { scrapeIntervalMs: 100, unhealthyAfter: 2 },
+        sync: { longPollMs: 500 },
+      },
+      "e2e",
+      {},
+    );
+  const e: E2E = {
+    workers,
+    ranks,
+    cp: null,
+    cpPort,
+    gateway: null as unknown as Gateway,
+    url: "",
+    async startWorker(i) {
+      const w = workers[i] as Worker;
+      w.sim = await startSim(workerConfig(w, ranks));
+    },
+    async stopWorker(i) {
+      const w = workers[i] as Worker;
+      await w.sim?.close();
+      w.sim = null;
+    },
+    async startControlPlane() {
+      e.cp = await startControlPlane(config(), {
+        listen: `127.0.0.1:${cpPort}`,
+        logger: pino({ level: "silent" }),
+      });
+      return e.cp;
+    },
+    async stopControlPlane() {
+      await e.cp?.stop();
+      e.cp = null;
+    },
+    async close() {
+      await e.gateway?.close();
+      await e.stopControlPlane();
+      for (let i = 0; i < workers.length; i++) await e.stopWorker(i);
+    },
+  };
+  for (let i = 0; i < n; i++) await e.startWorker(i);
+  if (!o.noControlPlane) await e.startControlPlane();
+  e.gateway = await startGateway({
+    wasm: WASM,
+    threads: 2,
+    vmId: "kvroute",
+    rootId: "kvroute",
+    pluginConfig: JSON.stringify({
+      controlPlane: {
+        cluster: "kvroute_control_plane",
+        authority: `127.0.0.1:${cpPort}`,
+        token: TOKEN,
+        timeoutMs: 3000,
+      },
+      tickMs: 20,
+      reportMs: 100,
+      failMode: o.failMode ?? "open",
+    }),
+    clusters: { kvroute_control_plane: `127.0.0.1:${cpPort}`, fallback: `127.0.0.1:${workers[0]?.port}` },
+    // The route's own cluster for requests without a destination (fail open).
+    defaultCluster: "fallback",
+    node: { id: "e2e-gateway" },
+    port: 0,
+    allowOnHeadersStopIteration: true,
+  });
+  e.url = e.gateway.url;
+  return e;
+}
+
+export async function until(
+  cond: () => boolean | Promise<boolean>,
+  what: string,
+  ms = 10_000,
+): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** The gateway holds the control plane's newest version. */
+export async function synced(e: E2E): Promise<void> {
+  const cp = e.cp;
+  if (cp === null) throw new Error("no control plane");
+  cp.publish();
+  const want = BigInt(cp.log.version);
+  await until(() => {
+    const v = e.gateway.host.sharedData("kvr.sync");
+    return (
+      v !== null &&
+      Buffer.from(v.value).readBigUInt64LE(0) === cp.epoch &&
+      Buffer.from(v.value).readBigUInt64LE(8) >= want
+    );
+  }, "gateway sync");
+}
+
+export interface Routed {
+  status: number;
+  worker: number;
+  rank: number;
+  cached: number;
+  promptTokens: number;
+}
+
+/** A chat through the gateway; which (worker, rank) served it and what it found cached. */
+export async function chat(e: E2E, system: string, user: string): Promise<Routed> {
+  const res = await fetch(`${e.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      model: MODEL,
+      messages: [
+        { role: "system", content: system },
+        { role: "user", content: user },
+      ],
+      max_tokens: 4,
+    }),
+  });
+  const text = await res.text();
+  let promptTokens = 0;
+  try {
+    promptTokens = (JSON.parse(text) as { usage?: { prompt_tokens?: number } }).usage?.prompt_tokens ?? 0;
+  } catch {
+    // not JSON: an error answer
+  }
+  const upstream = e.gateway.accessLog.at(-1)?.upstream ?? "";
+  return {
+    status: res.status,
+    worker: e.workers.findIndex((w) => upstream.endsWith(`:${w.port}`)),
+    rank: Number(res.headers.get("x-kvroute-sim-rank") ?? -1),
+    cached: Number(res.headers.get("x-kvroute-sim-cached-tokens") ?? 0),
+    promptTokens,
+  };
+}
