@@ -65,7 +65,7 @@ export function workloads(tok: BenchTokenizer, c: BenchConfig): Workload[] {
       ...LLMD_DEFAULTS,
       groups: c.llmdGroups,
       requests: q ? 480 : 3000,
-      qps: q ? [8, 20] : [8, 16, 24, 32, 48],
+      qps: q ? [8, 20] : [16, 32, 48, 64, 80],
       seed,
     }),
     multiTurn(tok, {
