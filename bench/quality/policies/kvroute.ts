@@ -11,9 +11,14 @@
 // - the chosen slot's chunk hashes become speculative entries at once (the filter writes them
 //   right after routing, DESIGN §3; here through the control plane's speculate path, which puts
 //   them in the same bucket images), so a burst of one prefix sticks before events arrive.
+import { readFileSync } from "node:fs";
 import { type RouteDecision, RoutingCore } from "../../../control-plane/src/core/route-core.ts";
 import { SimControlPlane } from "../kvroute/sim-control-plane.ts";
 import type { PolicyFactory, RoutingPolicy } from "./types.ts";
+
+/** Read once per process, so every run of a bench uses the same core build even if build/ changes meanwhile. */
+let coreWasm: Uint8Array | undefined;
+const CORE_WASM = new URL("../../../build/kvroute-core.wasm", import.meta.url);
 
 export interface KvrouteOptions {
   workers: number;
@@ -47,7 +52,8 @@ export function kvroutePolicy(o: KvrouteOptions, name = "kvroute", stats?: Kvrou
         routing: o.routing,
         load: o.load,
       });
-      const core = new RoutingCore();
+      coreWasm ??= readFileSync(CORE_WASM);
+      const core = new RoutingCore(coreWasm);
       core.setImages(cp.images());
       const scrapeMs = cp.cfg.load.scrapeIntervalMs;
       let scrapedMs = Number.NEGATIVE_INFINITY;
