@@ -106,7 +106,17 @@ export async function startE2E(o: E2EOptions = {}): Promise<E2E> {
     url: "",
     async startWorker(i) {
       const w = workers[i] as Worker;
-      w.sim = await startSim(workerConfig(w, ranks));
+      // A restarted engine binds the ports its predecessor just closed; ZMQ releases them a
+      // little after close() returns.
+      for (let attempt = 0; ; attempt++) {
+        try {
+          w.sim = await startSim(workerConfig(w, ranks));
+          return;
+        } catch (err) {
+          if (attempt >= 40 || !String(err).includes("in use")) throw err;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
     },
     async stopWorker(i) {
       const w = workers[i] as Worker;

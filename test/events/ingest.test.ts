@@ -50,6 +50,19 @@ function deferred() {
   return { fn, calls, release: (r: ReplayResult) => release(r) };
 }
 
+describe("RankIngest restarts", () => {
+  it("tells a restart that repeats the last sequence number from a redelivery by its content", () => {
+    const { ingest, stats } = make(null);
+    ingest.onFrames([T, encodeSeq(0), payload(100)]);
+    ingest.onFrames([T, encodeSeq(0), payload(100)]); // the same batch again: a duplicate
+    expect(stats.dropped.duplicate).toBe(1);
+    expect(stats.resets.restart).toBe(0);
+    ingest.onFrames([T, encodeSeq(0), payload(200)]); // a new engine's first batch
+    expect(stats.resets.restart).toBe(1);
+    expect(stats.events.BlockStored).toBe(2);
+  });
+});
+
 describe("RankIngest replay path", () => {
   it("queues live batches during a replay and drops the ones replay already delivered", async () => {
     const d = deferred();

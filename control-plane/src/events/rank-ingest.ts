@@ -115,6 +115,15 @@ export class RankIngest {
     this.o.stats.pending = this.pending.length - this.pendingHead;
   }
 
+  /** The engine restarted: drop this rank's index and start over with `q` as a first batch. */
+  private restartWith(q: Queued): boolean {
+    this.reset("restart", { seq: q.msg.seq, lastSeq: this.tracker.lastSeen });
+    this.tracker.restart();
+    this.last = null;
+    this.dedupeFrom = null;
+    return this.process(q);
+  }
+
   /** Handles one live message; returns false if it started a replay (the message is queued). */
   private process(q: Queued): boolean {
     const { seq } = q.msg;
@@ -124,14 +133,15 @@ export class RankIngest {
         this.consume(seq, q.msg.payload, q.receivedAt, false);
         return true;
       case "duplicate":
+        // The same number with other content is not a redelivery: the engine restarted after
+        // publishing as many batches as before (e.g. one), so the number alone cannot tell.
+        if (this.dedupeFrom === null && this.last?.seq === seq && !this.last.payload.equals(q.msg.payload)) {
+          return this.restartWith(q);
+        }
         this.drop("duplicate", { seq }, "duplicate KV event batch");
         return true;
       case "restart":
-        this.reset("restart", { seq, lastSeq: this.tracker.lastSeen });
-        this.tracker.restart();
-        this.last = null;
-        this.dedupeFrom = null;
-        return this.process(q);
+        return this.restartWith(q);
       case "gap": {
         if (!action.initial) {
           this.o.stats.gaps++;

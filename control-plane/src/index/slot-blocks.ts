@@ -153,4 +153,9 @@ export class SlotBlocks {
   get blockCount(): number {
     return this.#blocks.size;
   }
+
+  /** The engine block hashes indexed for this slot (for checks against the engine's own view). */
+  blockHashes(): IterableIterator<bigint> {
+    return this.#blocks.keys();
+  }
 }

@@ -1,0 +1,152 @@
+// Parts fail the way they do in production; requests keep flowing and the system heals.
+import { afterEach, describe, expect, it } from "vitest";
+import { chat, type E2E, startE2E, synced, until } from "./harness.ts";
+
+let e: E2E | null = null;
+afterEach(async () => {
+  await e?.close();
+  e = null;
+});
+
+const system = (tag: string) =>
+  `${tag}: you are a terse assistant for on-call engineers; answer in one line. `.repeat(25);
+
+async function ready(x: E2E) {
+  await until(() => x.cp?.ready() === true, "control plane ready");
+  await synced(x);
+}
+
+describe("failures", () => {
+  it("control plane killed mid-load: zero failed requests; restarted: new epoch, resync, index refills from events", async () => {
+    e = await startE2E();
+    await ready(e);
+    const x = e;
+    const oldEpoch = x.cp?.epoch;
+    let failed = 0;
+    let done = 0;
+    const load = (async () => {
+      for (let i = 0; i < 60; i++) {
+        const r = await chat(x, system(`load ${i % 6}`), `q${i}`);
+        if (r.status !== 200) failed++;
+        done++;
+      }
+    })();
+    await until(() => done >= 15, "load under way");
+    await x.stopControlPlane();
+    await until(() => done >= 40, "load while the control plane is down", 30_000);
+    const cp = await x.startControlPlane();
+    await load;
+    expect(failed).toBe(0);
+    expect(cp.epoch).not.toBe(oldEpoch);
+    await until(() => cp.ready(), "restarted control plane ready");
+    await synced(x);
+    // Events flow into the new control plane as requests run.
+    await chat(x, system("after restart"), "q");
+    await until(() => cp.index.chunks.size > 0, "index entries from new events");
+    expect(Number(x.gateway.host.counter("kvroute.sync.resets") ?? 0)).toBeGreaterThanOrEqual(2);
+  }, 90_000);
+
+  it("a worker that stops answering stops getting traffic, and gets it back after recovery", async () => {
+    e = await startE2E();
+    await ready(e);
+    const x = e;
+    await x.stopWorker(1);
+    // Unhealthy after 2 failed scrapes (100 ms apart), then one sync to the gateway.
+    const down = Date.now();
+    await until(
+      () =>
+        x.cp?.slots
+          .present()
+          .every((s) => !s.address.endsWith(`:${x.workers[1]?.port}`) || !x.cp?.load.get(s.id).healthy) ===
+        true,
+      "worker 1 unhealthy",
+      5000,
+    );
+    await synced(x);
+    expect(Date.now() - down).toBeLessThan(3000);
+    for (let i = 0; i < 12; i++) {
+      const r = await chat(x, system(`while down ${i}`), "q");
+      expect(r.status).toBe(200);
+      expect(r.worker).toBe(0);
+    }
+    await x.startWorker(1);
+    await until(
+      () => x.cp?.slots.present().every((s) => x.cp?.load.get(s.id).healthy) === true,
+      "worker 1 healthy again",
+      5000,
+    );
+    await synced(x);
+    const workers = new Set<number>();
+    for (let i = 0; i < 16; i++) workers.add((await chat(x, system(`after ${i}`), "q")).worker);
+    expect(workers).toEqual(new Set([0, 1]));
+  }, 60_000);
+
+  it("an engine restart (sequence back to 0) clears that worker's index entries", async () => {
+    e = await startE2E();
+    await ready(e);
+    const x = e;
+    for (let i = 0; i < 6; i++) await chat(x, system(`fill ${i}`), "q");
+    const blocksOf = (w: number) =>
+      (x.cp?.slots.present() ?? [])
+        .filter((s) => s.address.endsWith(`:${x.workers[w]?.port}`))
+        .reduce((n, s) => n + (x.cp?.index.slot(s.key)?.blockCount ?? 0), 0);
+    await until(() => blocksOf(0) + blocksOf(1) > 0, "blocks indexed");
+    const target = blocksOf(0) > 0 ? 0 : 1;
+    await x.stopWorker(target);
+    await x.startWorker(target);
+    // The restarted engine's first batches carry sequence 0 again: the control plane drops what
+    // it held for that worker's ranks (its cache is empty now). Traffic straight to it, so its
+    // ranks publish whatever the router would have chosen.
+    // Until the control plane's subscriber has reconnected, what the new engine publishes is
+    // lost (PUB/SUB), so keep the traffic coming.
+    let n = 0;
+    await until(
+      async () => {
+        for (const rank of ["0", "1"]) {
+          await fetch(`http://127.0.0.1:${x.workers[target]?.port}/v1/chat/completions`, {
+            method: "POST",
+            headers: { "content-type": "application/json", "x-data-parallel-rank": rank },
+            body: JSON.stringify({
+              model: "qwen3",
+              messages: [{ role: "user", content: system(`after restart ${n++}`) }],
+              max_tokens: 2,
+            }),
+          }).then((r) => r.text());
+        }
+        const status = (await (await fetch(`${x.cp?.url}/v1/status`)).json()) as {
+          slots: Array<{ address: string; events: { resets: { restart: number } } | null }>;
+        };
+        const restarted = status.slots.filter((s) => s.address.endsWith(`:${x.workers[target]?.port}`));
+        return restarted.every((s) => (s.events?.resets.restart ?? 0) > 0);
+      },
+      "both ranks of the restarted worker reset",
+      15_000,
+    );
+    // Nothing the old engine held survives: every block indexed for the restarted worker is in
+    // the new engine's cache.
+    const dump = (await (
+      await fetch(`http://127.0.0.1:${x.workers[target]?.port}/kvroute/sim/cache`)
+    ).json()) as Record<string, Array<{ hash: string }>>;
+    for (const slot of x.cp?.slots.present() ?? []) {
+      if (!slot.address.endsWith(`:${x.workers[target]?.port}`)) continue;
+      const engine = new Set((dump[String(slot.globalRank)] ?? []).map((b) => BigInt(b.hash)));
+      const indexed = [...(x.cp?.index.slot(slot.key)?.blockHashes() ?? [])];
+      expect(indexed.filter((h) => !engine.has(h))).toEqual([]);
+    }
+  }, 60_000);
+
+  it("a gateway that starts without its control plane fails open to the route's cluster", async () => {
+    e = await startE2E({ noControlPlane: true });
+    const r = await chat(e, "s", "u");
+    expect(r.status).toBe(200);
+    expect(r.worker).toBe(0); // the fallback cluster
+    expect(Number(e.gateway.host.counter("kvroute.requests.fail_open") ?? 0)).toBe(1);
+  }, 30_000);
+
+  it("or answers 503 when configured to fail closed", async () => {
+    e = await startE2E({ noControlPlane: true, failMode: "closed" });
+    const r = await chat(e, "s", "u");
+    expect(r.status).toBe(503);
+    expect(Number(e.gateway.host.counter("kvroute.requests.fail_closed") ?? 0)).toBe(1);
+  }, 30_000);
+});
