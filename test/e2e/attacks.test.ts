@@ -1,0 +1,67 @@
+// Misbehaving clients against the whole stack: a forged destination never reaches its target,
+// the gateway-facing endpoints refuse strangers, and a flood of unique prompts stays inside the
+// budgets (gateway key space; control-plane index bounded by what the engines can hold).
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { chat, type E2E, MODEL, startE2E, synced, until } from "./harness.ts";
+
+let e: E2E;
+let internal: Server;
+let internalHits = 0;
+beforeAll(async () => {
+  e = await startE2E({ workers: 2, ranks: 2 });
+  await until(() => e.cp?.ready() === true, "control plane ready");
+  await synced(e);
+  internal = createServer((_req, res) => {
+    internalHits++;
+    res.end("secret");
+  });
+  await new Promise<void>((r) => internal.listen(0, "127.0.0.1", r));
+}, 60_000);
+afterAll(async () => {
+  await e?.close();
+  internal?.close();
+});
+
+describe("attacks and bad input", () => {
+  it("a client's destination header never changes the upstream (SSRF)", async () => {
+    const target = `127.0.0.1:${(internal.address() as AddressInfo).port}`;
+    for (const path of ["/v1/chat/completions", "/v1/completions", "/v1/models", "/admin"]) {
+      await fetch(`${e.url}${path}`, {
+        method: path === "/v1/models" || path === "/admin" ? "GET" : "POST",
+        headers: { "content-type": "application/json", "x-gateway-destination-endpoint": target },
+        body: path.startsWith("/v1/c")
+          ? JSON.stringify({ model: MODEL, prompt: "hi", messages: [{ role: "user", content: "hi" }] })
+          : undefined,
+      }).then((r) => r.text());
+    }
+    expect(internalHits).toBe(0);
+  });
+
+  it("sync and report refuse requests without the bearer token", async () => {
+    const url = e.cp?.url as string;
+    expect((await fetch(`${url}/v1/sync?epoch=0&version=0`)).status).toBe(401);
+    expect(
+      (
+        await fetch(`${url}/v1/sync?epoch=0&version=0`, {
+          headers: { authorization: "Bearer guess-guess-guess-guess" },
+        })
+      ).status,
+    ).toBe(401);
+    expect((await fetch(`${url}/v1/report`, { method: "POST", body: "x" })).status).toBe(401);
+  });
+
+  it("a flood of unique prompts keeps the gateway's key space fixed and the index within engine capacity", async () => {
+    const keys = new Set(e.gateway.host.sharedDataKeys());
+    for (let i = 0; i < 300; i++) {
+      const r = await chat(e, `flood ${i} ${"unique text ".repeat(40)}`, `q${i}`);
+      expect(r.status).toBe(200);
+    }
+    await synced(e);
+    expect(new Set(e.gateway.host.sharedDataKeys())).toEqual(keys);
+    // Each rank's index mirrors its engine's cache, which evicts at capacity (2048 blocks).
+    const blocks = (e.cp?.slots.present() ?? []).map((s) => e.cp?.index.slot(s.key)?.blockCount ?? 0);
+    expect(Math.max(...blocks)).toBeLessThanOrEqual(2048);
+  }, 120_000);
+});
