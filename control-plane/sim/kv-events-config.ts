@@ -53,25 +53,6 @@ export function parseKvEventsConfig(json: string): KvEventsConfig {
   };
 }
 
-export function offsetEndpointPort(endpoint: string, rank: number): string {
-  if (rank === 0) return endpoint;
-  if (endpoint.includes("inproc")) return `${endpoint}_dp${rank}`;
-  if (endpoint.includes("tcp")) {
-    const i = endpoint.lastIndexOf(":");
-    if (i < 0) return endpoint;
-    const port = Number.parseInt(endpoint.slice(i + 1), 10);
-    if (!Number.isInteger(port)) throw new Error(`invalid port in endpoint ${endpoint}`);
-    return `${endpoint.slice(0, i)}:${port + rank}`;
-  }
-  throw new Error(`Invalid endpoint ${endpoint}: must contain 'inproc' or 'tcp'`);
-}
-
-/** vLLM binds the PUB socket for wildcard, IPv6-any, ipc and inproc endpoints; else connects. */
-export function publisherBinds(endpoint: string): boolean {
-  return (
-    endpoint.includes("*") ||
-    endpoint.includes("::") ||
-    endpoint.startsWith("ipc://") ||
-    endpoint.startsWith("inproc://")
-  );
-}
+// vLLM's per-rank endpoint and bind-or-connect rules, shared with the control plane's
+// subscriber (one implementation for both sides of the socket).
+export { offsetEndpoint as offsetEndpointPort, publisherBinds } from "../src/events/endpoints.ts";
