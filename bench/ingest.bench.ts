@@ -8,11 +8,11 @@ import { Tokenizer } from "@huggingface/tokenizers";
 import { pino } from "pino";
 import { encodeEventBatch, type KvEvent } from "../control-plane/sim/kv-events.ts";
 import { parseConfig } from "../control-plane/src/config/load-config.ts";
-import { feedChunks, initialState } from "../control-plane/src/core/kvroute-core.ts";
 import { decodeBatch } from "../control-plane/src/events/batch-decoder.ts";
 import { encodeSeq } from "../control-plane/src/events/frames.ts";
 import { RankIngest } from "../control-plane/src/events/rank-ingest.ts";
 import { newRankStats, ThrottledLog } from "../control-plane/src/events/stats.ts";
+import { coreChunkHasher } from "../control-plane/src/index/core-hasher.ts";
 import { PrefixIndex } from "../control-plane/src/index/prefix-index.ts";
 import { loadPoolTokens } from "../control-plane/src/pools/pool-tokens.ts";
 import { loadTokenizerFiles } from "../control-plane/src/tokens/tokenizer-files.ts";
@@ -89,7 +89,7 @@ function fullPath(): { rate: number; index: PrefixIndex; publishMs: number } {
     slotKey: "bench",
     slotId: 0,
     model: "Qwen/Qwen3-8B",
-    hasher: { initialState, feed: (s, b) => feedChunks(s, b, 128) },
+    hasher: coreChunkHasher(128),
     detokenize: tokens.detokenize as NonNullable<typeof tokens.detokenize>,
   });
   const stats = newRankStats("bench", 0, "-", "connect", null);

@@ -11,12 +11,11 @@ import { buildMetrics } from "./api/prometheus.ts";
 import { ReportStats } from "./api/report-stats.ts";
 import { buildStatus } from "./api/status.ts";
 import type { Config, PoolConfig } from "./config/schema.ts";
-import { feedChunks, initialState } from "./core/kvroute-core.ts";
 import { type Discovery, discoveryFor } from "./discovery/discovery.ts";
 import { subscriptionFor } from "./events/endpoints.ts";
 import { EventsSupervisor } from "./events/index.ts";
+import { coreChunkHasher } from "./index/core-hasher.ts";
 import { PrefixIndex } from "./index/prefix-index.ts";
-import type { ChunkHasher } from "./index/slot-blocks.ts";
 import { MetricsScraper } from "./load/scraper.ts";
 import { Fleet } from "./model/fleet.ts";
 import { LoadModel } from "./model/slot-load.ts";
@@ -75,7 +74,7 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
   const slots = new SlotTable(maxSlots);
   const load = new LoadModel(cfg.load.unhealthyAfter);
   const index = new PrefixIndex({ buckets: cfg.cache.buckets, ways: cfg.cache.ways, maxSlots });
-  const hasher: ChunkHasher = { initialState, feed: (s, b) => feedChunks(s, b, cfg.routing.chunkSize) };
+  const hasher = coreChunkHasher(cfg.routing.chunkSize);
 
   const poolTokens = new Map<string, PoolTokens>();
   for (const pool of cfg.pools) {

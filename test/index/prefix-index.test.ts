@@ -12,8 +12,8 @@ import {
 } from "../../control-plane/src/core/kvroute-core.ts";
 import type { BlockStored } from "../../control-plane/src/events/types.ts";
 import { decodeBucket } from "../../control-plane/src/index/bucket-image.ts";
+import { coreChunkHasher } from "../../control-plane/src/index/core-hasher.ts";
 import { PrefixIndex } from "../../control-plane/src/index/prefix-index.ts";
-import type { ChunkHasher } from "../../control-plane/src/index/slot-blocks.ts";
 import { loadPoolTokens, type PoolTokens } from "../../control-plane/src/pools/pool-tokens.ts";
 import { ChatTemplateRenderer } from "../../control-plane/src/tokens/render-chat-template.ts";
 import { loadTokenizerFiles } from "../../control-plane/src/tokens/tokenizer-files.ts";
@@ -23,7 +23,7 @@ const MODEL = "Qwen/Qwen3-8B";
 const BLOCK = 16;
 const CHUNK = 128;
 const meta = { seq: 0, ts: 0, receivedAt: 0, replayed: false };
-const hasher: ChunkHasher = { initialState, feed: (s, b) => feedChunks(s, b, CHUNK) };
+const hasher = coreChunkHasher(CHUNK);
 
 let tokens: PoolTokens;
 let tokenizer: Tokenizer;

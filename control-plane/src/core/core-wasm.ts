@@ -44,6 +44,7 @@ export class CoreModule {
   readonly ex: CoreExports;
   #buffer: ArrayBuffer;
   #u8: Uint8Array;
+  #u64: BigUint64Array;
   #ioPtr: number;
   #ioCap: number;
 
@@ -61,6 +62,7 @@ export class CoreModule {
     this.ex = exports as unknown as CoreExports;
     this.#buffer = this.ex.memory.buffer;
     this.#u8 = new Uint8Array(this.#buffer);
+    this.#u64 = new BigUint64Array(this.#buffer);
     this.#ioCap = 64 << 10;
     this.#ioPtr = this.ex.ioReserve(this.#ioCap);
   }
@@ -70,8 +72,15 @@ export class CoreModule {
     if (this.ex.memory.buffer !== this.#buffer) {
       this.#buffer = this.ex.memory.buffer;
       this.#u8 = new Uint8Array(this.#buffer);
+      this.#u64 = new BigUint64Array(this.#buffer);
     }
     return this.#u8;
+  }
+
+  /** A u64 view of linear memory (index = address / 8), renewed when memory grew. */
+  get u64view(): BigUint64Array {
+    void this.u8; // renews both views when memory grew
+    return this.#u64;
   }
 
   get buffer(): ArrayBuffer {
@@ -108,7 +117,7 @@ export class CoreModule {
 
   /** A copy of n u64 values at ptr (8-byte aligned: AssemblyScript blocks are 16-aligned). */
   u64s(ptr: number, n: number): BigUint64Array {
-    return new BigUint64Array(this.buffer.slice(ptr, ptr + n * 8));
+    return this.u64view.slice(ptr >>> 3, (ptr >>> 3) + n);
   }
 }
 

@@ -51,6 +51,21 @@ export function feedChunks(
   bytes: Uint8Array,
   chunkSize = DEFAULT_CHUNK_SIZE,
 ): { hashes: BigUint64Array; state: ChunkState } {
+  const hashes: bigint[] = [];
+  const next = feedChunksEach(state, bytes, chunkSize, (h) => hashes.push(h));
+  return { hashes: hashes.length === 0 ? EMPTY_HASHES : BigUint64Array.from(hashes), state: next };
+}
+
+/**
+ * feedChunks for the KV-event ingest path: calls `onHash` for each completed chunk instead of
+ * allocating an array, since most 16-token blocks complete no chunk or one.
+ */
+export function feedChunksEach(
+  state: ChunkState,
+  bytes: Uint8Array,
+  chunkSize: number,
+  onHash: (hash: bigint) => void,
+): ChunkState {
   if (!Number.isInteger(chunkSize) || chunkSize < 1 || chunkSize > 0x7fffffff) {
     throw new RangeError(`chunkSize must be a positive integer (got ${chunkSize})`);
   }
@@ -62,15 +77,16 @@ export function feedChunks(
   if (partialLen > 0) mem.set(state.partial, ptr);
   mem.set(bytes, ptr + partialLen);
   const count = c.ex.chunkFeedIo(state.prev, total, chunkSize);
-  const hashes = count === 0 ? EMPTY_HASHES : c.u64s(c.ex.hashPtr(), count);
-  const consumed = count * chunkSize;
-  return {
-    hashes,
-    state: {
-      prev: count === 0 ? state.prev : (hashes[count - 1] as bigint),
-      partial: c.u8.slice(ptr + consumed, ptr + total),
-    },
-  };
+  let prev = state.prev;
+  if (count > 0) {
+    const at = c.ex.hashPtr();
+    const view = c.u64view;
+    for (let i = 0; i < count; i++) {
+      prev = view[(at >>> 3) + i] as bigint;
+      onHash(prev);
+    }
+  }
+  return { prev, partial: c.u8.slice(ptr + count * chunkSize, ptr + total) };
 }
 
 export interface ChunkHashInput {

@@ -2,14 +2,21 @@
 // engines or events (slot-blocks.ts turns those into add/remove calls) and nothing of the
 // shared-data layout (bucket-image.ts encodes it). Every change marks the chunk's bucket dirty
 // so publication re-encodes only what changed.
+//
+// Sized for the ingest path (DESIGN §9: hundreds of thousands of blocks per second): holders
+// are two small parallel arrays (a chunk is usually on one or two slots, a Map would cost more
+// than the chunk), and each bucket lists its hashes in an array with O(1) swap-removal.
 
 export interface ChunkEntry {
   /** Bucket of the hash, computed once (BigInt arithmetic is not free on the ingest path). */
   bucket: number;
+  /** Position of the hash in its bucket's member list. */
+  pos: number;
   /** 1-based position of the chunk in its stream; shallow chunks are kept first under pressure. */
   depth: number;
-  /** slot id → how many stored blocks on that slot produced this chunk hash. */
-  holders: Map<number, number>;
+  /** Slots holding the chunk, and per slot how many stored blocks on it produced the hash. */
+  slots: number[];
+  counts: number[];
   /** Last time (ms) a slot stored this chunk: the LRU stamp of the eviction rule. */
   stampMs: number;
   /** slot id → expiry (ms) of a speculative route a gateway reported (the engine has not confirmed it yet). */
@@ -18,16 +25,22 @@ export interface ChunkEntry {
 
 /** Every slot that holds the chunk or was speculatively routed it. */
 export function holdersOf(entry: ChunkEntry): Iterable<number> {
-  if (entry.speculative === undefined || entry.speculative.size === 0) return entry.holders.keys();
-  return new Set([...entry.holders.keys(), ...entry.speculative.keys()]);
+  if (entry.speculative === undefined || entry.speculative.size === 0) return entry.slots;
+  return new Set([...entry.slots, ...entry.speculative.keys()]);
+}
+
+/** How many stored blocks on `slot` produced this chunk (0: none). */
+export function holderCount(entry: ChunkEntry, slot: number): number {
+  const i = entry.slots.indexOf(slot);
+  return i < 0 ? 0 : (entry.counts[i] as number);
 }
 
 export class ChunkIndex {
   readonly #entries = new Map<bigint, ChunkEntry>();
   readonly #dirty = new Set<number>();
   readonly #bucketMask: bigint;
-  /** Entries by bucket, so encoding a bucket does not scan the whole index. */
-  readonly #byBucket = new Map<number, Set<bigint>>();
+  /** Hashes by bucket, so encoding a bucket does not scan the whole index (created on first use: up to 2^24 buckets). */
+  readonly #byBucket = new Map<number, bigint[]>();
   readonly #expiries: Array<{ hash: bigint; slot: number; expiresMs: number }> = [];
 
   constructor(readonly buckets: number) {
@@ -48,31 +61,38 @@ export class ChunkIndex {
     let entry = this.#entries.get(hash);
     if (entry === undefined) {
       const bucket = this.bucketOf(hash);
-      entry = { bucket, depth, holders: new Map(), stampMs: nowMs };
-      this.#entries.set(hash, entry);
       let members = this.#byBucket.get(bucket);
       if (members === undefined) {
-        members = new Set();
+        members = [];
         this.#byBucket.set(bucket, members);
       }
-      members.add(hash);
+      entry = { bucket, pos: members.length, depth, slots: [], counts: [], stampMs: nowMs };
+      members.push(hash);
+      this.#entries.set(hash, entry);
     }
     return entry;
   }
 
   #dropIfEmpty(hash: bigint, entry: ChunkEntry): void {
-    if (entry.holders.size > 0 || (entry.speculative?.size ?? 0) > 0) return;
+    if (entry.slots.length > 0 || (entry.speculative?.size ?? 0) > 0) return;
     this.#entries.delete(hash);
-    const bucket = entry.bucket;
-    const members = this.#byBucket.get(bucket);
-    members?.delete(hash);
-    if (members?.size === 0) this.#byBucket.delete(bucket);
+    const members = this.#byBucket.get(entry.bucket) as bigint[];
+    const last = members.pop() as bigint;
+    if (last !== hash) {
+      members[entry.pos] = last;
+      (this.#entries.get(last) as ChunkEntry).pos = entry.pos;
+    }
   }
 
   add(hash: bigint, depth: number, slot: number, nowMs: number): void {
     const entry = this.#entry(hash, depth, nowMs);
-    const before = entry.holders.get(slot) ?? 0;
-    entry.holders.set(slot, before + 1);
+    const i = entry.slots.indexOf(slot);
+    if (i < 0) {
+      entry.slots.push(slot);
+      entry.counts.push(1);
+    } else {
+      entry.counts[i] = (entry.counts[i] as number) + 1;
+    }
     entry.stampMs = nowMs;
     // A new holder changes the image; a repeat store only refreshes the LRU stamp, which
     // matters for eviction order, so it dirties the bucket too.
@@ -82,13 +102,15 @@ export class ChunkIndex {
   remove(hash: bigint, slot: number): void {
     const entry = this.#entries.get(hash);
     if (entry === undefined) return;
-    const count = entry.holders.get(slot);
-    if (count === undefined) return;
+    const i = entry.slots.indexOf(slot);
+    if (i < 0) return;
+    const count = entry.counts[i] as number;
     if (count > 1) {
-      entry.holders.set(slot, count - 1);
+      entry.counts[i] = count - 1;
       return;
     }
-    entry.holders.delete(slot);
+    entry.slots.splice(i, 1);
+    entry.counts.splice(i, 1);
     this.#dropIfEmpty(hash, entry);
     this.#dirty.add(entry.bucket);
   }
@@ -100,7 +122,7 @@ export class ChunkIndex {
   speculate(hash: bigint, depth: number, slot: number, nowMs: number, expiresMs: number): void {
     const entry = this.#entry(hash, depth, nowMs);
     entry.speculative ??= new Map();
-    if (!entry.speculative.has(slot) && !entry.holders.has(slot)) this.#dirty.add(entry.bucket);
+    if (!entry.speculative.has(slot) && !entry.slots.includes(slot)) this.#dirty.add(entry.bucket);
     entry.speculative.set(slot, Math.max(expiresMs, entry.speculative.get(slot) ?? 0));
     this.#expiries.push({ hash, slot, expiresMs });
   }
@@ -117,7 +139,7 @@ export class ChunkIndex {
       const current = entry?.speculative?.get(e.slot);
       if (entry === undefined || current === undefined || current > nowMs) continue;
       entry.speculative?.delete(e.slot);
-      if (!entry.holders.has(e.slot)) this.#dirty.add(entry.bucket);
+      if (!entry.slots.includes(e.slot)) this.#dirty.add(entry.bucket);
       this.#dropIfEmpty(e.hash, entry);
     }
     if (i > 0) this.#expiries.splice(0, i);
@@ -131,7 +153,7 @@ export class ChunkIndex {
   bucketEntries(bucket: number): Array<[bigint, ChunkEntry]> {
     const members = this.#byBucket.get(bucket);
     if (members === undefined) return [];
-    return [...members].map((h) => [h, this.#entries.get(h) as ChunkEntry]);
+    return members.map((h) => [h, this.#entries.get(h) as ChunkEntry]);
   }
 
   /** Buckets changed since the last call; the caller re-encodes and publishes them. */
