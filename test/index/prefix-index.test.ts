@@ -4,12 +4,7 @@
 import { Tokenizer } from "@huggingface/tokenizers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
-import {
-  chunkHashes,
-  feedChunks,
-  initialState,
-  renderChat,
-} from "../../control-plane/src/core/kvroute-core.ts";
+import { chunkHashes, renderChat } from "../../control-plane/src/core/kvroute-core.ts";
 import type { BlockStored } from "../../control-plane/src/events/types.ts";
 import { decodeBucket } from "../../control-plane/src/index/bucket-image.ts";
 import { coreChunkHasher } from "../../control-plane/src/index/core-hasher.ts";

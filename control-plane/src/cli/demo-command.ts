@@ -181,12 +181,20 @@ export function registerDemoCommand(program: Command): void {
       let envoy: ChildProcess | null = null;
       const envoyCmd = onPath("envoy") ? ["envoy"] : onPath("func-e") ? ["func-e", "run"] : null;
       if (envoyCmd !== null) {
-        process.stdout.write(`gateway: real Envoy (${envoyCmd.join(" ")} -c envoy/envoy.yaml)\n`);
-        envoy = spawn(
-          envoyCmd[0] as string,
-          [...envoyCmd.slice(1), "-c", "envoy/envoy.yaml", "--log-level", "warn"],
-          { stdio: "inherit" },
+        const config = writeEnvoyConfig({
+          listenPort: o.gatewayPort,
+          adminPort: o.gatewayPort + 1,
+          controlPlane: `127.0.0.1:${o.controlPlanePort}`,
+          fallback: `127.0.0.1:${o.simPort}`,
+          token,
+          wasm: WASM,
+        });
+        process.stdout.write(
+          `gateway: real Envoy (${envoyCmd.join(" ")} -c ${config}, made from envoy/envoy.yaml)\n`,
         );
+        envoy = spawn(envoyCmd[0] as string, [...envoyCmd.slice(1), "-c", config, "--log-level", "warn"], {
+          stdio: "inherit",
+        });
         stops.push(async () => {
           envoy?.kill("SIGTERM");
         });

@@ -33,7 +33,8 @@ export function writeEnvoyConfig(o: EnvoyConfigOptions): string {
   const resources = cfg.static_resources as { listeners: Json[]; clusters: Json[] };
   const listener = resources.listeners[0] as Json;
   listener.address = { socket_address: { address: "127.0.0.1", port_value: o.listenPort } };
-  const hcm = ((listener.filter_chains as Json[])[0]?.filters as Json[])[0]?.typed_config as Json;
+  const chain = (listener.filter_chains as Json[])[0] as Json;
+  const hcm = ((chain.filters as Json[])[0] as Json).typed_config as Json;
   for (const filter of hcm.http_filters as Json[]) {
     if (filter.name !== "envoy.filters.http.wasm") continue;
     const config = (filter.typed_config as Json).config as Json;
@@ -52,8 +53,9 @@ export function writeEnvoyConfig(o: EnvoyConfigOptions): string {
           ? o.fallback
           : null;
     if (target === null) continue;
-    const endpoints = ((cluster.load_assignment as Json).endpoints as Json[])[0]?.lb_endpoints as Json[];
-    ((endpoints[0]?.endpoint as Json).address as Json).socket_address = hostPort(target);
+    const locality = ((cluster.load_assignment as Json).endpoints as Json[])[0] as Json;
+    const endpoint = ((locality.lb_endpoints as Json[])[0] as Json).endpoint as Json;
+    (endpoint.address as Json).socket_address = hostPort(target);
   }
   const dir = mkdtempSync(join(tmpdir(), "kvroute-envoy-"));
   const path = join(dir, "envoy.yaml");
