@@ -8,6 +8,7 @@ import {
   ENGINE_DYNAMO,
   ENGINE_SGLANG,
   POOL_DYNAMO_LEGACY,
+  POOL_SGLANG_BODY_RANK,
   RANK_HONOR,
   RANK_REJECT,
 } from "../core/cache-images";
@@ -310,6 +311,8 @@ export class KvrouteStream {
     const cached = <u64>d.cachedChunks * <u64>cfg.chunkSize;
     this.cachedBytes = <u32>(cached > <u64>prompt ? <u64>prompt : cached);
     this.writeHeaders(cfg.pools[pool].engine, cfg.pools[pool].dpMode, cfg.pools[pool].flags);
+    if ((cfg.pools[pool].flags & POOL_SGLANG_BODY_RANK) !== 0 && parsed && !truncated)
+      this.writeBodyRank(body, bodyLen);
     vm.inflightAdd(this.slot, 1);
     if (this.prefillSlot >= 0) vm.inflightAdd(this.prefillSlot, 1);
     if (outcome === OUT_PINNED) {
@@ -358,6 +361,30 @@ export class KvrouteStream {
     // and SGLang read the same header.
     if (rank >= 0 && !(engine !== ENGINE_SGLANG && dpMode === DP_EXTERNAL)) {
       setHeader(REQUEST_HEADERS, "x-data-parallel-rank", rank.toString());
+    }
+  }
+
+  /**
+   * SGLang also takes the rank from the body (`routed_dp_rank`). Written as the object's last
+   * key: Python's json keeps the last of duplicate keys, so a client's own value cannot win.
+   */
+  private writeBodyRank(body: usize, bodyLen: i32): void {
+    const rank = cache.slots!.headerRank[this.slot];
+    if (rank < 0) return;
+    let close = bodyLen - 1;
+    while (close > 0 && load<u8>(body + <usize>close) !== 0x7d) close--;
+    let before = close - 1;
+    while (before > 0 && isJsonSpace(load<u8>(body + <usize>before))) before--;
+    const empty = load<u8>(body + <usize>before) === 0x7b;
+    const insert = String.UTF8.encode(`${empty ? "" : ","}"routed_dp_rank":${rank}`);
+    const out = new ArrayBuffer(bodyLen + insert.byteLength);
+    const p = changetype<usize>(out);
+    memory.copy(p, body, <usize>close);
+    memory.copy(p + <usize>close, changetype<usize>(insert), <usize>insert.byteLength);
+    memory.copy(p + <usize>(close + insert.byteLength), body + <usize>close, <usize>(bodyLen - close));
+    if (imports.proxy_set_buffer_bytes(0, 0, <u32>bodyLen, p, out.byteLength) === 0) {
+      // Envoy does not fix content-length after a body rewrite.
+      setHeader(REQUEST_HEADERS, "content-length", out.byteLength.toString());
     }
   }
 
@@ -449,6 +476,10 @@ function endpointOf(path: string): i32 {
       : ENDPOINT_CHAT;
   }
   return 0;
+}
+
+function isJsonSpace(c: u8): bool {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 }
 
 /** A JSON string literal for a message we compose (quotes and backslashes escaped). */

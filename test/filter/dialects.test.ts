@@ -17,7 +17,7 @@ let stack: Stack;
 // rank each), 4 SGLang (ranks 0-1), 5 Dynamo aggregated worker, 6-7 Dynamo prefill / decode.
 beforeAll(async () => {
   stack = await startStack({
-    engines: [[0, 1, 2, 3], [4, 5], [0], [1], [0, 1], [0, 1], [0], [0, 1]],
+    engines: [[0, 1, 2, 3], [4, 5], [0], [1], [0, 1], [0, 1], [0], [0, 1], [0, 1]],
     pools: (e: FakeEngine[]) => [
       {
         name: "vi",
@@ -45,6 +45,13 @@ beforeAll(async () => {
         models: ["sg"],
         engine: "sglang",
         endpoints: [{ address: e[4]?.address, ranks: [0, 1] }],
+      },
+      {
+        name: "sb",
+        models: ["sb"],
+        engine: "sglang",
+        sglangBodyRank: true,
+        endpoints: [{ address: e[8]?.address, ranks: [0, 1] }],
       },
       {
         name: "da",
@@ -126,6 +133,21 @@ describe("rank headers per dialect", () => {
     const r = await routed("sg");
     expect(r.engine).toBe(4);
     expect(["0", "1"]).toContain(r.headers["x-data-parallel-rank"]);
+  });
+
+  it("SGLang with the body rank: routed_dp_rank written last, over a client's own value", async () => {
+    for (const body of [
+      JSON.stringify({ model: "sb", messages: [{ role: "user", content: "hi" }], routed_dp_rank: 1 }),
+      JSON.stringify({ model: "sb", routed_dp_rank: 0, messages: [{ role: "user", content: "ho" }] }),
+    ]) {
+      const r = await post(stack, "/v1/chat/completions", body);
+      expect(r.status, r.text).toBe(200);
+      const hit = lastHit(stack);
+      const received = JSON.parse(hit?.body ?? "{}") as { routed_dp_rank: number };
+      expect(String(received.routed_dp_rank)).toBe(hit?.headers["x-data-parallel-rank"]);
+      expect(Number(hit?.headers["content-length"])).toBe(Buffer.byteLength(hit?.body ?? ""));
+      expect(hit?.body).toMatch(/"routed_dp_rank":\d+}$/);
+    }
   });
 
   it("Dynamo aggregated: worker id, DP rank, routing mode, and the legacy aliases when asked", async () => {
