@@ -33,6 +33,7 @@ import {
   setHeader,
 } from "./host";
 import { stats } from "./metrics";
+import { Speculation } from "./speculation";
 import { vm } from "./state";
 import { trustedForPin } from "./trust";
 
@@ -56,11 +57,13 @@ const REPORT_PREFIX_HIT: u32 = 1;
 const REPORT_PINNED: u32 = 2;
 const REPORT_REJECTED: u32 = 3;
 const REPORT_FAIL_OPEN: u32 = 4;
+const REPORT_SPECULATIVE_HIT: u32 = 5;
 
 /** Speculative routes reported per request: the prompt's first chunks, enough for the prefix walk. */
 const MAX_SPECULATIVE_CHUNKS: i32 = 256;
 
 const buckets = new SharedBuckets();
+const speculation = new Speculation();
 /** How much of an over-limit body is scanned for its `model`. */
 const HEAD_BYTES: u32 = 64 * 1024;
 
@@ -279,6 +282,17 @@ export class KvrouteStream {
     } else {
       for (let s = 0; s < walker.depth.length; s++) walker.depth[s] = 0;
     }
+    // This gateway's own recent routes of the same prefix, which KV events may not confirm yet.
+    const now = nowMs();
+    let specDepth = 0;
+    let specSlot = -1;
+    if (h.hashCount > 0) {
+      specDepth = speculation.find(h.hashes.ptr, h.hashCount, now);
+      specSlot = speculation.slot;
+      const candidate = specSlot >= 0 && specSlot < walker.depth.length && bitSet(bitmaps.ptr, specSlot);
+      if (candidate && specDepth > walker.depth[specSlot]) walker.depth[specSlot] = specDepth;
+      else specDepth = 0;
+    }
     const prompt = h.renderer.out.len > 0 ? h.renderer.out.len : bodyLen;
     const outcome = d.decide(
       cfg,
@@ -318,6 +332,13 @@ export class KvrouteStream {
     if (outcome === OUT_PINNED) {
       this.outcome = REPORT_PINNED;
       stats.inc(stats.pinned);
+    } else if (
+      outcome === OUT_PREFIX_HIT &&
+      specDepth > 0 &&
+      (d.prefillSlot >= 0 ? d.prefillSlot : d.slot) === specSlot
+    ) {
+      this.outcome = REPORT_SPECULATIVE_HIT;
+      stats.inc(stats.speculativeHit);
     } else if (outcome === OUT_PREFIX_HIT) {
       this.outcome = REPORT_PREFIX_HIT;
       stats.inc(stats.prefixHit);
@@ -327,6 +348,9 @@ export class KvrouteStream {
     }
     if (prompt > 0) stats.record(stats.cachedRatio, (<u64>this.cachedBytes * 1000) / <u64>prompt);
     this.speculate(cfg.speculativeTtlMs);
+    const cacheSlot = d.prefillSlot >= 0 ? d.prefillSlot : d.slot;
+    if (h.hashCount > 0 && cfg.speculativeTtlMs > 0)
+      speculation.record(h.hashes.ptr, h.hashCount, cacheSlot, cfg.speculativeTtlMs, now);
     stats.record(stats.decisionUs, (nowMs() - started) * 1000);
   }
 
@@ -476,6 +500,11 @@ function endpointOf(path: string): i32 {
       : ENDPOINT_CHAT;
   }
   return 0;
+}
+
+/** Is slot s in the bitmap at p? (A function of its own: route() shadows the `load` builtin.) */
+function bitSet(p: usize, s: i32): bool {
+  return (load<u64>(p + ((<usize>(s >> 6)) << 3)) & ((<u64>1) << (<u64>(s & 63)))) !== 0;
 }
 
 function isJsonSpace(c: u8): bool {

@@ -77,3 +77,31 @@ describe("the filter in the Node host", () => {
     expect(stack.gateway.accessLog.at(-1)?.upstream).not.toBe("169.254.169.254:80");
   });
 });
+
+describe("the gateway's own speculative routes", () => {
+  it("sends a burst of same-prefix requests to one slot before the control plane knows anything", async () => {
+    // Reports every minute: nothing this gateway routes reaches the control plane in this test.
+    const s = await startStack({
+      engines: [
+        [0, 1, 2, 3],
+        [0, 1, 2, 3],
+      ],
+      pluginConfig: { reportMs: 60_000 },
+    });
+    try {
+      await until(() => s.cp.ready(), "control plane ready");
+      await synced(s);
+      const system = longSystem("burst");
+      await post(s, "/v1/chat/completions", chatBody(system, "q0"));
+      const first = `${lastHitOf(s)?.engine}#${lastHitOf(s)?.headers["x-data-parallel-rank"]}`;
+      for (let i = 1; i < 6; i++) {
+        await post(s, "/v1/chat/completions", chatBody(system, `q${i}`));
+        expect(`${lastHitOf(s)?.engine}#${lastHitOf(s)?.headers["x-data-parallel-rank"]}`).toBe(first);
+      }
+      expect(Number(s.gateway.host.counter("kvroute.requests.speculative_hit") ?? 0)).toBe(5);
+      expect(s.cp.index.chunks.size).toBe(0);
+    } finally {
+      await s.close();
+    }
+  });
+});
