@@ -25,13 +25,23 @@ export function specLookup(p: usize, len: i32, hash: u64, depth: u32, nowMs: u64
   const n = countOf(p, len);
   for (let i = 0; i < n; i++) {
     const e = p + <usize>(HEADER + i * ENTRY);
-    if (load<u64>(e) === hash && load<u32>(e, 16) === depth && load<u64>(e, 8) > nowMs) return <i32>load<u16>(e, 20);
+    if (load<u64>(e) === hash && load<u32>(e, 16) === depth && load<u64>(e, 8) > nowMs)
+      return <i32>load<u16>(e, 20);
   }
   return -1;
 }
 
 /** Writes into `out` the value at p (may be 0) with the entry for `hash` set to slot/depth/expiry. */
-export function specUpdate(p: usize, len: i32, hash: u64, depth: u32, slot: i32, expiresMs: u64, nowMs: u64, out: ByteBuf): void {
+export function specUpdate(
+  p: usize,
+  len: i32,
+  hash: u64,
+  depth: u32,
+  slot: i32,
+  expiresMs: u64,
+  nowMs: u64,
+  out: ByteBuf,
+): void {
   const n = countOf(p, len);
   out.len = 0;
   out.reserve(HEADER + SPEC_WAYS * ENTRY);
@@ -48,10 +58,12 @@ export function specUpdate(p: usize, len: i32, hash: u64, depth: u32, slot: i32,
   while (kept >= SPEC_WAYS) {
     let soonest = 0;
     for (let i = 1; i < kept; i++) {
-      if (load<u64>(o + <usize>(HEADER + i * ENTRY), 8) < load<u64>(o + <usize>(HEADER + soonest * ENTRY), 8)) soonest = i;
+      if (load<u64>(o + <usize>(HEADER + i * ENTRY), 8) < load<u64>(o + <usize>(HEADER + soonest * ENTRY), 8))
+        soonest = i;
     }
     kept--;
-    if (soonest !== kept) memory.copy(o + <usize>(HEADER + soonest * ENTRY), o + <usize>(HEADER + kept * ENTRY), <usize>ENTRY);
+    if (soonest !== kept)
+      memory.copy(o + <usize>(HEADER + soonest * ENTRY), o + <usize>(HEADER + kept * ENTRY), <usize>ENTRY);
   }
   const e = o + <usize>(HEADER + kept * ENTRY);
   store<u64>(e, hash);
@@ -65,7 +77,7 @@ export function specUpdate(p: usize, len: i32, hash: u64, depth: u32, slot: i32,
 }
 
 /** Shared-data key index of a chunk hash. */
-@inline export function specKey(hash: u64): u32 {
+export function specKey(hash: u64): u32 {
   return <u32>(hash & <u64>(SPEC_KEYS - 1));
 }
 
