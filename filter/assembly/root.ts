@@ -52,6 +52,7 @@ export class KvrouteRoot {
   private nextReportMs: u64 = 0;
   private gateway: string = "";
   private leaseMs: u64 = 1000;
+  private leaseLive: bool = false;
   private read: SharedValue = new SharedValue();
   private page: SyncPage = new SyncPage();
   private writer: ReportWriter = new ReportWriter();
@@ -114,8 +115,9 @@ export class KvrouteRoot {
     this.rescueWaitingStreams(now);
     this.publishInflight(now);
     this.leader = this.holdLease(now);
+    // Process-wide gauge, written by every thread's tick: is there a live leader?
+    stats.record(stats.syncLeader, this.leader || this.leaseLive ? 1 : 0);
     if (!this.leader) return;
-    stats.record(stats.syncLeader, 1);
     if (this.syncToken === 0 && now >= this.nextSyncMs) this.startSync();
     if (this.reportToken === 0 && now >= this.nextReportMs) this.sendReport(now);
   }
@@ -152,14 +154,22 @@ export class KvrouteRoot {
     const r = this.read;
     getShared(LEASE_KEY, r);
     const v = r.value;
-    if (!shouldTakeLease(v === null ? 0 : changetype<usize>(v), v === null ? 0 : v.byteLength, this.me, now))
+    if (
+      !shouldTakeLease(v === null ? 0 : changetype<usize>(v), v === null ? 0 : v.byteLength, this.me, now)
+    ) {
+      this.leaseLive = true; // another thread holds it and it has not lapsed
       return false;
+    }
+    this.leaseLive = false;
     const b = this.scratch;
     b.len = 0;
     b.reserve(LEASE_BYTES);
     writeLease(b.ptr, this.me, now + this.leaseMs);
-    // CAS: of two threads that saw the same lapsed lease, exactly one wins.
-    return setShared(LEASE_KEY, b.ptr, LEASE_BYTES, v === null ? 0 : r.cas) === OK;
+    // CAS: of two threads that saw the same lapsed lease, exactly one wins; the loser knows a
+    // live lease exists.
+    const won = setShared(LEASE_KEY, b.ptr, LEASE_BYTES, v === null ? 0 : r.cas) === OK;
+    this.leaseLive = !won;
+    return won;
   }
 
   /** This thread's in-flight counts, stamped, for the leader's report. */
@@ -227,8 +237,10 @@ export class KvrouteRoot {
     } else if (token === this.reportToken && token !== 0) {
       this.reportToken = 0;
       const status = getHeaderString(HTTP_CALL_RESPONSE_HEADERS, ":status");
-      if (status !== "204" && status !== "200")
+      if (status !== "204" && status !== "200") {
+        stats.inc(stats.syncErrors);
         log(LOG_WARN, `kvroute: report refused (status ${status === null ? "none" : status!})`);
+      }
     }
   }
 

@@ -191,8 +191,8 @@ export class KvrouteStream {
     return true;
   }
 
-  private reject(status: u32, message: string, code: string): void {
-    stats.inc(stats.rejected);
+  private reject(status: u32, message: string, code: string, countRejected: bool = true): void {
+    if (countRejected) stats.inc(stats.rejected);
     this.outcome = REPORT_REJECTED;
     this.status = status;
     this.routed = true;
@@ -242,7 +242,7 @@ export class KvrouteStream {
     }
     if (pool < 0 && modelNamed) {
       stats.inc(stats.noPool);
-      this.reject(404, "the requested model is not served by this gateway", "model_not_found");
+      this.reject(404, "the requested model is not served by this gateway", "model_not_found", false);
       return;
     }
     if (pool < 0) pool = cfg.defaultPool >= 0 ? cfg.defaultPool : cfg.pools.length === 1 ? 0 : -1;
