@@ -1,7 +1,7 @@
 // The closing section of the report: where kvroute is not the best router in this run
 // (computed from the rows), and the causes found by reading the routing core and by the
 // sensitivity runs — each cause printed only when the run shows its symptom.
-import { type ResultRow, SUBJECT, standingsOf } from "./report.ts";
+import { clearlyBetter, type ResultRow, SUBJECT, standingsOf } from "./report.ts";
 
 export function closingNotes(rows: readonly ResultRow[], sensitivity: readonly ResultRow[]): string[] {
   const notes: string[] = [];
@@ -20,33 +20,38 @@ export function closingNotes(rows: readonly ResultRow[], sensitivity: readonly R
     return notes;
   }
   notes.push(`kvroute is not the best router (beyond a 2% tie band) at: ${behind.join("; ")}.`);
-  const variant = (label: string) => sensitivity.find((r) => r.policy === `${SUBJECT} (${label})`);
-  const base = sensitivity.find((r) => r.policy === SUBJECT);
-  const lighterQueue = variant("inflightWeight 0.5");
-  if (
-    base !== undefined &&
-    lighterQueue !== undefined &&
-    lighterQueue.metrics.ttftP90 < base.metrics.ttftP90
-  ) {
+  // Per sensitivity workload: the default kvroute row and each variant's TTFT p90 there.
+  const effect = (label: string): string[] => {
+    const out: string[] = [];
+    for (const base of sensitivity.filter((r) => r.policy === SUBJECT)) {
+      const v = sensitivity.find((r) => r.workload === base.workload && r.policy === `${SUBJECT} (${label})`);
+      if (v !== undefined && clearlyBetter(v.metrics.ttftP90, base.metrics.ttftP90, true))
+        out.push(
+          `${base.workload} @ ${base.qps} QPS ${Math.round(base.metrics.ttftP90)} → ${Math.round(v.metrics.ttftP90)} ms`,
+        );
+    }
+    return out;
+  };
+  const lighterQueue = effect("inflightWeight 0.5");
+  if (lighterQueue.length > 0) {
     notes.push(
       "Why, on shared-prefix bursts: the core (filter/core/route-decision.ts) prices every queued request — waiting, " +
         "plus every request this gateway sent since the last load report — at a flat QUEUED_TOKENS = 512 prefill " +
         "tokens. In a cache-friendly burst most of those just-sent requests are short cached prefills that start within " +
         "a step, so after a handful of sends the penalty outweighs a group's whole shared prefix and kvroute spills the " +
         "group onto a second rank, paying a cold prefill that delays everything queued behind it (hence a lower hit rate " +
-        `than the text-prefix routers). With inflightWeight 0.5 the same run gives ` +
-        `TTFT p90 ${Math.round(lighterQueue.metrics.ttftP90)} ms instead of ${Math.round(base.metrics.ttftP90)} ms. ` +
+        `than the text-prefix routers). Halving the queue weight (inflightWeight 0.5), TTFT p90: ${lighterQueue.join("; ")}. ` +
         "What would fix it: price each queued request by its own uncached work (the gateway knows promptBytes and " +
         "cachedChunks of its own sends) instead of a constant, and drop a sent request from the local count once the " +
         "engine has had a step to admit it; or lower the default inflightWeight.",
     );
   }
-  const fresh = variant("load every 50 ms");
-  if (base !== undefined && fresh !== undefined && fresh.metrics.ttftP90 < base.metrics.ttftP90) {
+  const fresh = effect("load every 50 ms");
+  if (fresh.length > 0) {
     notes.push(
-      `Load freshness matters too: with load republished every 50 ms instead of 250 ms, TTFT p90 is ` +
-        `${Math.round(fresh.metrics.ttftP90)} ms. SGLang's router counts its in-flight requests live and the Dynamo ` +
-        "oracle reads the engines directly, while kvroute sees running/waiting as of the last scrape.",
+      `Load freshness matters too — load republished every 50 ms instead of 250 ms, TTFT p90: ${fresh.join("; ")}. ` +
+        "SGLang's router counts its in-flight requests live and the Dynamo oracle reads the engines directly, while " +
+        "kvroute sees running/waiting as of the last scrape (plus its own sends since).",
     );
   }
   const unshared = standingsOf(rows.filter((r) => r.workload === "no-sharing"));
@@ -58,15 +63,22 @@ export function closingNotes(rows: readonly ResultRow[], sensitivity: readonly R
         "which the filter already tracks for reports) would close it.",
     );
   }
-  const delays = [variant("events 0 ms late"), variant("events 500 ms late")];
-  if (
-    base !== undefined &&
-    delays.every((d) => d !== undefined && Math.abs(d.metrics.hitRate - base.metrics.hitRate) < 0.005)
-  ) {
+  const unchanged = sensitivity
+    .filter((r) => r.policy === SUBJECT)
+    .filter((base) =>
+      ["events 0 ms late", "events 500 ms late"].every((label) => {
+        const v = sensitivity.find(
+          (r) => r.workload === base.workload && r.policy === `${SUBJECT} (${label})`,
+        );
+        return v !== undefined && Math.abs(v.metrics.hitRate - base.metrics.hitRate) < 0.005;
+      }),
+    )
+    .map((r) => r.workload);
+  if (unchanged.length > 0) {
     notes.push(
-      "KV event delay (0 / 50 / 500 ms) barely moves kvroute here: speculative entries (2 s TTL) already hold each new " +
-        "prefix on the rank it was sent to until the engine's events confirm it; without them the hit rate drops (see " +
-        "the 'no speculative entries' row).",
+      `KV event delay (0 / 50 / 500 ms) barely moves kvroute on ${unchanged.join(", ")}: speculative entries (2 s TTL) ` +
+        "hold each new prefix on the rank it was sent to until the engine's events confirm it (compare the 'no " +
+        "speculative entries' rows).",
     );
   }
   return notes;

@@ -23,7 +23,8 @@ export function globallyCachedTokens(
 export const idealPolicy: PolicyFactory = {
   name: "ideal-bound",
   describe:
-    "upper bound: global infinite prefix cache (every prefix computed before is free on any rank) + Dynamo oracle routing",
+    "upper bound on hit rate: a global infinite prefix cache (every prefix computed before is free on any rank), routed " +
+    "by the Dynamo oracle's cost — its TTFT is what that cost achieves with such a cache, so a router may beat it on TTFT",
   create(ctx): RoutingPolicy {
     const seen = new Set<number>();
     const skipped = new Map<string, number>();
