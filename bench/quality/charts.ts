@@ -14,7 +14,8 @@ interface Point {
   value: number;
 }
 
-async function renderPng(spec: vl.TopLevelSpec, path: string): Promise<void> {
+/** Renders a Vega-Lite spec to a PNG file (shared with the other benches). */
+export async function renderPng(spec: vl.TopLevelSpec, path: string): Promise<void> {
   const view = new vega.View(vega.parse(vl.compile(spec).spec), { renderer: "none" });
   const svg = await view.toSVG(2);
   view.finalize();
