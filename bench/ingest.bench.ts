@@ -144,7 +144,9 @@ const fmt = (n: number) => Math.round(n).toLocaleString("en");
 lines.push(
   `${fmt(totalBlocks)} stored blocks (${SEQUENCES} chains × ${SEQUENCE_BLOCKS} blocks of ${BLOCK} tokens, ${BLOCKS_PER_EVENT} blocks/event, ${EVENTS_PER_BATCH} events/batch, map encoding)`,
 );
-lines.push("rates are per CPU-second of this process (GC included), so other load on the machine does not skew them");
+lines.push(
+  "rates are per CPU-second of this process (GC included), so other load on the machine does not skew them",
+);
 lines.push(
   `decode only (baseline): min ${fmt(Math.min(...decodeRates))} / median ${fmt(median(decodeRates))} / max ${fmt(Math.max(...decodeRates))} blocks/s`,
 );
