@@ -441,13 +441,11 @@ export class KvrouteStream {
     const q = vm.reportQueue;
     const h = vm.hasher;
     const slot = this.prefillSlot >= 0 ? this.prefillSlot : this.slot;
-    if (q === 0 || slot < 0 || ttlMs === 0) return;
+    if (q === 0 || slot < 0 || ttlMs === 0 || h.hashCount === 0) return;
     const n = h.hashCount < MAX_SPECULATIVE_CHUNKS ? h.hashCount : MAX_SPECULATIVE_CHUNKS;
     const m = vm.message;
-    for (let i = 0; i < n; i++) {
-      writeSpeculative(m, slot, <u32>(i + 1), load<u64>(h.hashes.ptr + ((<usize>i) << 3)), ttlMs);
-      imports.proxy_enqueue_shared_queue(q, m.ptr, m.len);
-    }
+    writeSpeculative(m, slot, h.hashes.ptr, n, ttlMs);
+    imports.proxy_enqueue_shared_queue(q, m.ptr, m.len);
   }
 
   onResponseHeaders(): u32 {

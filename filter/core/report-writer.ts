@@ -37,17 +37,22 @@ export function writeFinished(
   out.len = 25 + idLen;
 }
 
-/** One speculative route as a queue message. */
-export function writeSpeculative(out: ByteBuf, slot: i32, depth: u32, hash: u64, ttlMs: u32): void {
+/**
+ * A routed prompt's speculative routes as one queue message: type, slot u16, TTL u32, count u16,
+ * then `count` chunk hashes u64 (depths 1…count). One enqueue per request, however long the
+ * prompt; the leader expands it into per-chunk report entries.
+ */
+export function writeSpeculative(out: ByteBuf, slot: i32, hashes: usize, count: i32, ttlMs: u32): void {
+  const n = count > 0xffff ? 0xffff : count;
   out.len = 0;
-  out.reserve(19);
+  out.reserve(9 + n * 8);
   const p = out.ptr;
   store<u8>(p, QUEUE_SPECULATIVE);
   store<u16>(p + 1, <u16>slot);
-  store<u32>(p + 3, depth);
-  store<u64>(p + 7, hash);
-  store<u32>(p + 15, ttlMs);
-  out.len = 19;
+  store<u32>(p + 3, ttlMs);
+  store<u16>(p + 7, <u16>n);
+  memory.copy(p + 9, hashes, <usize>(n * 8));
+  out.len = 9 + n * 8;
 }
 
 /** Accumulates one report from queue messages and in-flight counts. */
@@ -80,9 +85,22 @@ export class ReportWriter {
       this.finishedCount++;
       return true;
     }
-    if (type === QUEUE_SPECULATIVE && len === 19) {
-      this.speculative.append(p + 1, 18);
-      this.speculativeCount++;
+    if (type === QUEUE_SPECULATIVE && len >= 9) {
+      const n = <i32>load<u16>(p + 7);
+      if (len !== 9 + n * 8) return false;
+      const slot = load<u16>(p + 1);
+      const ttl = load<u32>(p + 3);
+      const s = this.speculative;
+      s.reserve(n * 18);
+      for (let i = 0; i < n; i++) {
+        const at = s.ptr + <usize>s.len;
+        store<u16>(at, slot);
+        store<u32>(at + 2, <u32>(i + 1));
+        store<u64>(at + 6, load<u64>(p + 9 + <usize>(i * 8)));
+        store<u32>(at + 14, ttl);
+        s.len += 18;
+      }
+      this.speculativeCount += <u32>n;
       return true;
     }
     return false;
