@@ -26,9 +26,13 @@ export function log(level: u32, message: string): void {
   imports.proxy_log(<imports.LogLevel>level, changetype<usize>(b), b.byteLength);
 }
 
-export function nowMs(): u64 {
+export function nowNs(): u64 {
   if (imports.proxy_get_current_time_nanoseconds(scratch64) !== OK) return 0;
-  return load<u64>(scratch64) / 1000000;
+  return load<u64>(scratch64);
+}
+
+export function nowMs(): u64 {
+  return nowNs() / 1000000;
 }
 
 /** The header's value; null when absent or when the map is no longer readable. */

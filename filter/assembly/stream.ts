@@ -25,6 +25,7 @@ import {
   getHeader,
   getHeaderString,
   nowMs,
+  nowNs,
   REQUEST_BODY,
   REQUEST_HEADERS,
   RESPONSE_HEADERS,
@@ -206,7 +207,7 @@ export class KvrouteStream {
   /** Decides and writes the outbound headers. `body` may be 0 (load-only). */
   private route(body: usize, bodyLen: i32, truncated: bool = false): void {
     this.routed = true;
-    const started = nowMs();
+    const startedNs = nowNs();
     if (!cache.ready) cache.refresh();
     const cfg = cache.cfg;
     const slots = cache.slots;
@@ -351,7 +352,7 @@ export class KvrouteStream {
     const cacheSlot = d.prefillSlot >= 0 ? d.prefillSlot : d.slot;
     if (h.hashCount > 0 && cfg.speculativeTtlMs > 0)
       speculation.record(h.hashes.ptr, h.hashCount, cacheSlot, cfg.speculativeTtlMs, now);
-    stats.record(stats.decisionUs, (nowMs() - started) * 1000);
+    stats.record(stats.decisionUs, (nowNs() - startedNs) / 1000);
   }
 
   private writeHeaders(engine: u8, dpMode: u8, flags: u8): void {
