@@ -60,6 +60,16 @@ describe("the filter in the Node host", () => {
     expect(Number(stack.gateway.host.counter("kvroute.requests.prefix_hit") ?? 0) - Number(before)).toBe(3);
   });
 
+  it("records each decision's time in microseconds and its cached ratio", () => {
+    const decision = stack.gateway.host.histogram("kvroute.decision_us");
+    const ratio = stack.gateway.host.histogram("kvroute.cached_ratio_permille");
+    expect(decision?.count).toBeGreaterThan(0);
+    // Microseconds, not milliseconds rounded: a decision takes well under 10 ms in the host.
+    expect(decision?.values.every((v) => v < 10_000)).toBe(true);
+    expect(decision?.values.some((v) => v > 0)).toBe(true);
+    expect(ratio?.values.some((v) => v > 0)).toBe(true);
+  });
+
   it("spreads unrelated prompts over the slots by load", async () => {
     const seen = new Set<string>();
     for (let i = 0; i < 40; i++) {
