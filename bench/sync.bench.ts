@@ -7,6 +7,7 @@
 // bucket image published), to split the budget.
 //   tsx bench/sync.bench.ts [--quick]
 import { pino } from "pino";
+import { zmqKvEvents } from "../control-plane/sim/kv-events-config.ts";
 import { startSim } from "../control-plane/sim/server.ts";
 import { startControlPlane } from "../control-plane/src/app.ts";
 import { parseConfig } from "../control-plane/src/config/load-config.ts";
@@ -33,16 +34,12 @@ const sim = await startSim(
     timeScale: 0.01,
     numGpuBlocks: 8192,
     topology: { mode: "internal", size: 2, sizeLocal: 2, startRank: 0 },
-    kvEvents: {
-      enableKvCacheEvents: true,
-      publisher: "zmq",
+    kvEvents: zmqKvEvents({
       endpoint: `tcp://*:${zmq}`,
       replayEndpoint: `tcp://*:${zmq + 10}`,
-      bufferSteps: 1000,
-      hwm: 100_000,
-      maxQueueSize: 100_000,
       topic: "kv",
-    },
+      bufferSteps: 1000,
+    }),
   }),
 );
 const cfg = parseConfig(

@@ -34,6 +34,26 @@ export function parseKvEventsConfig(json: string): KvEventsConfig {
   } catch (err) {
     throw new Error(`--kv-events-config is not valid JSON: ${(err as Error).message}`);
   }
+  return fromRaw(raw);
+}
+
+/** Events enabled over ZMQ, vLLM's defaults for every field not given (what the demo and tests run). */
+export function zmqKvEvents(o: {
+  endpoint: string;
+  replayEndpoint: string;
+  topic: string;
+  bufferSteps?: number;
+}): KvEventsConfig {
+  return fromRaw({
+    enable_kv_cache_events: true,
+    endpoint: o.endpoint,
+    replay_endpoint: o.replayEndpoint,
+    topic: o.topic,
+    ...(o.bufferSteps === undefined ? {} : { buffer_steps: o.bufferSteps }),
+  });
+}
+
+function fromRaw(raw: unknown): KvEventsConfig {
   const r = schema.safeParse(raw);
   if (!r.success) {
     const issue = r.error.issues[0];

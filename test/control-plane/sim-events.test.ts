@@ -4,6 +4,7 @@
 // exactly the chunk hashes the filter computes for the same request.
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { zmqKvEvents } from "../../control-plane/sim/kv-events-config.ts";
 import type { RunningSim } from "../../control-plane/sim/server.ts";
 import { startSim } from "../../control-plane/sim/server.ts";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
@@ -27,16 +28,12 @@ beforeAll(async () => {
     simConfig({
       model: MODEL,
       topology: { mode: "internal", size: 2, sizeLocal: 2, startRank: 0 },
-      kvEvents: {
-        enableKvCacheEvents: true,
-        publisher: "zmq",
+      kvEvents: zmqKvEvents({
         endpoint: `tcp://*:${zmq}`,
         replayEndpoint: `tcp://*:${zmq + 2}`,
-        bufferSteps: 1000,
-        hwm: 100_000,
-        maxQueueSize: 100_000,
         topic: "kv",
-      },
+        bufferSteps: 1000,
+      }),
       eventEncoding: "map",
     }),
   );

@@ -1,6 +1,7 @@
 // A control plane fed by two simulated vLLM workers (internal DP, 2 ranks each) over real
 // ZMQ KV events and real /metrics scrapes: the dashboard's grid is 2 workers × 2 ranks.
 import { pino } from "pino";
+import { zmqKvEvents } from "../../control-plane/sim/kv-events-config.ts";
 import { type RunningSim, startSim } from "../../control-plane/sim/server.ts";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
@@ -29,14 +30,7 @@ export async function startFleet(): Promise<Fleet> {
           // 100 ms scrapes to see it; short chats still finish in tens of milliseconds.
           timeScale: 1,
           topology: { mode: "internal", size: 2, sizeLocal: 2, startRank: 0 },
-          kvEvents: {
-            enableKvCacheEvents: true,
-            publisher: "zmq",
-            ...kvEvents,
-            bufferSteps: 1000,
-            hwm: 100_000,
-            maxQueueSize: 100_000,
-          },
+          kvEvents: zmqKvEvents({ ...kvEvents, bufferSteps: 1000 }),
           eventEncoding: "map",
         }),
       );

@@ -4,6 +4,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { zmqKvEvents } from "../../control-plane/sim/kv-events-config.ts";
 import { type RunningSim, startSim } from "../../control-plane/sim/server.ts";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
 import { writeEnvoyConfig } from "../../control-plane/src/cli/envoy-config.ts";
@@ -40,16 +41,12 @@ describe.skipIf(ENVOY === undefined)("real Envoy", () => {
         port: base + 2,
         tokenizerDir: QWEN3,
         topology: { mode: "internal", size: 2, sizeLocal: 2, startRank: 0 },
-        kvEvents: {
-          enableKvCacheEvents: true,
-          publisher: "zmq",
+        kvEvents: zmqKvEvents({
           endpoint: `tcp://*:${zmq}`,
           replayEndpoint: `tcp://*:${zmq + 10}`,
-          bufferSteps: 1000,
-          hwm: 100_000,
-          maxQueueSize: 100_000,
           topic: "kv",
-        },
+          bufferSteps: 1000,
+        }),
       }),
     );
     cp = await startControlPlane(

@@ -2,6 +2,7 @@
 // the control plane configured for them, and a gateway running build/kvroute.wasm in the Node
 // Proxy-Wasm host. Each part can be stopped and restarted on the same ports, as in production.
 import { pino } from "pino";
+import { zmqKvEvents } from "../../control-plane/sim/kv-events-config.ts";
 import { type RunningSim, type SimConfig, startSim } from "../../control-plane/sim/server.ts";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
@@ -49,16 +50,12 @@ function workerConfig(w: Worker, ranks: number): SimConfig {
     timeScale: 0.02,
     numGpuBlocks: 2048,
     eventEncoding: "map",
-    kvEvents: {
-      enableKvCacheEvents: true,
-      publisher: "zmq",
+    kvEvents: zmqKvEvents({
       endpoint: `tcp://*:${w.zmq}`,
       replayEndpoint: `tcp://*:${w.zmq + 10}`,
-      bufferSteps: 1000,
-      hwm: 100_000,
-      maxQueueSize: 100_000,
       topic: "kv",
-    },
+      bufferSteps: 1000,
+    }),
   });
 }
 

@@ -7,6 +7,7 @@ import { createServer } from "node:net";
 import type { Command } from "commander";
 import { pino } from "pino";
 import { type Gateway, startGateway } from "../../../test/host/gateway.ts";
+import { zmqKvEvents } from "../../sim/kv-events-config.ts";
 import { DEFAULT_LATENCY } from "../../sim/latency.ts";
 import { ENGINE_DEFAULTS, type RunningSim, startSim } from "../../sim/server.ts";
 import { type ControlPlane, startControlPlane } from "../app.ts";
@@ -114,16 +115,11 @@ export function registerDemoCommand(program: Command): void {
           topology: { mode: "internal", size: o.ranks, sizeLocal: o.ranks, startRank: 0 },
           tokenizerDir: TOKENIZER,
           timeScale: 0.2,
-          kvEvents: {
-            enableKvCacheEvents: true,
-            publisher: "zmq",
+          kvEvents: zmqKvEvents({
             endpoint: `tcp://*:${base}`,
             replayEndpoint: `tcp://*:${base + 10}`,
-            bufferSteps: 10_000,
-            hwm: 100_000,
-            maxQueueSize: 100_000,
             topic: "kv",
-          },
+          }),
           eventEncoding: "map",
           replayForm: "topic",
           balancerRule: "current",
