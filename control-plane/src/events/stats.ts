@@ -2,6 +2,7 @@
 // (numbers and strings only), so the API can serve it as is.
 
 import type { Logger } from "pino";
+import type { EventError } from "./event-decoder.ts";
 import type { KvEventType, RankResetReason } from "./types.ts";
 
 /** Every reason a message or an event is dropped. */
@@ -17,13 +18,7 @@ export type DropReason =
   | "batch_rank"
   | "rank_mismatch"
   // single events
-  | "event_shape"
-  | "block_hashes"
-  | "parent_hash"
-  | "token_ids"
-  | "block_size"
-  | "token_count"
-  | "field_type"
+  | EventError
   // sequencing and plumbing
   | "duplicate"
   | "pending_overflow"
