@@ -354,17 +354,15 @@ export class VllmFront {
     res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(out));
   }
 
+  private body(req: IncomingMessage): Promise<string> {
+    return readBody(req, this.opts.maxBodyBytes ?? 64 * 1024 * 1024);
+  }
+
   /** vLLM's render routes (what llm-d's token producer calls): the prompt's token ids, no
    * generation. Text-only, so `features` is null. */
   private async render(endpoint: Endpoint, req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const raw = await readBody(req, this.opts.maxBodyBytes ?? 64 * 1024 * 1024);
-    let prepared: PreparedRequest;
-    try {
-      prepared = prepareRequest(endpoint, raw, this.opts);
-    } catch (err) {
-      if (err instanceof OpenAIError) return sendError(res, err);
-      throw err;
-    }
+    // A bad request throws an OpenAIError; the server's handler answers it.
+    const prepared = prepareRequest(endpoint, await this.body(req), this.opts);
     res.writeHead(200, { "content-type": "application/json" });
     res.end(
       JSON.stringify({ model: prepared.parsed.model, token_ids: prepared.promptTokens, features: null }),
@@ -373,7 +371,7 @@ export class VllmFront {
 
   /** vLLM's /tokenize: `prompt` (with `add_special_tokens`, default true) or chat `messages`. */
   private async tokenize(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const raw = await readBody(req, this.opts.maxBodyBytes ?? 64 * 1024 * 1024);
+    const raw = await this.body(req);
     let body: Record<string, unknown>;
     try {
       body = JSON.parse(raw) as Record<string, unknown>;
@@ -381,19 +379,14 @@ export class VllmFront {
       return sendError(res, new OpenAIError(400, `Invalid JSON body: ${(err as Error).message}`));
     }
     let tokens: number[];
-    try {
-      if (typeof body.prompt === "string") {
-        tokens =
-          body.add_special_tokens === false
-            ? this.opts.tokenizer.encodeRaw(body.prompt)
-            : this.opts.tokenizer.encodeCompletion(body.prompt);
-      } else if (Array.isArray(body.messages)) {
-        tokens = prepareRequest("chat", JSON.stringify({ ...body, max_tokens: 1 }), this.opts).promptTokens;
-      } else return sendError(res, new OpenAIError(400, "Either prompt or messages is required"));
-    } catch (err) {
-      if (err instanceof OpenAIError) return sendError(res, err);
-      throw err;
-    }
+    if (typeof body.prompt === "string") {
+      tokens =
+        body.add_special_tokens === false
+          ? this.opts.tokenizer.encodeRaw(body.prompt)
+          : this.opts.tokenizer.encodeCompletion(body.prompt);
+    } else if (Array.isArray(body.messages)) {
+      tokens = prepareRequest("chat", JSON.stringify({ ...body, max_tokens: 1 }), this.opts).promptTokens;
+    } else return sendError(res, new OpenAIError(400, "Either prompt or messages is required"));
     res.writeHead(200, { "content-type": "application/json" });
     res.end(
       JSON.stringify({
@@ -406,14 +399,8 @@ export class VllmFront {
   }
 
   private async generate(endpoint: Endpoint, req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const raw = await readBody(req, this.opts.maxBodyBytes ?? 64 * 1024 * 1024);
-    let prepared: PreparedRequest;
-    try {
-      prepared = prepareRequest(endpoint, raw, this.opts);
-    } catch (err) {
-      if (err instanceof OpenAIError) return sendError(res, err);
-      throw err;
-    }
+    // A bad request throws an OpenAIError; the server's handler answers it.
+    const prepared = prepareRequest(endpoint, await this.body(req), this.opts);
     const choice = resolveRankHeader(headerValue(req, RANK_HEADER), this.opts.engines.length);
     if (choice.kind === "error") return sendError(res, new OpenAIError(choice.status, choice.message));
     let index: number;
