@@ -101,7 +101,7 @@ export class KvrouteStream {
       // Nothing to route with yet: decide now rather than buffer a body for nothing.
       this.failMode(vm.config.failOpen, "no routing cache yet");
       this.routed = true;
-      return this.status >= 400 ? HEADERS_STOP : HEADERS_CONTINUE;
+      return this.routedHeadersStatus();
     }
     const path = getHeaderString(REQUEST_HEADERS, ":path");
     const method = getHeaderString(REQUEST_HEADERS, ":method");
@@ -330,14 +330,12 @@ export class KvrouteStream {
       this.writeBodyRank(body, bodyLen);
     vm.inflightAdd(this.slot, 1);
     if (this.prefillSlot >= 0) vm.inflightAdd(this.prefillSlot, 1);
+    // The slot whose KV cache receives the prompt: the prefill worker's when disaggregated.
+    const cacheSlot = d.prefillSlot >= 0 ? d.prefillSlot : d.slot;
     if (outcome === OUT_PINNED) {
       this.outcome = REPORT_PINNED;
       stats.inc(stats.pinned);
-    } else if (
-      outcome === OUT_PREFIX_HIT &&
-      specDepth > 0 &&
-      (d.prefillSlot >= 0 ? d.prefillSlot : d.slot) === specSlot
-    ) {
+    } else if (outcome === OUT_PREFIX_HIT && specDepth > 0 && cacheSlot === specSlot) {
       this.outcome = REPORT_SPECULATIVE_HIT;
       stats.inc(stats.speculativeHit);
     } else if (outcome === OUT_PREFIX_HIT) {
@@ -348,10 +346,10 @@ export class KvrouteStream {
       stats.inc(stats.loadOnly);
     }
     if (prompt > 0) stats.record(stats.cachedRatio, (<u64>this.cachedBytes * 1000) / <u64>prompt);
-    this.speculate(cfg.speculativeTtlMs);
-    const cacheSlot = d.prefillSlot >= 0 ? d.prefillSlot : d.slot;
-    if (h.hashCount > 0 && cfg.speculativeTtlMs > 0)
+    if (h.hashCount > 0 && cfg.speculativeTtlMs > 0) {
+      this.speculate(cacheSlot, cfg.speculativeTtlMs);
       speculation.record(h.hashes.ptr, h.hashCount, cacheSlot, cfg.speculativeTtlMs, now);
+    }
     stats.record(stats.decisionUs, (nowNs() - startedNs) / 1000);
   }
 
@@ -438,11 +436,10 @@ export class KvrouteStream {
    * Tells the control plane (through the leader's report) that this prompt's chunks are about to
    * be cached on the chosen slot, so every gateway follows before the engine's KV events arrive.
    */
-  private speculate(ttlMs: u32): void {
+  private speculate(slot: i32, ttlMs: u32): void {
     const q = vm.reportQueue;
+    if (q === 0) return;
     const h = vm.hasher;
-    const slot = this.prefillSlot >= 0 ? this.prefillSlot : this.slot;
-    if (q === 0 || slot < 0 || ttlMs === 0 || h.hashCount === 0) return;
     const n = h.hashCount < MAX_SPECULATIVE_CHUNKS ? h.hashCount : MAX_SPECULATIVE_CHUNKS;
     const m = vm.message;
     writeSpeculative(m, slot, h.hashes.ptr, n, ttlMs);
