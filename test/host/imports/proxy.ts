@@ -54,6 +54,25 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
     return streamOf(cur())?.getConstMap(type) ?? null;
   };
   const modified = (type: number) => streamOf(cur())?.onHeadersModified(type);
+  // add_ and replace_header_map_value: the same checks, in Envoy's order, then one edit.
+  const writePair = (
+    type: number | bigint,
+    kPtr: number | bigint,
+    kSize: number | bigint,
+    vPtr: number | bigint,
+    vSize: number | bigint,
+    edit: (map: HeaderMap, key: string, value: string) => void,
+  ): number => {
+    if (n(type) > HEADER_MAP_MAX) return WasmResult.BadArgument;
+    const key = t.mem.readString(n(kPtr), n(kSize));
+    const value = t.mem.readString(n(vPtr), n(vSize));
+    if (key === null || value === null) return WasmResult.InvalidMemoryAccess;
+    const map = getMap(n(type));
+    if (!map) return WasmResult.BadArgument;
+    edit(map, key, value);
+    modified(n(type));
+    return WasmResult.Ok;
+  };
 
   const getBuffer = (type: number): BodyBuffer | null => {
     const s = streamOf(cur());
@@ -191,28 +210,10 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
       if (!map) return WasmResult.BadArgument;
       return t.mem.writeU32(n(ptr), map.byteSize()) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess;
     },
-    add_header_map_value: (type, kPtr, kSize, vPtr, vSize) => {
-      if (n(type) > HEADER_MAP_MAX) return WasmResult.BadArgument;
-      const key = t.mem.readString(n(kPtr), n(kSize));
-      const value = t.mem.readString(n(vPtr), n(vSize));
-      if (key === null || value === null) return WasmResult.InvalidMemoryAccess;
-      const map = getMap(n(type));
-      if (!map) return WasmResult.BadArgument;
-      map.add(key, value);
-      modified(n(type));
-      return WasmResult.Ok;
-    },
-    replace_header_map_value: (type, kPtr, kSize, vPtr, vSize) => {
-      if (n(type) > HEADER_MAP_MAX) return WasmResult.BadArgument;
-      const key = t.mem.readString(n(kPtr), n(kSize));
-      const value = t.mem.readString(n(vPtr), n(vSize));
-      if (key === null || value === null) return WasmResult.InvalidMemoryAccess;
-      const map = getMap(n(type));
-      if (!map) return WasmResult.BadArgument;
-      map.set(key, value);
-      modified(n(type));
-      return WasmResult.Ok;
-    },
+    add_header_map_value: (type, kPtr, kSize, vPtr, vSize) =>
+      writePair(type, kPtr, kSize, vPtr, vSize, (map, key, value) => map.add(key, value)),
+    replace_header_map_value: (type, kPtr, kSize, vPtr, vSize) =>
+      writePair(type, kPtr, kSize, vPtr, vSize, (map, key, value) => map.set(key, value)),
     remove_header_map_value: (type, kPtr, kSize) => {
       if (n(type) > HEADER_MAP_MAX) return WasmResult.BadArgument;
       const key = t.mem.readString(n(kPtr), n(kSize));
