@@ -15,7 +15,7 @@ import { chunkHashes, renderChat } from "../control-plane/src/core/kvroute-core.
 import type { SegmentTemplate } from "../control-plane/src/core/segment-template.ts";
 import { decodeBucket } from "../control-plane/src/index/bucket-image.ts";
 import { loadPoolTokens } from "../control-plane/src/pools/pool-tokens.ts";
-import { startGateway } from "../test/host/gateway.ts";
+import { startGateway } from "../host/gateway.ts";
 import { freePortRange, QWEN3, simConfig } from "../test/sim/helpers.ts";
 import { writeResult } from "./lib/results.ts";
 

@@ -6,7 +6,7 @@ import { zmqKvEvents } from "../../control-plane/sim/kv-events-config.ts";
 import { type RunningSim, type SimConfig, startSim } from "../../control-plane/sim/server.ts";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
-import { type Gateway, startGateway } from "../host/gateway.ts";
+import { type Gateway, startGateway } from "../../host/gateway.ts";
 import { freePortRange, QWEN3, simConfig } from "../sim/helpers.ts";
 
 export const MODEL = "qwen3";

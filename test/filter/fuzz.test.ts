@@ -2,8 +2,8 @@
 // mutated bodies, hostile rank and routing headers, random chunking, with a synced cache. Zero
 // traps, and every request either reached the router or got a local answer.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type HttpStream, headers } from "../../host/index.ts";
 import { BodyFuzzer } from "../core/fuzz-bodies.ts";
-import { type HttpStream, headers } from "../host/index.ts";
 import { RecordingSink } from "../host/testing.ts";
 import { type Stack, startStack, synced, until } from "./harness.ts";
 

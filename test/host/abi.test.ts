@@ -1,10 +1,10 @@
 // The rest of the ABI with exact result codes: shared data (CAS), shared queues, properties,
 // metrics, logging, time, WASI, proxy_http_call to real loopback servers.
 import { afterEach, describe, expect, it } from "vitest";
-import type { Pairs } from "./abi/constants.ts";
-import { createHost, type Host, type HostOptions, headers } from "./host.ts";
+import type { Pairs } from "../../host/abi/constants.ts";
+import { createHost, type Host, type HostOptions, headers } from "../../host/host.ts";
+import type { WasmThread } from "../../host/thread.ts";
 import { moduleFile, RecordingSink, settle, startUpstream, type Upstream, waitFor } from "./testing.ts";
-import type { WasmThread } from "./thread.ts";
 
 let host: Host | null = null;
 const upstreams: Upstream[] = [];

@@ -1,7 +1,7 @@
 // A trap fails that thread's VM (Envoy: WasmBase::fail); later requests on that thread get a 503
 // with details wasm_fail_stream under FAIL_CLOSED, or pass the filter untouched under FAIL_OPEN.
 import { afterEach, describe, expect, it } from "vitest";
-import { type Gateway, startGateway } from "./gateway.ts";
+import { type Gateway, startGateway } from "../../host/gateway.ts";
 import { moduleFile, startUpstream, type Upstream } from "./testing.ts";
 
 let gw: Gateway | null = null;

@@ -4,7 +4,7 @@
 import { spawn } from "node:child_process";
 import http from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
-import { type Gateway, startGateway } from "./gateway.ts";
+import { type Gateway, startGateway } from "../../host/gateway.ts";
 import { callbacks, filterFile, moduleFile, startUpstream, type Upstream, waitFor } from "./testing.ts";
 
 let gw: Gateway | null = null;
@@ -213,7 +213,7 @@ describe("gateway mode", () => {
     await waitFor(() => upstreamClosed);
   });
 
-  it("runs from the command line (tsx test/host/cli.ts) for the demo", async () => {
+  it("runs from the command line (tsx host/cli.ts) for the demo", async () => {
     const b = await upstream("cli");
     const root = new URL("../../", import.meta.url).pathname;
     const child = spawn(
@@ -221,7 +221,7 @@ describe("gateway mode", () => {
       [
         "--import",
         "tsx",
-        "test/host/cli.ts",
+        "host/cli.ts",
         "--wasm",
         filterFile(),
         "--threads",

@@ -3,8 +3,8 @@
 
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { createHost } from "./host.ts";
-import { checkModule, readImports } from "./loader.ts";
+import { createHost } from "../../host/host.ts";
+import { checkModule, readImports } from "../../host/loader.ts";
 import { callbacks, filterFile, moduleFile } from "./testing.ts";
 
 describe("module checks", () => {

@@ -2,8 +2,8 @@
 // lifetime, body buffering, buffer limit, local replies and continue_stream — driven step by step
 // the way Envoy's connection manager drives a filter.
 import { afterEach, describe, expect, it } from "vitest";
-import { createHost, type Host, headers } from "./host.ts";
-import type { HttpStream } from "./stream.ts";
+import { createHost, type Host, headers } from "../../host/host.ts";
+import type { HttpStream } from "../../host/stream.ts";
 import { callbacks, moduleFile, RecordingSink, settle, waitFor } from "./testing.ts";
 
 let host: Host | null = null;

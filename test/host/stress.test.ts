@@ -4,7 +4,7 @@
 // must return to exactly 0 with started == finished == 10k.
 import http from "node:http";
 import { afterAll, describe, expect, it } from "vitest";
-import { type Gateway, startGateway } from "./gateway.ts";
+import { type Gateway, startGateway } from "../../host/gateway.ts";
 import { moduleFile, startUpstream, type Upstream } from "./testing.ts";
 
 const TOTAL = 10_000;

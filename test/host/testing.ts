@@ -2,8 +2,8 @@
 // filter-chain sink to drive a stream step by step the way Envoy's connection manager does.
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import type { HeaderMap } from "./header-map.ts";
-import type { FilterChainSink } from "./stream.ts";
+import type { HeaderMap } from "../../host/header-map.ts";
+import type { FilterChainSink } from "../../host/stream.ts";
 
 export const moduleFile = (name: string): string =>
   new URL(`../../build/test-modules/${name}.wasm`, import.meta.url).pathname;

@@ -2,7 +2,7 @@
 // realistic interleaving — with preemption on, another thread runs between a shared-data read
 // and the CAS write, so CasMismatch really happens and retries are exercised.
 import { afterEach, describe, expect, it } from "vitest";
-import { createHost, type Host } from "./host.ts";
+import { createHost, type Host } from "../../host/host.ts";
 import { moduleFile, settle } from "./testing.ts";
 
 let host: Host | null = null;

@@ -1,4 +1,4 @@
-// Public entry of the Node Proxy-Wasm host (see docs/test-host.md).
+// Public entry of the Node Proxy-Wasm host (see docs/host.md).
 export type { Pairs } from "./abi/constants.ts";
 export { WasmResult } from "./abi/constants.ts";
 export type { ClusterAddress, FailurePolicy, HostOptions, LogRecord, NodeInfo } from "./core.ts";

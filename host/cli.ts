@@ -1,5 +1,5 @@
 // Runs gateway mode from a shell, for the demo and manual checks:
-//   tsx test/host/cli.ts --wasm build/kvroute.wasm --threads 2 --port 10000 \
+//   tsx host/cli.ts --wasm build/kvroute.wasm --threads 2 --port 10000 \
 //     --cluster backend=127.0.0.1:8000 --default-cluster backend --plugin-config-file cfg.json
 // Prints "listening <url>" once ready and one access-log line per request; stops on SIGINT/SIGTERM.
 import { readFileSync } from "node:fs";
