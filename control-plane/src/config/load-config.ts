@@ -42,6 +42,13 @@ export function parseConfig(raw: unknown, source = "(inline)", env: NodeJS.Proce
     throw new ConfigError(source, ["(top level): expected a mapping of configuration fields"]);
   }
   const withEnv = structuredClone(raw) as Record<string, unknown>;
+  // An empty secret usually means a missing one (a Secret key left blank): refused rather than
+  // read as "no token", which would leave /v1/sync and /v1/report open.
+  if (env.KVROUTE_AUTH_TOKEN === "") {
+    throw new ConfigError(source, [
+      "KVROUTE_AUTH_TOKEN: set but empty (unset it to run without a token, only for local use)",
+    ]);
+  }
   for (const [name, apply] of envOverrides) {
     const value = env[name];
     if (value !== undefined && value !== "") apply(withEnv, value);

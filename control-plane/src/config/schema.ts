@@ -236,8 +236,16 @@ export const configSchema = z
   .strictObject({
     /** One port for sync, reports, status, dashboard, /metrics, /healthz, /readyz. */
     listen: hostPort.default("0.0.0.0:9090"),
-    /** Bearer token the filter sends on sync and report; env KVROUTE_AUTH_TOKEN overrides. */
-    authToken: z.string().min(16, "use at least 16 characters").optional(),
+    /**
+     * Bearer token the filter sends on sync and report; env KVROUTE_AUTH_TOKEN overrides. An
+     * RFC 6750 b64token, so it travels in the Authorization header unchanged and is compared
+     * exactly (no whitespace, no non-ASCII byte that a header would mangle).
+     */
+    authToken: z
+      .string()
+      .min(16, "use at least 16 characters")
+      .regex(/^[A-Za-z0-9\-._~+/]+=*$/, "use only A-Z a-z 0-9 - . _ ~ + / (then optional = padding)")
+      .optional(),
     logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace"]).default("info"),
     pools: z.array(poolSchema).min(1),
     routing: routingSchema.default(routingSchema.parse({})),
