@@ -64,6 +64,8 @@ export class FakeApiServer {
   failing = false;
   /** Requests get no answer at all while set (a black-holed connection). */
   hanging = false;
+  /** Only watch requests get no answer while set; lists still do. */
+  hangingWatches = false;
   readonly requests = { list: 0, watch: 0, failed: 0, hung: 0 };
   url = "";
 
@@ -155,7 +157,8 @@ export class FakeApiServer {
       res.writeHead(404, { "content-type": "application/json" }).end('{"kind":"Status","code":404}');
       return;
     }
-    if (this.hanging) {
+    const isWatch = url.searchParams.get("watch") === "true";
+    if (this.hanging || (this.hangingWatches && isWatch)) {
       this.requests.hung++;
       return;
     }
@@ -167,7 +170,7 @@ export class FakeApiServer {
     const [re, coll] = route;
     const ns = decodeURIComponent((re.exec(url.pathname) as RegExpExecArray)[1] as string);
     const selector = parseSelector(url.searchParams.get("labelSelector"));
-    if (url.searchParams.get("watch") === "true") {
+    if (isWatch) {
       this.requests.watch++;
       res.writeHead(200, { "content-type": "application/json", "transfer-encoding": "chunked" });
       res.flushHeaders();

@@ -12,6 +12,7 @@ import type { Config, EndpointConfig } from "../../control-plane/src/config/sche
 import { discoveryFor } from "../../control-plane/src/discovery/discovery.ts";
 import { dynamoWorkerId } from "../../control-plane/src/discovery/dynamo-worker-id.ts";
 import { KubernetesDiscovery } from "../../control-plane/src/discovery/kubernetes.ts";
+import { until } from "../until.ts";
 import { endpointSlice, FakeApiServer, pod } from "./fake-api-server.ts";
 
 const silent = pino({ level: "silent" });
@@ -36,14 +37,6 @@ function config(k8s: Record<string, unknown>, extra: Record<string, unknown> = {
     "test",
     {},
   );
-}
-
-async function until(what: string, check: () => boolean, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 type Entry = { pod: string; ip: string; ready: boolean | undefined };
@@ -71,7 +64,9 @@ describe("KubernetesDiscovery against a fake API server", () => {
       logger: silent,
       retryMinMs: 20,
       retryMaxMs: 100,
-      initialTimeoutMs: 5000,
+      // start() must resolve because the first picture is complete, never because this
+      // passed: an hour, so a slow machine cannot turn the check below into a coin toss.
+      initialTimeoutMs: 3_600_000,
     });
     await discovery.start((_pool, endpoints) => reports.push(endpoints));
   }
@@ -98,6 +93,7 @@ describe("KubernetesDiscovery against a fake API server", () => {
     await until("two watches", () => api.watchers === 2);
 
     // Rollout: a new pod appears not ready, becomes ready; an old one goes not ready, then away.
+    const reportsBefore = reports.length;
     api.put("pods", pod("w-3", "10.1.0.3", W, { "kvroute.io/start-rank": "2" }));
     api.put(
       "endpointslices",
@@ -107,8 +103,6 @@ describe("KubernetesDiscovery against a fake API server", () => {
         { pod: "w-3", ip: "10.1.0.3", ready: false },
       ]),
     );
-    await new Promise((r) => setTimeout(r, 100)); // time for the events to arrive
-    expect(last()).toEqual(["10.1.0.1:8000", "10.1.0.1:8001", "10.1.0.2:8000", "10.1.0.2:8001"]);
     api.put(
       "endpointslices",
       slice([
@@ -121,6 +115,18 @@ describe("KubernetesDiscovery against a fake API server", () => {
       "w-3 in, w-1 out",
       () => last().join() === "10.1.0.2:8000,10.1.0.2:8001,10.1.0.3:8000,10.1.0.3:8001",
     );
+    // Both slices came on the same watch, in order: by the time the second one was reported
+    // the first (w-3 not ready) had been handled. No report listed w-3 next to w-1, which only
+    // that first slice could have caused. (Between the two, a report of w-2 alone is fine: the
+    // pods watch may bring w-3's pod after the slice that makes it ready.)
+    const w3BeforeReady = reports
+      .slice(reportsBefore)
+      .filter(
+        (r) =>
+          r.some((e) => e.address.startsWith("10.1.0.3:")) &&
+          r.some((e) => e.address.startsWith("10.1.0.1:")),
+      );
+    expect(w3BeforeReady).toEqual([]);
     expect(
       reports
         .at(-1)
@@ -286,16 +292,8 @@ describe("the control plane's status follows Kubernetes discovery", () => {
     const a = `127.0.0.2:${port}`;
     const b = `127.0.0.3:${port}`;
     const c = `127.0.0.4:${port}`;
-    let seen: string[] = [];
-    const poll = async (want: string[]) => {
-      const deadline = Date.now() + 5000;
-      for (;;) {
-        seen = await present();
-        if (seen.join() === want.join() || Date.now() > deadline) break;
-        await new Promise((r) => setTimeout(r, 20));
-      }
-      expect(seen).toEqual(want);
-    };
+    const poll = (want: string[]) =>
+      until(`present slots ${want.join(" ")}`, async () => (await present()).join() === want.join());
     await poll([`${a}#0`, `${a}#1`, `${b}#0`, `${b}#1`]);
     const readyz = await fetch(`${cp.url}/readyz`);
     expect(readyz.status).toBe(200);
