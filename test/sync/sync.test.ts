@@ -1,6 +1,6 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { GatewayRegistry } from "../../control-plane/src/sync/gateways.ts";
 import {
   decodeSyncPage,
@@ -11,6 +11,7 @@ import {
 } from "../../control-plane/src/sync/sync-codec.ts";
 import { createSyncHandler } from "../../control-plane/src/sync/sync-handler.ts";
 import { SyncLog } from "../../control-plane/src/sync/sync-log.ts";
+import { until } from "../until.ts";
 
 const TOKEN = "test-token-0123456789";
 const EPOCH = 0xfedcba9876543210n;
@@ -22,26 +23,38 @@ let gateways: GatewayRegistry;
 let server: Server;
 let base: string;
 
-beforeEach(async () => {
-  log = new SyncLog();
-  gateways = new GatewayRegistry();
+/**
+ * A long poll that never ends by itself within a test: a poll answered at all was answered
+ * because of a change (or at once), never because a slow machine let the wait run out.
+ */
+const NEVER_MS = 3_600_000;
+
+async function serve(longPollMs: number): Promise<void> {
   const handler = createSyncHandler({
     log,
     epoch: EPOCH,
     gateways,
     authToken: TOKEN,
-    longPollMs: 300,
+    longPollMs,
     pageBytes: 1 << 20,
   });
   server = createServer((req, res) => void handler(req, res, new URL(req.url ?? "/", "http://localhost")));
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-});
+}
 
-afterEach(async () => {
+async function stopServing(): Promise<void> {
   server.closeAllConnections();
   await new Promise((r) => server.close(r));
+}
+
+beforeEach(async () => {
+  log = new SyncLog();
+  gateways = new GatewayRegistry();
+  await serve(NEVER_MS);
 });
+
+afterEach(stopServing);
 
 async function poll(
   query: Record<string, string | number | bigint>,
@@ -146,20 +159,28 @@ describe("GET /v1/sync", () => {
 
   it("holds the poll until a change arrives", async () => {
     log.publish([["cfg", bytes("c")]]);
-    const started = Date.now();
+    const waits = vi.spyOn(log, "waitForChange");
     const pending = poll({ epoch: EPOCH, version: 1 });
-    setTimeout(() => log.publish([["load", bytes("l")]]), 100);
+    // Once the handler waits, only a change can answer the poll (its timer is an hour away).
+    await until("the handler waiting for news", () => waits.mock.calls.length === 1);
+    log.publish([["load", bytes("l")]]);
     const page = await pending;
     expect(asMap(page)).toEqual({ load: "l" });
-    expect(Date.now() - started).toBeGreaterThanOrEqual(90);
+    expect(page.version).toBe(2);
+    expect(await waits.mock.results[0]?.value).toBe(true); // woken by news, not by its timer
   });
 
   it("answers an empty page at the same version when nothing changes within the wait", async () => {
+    // This one is about the wait running out, so it gets a short one.
+    await stopServing();
+    await serve(300);
     log.publish([["cfg", bytes("c")]]);
+    const waits = vi.spyOn(log, "waitForChange");
     const page = await poll({ epoch: EPOCH, version: 1 });
     expect(page.entries).toEqual([]);
     expect(page.version).toBe(1);
     expect(page.flags).toBe(0);
+    expect(await waits.mock.results[0]?.value).toBe(false); // its timer ended it
   });
 
   it("refuses requests without the right bearer token", async () => {
