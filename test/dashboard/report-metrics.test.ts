@@ -10,6 +10,7 @@ import { type ControlPlane, startControlPlane } from "../../control-plane/src/ap
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
 import { encodeReport, type FinishedRequest } from "../../control-plane/src/reports/report-codec.ts";
 import { QWEN3 } from "../sim/helpers.ts";
+import { until } from "../until.ts";
 
 const TOKEN = "dashboard-test-token-0123";
 let engine: Server;
@@ -100,13 +101,12 @@ describe("report metrics", () => {
     expect((await post("garbage")).status).toBe(400);
     expect(await postOversized()).toBe(413);
 
-    const deadline = Date.now() + 5000;
+    // The per-slot gauges need a first scrape of the engine.
     let text = "";
-    while (Date.now() < deadline) {
+    await until("a scrape in /metrics", async () => {
       text = await (await fetch(`${cp.url}/metrics`)).text();
-      if (text.includes('kvroute_slot_waiting{pool="qwen",slot="qwen/') && / 4$/m.test(text)) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
+      return text.includes('kvroute_slot_waiting{pool="qwen",slot="qwen/') && / 4$/m.test(text);
+    });
     const line = (name: string) => text.split("\n").find((l) => l.startsWith(name));
     expect(line("kvroute_reports_total ")).toBe("kvroute_reports_total 1");
     for (const reason of ["unauthorized", "bad_report", "too_large"])

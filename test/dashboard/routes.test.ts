@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { dashboardRoutes } from "../../control-plane/src/api/dashboard/routes.ts";
 import { StatusStream } from "../../control-plane/src/api/dashboard/status-stream.ts";
 import { createHttpServer, type Routes } from "../../control-plane/src/api/http-server.ts";
+import { until } from "../until.ts";
 
 let builds = 0;
 const status = () => ({ n: ++builds, epoch: 5n, text: "line one\nline two" });
@@ -168,12 +169,9 @@ describe("status stream", () => {
       const ticksA = ra.events.slice(2).map((e) => JSON.parse(e.data as string).n);
       const ticksB = rb.events.slice(2).map((e) => JSON.parse(e.data as string).n);
       expect(ticksA.filter((x) => ticksB.includes(x)).length).toBeGreaterThan(0);
-      const deadline = Date.now() + 2000;
-      while (stream.clients > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-      expect(stream.clients).toBe(0);
-      const built = n;
-      await new Promise((r) => setTimeout(r, 100));
-      expect(n).toBe(built); // no timer left running
+      expect(stream.ticking).toBe(true);
+      await until("both listeners gone", () => stream.clients === 0);
+      expect(stream.ticking).toBe(false); // no timer left running
     } finally {
       await close(server);
     }

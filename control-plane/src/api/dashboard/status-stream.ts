@@ -21,6 +21,11 @@ export class StatusStream {
     return this.#clients.size;
   }
 
+  /** Whether the tick timer runs (it must not while nobody listens). */
+  get ticking(): boolean {
+    return this.#timer !== null;
+  }
+
   readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
     res.writeHead(200, {
       "content-type": "text/event-stream; charset=utf-8",
