@@ -31,35 +31,66 @@ interface SseEvent {
   retry?: string;
 }
 
-/** Reads an event stream until `count` events with data arrived; parses per the SSE spec's field lines. */
-async function readEvents(url: string, count: number): Promise<{ res: Response; events: SseEvent[] }> {
-  const abort = new AbortController();
-  const res = await fetch(url, { signal: abort.signal });
-  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-  const decoder = new TextDecoder();
-  const events: SseEvent[] = [];
-  let buffer = "";
-  while (events.filter((e) => e.data !== undefined).length < count) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buffer += decoder.decode(value, { stream: true });
-    let end = buffer.indexOf("\n\n");
-    while (end >= 0) {
-      const block = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      const e: SseEvent = {};
-      for (const line of block.split("\n")) {
-        const colon = line.indexOf(":");
-        const field = line.slice(0, colon) as keyof SseEvent;
-        if (field in e) throw new Error(`field ${field} twice in one event: ${block}`);
-        e[field] = line.slice(colon + 1).replace(/^ /, "");
-      }
-      events.push(e);
-      end = buffer.indexOf("\n\n");
+/** An open event stream, read one event at a time; fields parsed per the SSE spec's field lines. */
+class EventReader {
+  readonly #abort = new AbortController();
+  readonly #decoder = new TextDecoder();
+  #reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
+  #buffer = "";
+  res: Response | undefined;
+
+  async open(url: string): Promise<this> {
+    this.res = await fetch(url, { signal: this.#abort.signal });
+    this.#reader = (this.res.body as ReadableStream<Uint8Array>).getReader();
+    return this;
+  }
+
+  /** The next event, or null when the stream ended. */
+  async next(): Promise<SseEvent | null> {
+    let end = this.#buffer.indexOf("\n\n");
+    while (end < 0) {
+      const { value, done } = await (this.#reader as ReadableStreamDefaultReader<Uint8Array>).read();
+      if (done) return null;
+      this.#buffer += this.#decoder.decode(value, { stream: true });
+      end = this.#buffer.indexOf("\n\n");
+    }
+    const block = this.#buffer.slice(0, end);
+    this.#buffer = this.#buffer.slice(end + 2);
+    const e: SseEvent = {};
+    for (const line of block.split("\n")) {
+      const colon = line.indexOf(":");
+      const field = line.slice(0, colon) as keyof SseEvent;
+      if (field in e) throw new Error(`field ${field} twice in one event: ${block}`);
+      e[field] = line.slice(colon + 1).replace(/^ /, "");
+    }
+    return e;
+  }
+
+  /** The next event carrying data (a status document). */
+  async nextDocument(): Promise<SseEvent> {
+    for (;;) {
+      const e = await this.next();
+      if (e === null) throw new Error("the stream ended");
+      if (e.data !== undefined) return e;
     }
   }
-  abort.abort();
-  return { res, events };
+
+  close(): void {
+    this.#abort.abort();
+  }
+}
+
+/** Reads an event stream until `count` events with data arrived. */
+async function readEvents(url: string, count: number): Promise<{ res: Response; events: SseEvent[] }> {
+  const reader = await new EventReader().open(url);
+  const events: SseEvent[] = [];
+  while (events.filter((e) => e.data !== undefined).length < count) {
+    const e = await reader.next();
+    if (e === null) break;
+    events.push(e);
+  }
+  reader.close();
+  return { res: reader.res as Response, events };
 }
 
 describe("dashboard routes", () => {
@@ -162,14 +193,22 @@ describe("status stream", () => {
     const stream = new StatusStream(() => ({ n: ++n }), 20);
     const { server, url } = await listen({ "GET /s": stream.handle });
     try {
-      const a = readEvents(`${url}/s`, 4);
-      const b = readEvents(`${url}/s`, 4);
-      const [ra, rb] = await Promise.all([a, b]);
-      // Both saw ticks from the same builds (after each one's own first document).
-      const ticksA = ra.events.slice(2).map((e) => JSON.parse(e.data as string).n);
-      const ticksB = rb.events.slice(2).map((e) => JSON.parse(e.data as string).n);
-      expect(ticksA.filter((x) => ticksB.includes(x)).length).toBeGreaterThan(0);
+      // Once both responses have begun, both listeners are registered (the handler adds one
+      // before the first byte leaves).
+      const a = await new EventReader().open(`${url}/s`);
+      const b = await new EventReader().open(`${url}/s`);
+      expect(stream.clients).toBe(2);
       expect(stream.ticking).toBe(true);
+      // b's first tick came after both joined, so a got that same build too (a reads past its
+      // own first document and any ticks it had alone).
+      await b.nextDocument(); // b's own first document
+      const tickB = await b.nextDocument();
+      const nB = JSON.parse(tickB.data as string).n as number;
+      let tickA = await a.nextDocument();
+      while ((JSON.parse(tickA.data as string).n as number) < nB) tickA = await a.nextDocument();
+      expect(tickA).toEqual(tickB); // the same document, id included: one build for both
+      a.close();
+      b.close();
       await until("both listeners gone", () => stream.clients === 0);
       expect(stream.ticking).toBe(false); // no timer left running
     } finally {
