@@ -14,7 +14,8 @@ import type { SegmentTemplate } from "../../control-plane/src/core/segment-templ
 import { decodeBucket } from "../../control-plane/src/index/bucket-image.ts";
 import { loadPoolTokens } from "../../control-plane/src/pools/pool-tokens.ts";
 import { decodeSyncPage, SyncFlags } from "../../control-plane/src/sync/sync-codec.ts";
-import { freePortRange, QWEN3, simConfig } from "../sim/helpers.ts";
+import { onFreePortBase, QWEN3, simConfig } from "../sim/helpers.ts";
+import { until } from "../until.ts";
 
 const MODEL = "qwen3";
 const BUCKETS = 256;
@@ -23,20 +24,24 @@ let cp: ControlPlane;
 let template: SegmentTemplate;
 
 beforeAll(async () => {
-  const zmq = await freePortRange(4);
-  sim = await startSim(
-    simConfig({
-      model: MODEL,
-      topology: { mode: "internal", size: 2, sizeLocal: 2, startRank: 0 },
-      kvEvents: zmqKvEvents({
-        endpoint: `tcp://*:${zmq}`,
-        replayEndpoint: `tcp://*:${zmq + 2}`,
-        topic: "kv",
-        bufferSteps: 1000,
+  // Ranks 0 and 1 publish on zmq, zmq+1 and replay on zmq+2, zmq+3 (vLLM's port + rank).
+  let zmq = 0;
+  sim = await onFreePortBase((base) => {
+    zmq = base;
+    return startSim(
+      simConfig({
+        model: MODEL,
+        topology: { mode: "internal", size: 2, sizeLocal: 2, startRank: 0 },
+        kvEvents: zmqKvEvents({
+          endpoint: `tcp://*:${base}`,
+          replayEndpoint: `tcp://*:${base + 2}`,
+          topic: "kv",
+          bufferSteps: 1000,
+        }),
+        eventEncoding: "map",
       }),
-      eventEncoding: "map",
-    }),
-  );
+    );
+  });
   const cfg = parseConfig(
     {
       pools: [
@@ -114,13 +119,11 @@ describe("control plane fed by the simulator's KV events", () => {
 
     // The prompt's full blocks are stored: every complete chunk but possibly the last one or
     // two (the tail of the prompt sits in an incomplete block and is not announced).
-    const deadline = Date.now() + 10_000;
     let got = new Map<number, Set<bigint>>();
-    while (Date.now() < deadline) {
+    await until("rank 1's blocks in the published buckets", async () => {
       got = await bucketsBySlot();
-      if ((got.get(slot1)?.size ?? 0) >= expected.length - 2) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
+      return (got.get(slot1)?.size ?? 0) >= expected.length - 2;
+    });
     const onSlot1 = got.get(slot1) ?? new Set();
     const covered = expected.filter((h) => onSlot1.has(h));
     expect(covered.length).toBeGreaterThanOrEqual(expected.length - 2);

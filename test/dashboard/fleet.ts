@@ -5,7 +5,7 @@ import { zmqKvEvents } from "../../control-plane/sim/kv-events-config.ts";
 import { type RunningSim, startSim } from "../../control-plane/sim/server.ts";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
-import { freePortRange, QWEN3, simConfig } from "../sim/helpers.ts";
+import { onFreePortBase, QWEN3, simConfig } from "../sim/helpers.ts";
 
 export const MODEL = "qwen3";
 
@@ -20,20 +20,28 @@ export async function startFleet(): Promise<Fleet> {
   const endpoints = [];
   try {
     for (let w = 0; w < 2; w++) {
-      const zmq = await freePortRange(4);
-      const kvEvents = { endpoint: `tcp://*:${zmq}`, replayEndpoint: `tcp://*:${zmq + 2}`, topic: "kv" };
-      const sim = await startSim(
-        simConfig({
-          model: MODEL,
-          seed: 7 + w,
-          // Real time (a decode step ≈ 6 ms): a long request stays running long enough for the
-          // 100 ms scrapes to see it; short chats still finish in tens of milliseconds.
-          timeScale: 1,
-          topology: { mode: "internal", size: 2, sizeLocal: 2, startRank: 0 },
-          kvEvents: zmqKvEvents({ ...kvEvents, bufferSteps: 1000 }),
-          eventEncoding: "map",
-        }),
-      );
+      // Ranks 0 and 1 publish on zmq, zmq+1 and replay on zmq+2, zmq+3 (vLLM's port + rank).
+      const eventsAt = (zmq: number) => ({
+        endpoint: `tcp://*:${zmq}`,
+        replayEndpoint: `tcp://*:${zmq + 2}`,
+        topic: "kv",
+      });
+      let kvEvents = eventsAt(0);
+      const sim = await onFreePortBase((zmq) => {
+        kvEvents = eventsAt(zmq);
+        return startSim(
+          simConfig({
+            model: MODEL,
+            seed: 7 + w,
+            // Real time (a decode step ≈ 6 ms): a long request stays running long enough for
+            // the 100 ms scrapes to see it; short chats still finish in tens of milliseconds.
+            timeScale: 1,
+            topology: { mode: "internal", size: 2, sizeLocal: 2, startRank: 0 },
+            kvEvents: zmqKvEvents({ ...kvEvents, bufferSteps: 1000 }),
+            eventEncoding: "map",
+          }),
+        );
+      });
       sims.push(sim);
       endpoints.push({ address: `127.0.0.1:${sim.ports[0]}`, ranks: [0, 1], kvEvents });
     }

@@ -3,7 +3,7 @@
 import { spawn } from "node:child_process";
 import { createServer } from "node:net";
 import { describe, expect, it } from "vitest";
-import { freePortRange, post, QWEN3 } from "./helpers.ts";
+import { onFreePortBase, post, QWEN3 } from "./helpers.ts";
 
 const BIN = "control-plane/bin/kvroute.ts";
 
@@ -73,20 +73,24 @@ describe("kvroute sim CLI", () => {
   });
 
   it("external LB: one server per rank on port + r; SIGTERM stops it", async () => {
-    const port = await freePortRange(2);
-    const p = await run(
-      [
-        ...base,
-        "--port",
-        String(port),
-        "--data-parallel-size",
-        "2",
-        "--data-parallel-external-lb",
-        "--time-scale",
-        "0.01",
-      ],
-      true,
-    );
+    // The process binds port and port + 1 itself; one of them taken → it exits → another base.
+    const { port, p } = await onFreePortBase(async (port) => {
+      const p = await run(
+        [
+          ...base,
+          "--port",
+          String(port),
+          "--data-parallel-size",
+          "2",
+          "--data-parallel-external-lb",
+          "--time-scale",
+          "0.01",
+        ],
+        true,
+      );
+      if (p.stop === undefined) throw new Error(`kvroute sim exited ${p.code}: ${p.stderr}`);
+      return { port, p };
+    });
     expect(p.stdout).toContain(`"ports":[${port},${port + 1}]`);
     const r = await post(port + 1, "/v1/completions", { prompt: "hello", max_tokens: 2 });
     expect(r.headers.get("x-kvroute-sim-rank")).toBe("1");

@@ -7,7 +7,7 @@ import {
   type RunningDynamo,
   startDynamo,
 } from "../../control-plane/sim/dynamo-frontend.ts";
-import { freePortRange, post, simConfig } from "./helpers.ts";
+import { onFreePortBase, post, simConfig } from "./helpers.ts";
 
 let d: RunningDynamo;
 const body = {
@@ -166,32 +166,36 @@ describe("Dynamo frontend (direct routing)", () => {
   });
 
   it("publishes each worker's KV events on port + worker index × DP + rank", async () => {
-    const base = await freePortRange(4);
-    const dyn = await startDynamo({
-      ...simConfig(),
-      dataParallelSize: 2,
-      workers: [
-        { instanceId: "1", role: "aggregated" },
-        { instanceId: "2", role: "aggregated" },
-      ],
-      kvEvents: {
-        enableKvCacheEvents: true,
-        publisher: "zmq",
-        endpoint: `tcp://127.0.0.1:${base}`,
-        replayEndpoint: null,
-        bufferSteps: 10,
-        hwm: 10,
-        maxQueueSize: 10,
-        topic: "",
-      },
+    // The publishers bind (a wildcard host), so each of the four ports is really theirs.
+    let base = 0;
+    const dyn = await onFreePortBase((b) => {
+      base = b;
+      return startDynamo({
+        ...simConfig(),
+        dataParallelSize: 2,
+        workers: [
+          { instanceId: "1", role: "aggregated" },
+          { instanceId: "2", role: "aggregated" },
+        ],
+        kvEvents: {
+          enableKvCacheEvents: true,
+          publisher: "zmq",
+          endpoint: `tcp://*:${b}`,
+          replayEndpoint: null,
+          bufferSteps: 10,
+          hwm: 10,
+          maxQueueSize: 10,
+          topic: "",
+        },
+      });
     });
     try {
       const eps = dyn.workers.flatMap((w) => w.ranks.map((r) => [r.rank, r.publisher?.endpoint]));
       expect(eps).toEqual([
-        [0, `tcp://127.0.0.1:${base}`],
-        [1, `tcp://127.0.0.1:${base + 1}`],
-        [0, `tcp://127.0.0.1:${base + 2}`],
-        [1, `tcp://127.0.0.1:${base + 3}`],
+        [0, `tcp://*:${base}`],
+        [1, `tcp://*:${base + 1}`],
+        [0, `tcp://*:${base + 2}`],
+        [1, `tcp://*:${base + 3}`],
       ]);
     } finally {
       await dyn.close();

