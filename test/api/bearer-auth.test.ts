@@ -250,7 +250,11 @@ describe("what the token protects", () => {
     for (const [method, path] of routes) {
       const abort = new AbortController();
       const res = await fetch(cp.url + path, { method, signal: abort.signal });
-      if (res.status === 401) refused.push(`${method} ${path.split("?")[0]}`);
+      if (res.status === 401) {
+        refused.push(`${method} ${path.split("?")[0]}`);
+        // RFC 6750 §3: a 401 names the scheme it wants.
+        expect(res.headers.get("www-authenticate")).toBe('Bearer realm="kvroute"');
+      }
       abort.abort(); // the status stream never ends by itself
     }
     expect(refused).toEqual(["GET /v1/sync", "POST /v1/report"]);

@@ -5,7 +5,8 @@
 // field value is not part of the value (RFC 9110 §5.5: Node's parser strips it before we
 // see it). The rules and their near misses are in docs/operations.md and test/api/.
 import { createHash, timingSafeEqual } from "node:crypto";
-import type { IncomingMessage } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { sendJsonError } from "./json-error.ts";
 
 const SCHEME = /^bearer +/i;
 
@@ -25,4 +26,11 @@ export function hasValidBearer(req: IncomingMessage, token: string | undefined):
   // Node decodes header bytes as latin1, so this gives back exactly the bytes on the wire.
   const given = Buffer.from(field.slice(scheme[0].length), "latin1");
   return timingSafeEqual(digest(given), digest(Buffer.from(token, "latin1")));
+}
+
+/** 401 with the challenge RFC 6750 §3 requires, in the control plane's error shape. */
+export function sendUnauthorized(res: ServerResponse): void {
+  sendJsonError(res, 401, "missing or wrong bearer token", "unauthorized", {
+    "www-authenticate": 'Bearer realm="kvroute"',
+  });
 }

@@ -2,7 +2,7 @@
 // speculative routes. Decoded whole, then handed to the model; a malformed report is a 400
 // with the reason and changes nothing.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { hasValidBearer } from "../api/bearer-auth.ts";
+import { hasValidBearer, sendUnauthorized } from "../api/bearer-auth.ts";
 import { sendJsonError } from "../api/json-error.ts";
 import { decodeReport, type Report, ReportDecodeError } from "./report-codec.ts";
 
@@ -26,7 +26,7 @@ async function readBody(req: IncomingMessage, maxBytes: number): Promise<Uint8Ar
 export function createReportHandler(opts: ReportHandlerOptions) {
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     if (!hasValidBearer(req, opts.authToken)) {
-      sendJsonError(res, 401, "missing or wrong bearer token", "unauthorized");
+      sendUnauthorized(res);
       return;
     }
     const body = await readBody(req, opts.maxBytes);

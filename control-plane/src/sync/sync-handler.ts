@@ -4,7 +4,7 @@
 // replica) or a version ahead of ours means the gateway's cache is not ours: resend
 // everything from version 0 with the reset flag.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { hasValidBearer } from "../api/bearer-auth.ts";
+import { hasValidBearer, sendUnauthorized } from "../api/bearer-auth.ts";
 import { sendJsonError } from "../api/json-error.ts";
 import type { GatewayRegistry } from "./gateways.ts";
 import { encodeSyncPage, SyncFlags } from "./sync-codec.ts";
@@ -24,7 +24,7 @@ const DECIMAL_U64 = /^(0|[1-9]\d{0,19})$/;
 export function createSyncHandler(opts: SyncHandlerOptions) {
   return async (req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> => {
     if (!hasValidBearer(req, opts.authToken)) {
-      sendJsonError(res, 401, "missing or wrong bearer token", "unauthorized");
+      sendUnauthorized(res);
       return;
     }
     const epochText = url.searchParams.get("epoch") ?? "0";
