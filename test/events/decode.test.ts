@@ -12,6 +12,7 @@ import {
   range,
   removedArray,
   removedMap,
+  type StoredSpec,
   storedArray,
   storedMap,
 } from "./msgspec.ts";
@@ -182,6 +183,97 @@ describe("vLLM map-form events", () => {
       ),
     ) as BlockStored[];
     expect(evs.map((e) => e.medium)).toEqual(["GPU", "GPU"]);
+  });
+});
+
+// vLLM's cache_salt travels in the first block's `extra_keys` tuple (vllm/v1/core/kv_cache_utils.py
+// generate_block_hash_extra_keys: lora_name + multimodal keys + cache_salt + prompt-embeds digest).
+// One fixture per upstream definition of BlockStored (vllm/distributed/kv_events.py).
+describe("vLLM cache_salt in extra_keys", () => {
+  const salted = (s: StoredSpec, extraKeys: unknown, trailing: unknown[] = []) =>
+    storedArray(s, [extraKeys as never, ...(trailing as never[])]);
+  const two = { hashes: [1, 2], tokens: range(0, 32), blockSize: 16 };
+  const saltOf = (ev: unknown) => {
+    const [e] = events(batch([ev as never], 0)) as [BlockStored];
+    return e.cacheSalt;
+  };
+
+  it("array form (msgspec array_like, vLLM < 0.26): the salt is a raw string in block 0's tuple", () => {
+    expect(saltOf(salted({ ...two, medium: "GPU" }, [["tenant-a"], null]))).toBe("tenant-a");
+    // with group_idx and the spec kind after it (vLLM 0.2x)
+    expect(saltOf(salted(two, [["tenant-a"], null], [0, "full_attention"]))).toBe("tenant-a");
+    expect(saltOf(salted(two, [null, null]))).toBeNull();
+  });
+
+  it("map form (vLLM ≥ 0.26, PR #42892): the same raw tuples under extra_keys", () => {
+    const m = (extra_keys: unknown, parent: number | null = null) =>
+      storedMap({
+        ...two,
+        parent,
+        extra: { extra_keys: extra_keys as never, group_idx: 0, kv_cache_spec_kind: "full_attention" },
+      });
+    expect(saltOf(m([["tenant-a"], null]))).toBe("tenant-a");
+    // What an unsalted request looks like from a live v0.26 engine: one None per block.
+    expect(saltOf(m([null, null]))).toBeNull();
+    expect(saltOf(m(undefined))).toBeNull();
+  });
+
+  it("typed extra keys (vLLM PR #55488, proposed): {type: cache_salt, salt}", () => {
+    const typed = storedMap({
+      ...two,
+      loraName: "ad",
+      extra: {
+        event_version: 1,
+        extra_keys: [
+          [
+            { type: "lora", name: "ad" },
+            { type: "mm", modality: "image", hash: "ab".repeat(32), block_offset: 3 },
+            { type: "cache_salt", salt: "tenant-a" },
+          ],
+          [{ type: "lora", name: "ad" }],
+        ],
+      },
+    });
+    expect(saltOf(typed)).toBe("tenant-a");
+    const loraOnly = storedMap({
+      ...two,
+      loraName: "ad",
+      extra: { extra_keys: [[{ type: "lora", name: "ad" }], [{ type: "lora", name: "ad" }]] },
+    });
+    expect(saltOf(loraOnly)).toBeNull();
+  });
+
+  it("tells the salt from the LoRA name, multimodal keys and prompt-embeds bytes", () => {
+    const lora = { ...two, loraId: 1, loraName: "ad" };
+    expect(saltOf(salted(lora, [["ad", "tenant-a"], ["ad"]]))).toBe("tenant-a");
+    expect(saltOf(salted(lora, [["ad"], ["ad"]]))).toBeNull(); // LoRA alone is no salt
+    expect(saltOf(salted(lora, [["ad", "ad"], ["ad"]]))).toBe("ad"); // a salt equal to the adapter's name
+    // multimodal [identifier, offset] pairs come before the salt, prompt-embeds bytes after it
+    const mm = [
+      [["ab".repeat(32), 0], ["cd".repeat(32), 9], "tenant-a", Buffer.from([1, 2, 3])],
+      [["cd".repeat(32), -7]],
+    ];
+    expect(saltOf(salted(two, mm))).toBe("tenant-a");
+    expect(saltOf(salted(two, [[["ab".repeat(32), 0], Buffer.from([1])], null]))).toBeNull();
+    // older vLLM hashed the adapter's int id
+    expect(saltOf(salted({ ...two, loraId: 3 }, [[3, "tenant-a"], [3]]))).toBe("tenant-a");
+  });
+
+  it("reads it only where a sequence starts: a block with a parent inherits its salt", () => {
+    expect(saltOf(salted({ ...two, parent: 77 }, [["tenant-a"], null]))).toBeNull();
+    // only block 0's tuple counts
+    expect(saltOf(salted(two, [null, ["tenant-a"]]))).toBeNull();
+    expect(saltOf(salted(two, [["tenant-a"], null]))).toBe("tenant-a");
+  });
+
+  it("SGLang's named salt wins; malformed extra_keys are a field error", () => {
+    const both = {
+      ...(storedMap({ ...two, extra: { extra_keys: [["vllm-salt"], null] } }) as object),
+      cache_salt: "sg",
+    };
+    expect(saltOf(both)).toBe("sg");
+    const r = decodeBatch(batch([salted(two, "not a list")], 0));
+    expect(r).toMatchObject({ ok: true, batch: { events: [], errors: { field_type: 1 } } });
   });
 });
 
