@@ -238,7 +238,8 @@ describe("KV events over ZeroMQ", () => {
       expect(decoded.rank).toBe(0);
       const raw = decoded.events[0]?.raw as Record<string, unknown>;
       expect(raw.type).toBe("BlockStored");
-      expect(raw).not.toHaveProperty("extra_keys"); // default-valued fields are omitted in map form
+      // One entry per block, null without LoRA or salt (vLLM's raw per-block list).
+      expect(raw.extra_keys).toEqual((raw.block_hashes as unknown[]).map(() => null));
       expect(raw).toHaveProperty("lora_name", null);
     });
   });
