@@ -15,6 +15,7 @@
 
 import { type BatchResult, decodeBatch } from "./batch-decoder.ts";
 import { type LiveMessage, parseLiveMessage } from "./frames.ts";
+import { PendingQueue } from "./pending-queue.ts";
 import type { ReplayedBatch, ReplayFn, ReplayResult } from "./replay-client.ts";
 import { SequenceTracker } from "./sequence.ts";
 import { bump, type DropReason, type RankStats, type ThrottledLog } from "./stats.ts";
@@ -43,22 +44,12 @@ interface Queued {
   arrival: number;
 }
 
-/** What the engine's replay says about the stream we have been applying. */
-type Verdict =
-  /** It holds the batches we applied, unchanged: the same engine. */
-  | "same"
-  /** Different content under our numbers, or nothing as new as our last batch: a new engine. */
-  | "restart"
-  /** Everything it holds is newer than what we remember: too much was missed to tell. */
-  | "unknown";
-
 export class RankIngest {
   private readonly tracker = new SequenceTracker();
   private readonly history = new StreamHistory();
   private readonly topic: Buffer;
   private readonly now: () => number;
-  private pending: Queued[] = [];
-  private pendingHead = 0;
+  private readonly pending = new PendingQueue<Queued>();
   private arrivals = 0;
   private replaying = false;
   /** Start of the last replay while its queue drains: lower sequences there are duplicates. */
@@ -89,8 +80,7 @@ export class RankIngest {
 
   stop(): void {
     this.stopped = true;
-    this.pending = [];
-    this.pendingHead = 0;
+    this.pending.clear();
     this.o.stats.pending = 0;
   }
 
@@ -151,14 +141,14 @@ export class RankIngest {
   }
 
   private enqueue(q: Queued): void {
-    if (this.pending.length - this.pendingHead >= this.o.maxPending) {
+    if (this.pending.size >= this.o.maxPending) {
       // The hole this leaves shows up as a gap again later (replayed if the engine still has
       // it, else a reset), so dropping here never loses track silently.
       this.drop("pending_overflow", {}, "too many KV event batches queued during replay");
       return;
     }
     this.pending.push(q);
-    this.o.stats.pending = this.pending.length - this.pendingHead;
+    this.o.stats.pending = this.pending.size;
   }
 
   /** Forgets the stream: the next batch applied starts a new one. */
@@ -238,14 +228,14 @@ export class RankIngest {
 
   /**
    * Asks the engine's replay buffer, `trigger` (if any) first in the queue. With a stream under
-   * way: a verification, from the oldest batch remembered (see verdict()). Without one: a
+   * way: a verification, from the oldest batch remembered (StreamHistory.verdict). Without one: a
    * catch-up from 0. Without a replay endpoint only a lost connection gets here: nothing can
    * tell a restarted engine from the old one, so the rank is cleared.
    */
   private resync(trigger: Queued | null): void {
     if (trigger !== null) {
-      this.pending.splice(this.pendingHead, 0, trigger);
-      this.o.stats.pending = this.pending.length - this.pendingHead;
+      this.pending.unshift(trigger);
+      this.o.stats.pending = this.pending.size;
     }
     const replay = this.o.replay;
     const wasSuspect = this.suspect;
@@ -301,7 +291,8 @@ export class RankIngest {
       this.clearStream();
       this.applyReplayed(batches);
     } else {
-      const verdict = this.verdict(batches);
+      const ours = batches.filter((b) => b.topic === null || this.topicMatches(b.topic));
+      const verdict = this.history.verdict(ours, this.tracker.lastSeen as number);
       if (verdict === "restart") {
         this.reset("restart", { detectedBy: "replay", lastSeq: this.tracker.lastSeen });
         this.clearStream();
@@ -364,28 +355,6 @@ export class RankIngest {
     this.log("replay", { from, failure, got }, "KV event replay could not cover what was missing");
   }
 
-  /**
-   * Is the engine answering the replay the one whose batches we applied? Compared over every
-   * sequence number both sides have: any difference means another engine. An engine that went
-   * on always holds a batch at least as new as our last one (its newest), so an answer that
-   * stops short of it (nothing at all, for an engine that has not published yet) is a restart.
-   */
-  private verdict(batches: ReplayedBatch[]): Verdict {
-    const lastSeq = this.tracker.lastSeen as number;
-    let overlap = false;
-    let newest = -1;
-    for (const b of batches) {
-      if (b.topic !== null && !this.topicMatches(b.topic)) continue;
-      newest = Math.max(newest, b.seq);
-      const same = this.history.matches(b.seq, b.payload);
-      if (same === null) continue;
-      if (!same) return "restart";
-      overlap = true;
-    }
-    if (newest < lastSeq) return "restart";
-    return overlap ? "same" : "unknown";
-  }
-
   /** Applies replayed batches in order after what the tracker has seen; a hole resets once. */
   private applyReplayed(batches: ReplayedBatch[]): void {
     let holeReset = false;
@@ -408,41 +377,22 @@ export class RankIngest {
   /** After a restart: messages read before the new engine's buffer was requested are in its
    * answer already, or were the dead engine's (still in the socket when it went). */
   private dropStale(requestedAfter: number): void {
-    const kept: Queued[] = [];
-    for (let i = this.pendingHead; i < this.pending.length; i++) {
-      const q = this.pending[i] as Queued;
-      if (q.arrival < requestedAfter)
-        this.drop("stale", { seq: q.msg.seq }, "KV event batch from before the restart");
-      else kept.push(q);
-    }
-    this.pending = kept;
-    this.pendingHead = 0;
-    this.o.stats.pending = kept.length;
+    for (const q of this.pending.remove((q) => q.arrival < requestedAfter))
+      this.drop("stale", { seq: q.msg.seq }, "KV event batch from before the restart");
+    this.o.stats.pending = this.pending.size;
   }
 
   private drain(): void {
-    while (this.pendingHead < this.pending.length) {
-      const q = this.pending[this.pendingHead] as Queued;
-      this.pendingHead++;
+    for (let q = this.pending.shift(); q !== undefined; q = this.pending.shift()) {
       if (!this.process(q)) {
-        // A new replay started and re-queued q at pendingHead; it resumes the drain later.
-        this.compact();
+        // A new replay started and put q back in front; it resumes the drain later.
+        this.o.stats.pending = this.pending.size;
         return;
       }
     }
-    this.pending = [];
-    this.pendingHead = 0;
     this.o.stats.pending = 0;
     this.dedupeFrom = null;
     this.afterReplay = false;
-  }
-
-  private compact(): void {
-    if (this.pendingHead > 0) {
-      this.pending = this.pending.slice(this.pendingHead);
-      this.pendingHead = 0;
-    }
-    this.o.stats.pending = this.pending.length;
   }
 
   private reset(reason: RankResetReason, fields: Record<string, unknown>): void {

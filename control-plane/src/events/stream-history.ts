@@ -14,6 +14,15 @@
 export const HISTORY_BATCHES = 32;
 const HEAD_BYTES = 32;
 
+/** What the engine's replay says about the stream we have been applying. */
+export type Verdict =
+  /** It holds batches under our numbers, all unchanged: the same engine. */
+  | "same"
+  /** Different content under one of our numbers, or nothing as new as our last batch. */
+  | "restart"
+  /** Everything it holds is newer than what we remember: too much was missed to tell. */
+  | "unknown";
+
 interface Fingerprint {
   seq: number;
   length: number;
@@ -44,6 +53,27 @@ export class StreamHistory {
   /** The newest batch applied, whole (a redelivery of it must be identical). */
   get last(): { seq: number; payload: Buffer } | null {
     return this.newest;
+  }
+
+  /**
+   * Is the engine answering a replay the one whose batches we applied, up to `lastSeq`? Compared
+   * over every sequence number both sides have: any difference means another engine. An engine
+   * that went on always holds a batch at least as new as our last one (its newest), so an
+   * answer that stops short of it (nothing at all, for an engine that has not published yet)
+   * is a restart too.
+   */
+  verdict(replayed: readonly { seq: number; payload: Buffer }[], lastSeq: number): Verdict {
+    let overlap = false;
+    let newest = -1;
+    for (const b of replayed) {
+      newest = Math.max(newest, b.seq);
+      const same = this.matches(b.seq, b.payload);
+      if (same === null) continue;
+      if (!same) return "restart";
+      overlap = true;
+    }
+    if (newest < lastSeq) return "restart";
+    return overlap ? "same" : "unknown";
   }
 
   /** true / false when `seq` is remembered and `payload` is / is not that batch; null otherwise. */
