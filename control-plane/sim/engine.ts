@@ -389,14 +389,11 @@ export class Engine {
   }
 }
 
-function extraKeysFor(req: EngineRequest, start: number, end: number): (string[] | null)[] | null {
+/** One entry per block, null for a block without extra keys: vLLM sends the list whenever it
+ * stores blocks (block_pool.py: `extra_keys_list if extra_keys_list else None`). */
+function extraKeysFor(req: EngineRequest, start: number, end: number): (string[] | null)[] {
   const keys = { loraName: req.spec.loraName, cacheSalt: req.spec.cacheSalt };
   const out: (string[] | null)[] = [];
-  let any = false;
-  for (let b = start; b < end; b++) {
-    const k = blockExtraKeys(b, keys);
-    any ||= k !== null;
-    out.push(k);
-  }
-  return any ? out : null;
+  for (let b = start; b < end; b++) out.push(blockExtraKeys(b, keys));
+  return out;
 }

@@ -18,7 +18,8 @@ export interface BlockStored {
   loraName: string | null;
   /** Deprecated in vLLM in favour of loraName, still published. */
   loraId?: number | null;
-  /** One entry per block: the extra keys mixed into its hash, or null. Null when no block has any. */
+  /** One entry per block: the extra keys mixed into its hash (LoRA name, then on a sequence's
+   * first block the cache salt), or null. vLLM publishes this list for every stored run. */
   extraKeys: (string[] | null)[] | null;
 }
 
@@ -35,24 +36,9 @@ export type KvEvent = BlockStored | BlockRemoved | AllBlocksCleared;
 
 export type EventEncoding = "array" | "map";
 
-/**
- * Newer vLLM (the map-encoding generation) publishes extra keys as typed, tagged structs —
- * `{"type": "lora", "name": ...}`, `{"type": "cache_salt", "salt": ...}` — classified by
- * comparing each raw key with the request's LoRA name; older vLLM sends the raw values.
- */
-function extraKeysField(e: BlockStored, encoding: EventEncoding): Packable {
-  if (e.extraKeys === null || encoding === "array") return e.extraKeys;
-  return e.extraKeys.map((block) =>
-    block === null
-      ? null
-      : block.map(
-          (k): Packable => (k === e.loraName ? { type: "lora", name: k } : { type: "cache_salt", salt: k }),
-        ),
-  );
-}
-
-function storedFields(e: BlockStored, encoding: EventEncoding): Array<[string, Packable, boolean]> {
-  // [name, value, hasDefault]; order = vLLM's field declaration order.
+function storedFields(e: BlockStored): Array<[string, Packable, boolean]> {
+  // [name, value, hasDefault]; order = vLLM's field declaration order. extra_keys holds raw
+  // values in both encodings (vllm/distributed/kv_events.py: list[tuple[Any, ...] | None]).
   return [
     ["block_hashes", e.blockHashes, false],
     ["parent_block_hash", e.parentBlockHash, false],
@@ -61,8 +47,7 @@ function storedFields(e: BlockStored, encoding: EventEncoding): Array<[string, P
     ["lora_id", e.loraId ?? null, false],
     ["medium", MEDIUM_GPU, false],
     ["lora_name", e.loraName, false],
-    // `event_version` (default 1) sits here in the newest vLLM; omitted as a default.
-    ["extra_keys", extraKeysField(e, encoding), true],
+    ["extra_keys", e.extraKeys, true],
   ];
 }
 
@@ -84,7 +69,7 @@ function encodeFields(
 export function eventToPackable(e: KvEvent, encoding: EventEncoding): Packable {
   switch (e.type) {
     case "BlockStored":
-      return encodeFields("BlockStored", storedFields(e, encoding), encoding);
+      return encodeFields("BlockStored", storedFields(e), encoding);
     case "BlockRemoved":
       return encodeFields(
         "BlockRemoved",

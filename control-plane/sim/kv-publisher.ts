@@ -94,6 +94,11 @@ export class ZmqKvPublisher {
     return seq;
   }
 
+  /** Batches published so far (the next sequence number). */
+  get published(): number {
+    return Number(this.seq);
+  }
+
   /** Resolves when every queued batch has been handed to ZeroMQ. */
   flush(): Promise<void> {
     return this.queue;

@@ -81,58 +81,71 @@ describe("failures", () => {
     expect(workers).toEqual(new Set([0, 1]));
   }, 60_000);
 
-  it("an engine restart (sequence back to 0) clears that worker's index entries", async () => {
+  it("an engine restart clears that worker's index entries without waiting for its traffic; its new blocks are indexed again", async () => {
     e = await startE2E();
     await ready(e);
     const x = e;
+    const cp = x.cp;
+    if (cp === null) throw new Error("no control plane");
     for (let i = 0; i < 6; i++) await chat(x, system(`fill ${i}`), "q");
+    const port = (w: number) => x.workers[w]?.port as number;
+    const slotsOf = (w: number) => cp.slots.present().filter((s) => s.address.endsWith(`:${port(w)}`));
     const blocksOf = (w: number) =>
-      (x.cp?.slots.present() ?? [])
-        .filter((s) => s.address.endsWith(`:${x.workers[w]?.port}`))
-        .reduce((n, s) => n + (x.cp?.index.slot(s.key)?.blockCount ?? 0), 0);
+      slotsOf(w).reduce((n, s) => n + (cp.index.slot(s.key)?.blockCount ?? 0), 0);
     await until(() => blocksOf(0) + blocksOf(1) > 0, "blocks indexed");
     const target = blocksOf(0) > 0 ? 0 : 1;
+    type EventStats = { lastSeq: number | null; resets: { restart: number }; replaying: boolean };
+    const events = async () => {
+      const status = (await (await fetch(`${cp.url}/v1/status`)).json()) as {
+        slots: Array<{ key: string; events: EventStats | null }>;
+      };
+      return new Map(status.slots.map((s) => [s.key, s.events]));
+    };
+    // The ranks whose stream the control plane follows: those must notice the new engine.
+    const before = await events();
+    const followed = slotsOf(target)
+      .map((s) => s.key)
+      .filter((k) => (before.get(k)?.lastSeq ?? null) !== null);
+    expect(followed.length).toBeGreaterThan(0);
+
     await x.stopWorker(target);
     await x.startWorker(target);
-    // The restarted engine's first batches carry sequence 0 again: the control plane drops what
-    // it held for that worker's ranks (its cache is empty now). Traffic straight to it, so its
-    // ranks publish whatever the router would have chosen.
-    // Until the control plane's subscriber has reconnected, what the new engine publishes is
-    // lost (PUB/SUB), so keep the traffic coming.
-    let n = 0;
-    await until(
-      async () => {
-        for (const rank of ["0", "1"]) {
-          await fetch(`http://127.0.0.1:${x.workers[target]?.port}/v1/chat/completions`, {
-            method: "POST",
-            headers: { "content-type": "application/json", "x-data-parallel-rank": rank },
-            body: JSON.stringify({
-              model: "qwen3",
-              messages: [{ role: "user", content: system(`after restart ${n++}`) }],
-              max_tokens: 2,
-            }),
-          }).then((r) => r.text());
-        }
-        const status = (await (await fetch(`${x.cp?.url}/v1/status`)).json()) as {
-          slots: Array<{ address: string; events: { resets: { restart: number } } | null }>;
-        };
-        const restarted = status.slots.filter((s) => s.address.endsWith(`:${x.workers[target]?.port}`));
-        return restarted.every((s) => (s.events?.resets.restart ?? 0) > 0);
-      },
-      "both ranks of the restarted worker reset",
-      15_000,
-    );
-    // Nothing the old engine held survives: every block indexed for the restarted worker is in
-    // the new engine's cache.
-    const dump = (await (
-      await fetch(`http://127.0.0.1:${x.workers[target]?.port}/kvroute/sim/cache`)
-    ).json()) as Record<string, Array<{ hash: string }>>;
-    for (const slot of x.cp?.slots.present() ?? []) {
-      if (!slot.address.endsWith(`:${x.workers[target]?.port}`)) continue;
-      const engine = new Set((dump[String(slot.globalRank)] ?? []).map((b) => BigInt(b.hash)));
-      const indexed = [...(x.cp?.index.slot(slot.key)?.blockHashes() ?? [])];
-      expect(indexed.filter((h) => !engine.has(h))).toEqual([]);
+    // No request reaches the new engine: the reconnect alone makes the control plane ask its
+    // replay buffer, which does not hold the old engine's batches.
+    await until(async () => {
+      const now = await events();
+      return followed.every((k) => (now.get(k)?.resets.restart ?? 0) > 0 && now.get(k)?.replaying === false);
+    }, "every followed rank of the restarted worker reset");
+    for (const s of slotsOf(target)) expect(cp.index.slot(s.key)?.blockCount).toBe(0);
+
+    // Its new blocks are indexed, and nothing else: the index equals the engine's cache.
+    for (const rank of ["0", "1"]) {
+      const res = await fetch(`http://127.0.0.1:${port(target)}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-data-parallel-rank": rank },
+        body: JSON.stringify({
+          model: "qwen3",
+          messages: [{ role: "user", content: system(`after restart ${rank}`) }],
+          max_tokens: 2,
+        }),
+      });
+      expect(res.status).toBe(200);
+      await res.text();
     }
+    const engineCache = async () =>
+      (await (await fetch(`http://127.0.0.1:${port(target)}/kvroute/sim/cache`)).json()) as Record<
+        string,
+        Array<{ hash: string }>
+      >;
+    const indexMatchesEngine = async () => {
+      const dump = await engineCache();
+      return slotsOf(target).every((slot) => {
+        const engine = new Set((dump[String(slot.globalRank)] ?? []).map((b) => BigInt(b.hash)));
+        const indexed = new Set(cp.index.slot(slot.key)?.blockHashes() ?? []);
+        return engine.size > 0 && engine.size === indexed.size && [...engine].every((h) => indexed.has(h));
+      });
+    };
+    await until(indexMatchesEngine, "the index to hold exactly the new engine's blocks");
   }, 60_000);
 
   it("a gateway that starts without its control plane fails open to the route's cluster", async () => {

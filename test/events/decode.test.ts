@@ -12,6 +12,7 @@ import {
   range,
   removedArray,
   removedMap,
+  type StoredSpec,
   storedArray,
   storedMap,
 } from "./msgspec.ts";
@@ -91,27 +92,27 @@ describe("vLLM array-form events", () => {
   it("reads medium, lora fields and the trailing extra_keys/group_idx/spec kind/window", () => {
     const a = storedArray(
       { hashes: [1, 2], tokens: range(0, 32), blockSize: 16, loraId: 3, medium: "CPU", loraName: "ad" },
-      [[["salt"], null], 0, "full_attention", null],
+      [[["ad", "salt"], ["ad"]], 0, "full_attention", 4096],
     );
     const [ev] = events(batch([a], 0)) as [BlockStored];
     expect(ev).toMatchObject({
       medium: "CPU",
       loraId: 3,
       loraName: "ad",
-      extraKeys: [["salt"], null],
+      extraKeys: [["ad", "salt"], ["ad"]],
       groupIdx: 0,
       kvCacheSpecKind: "full_attention",
-      slidingWindow: null,
+      slidingWindow: 4096,
     });
   });
 
   it("decodes BlockRemoved (with and without medium) and AllBlocksCleared", () => {
-    const evs = events(batch([removedArray([BIG, 9]), ["BlockRemoved", [1]], clearedArray], 0));
+    const evs = events(batch([removedArray([BIG, 9], "CPU"), ["BlockRemoved", [1]], clearedArray], 0));
     expect(evs).toEqual([
       {
         type: "BlockRemoved",
         hashes: [BIG, 9n],
-        medium: "GPU",
+        medium: "CPU",
         groupIdx: null,
         locality: null,
         ownership: null,
@@ -134,7 +135,7 @@ describe("vLLM map-form events", () => {
         extra_keys: [null],
         group_idx: 0,
         kv_cache_spec_kind: "mla_attention",
-        kv_cache_spec_sliding_window: null,
+        kv_cache_spec_sliding_window: 512,
         event_version: 1,
         locality: "LOCAL",
         ownership: "ENGINE",
@@ -150,6 +151,7 @@ describe("vLLM map-form events", () => {
       extraKeys: [null],
       groupIdx: 0,
       kvCacheSpecKind: "mla_attention",
+      slidingWindow: 512,
       eventVersion: 1,
       locality: "LOCAL",
       ownership: "ENGINE",
@@ -181,6 +183,97 @@ describe("vLLM map-form events", () => {
       ),
     ) as BlockStored[];
     expect(evs.map((e) => e.medium)).toEqual(["GPU", "GPU"]);
+  });
+});
+
+// vLLM's cache_salt travels in the first block's `extra_keys` tuple (vllm/v1/core/kv_cache_utils.py
+// generate_block_hash_extra_keys: lora_name + multimodal keys + cache_salt + prompt-embeds digest).
+// One fixture per upstream definition of BlockStored (vllm/distributed/kv_events.py).
+describe("vLLM cache_salt in extra_keys", () => {
+  const salted = (s: StoredSpec, extraKeys: unknown, trailing: unknown[] = []) =>
+    storedArray(s, [extraKeys as never, ...(trailing as never[])]);
+  const two = { hashes: [1, 2], tokens: range(0, 32), blockSize: 16 };
+  const saltOf = (ev: unknown) => {
+    const [e] = events(batch([ev as never], 0)) as [BlockStored];
+    return e.cacheSalt;
+  };
+
+  it("array form (msgspec array_like, vLLM < 0.26): the salt is a raw string in block 0's tuple", () => {
+    expect(saltOf(salted({ ...two, medium: "GPU" }, [["tenant-a"], null]))).toBe("tenant-a");
+    // with group_idx and the spec kind after it (vLLM 0.2x)
+    expect(saltOf(salted(two, [["tenant-a"], null], [0, "full_attention"]))).toBe("tenant-a");
+    expect(saltOf(salted(two, [null, null]))).toBeNull();
+  });
+
+  it("map form (vLLM ≥ 0.26, PR #42892): the same raw tuples under extra_keys", () => {
+    const m = (extra_keys: unknown, parent: number | null = null) =>
+      storedMap({
+        ...two,
+        parent,
+        extra: { extra_keys: extra_keys as never, group_idx: 0, kv_cache_spec_kind: "full_attention" },
+      });
+    expect(saltOf(m([["tenant-a"], null]))).toBe("tenant-a");
+    // What an unsalted request looks like from a live v0.26 engine: one None per block.
+    expect(saltOf(m([null, null]))).toBeNull();
+    expect(saltOf(m(undefined))).toBeNull();
+  });
+
+  it("typed extra keys (vLLM PR #55488, proposed): {type: cache_salt, salt}", () => {
+    const typed = storedMap({
+      ...two,
+      loraName: "ad",
+      extra: {
+        event_version: 1,
+        extra_keys: [
+          [
+            { type: "lora", name: "ad" },
+            { type: "mm", modality: "image", hash: "ab".repeat(32), block_offset: 3 },
+            { type: "cache_salt", salt: "tenant-a" },
+          ],
+          [{ type: "lora", name: "ad" }],
+        ],
+      },
+    });
+    expect(saltOf(typed)).toBe("tenant-a");
+    const loraOnly = storedMap({
+      ...two,
+      loraName: "ad",
+      extra: { extra_keys: [[{ type: "lora", name: "ad" }], [{ type: "lora", name: "ad" }]] },
+    });
+    expect(saltOf(loraOnly)).toBeNull();
+  });
+
+  it("tells the salt from the LoRA name, multimodal keys and prompt-embeds bytes", () => {
+    const lora = { ...two, loraId: 1, loraName: "ad" };
+    expect(saltOf(salted(lora, [["ad", "tenant-a"], ["ad"]]))).toBe("tenant-a");
+    expect(saltOf(salted(lora, [["ad"], ["ad"]]))).toBeNull(); // LoRA alone is no salt
+    expect(saltOf(salted(lora, [["ad", "ad"], ["ad"]]))).toBe("ad"); // a salt equal to the adapter's name
+    // multimodal [identifier, offset] pairs come before the salt, prompt-embeds bytes after it
+    const mm = [
+      [["ab".repeat(32), 0], ["cd".repeat(32), 9], "tenant-a", Buffer.from([1, 2, 3])],
+      [["cd".repeat(32), -7]],
+    ];
+    expect(saltOf(salted(two, mm))).toBe("tenant-a");
+    expect(saltOf(salted(two, [[["ab".repeat(32), 0], Buffer.from([1])], null]))).toBeNull();
+    // older vLLM hashed the adapter's int id
+    expect(saltOf(salted({ ...two, loraId: 3 }, [[3, "tenant-a"], [3]]))).toBe("tenant-a");
+  });
+
+  it("reads it only where a sequence starts: a block with a parent inherits its salt", () => {
+    expect(saltOf(salted({ ...two, parent: 77 }, [["tenant-a"], null]))).toBeNull();
+    // only block 0's tuple counts
+    expect(saltOf(salted(two, [null, ["tenant-a"]]))).toBeNull();
+    expect(saltOf(salted(two, [["tenant-a"], null]))).toBe("tenant-a");
+  });
+
+  it("SGLang's named salt wins; malformed extra_keys are a field error", () => {
+    const both = {
+      ...(storedMap({ ...two, extra: { extra_keys: [["vllm-salt"], null] } }) as object),
+      cache_salt: "sg",
+    };
+    expect(saltOf(both)).toBe("sg");
+    const r = decodeBatch(batch([salted(two, "not a list")], 0));
+    expect(r).toMatchObject({ ok: true, batch: { events: [], errors: { field_type: 1 } } });
   });
 });
 
@@ -229,7 +322,10 @@ describe("filters", () => {
       ),
     );
     if (!r.ok) throw new Error(r.error);
-    expect(r.batch.events).toHaveLength(2);
+    expect(r.batch.events.map((e) => (e as BlockStored).kvCacheSpecKind)).toEqual([
+      "full_attention",
+      "sink_full_attention",
+    ]);
     expect(r.batch.ignored).toEqual({ group_idx: 2, spec_kind: 2, unknown_type: 2 });
     expect(r.batch.errors).toEqual({});
   });
@@ -275,7 +371,7 @@ describe("hash normalisation", () => {
 });
 
 describe("SGLang variant", () => {
-  it("decodes 5-field positional BlockStored, attn_dp_rank, signed hashes, its media", () => {
+  it("decodes 5-field positional BlockStored, attn_dp_rank and signed hashes", () => {
     const neg = -0x0123_4567_89ab_cdefn;
     const r = decodeBatch(
       encode({
@@ -348,16 +444,61 @@ describe("malformed events are dropped one by one", () => {
         } catch {
           return;
         }
-        const r = decodeBatch(payload);
-        expect(typeof r.ok).toBe("boolean");
+        expect(() => decodeBatch(payload)).not.toThrow();
       }),
       { numRuns: 300 },
     );
     fc.assert(
       fc.property(fc.uint8Array({ maxLength: 200 }), (bytes) => {
-        expect(typeof decodeBatch(bytes).ok).toBe("boolean");
+        expect(() => decodeBatch(bytes)).not.toThrow();
       }),
       { numRuns: 2000 },
+    );
+  });
+
+  it("in a valid envelope, every event is delivered well-formed, ignored or counted as an error", () => {
+    // Valid events with one field replaced by an arbitrary value, next to arbitrary values.
+    const good = [
+      storedArray({ hashes: [BIG, 2], parent: 1, tokens: range(0, 8), blockSize: 4 }),
+      storedMap({ hashes: [3], tokens: range(0, 4), blockSize: 4, extra: { extra_keys: [["s"]] } }),
+      removedArray([BIG]),
+      removedMap([4]),
+    ];
+    const mutated = fc.tuple(fc.constantFrom(...good), fc.nat(), fc.anything()).map(([ev, at, v]) => {
+      if (Array.isArray(ev)) {
+        const copy = [...ev];
+        copy[1 + (at % (copy.length - 1))] = v as never;
+        return copy;
+      }
+      const copy = { ...(ev as Record<string, never>) };
+      const keys = Object.keys(copy).filter((k) => k !== "type");
+      copy[keys[at % keys.length] as string] = v as never;
+      return copy;
+    });
+    fc.assert(
+      fc.property(fc.array(fc.oneof(mutated, fc.anything()), { maxLength: 6 }), (evs) => {
+        let payload: Buffer;
+        try {
+          payload = batch(evs as never[], 0);
+        } catch {
+          return; // not encodable as msgpack (e.g. a function-valued key)
+        }
+        const r = decodeBatch(payload);
+        if (!r.ok) throw new Error(`a valid envelope was refused: ${r.error}`);
+        const sum = (o: Partial<Record<string, number>>) =>
+          Object.values(o).reduce<number>((a, b) => a + (b ?? 0), 0);
+        expect(r.batch.events.length + sum(r.batch.ignored) + sum(r.batch.errors)).toBe(evs.length);
+        for (const ev of r.batch.events) {
+          if (ev.type === "AllBlocksCleared") continue;
+          for (const h of ev.hashes) expect(h >= 0n && h < 1n << 64n).toBe(true);
+          if (ev.type === "BlockStored") {
+            expect(ev.tokenIds.length).toBe(ev.hashes.length * ev.blockSize);
+            expect(ev.tokenIds.every((t) => Number.isInteger(t) && t >= 0 && t <= 0xffffffff)).toBe(true);
+            expect(ev.cacheSalt === null || typeof ev.cacheSalt === "string").toBe(true);
+          }
+        }
+      }),
+      { numRuns: 1000 },
     );
   });
 });

@@ -23,9 +23,13 @@ export class RecordingSink implements EventSink {
   }
 }
 
-export async function until(cond: () => boolean, timeoutMs = 5_000, what = "condition"): Promise<void> {
+export async function until(
+  cond: () => boolean | Promise<boolean>,
+  timeoutMs = 5_000,
+  what = "condition",
+): Promise<void> {
   const end = Date.now() + timeoutMs;
-  while (!cond()) {
+  while (!(await cond())) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 5));
   }
@@ -42,9 +46,10 @@ export class TestEngine {
 
   constructor(readonly topic = "kv") {}
 
-  /** Binds the PUB on an ephemeral loopback port (engine-binds mode). */
-  async bind(): Promise<this> {
-    await this.pub.bind("tcp://127.0.0.1:*");
+  /** Binds the PUB on an ephemeral loopback port (engine-binds mode), or on `at`: a restarted
+   * engine takes over its predecessor's address. */
+  async bind(at = "tcp://127.0.0.1:*"): Promise<this> {
+    await this.pub.bind(at);
     this.endpoint = this.pub.lastEndpoint as string;
     return this;
   }
@@ -53,10 +58,10 @@ export class TestEngine {
    * Serves replay requests from `buffer`: `withTopic` = vLLM ≥ 0.26 layout, else the older one;
    * `silent` never answers (timeout tests).
    */
-  async serveReplay(opts: { withTopic: boolean; silent?: boolean }): Promise<string> {
+  async serveReplay(opts: { withTopic: boolean; silent?: boolean; at?: string }): Promise<string> {
     const router = new Router({ linger: 0 });
     this.router = router;
-    await router.bind("tcp://127.0.0.1:*");
+    await router.bind(opts.at ?? "tcp://127.0.0.1:*");
     this.replayAt = router.lastEndpoint as string;
     const topic = Buffer.from(this.topic);
     const E = Buffer.alloc(0);

@@ -9,7 +9,7 @@ import { RankIngest } from "../../control-plane/src/events/rank-ingest.ts";
 import type { ReplayResult } from "../../control-plane/src/events/replay-client.ts";
 import { newRankStats, ThrottledLog } from "../../control-plane/src/events/stats.ts";
 import type { EventSink } from "../../control-plane/src/events/types.ts";
-import { RecordingSink } from "./harness.ts";
+import { RecordingSink, until } from "./harness.ts";
 import { batch, range, storedArray } from "./msgspec.ts";
 
 const T = Buffer.from("kv");
@@ -63,6 +63,193 @@ describe("RankIngest restarts", () => {
   });
 });
 
+/** Another engine process: same numbers, other content (its clock is later). */
+const other = (seq: number, ts = 2e9) =>
+  batch([storedArray({ hashes: [5000 + seq], tokens: range(0, 4), blockSize: 4 })], 0, ts);
+const otherFrames = (seq: number, ts?: number) => [T, encodeSeq(seq), other(seq, ts)];
+const otherReplayed = (seqs: number[]) => seqs.map((seq) => ({ seq, topic: T, payload: other(seq) }));
+
+describe("RankIngest after a lost connection", () => {
+  it("does not take a new engine's next-numbered batch for the old stream (the flaky restart)", async () => {
+    const d = deferred();
+    const { ingest, stats, sink } = make(d.fn);
+    for (const s of [0, 1, 2]) ingest.onFrames(frames(s));
+    ingest.connectionLost();
+    // The new engine's 0..2 went by while we reconnected; its 3 is exactly the number we expect.
+    ingest.onFrames(otherFrames(3));
+    expect(stats.pending).toBe(1); // held, not applied
+    expect(d.calls).toEqual([0]);
+    d.release({ ok: true, batches: otherReplayed([0, 1, 2, 3]) });
+    await ingest.idle();
+    expect((sink as RecordingSink).trace()).toEqual([
+      "0:BlockStored",
+      "1:BlockStored",
+      "2:BlockStored",
+      "reset:restart",
+      ...range(0, 4).map((s) => `${s}:BlockStored`),
+    ]);
+    // The live 3 was read before the new engine's buffer was asked for: it is in the answer.
+    expect(stats.dropped.stale).toBe(1);
+    expect(stats.disconnects).toBe(1);
+  });
+
+  it("notices an idle engine's restart when the connection is back: its buffer lacks our batches", async () => {
+    const calls: number[] = [];
+    const { ingest, stats, sink } = make(async (from) => {
+      calls.push(from);
+      return { ok: true, batches: [] }; // a new engine that has published nothing yet
+    });
+    for (const s of [0, 1, 2]) ingest.onFrames(frames(s));
+    ingest.connectionLost();
+    ingest.connected();
+    await ingest.idle();
+    expect(calls).toEqual([0]);
+    expect((sink as RecordingSink).trace()).toEqual([
+      "0:BlockStored",
+      "1:BlockStored",
+      "2:BlockStored",
+      "reset:restart",
+    ]);
+    expect(stats.resets).toEqual({ gap: 0, restart: 1 });
+  });
+
+  it("keeps the stream of an engine that went on, filling what it published meanwhile", async () => {
+    const d = deferred();
+    const { ingest, stats, sink } = make(d.fn);
+    for (const s of [0, 1, 2]) ingest.onFrames(frames(s));
+    ingest.connectionLost();
+    ingest.onFrames(frames(5)); // 3 and 4 were published while we were away
+    ingest.connected(); // a replay is already asked for: nothing more
+    expect(d.calls).toEqual([0]);
+    d.release({ ok: true, batches: replayed(range(0, 6)) });
+    await ingest.idle();
+    expect((sink as RecordingSink).trace()).toEqual(range(0, 6).map((s) => `${s}:BlockStored`));
+    expect(stats.resets).toEqual({ gap: 0, restart: 0 });
+    expect(stats.replays.ok).toBe(1);
+    expect(stats.dropped.duplicate).toBe(1); // live 5, also replayed
+  });
+
+  it("compares the whole remembered window: new-engine batches read before the loss was noticed", async () => {
+    const calls: number[] = [];
+    const { ingest, sink } = make(async (from) => {
+      calls.push(from);
+      return { ok: true, batches: otherReplayed(range(from, 7 - from)) };
+    });
+    for (const s of range(0, 5)) ingest.onFrames(frames(s));
+    // The disconnect event is read late: the new engine's 5 and 6 (its own numbering) pass as ours.
+    ingest.onFrames(otherFrames(5));
+    ingest.onFrames(otherFrames(6));
+    ingest.connectionLost();
+    ingest.connected();
+    await ingest.idle();
+    expect(calls).toEqual([0]);
+    expect((sink as RecordingSink).trace().slice(7)).toEqual([
+      "reset:restart",
+      ...range(0, 7).map((s) => `${s}:BlockStored`),
+    ]);
+  });
+
+  it("a restart found from a later window fetches the new engine from 0", async () => {
+    const calls: number[] = [];
+    const { ingest, sink } = make(async (from) => {
+      calls.push(from);
+      return { ok: true, batches: otherReplayed(range(from, 40 - from)) };
+    });
+    for (const s of range(0, 39)) ingest.onFrames(frames(s)); // more than the window remembers
+    ingest.connectionLost();
+    ingest.connected();
+    await ingest.idle();
+    expect(calls).toEqual([7, 0]); // the window's oldest, then the new engine from its start
+    expect((sink as RecordingSink).trace().slice(39)).toEqual([
+      "reset:restart",
+      ...range(0, 40).map((s) => `${s}:BlockStored`),
+    ]);
+  });
+
+  it("checks again after a replay that was running when the connection dropped", async () => {
+    const d = deferred();
+    const { ingest, sink } = make(d.fn);
+    ingest.connected(); // a new subscription: catch-up from 0
+    ingest.connectionLost(); // ... answered, perhaps, by the engine that is going away
+    d.release({ ok: true, batches: replayed([0, 1]) });
+    await until(() => d.calls.length === 2);
+    expect(d.calls).toEqual([0, 0]); // then a verification of what it gave
+    d.release({ ok: true, batches: [] }); // the new engine holds nothing
+    await ingest.idle();
+    expect((sink as RecordingSink).trace()).toEqual(["0:BlockStored", "1:BlockStored", "reset:restart"]);
+  });
+
+  it("without a replay endpoint, a reconnect clears the rank: nothing can tell a restart", () => {
+    const { ingest, stats, sink } = make(null);
+    for (const s of [0, 1, 2]) ingest.onFrames(frames(s));
+    ingest.connectionLost();
+    ingest.onFrames(otherFrames(3));
+    expect((sink as RecordingSink).trace()).toEqual([
+      "0:BlockStored",
+      "1:BlockStored",
+      "2:BlockStored",
+      "reset:gap",
+      "3:BlockStored",
+    ]);
+    expect(stats.resets.gap).toBe(1);
+    // A reconnect before anything was applied is no doubt at all.
+    const fresh = make(null);
+    fresh.ingest.connectionLost();
+    fresh.ingest.onFrames(frames(0));
+    expect(fresh.stats.resets).toEqual({ gap: 0, restart: 0 });
+  });
+
+  it("checks a batch whose clock went back against the replay buffer, once", async () => {
+    // Another engine, whose clock is behind the old one's, continues our numbers.
+    const a = make(async () => ({
+      ok: true,
+      batches: otherReplayed([0, 1, 2]).map((b) => ({ ...b, payload: other(b.seq, 1e9) })),
+    }));
+    for (const s of [0, 1]) a.ingest.onFrames(frames(s));
+    a.ingest.onFrames(otherFrames(2, 1e9));
+    await a.ingest.idle();
+    expect((a.sink as RecordingSink).trace()).toEqual([
+      "0:BlockStored",
+      "1:BlockStored",
+      "reset:restart",
+      "0:BlockStored",
+      "1:BlockStored",
+      "2:BlockStored",
+    ]);
+    // The same engine, its clock stepped back: the replay confirms it, the batch is applied once.
+    const stepped = batch([storedArray({ hashes: [2], tokens: range(0, 4), blockSize: 4 })], 0, 1e9);
+    const calls: number[] = [];
+    const b = make(async (from) => {
+      calls.push(from);
+      return { ok: true, batches: [...replayed([0, 1]), { seq: 2, topic: T, payload: stepped }] };
+    });
+    for (const s of [0, 1]) b.ingest.onFrames(frames(s));
+    b.ingest.onFrames([T, encodeSeq(2), stepped]);
+    await b.ingest.idle();
+    expect(calls).toEqual([0]);
+    expect((b.sink as RecordingSink).trace()).toEqual(["0:BlockStored", "1:BlockStored", "2:BlockStored"]);
+    expect(b.stats.resets).toEqual({ gap: 0, restart: 0 });
+  });
+});
+
+describe("RankIngest on a new subscription", () => {
+  it("asks what the engine holds as soon as a connection is up, without waiting for traffic", async () => {
+    const calls: number[] = [];
+    const { ingest, stats, sink } = make(async (from) => {
+      calls.push(from);
+      return { ok: true, batches: replayed(range(0, 4)) };
+    });
+    ingest.connected();
+    await ingest.idle();
+    expect(calls).toEqual([0]);
+    expect((sink as RecordingSink).trace()).toEqual(range(0, 4).map((s) => `${s}:BlockStored`));
+    expect(stats.resets).toEqual({ gap: 0, restart: 0 });
+    ingest.connected(); // a stream under way: a handshake alone is no reason to ask again
+    await ingest.idle();
+    expect(calls).toEqual([0]);
+  });
+});
+
 describe("RankIngest replay path", () => {
   it("queues live batches during a replay and drops the ones replay already delivered", async () => {
     const d = deferred();
@@ -86,7 +273,7 @@ describe("RankIngest replay path", () => {
     const { ingest, stats, sink } = make(d.fn);
     ingest.onFrames(frames(0));
     ingest.onFrames(frames(4));
-    d.release({ ok: true, batches: replayed([1, 3, 4]) });
+    d.release({ ok: true, batches: replayed([0, 1, 3, 4]) });
     await ingest.idle();
     expect((sink as RecordingSink).trace()).toEqual([
       "0:BlockStored",
@@ -131,7 +318,7 @@ describe("RankIngest replay path", () => {
     for (const s of [0, 1, 2]) ingest.onFrames(frames(s));
     ingest.onFrames([T, encodeSeq(5), newEngine(5)]); // looks like a gap 3..4
     await ingest.idle();
-    expect(calls).toEqual([2, 0]); // probe at our last batch, then catch-up from the new 0
+    expect(calls).toEqual([0]); // from the oldest batch remembered: the new engine's 0 differs
     expect((sink as RecordingSink).trace()).toEqual([
       "0:BlockStored",
       "1:BlockStored",
@@ -162,7 +349,7 @@ describe("RankIngest replay path", () => {
     d.release({ ok: true, batches: replayed([0, 1, 2]) });
     await ingest.idle();
     ingest.onFrames(frames(6)); // 4 and 5 are missing: a new replay
-    expect(d.calls).toEqual([0, 3]);
+    expect(d.calls).toEqual([0, 0]);
     d.release({ ok: true, batches: replayed([3, 4, 5, 6]) });
     await ingest.idle();
     expect((sink as RecordingSink).trace()).toEqual(range(0, 7).map((s) => `${s}:BlockStored`));

@@ -50,7 +50,15 @@ async function setup(opts: {
   });
   cleanups.push(() => sub.stop());
   await sub.start();
+  // With a replay endpoint, the first handshake asks the engine what it holds (nothing yet):
+  // let that round finish, so what the test publishes next is live traffic.
+  if (replayEndpoint !== null) await until(() => settled(sub, 1), 5_000, "the first replay round");
   return { engine, sub, sink };
+}
+
+/** `rounds` replay requests answered or given up, none running. */
+function settled(sub: RankSubscriber, rounds: number): boolean {
+  return sub.stats.replays.ok + sub.stats.replays.failed >= rounds && !sub.stats.replaying;
 }
 
 /** ZMQ's slow joiner: keep publishing `seq` until the subscriber has read it once. */
@@ -144,7 +152,7 @@ describe("RankSubscriber over real ZMQ", () => {
       await engine.publish(2, batch([stored(12, 11)], 0), { live: false }); // lost on the way
       await engine.publish(3, batch([stored(13, 12)], 0), { live: false });
       await engine.publish(4, batch([stored(14, 13)], 0));
-      await until(() => sub.stats.replays.ok === 1 && sub.stats.lastSeq === 4, 5_000, "replay");
+      await until(() => sub.stats.replays.ok === 2 && sub.stats.lastSeq === 4, 5_000, "replay");
       await engine.publish(5, batch([stored(15, 14)], 0));
       await until(() => sub.stats.lastSeq === 5);
 
@@ -173,7 +181,7 @@ describe("RankSubscriber over real ZMQ", () => {
     await engine.publish(4, batch([stored(14, 13)], 0));
     await until(() => sub.stats.lastSeq === 4 && !sub.stats.replaying);
     expect(sink.trace()).toEqual(["0:BlockStored", "reset:gap", "3:BlockStored", "4:BlockStored"]);
-    expect(sub.stats.replays).toMatchObject({ ok: 0, failed: 1 });
+    expect(sub.stats.replays).toMatchObject({ ok: 1, failed: 1 }); // the first round, then this
   });
 
   it("resets on a gap without replay endpoint, and when replay times out", async () => {
@@ -188,7 +196,7 @@ describe("RankSubscriber over real ZMQ", () => {
     await b.engine.publish(2, batch([stored(3)], 0));
     await until(() => b.sub.stats.lastSeq === 2 && !b.sub.stats.replaying, 5_000, "timeout");
     expect(b.sink.trace()).toEqual(["0:BlockStored", "reset:gap", "2:BlockStored"]);
-    expect(b.sub.stats.replays.failed).toBe(1);
+    expect(b.sub.stats.replays.failed).toBe(2); // the first round, then the gap's
   });
 
   it("treats a sequence back to 0 as an engine restart", async () => {
@@ -231,10 +239,121 @@ describe("RankSubscriber over real ZMQ", () => {
     const { engine, sub, sink } = await setup({ replay: "new" });
     for (let s = 0; s < 5; s++) await engine.publish(s, batch([stored(s)], 0), { live: false });
     await warmUp(engine, sub, 5, batch([stored(5)], 0));
-    await until(() => sub.stats.replays.ok === 1 && sub.stats.lastSeq === 5 && !sub.stats.replaying);
+    await until(() => sub.stats.replays.ok === 2 && sub.stats.lastSeq === 5 && !sub.stats.replaying);
     expect(sink.trace()).toEqual(range(0, 6).map((s) => `${s}:BlockStored`));
     expect(sub.stats.resets).toEqual({ gap: 0, restart: 0 });
     expect(sub.stats.gaps).toBe(0);
+  });
+
+  it("asks an idle engine what it holds when it subscribes: no traffic needed", async () => {
+    const engine = await new TestEngine("kv@10.0.0.1@model").bind();
+    cleanups.push(() => engine.close());
+    const replayEndpoint = await engine.serveReplay({ withTopic: true });
+    // Published before anyone listened; the engine is idle from now on.
+    for (let s = 0; s < 4; s++) await engine.publish(s, batch([stored(s)], 0), { live: false });
+    const sink = new RecordingSink();
+    const sub = new RankSubscriber({
+      slotKey: "w1#0",
+      rank: 0,
+      endpoint: engine.endpoint,
+      mode: "connect",
+      replayEndpoint,
+      topic: "kv@",
+      sink,
+      logger: quiet,
+    });
+    cleanups.push(() => sub.stop());
+    await sub.start();
+    await until(() => sink.log.length === 4, 5_000, "the engine's buffer");
+    expect(sink.trace()).toEqual(range(0, 4).map((s) => `${s}:BlockStored`));
+    expect(sub.stats.resets).toEqual({ gap: 0, restart: 0 });
+  });
+
+  /** Closes `engine` and starts another on the same addresses, its replay buffer holding
+   * `buffer` from the start. */
+  async function restart(
+    engine: TestEngine,
+    buffer: { seq: number; payload: Buffer }[],
+    withTopic = true,
+  ): Promise<TestEngine> {
+    const pubAt = engine.endpoint;
+    const replayAt = engine.replayAt;
+    await engine.close();
+    const next = new TestEngine(engine.topic);
+    next.buffer.push(...buffer);
+    cleanups.push(() => next.close());
+    // ZMQ releases a closed socket's port from its I/O thread, shortly after close().
+    await until(
+      async () => {
+        try {
+          await next.bind(pubAt);
+          await next.serveReplay({ withTopic, at: replayAt });
+          return true;
+        } catch {
+          return false;
+        }
+      },
+      5_000,
+      "the ports of the old engine",
+    );
+    return next;
+  }
+
+  it("catches a restarted engine whose first batch we see carries the next expected number", async () => {
+    const { engine, sub, sink } = await setup({ replay: "new" });
+    await warmUp(engine, sub, 0, batch([stored(1)], 0));
+    await engine.publish(1, batch([stored(2, 1)], 0));
+    await engine.publish(2, batch([stored(3, 2)], 0));
+    await until(() => sub.stats.lastSeq === 2);
+    // The new engine's first batches went out while we reconnected (lost to us); the first we
+    // read is numbered exactly as the old stream's next.
+    const lost = range(0, 3).map((seq) => ({ seq, payload: batch([stored(100 + seq)], 0, 2e9) }));
+    const next = await restart(engine, lost);
+    const three = batch([stored(103, 102)], 0, 2e9);
+    next.buffer.push({ seq: 3, payload: three });
+    await until(
+      async () => {
+        await next.sendRaw([Buffer.from(next.topic), encodeSeq(3), three]);
+        return sub.stats.lastSeq === 3 && !sub.stats.replaying;
+      },
+      5_000,
+      "the new engine's batch 3",
+    );
+    expect(sink.trace()).toEqual([
+      "0:BlockStored",
+      "1:BlockStored",
+      "2:BlockStored",
+      "reset:restart",
+      ...range(0, 4).map((s) => `${s}:BlockStored`),
+    ]);
+    const hashes = sink.log.flatMap((d) =>
+      d.kind === "event" && d.event.type === "BlockStored" ? d.event.hashes : [],
+    );
+    expect(hashes.slice(3)).toEqual([100n, 101n, 102n, 103n]);
+    expect(sub.stats.disconnects).toBe(1);
+  });
+
+  it("notices an idle engine's restart as soon as the connection is back", async () => {
+    const { engine, sub, sink } = await setup({ replay: "old" });
+    await warmUp(engine, sub, 0, batch([stored(1)], 0));
+    await engine.publish(1, batch([stored(2, 1)], 0));
+    await until(() => sub.stats.lastSeq === 1);
+    await restart(engine, [], false); // publishes nothing
+    await until(() => sub.stats.resets.restart === 1 && !sub.stats.replaying, 5_000, "the restart");
+    expect(sink.trace()).toEqual(["0:BlockStored", "1:BlockStored", "reset:restart"]);
+  });
+
+  it("keeps an engine that survived a dropped connection, with nothing reset", async () => {
+    const { engine, sub, sink } = await setup({ replay: "new" });
+    await warmUp(engine, sub, 0, batch([stored(1)], 0));
+    await engine.publish(1, batch([stored(2, 1)], 0));
+    await until(() => sub.stats.lastSeq === 1);
+    // The same engine (same buffer) on a fresh PUB socket: the connection drops and comes back;
+    // batch 2 was published while we were away.
+    await restart(engine, [...engine.buffer, { seq: 2, payload: batch([stored(3, 2)], 0) }]);
+    await until(() => sub.stats.disconnects === 1 && settled(sub, 2), 5_000, "the check after reconnecting");
+    expect(sink.trace()).toEqual(["0:BlockStored", "1:BlockStored", "2:BlockStored"]);
+    expect(sub.stats.resets).toEqual({ gap: 0, restart: 0 });
   });
 
   it("counts and survives garbage frames, then keeps going", async () => {
@@ -362,6 +481,88 @@ describe("central subscriber (engines connect, kvroute binds)", () => {
     expect(bySlot("b#0")).toEqual([0, 1, 2]);
     expect(a.stats.resets).toEqual({ gap: 0, restart: 0 });
     expect(b.stats.resets).toEqual({ gap: 0, restart: 0 });
+  });
+});
+
+describe("central subscriber: an engine restarts while another keeps streaming", () => {
+  it("clears and rebuilds the restarted engine's rank; the other one's stream is checked, not reset", async () => {
+    const pool = new BindPool({ receiveHighWaterMark: 1_000, maxMessageBytes: 1 << 20 });
+    cleanups.push(() => pool.close());
+    const sink = new RecordingSink();
+    const engines = new Map<string, TestEngine>();
+    const start = async (topic: string, at?: string) => {
+      const engine = new TestEngine(topic);
+      cleanups.push(() => engine.close());
+      await engine.serveReplay({ withTopic: true, at });
+      engines.set(topic, engine);
+      return engine;
+    };
+    const a0 = await start("kv@a");
+    const b = await start("kv@b");
+    const subs = [
+      ["a#0", "kv@a", a0.replayAt],
+      ["b#0", "kv@b", b.replayAt],
+    ].map(([slotKey, topic, replayEndpoint]) => {
+      const sub = new RankSubscriber({
+        slotKey: slotKey as string,
+        rank: 0,
+        endpoint: "tcp://127.0.0.1:*",
+        mode: "bind",
+        topic,
+        replayEndpoint,
+        sink,
+        logger: quiet,
+        bindPool: pool,
+      });
+      cleanups.push(() => sub.stop());
+      return sub;
+    });
+    for (const sub of subs) await sub.start();
+    const [subA, subB] = subs as [RankSubscriber, RankSubscriber];
+    const bound = subA.boundEndpoint as string;
+    await until(() => settled(subA, 1) && settled(subB, 1), 5_000, "the first replay rounds");
+    a0.pub.connect(bound);
+    b.pub.connect(bound);
+    const send = (engine: TestEngine, seq: number, payload: Buffer, sub: RankSubscriber) =>
+      until(
+        async () => {
+          if (!engine.buffer.some((x) => x.seq === seq)) engine.buffer.push({ seq, payload });
+          await engine.sendRaw([Buffer.from(engine.topic), encodeSeq(seq), payload]);
+          return sub.stats.lastSeq === seq && !sub.stats.replaying;
+        },
+        5_000,
+        `${engine.topic} ${seq}`,
+      );
+    for (const seq of [0, 1, 2]) {
+      await send(a0, seq, batch([stored(10 + seq)], 0), subA);
+      await send(b, seq, batch([stored(20 + seq)], 0), subB);
+    }
+    // Engine a restarts: its new process connects again, its replay ROUTER on the same address.
+    const replayAt = a0.replayAt;
+    await a0.close();
+    await until(() => subA.stats.disconnects >= 1, 5_000, "the disconnect");
+    const restarted: { engine?: TestEngine } = {};
+    await until(
+      async () => {
+        restarted.engine = await start("kv@a", replayAt).catch(() => undefined);
+        return restarted.engine !== undefined;
+      },
+      5_000,
+      "the replay port",
+    );
+    const next = restarted.engine as TestEngine;
+    for (const seq of [0, 1, 2]) next.buffer.push({ seq, payload: batch([stored(30 + seq)], 0, 2e9) });
+    next.pub.connect(bound);
+    await send(next, 3, batch([stored(33)], 0, 2e9), subA);
+    await send(b, 3, batch([stored(23)], 0), subB);
+
+    const bySlot = (slot: string) =>
+      sink.log
+        .filter((d) => d.slot === slot)
+        .map((d) => (d.kind === "event" && d.event.type === "BlockStored" ? d.event.hashes[0] : d.kind));
+    expect(bySlot("a#0")).toEqual([10n, 11n, 12n, "reset", 30n, 31n, 32n, 33n]);
+    expect(bySlot("b#0")).toEqual([20n, 21n, 22n, 23n]);
+    expect(subB.stats.resets).toEqual({ gap: 0, restart: 0 });
   });
 });
 

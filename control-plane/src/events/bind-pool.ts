@@ -5,17 +5,24 @@
 
 import { Subscriber } from "zeromq";
 
-export type FramesHandler = (frames: Buffer[]) => void;
+/** One stream on a shared socket: its messages, and the socket's connection changes. A bound
+ * socket cannot tell which engine a connection belongs to, so every stream hears of each. */
+export interface StreamHandler {
+  frames(frames: Buffer[]): void;
+  connected(): void;
+  connectionLost(): void;
+}
 
 interface Route {
   topic: Buffer;
-  handler: FramesHandler;
+  handler: StreamHandler;
 }
 
 interface SharedSocket {
   sock: Subscriber;
   routes: Route[];
   loop: Promise<void>;
+  watch: Promise<void>;
 }
 
 export interface BindPoolOptions {
@@ -37,7 +44,7 @@ export class BindPool {
    * matching prefix wins). Binds the socket on first use. Resolves to a release function.
    * Two streams with the same topic on one address cannot be told apart: refused.
    */
-  async attach(endpoint: string, topic: string, handler: FramesHandler): Promise<() => void> {
+  async attach(endpoint: string, topic: string, handler: StreamHandler): Promise<() => void> {
     const topicBuf = Buffer.from(topic, "utf8");
     let shared = this.sockets.get(endpoint);
     if (shared?.routes.some((r) => r.topic.equals(topicBuf))) {
@@ -51,8 +58,15 @@ export class BindPool {
         receiveHighWaterMark: this.o.receiveHighWaterMark,
         maxMessageSize: this.o.maxMessageBytes,
       });
-      await sock.bind(endpoint);
-      const created: SharedSocket = { sock, routes: [], loop: Promise.resolve() };
+      const created: SharedSocket = { sock, routes: [], loop: Promise.resolve(), watch: Promise.resolve() };
+      created.watch = this.watch(created); // before bind: no connection event may be missed
+      try {
+        await sock.bind(endpoint);
+      } catch (err) {
+        sock.close();
+        await created.watch;
+        throw err;
+      }
       created.loop = this.run(created);
       this.sockets.set(endpoint, created);
       shared = created;
@@ -89,19 +103,30 @@ export class BindPool {
     }
   }
 
+  private async watch(shared: SharedSocket): Promise<void> {
+    try {
+      for await (const ev of shared.sock.events) {
+        if (ev.type === "disconnect") for (const r of [...shared.routes]) r.handler.connectionLost();
+        else if (ev.type === "handshake") for (const r of [...shared.routes]) r.handler.connected();
+      }
+    } catch {
+      // closed
+    }
+  }
+
   private route(shared: SharedSocket, frames: Buffer[]): void {
     const topic = frames[0];
     if (topic !== undefined) {
       for (const r of shared.routes) {
         if (topic.length >= r.topic.length && topic.subarray(0, r.topic.length).equals(r.topic)) {
-          r.handler(frames);
+          r.handler.frames(frames);
           return;
         }
       }
     }
     // A lone stream gets even unroutable garbage, so it is counted where it is visible.
     const only = shared.routes.length === 1 ? shared.routes[0] : undefined;
-    if (only !== undefined) only.handler(frames);
+    if (only !== undefined) only.handler.frames(frames);
     else this.unrouted++;
   }
 
@@ -109,6 +134,6 @@ export class BindPool {
     const all = [...this.sockets.values()];
     this.sockets.clear();
     for (const s of all) if (!s.sock.closed) s.sock.close();
-    await Promise.all(all.map((s) => s.loop));
+    await Promise.all(all.flatMap((s) => [s.loop, s.watch]));
   }
 }

@@ -2,6 +2,7 @@
 // Accepts both encodings vLLM has used: msgspec `array_like` tagged tuples (before vLLM
 // PR #42892) and tagged maps with defaults omitted (after), plus SGLang's variants.
 
+import { saltFromExtraKeys } from "./extra-keys.ts";
 import { normaliseHash, normaliseHashList } from "./hash.ts";
 import { type BlockRemoved, type BlockStored, type KvEvent, MEDIUM_GPU } from "./types.ts";
 
@@ -114,9 +115,8 @@ function buildStored(f: RawFields): EventResult {
   const eventVersion = optUint(f.eventVersion);
   const locality = optString(f.locality);
   const ownership = optString(f.ownership);
-  const cacheSalt = optString(f.cacheSalt);
   let loraName: string | null | Bad = null;
-  let salt = cacheSalt;
+  let salt = optString(f.cacheSalt);
   if (isPlainObject(f.loraName)) {
     // SGLang's positional form puts a metadata map ({cache_salt}) where vLLM has lora_name.
     salt = salt ?? optString(f.loraName.cache_salt);
@@ -141,6 +141,8 @@ function buildStored(f: RawFields): EventResult {
   }
   const ignored = filterReason(groupIdx, specKind);
   if (ignored !== null) return { ok: false, ignored };
+  // SGLang names its salt; vLLM carries it in the first block's extra keys (extra-keys.ts).
+  const cacheSalt = salt ?? saltFromExtraKeys(extraKeys as unknown[] | null, parent === null, loraName);
   const event: BlockStored = {
     type: "BlockStored",
     hashes,
@@ -150,8 +152,8 @@ function buildStored(f: RawFields): EventResult {
     loraName,
     loraId,
     medium: med,
-    extraKeys,
-    cacheSalt: salt,
+    extraKeys: extraKeys as unknown[] | null,
+    cacheSalt,
     groupIdx,
     kvCacheSpecKind: specKind,
     slidingWindow,

@@ -1,18 +1,25 @@
 // The per-rank ingest state machine: raw frames in, normalised events and resets out to the
-// sink, in sequence order. No sockets here (rank-subscriber.ts owns those); replay is an
-// injected function, so this runs the same under tests and in production.
+// sink, in sequence order. No sockets here (rank-subscriber.ts owns those and reports the
+// connection's ups and downs); replay is an injected function, so this runs the same under
+// tests and in production.
 //
-// Flow: a live message in order is applied at once. A gap starts a replay (from the last
-// applied batch, to catch a restarted engine); while it runs, live messages are queued, then
-// the replayed batches are applied, then the queue is drained with duplicates dropped. A hole
-// nobody can fill (no replay endpoint, replay failed, or it started past the missing batch)
-// clears the rank.
+// Flow: a live message in order is applied at once. Anything that makes the stream doubtful —
+// a gap, a lost connection, a batch timestamp going backwards — is settled against the
+// engine's replay buffer before more is applied: live messages are queued meanwhile, the
+// replay tells whether it is still the engine we were following (then it fills what we
+// missed) or a new one (then the rank is cleared and rebuilt from the new engine's buffer),
+// then the queue is drained with duplicates dropped. A hole nobody can fill (no replay
+// endpoint, replay failed, or the missing batches left the engine's buffer) clears the rank.
+// A new subscription asks the engine for everything it still holds, so an idle engine's
+// cache is known without waiting for it to publish. The rules: docs/kv-events.md.
 
-import { decodeBatch } from "./batch-decoder.ts";
+import { type BatchResult, decodeBatch } from "./batch-decoder.ts";
 import { type LiveMessage, parseLiveMessage } from "./frames.ts";
-import type { ReplayedBatch, ReplayFn } from "./replay-client.ts";
+import { PendingQueue } from "./pending-queue.ts";
+import type { ReplayedBatch, ReplayFn, ReplayResult } from "./replay-client.ts";
 import { SequenceTracker } from "./sequence.ts";
 import { bump, type DropReason, type RankStats, type ThrottledLog } from "./stats.ts";
+import { StreamHistory } from "./stream-history.ts";
 import type { BatchMeta, EventSink, RankResetReason } from "./types.ts";
 
 export interface RankIngestOptions {
@@ -33,24 +40,33 @@ export interface RankIngestOptions {
 interface Queued {
   msg: LiveMessage;
   receivedAt: number;
+  /** Arrival order: tells what was read before a replay request went out. */
+  arrival: number;
 }
 
 export class RankIngest {
   private readonly tracker = new SequenceTracker();
+  private readonly history = new StreamHistory();
   private readonly topic: Buffer;
   private readonly now: () => number;
-  private pending: Queued[] = [];
-  private pendingHead = 0;
+  private readonly pending = new PendingQueue<Queued>();
+  private arrivals = 0;
   private replaying = false;
   /** Start of the last replay while its queue drains: lower sequences there are duplicates. */
   private dedupeFrom: number | null = null;
   /** Set between a replay's end and the queue being empty: a further hole resets, so an engine
    * that cannot fill it never loops us through replays. */
   private afterReplay = false;
+  /** The stream must be checked against the engine's replay buffer before more is applied (the
+   * connection dropped, or a batch's clock went back); live messages are held until then. */
+  private suspect = false;
+  /** A restart was found and the new engine's buffer is being fetched from 0: what was read
+   * before that request is either in its answer or the dead engine's last words. */
+  private rebuilding = false;
+  /** Engine ts of the last applied batch (null at the start of a stream). */
+  private lastTs: number | null = null;
   private stopped = false;
   private inFlight: Promise<void> | null = null;
-  /** The last batch applied, to tell a restarted engine from a gap (see startReplay). */
-  private last: { seq: number; payload: Buffer } | null = null;
 
   constructor(private readonly o: RankIngestOptions) {
     this.topic = Buffer.from(o.topic, "utf8");
@@ -64,9 +80,27 @@ export class RankIngest {
 
   stop(): void {
     this.stopped = true;
-    this.pending = [];
-    this.pendingHead = 0;
+    this.pending.clear();
     this.o.stats.pending = 0;
+  }
+
+  /**
+   * A connection to the engine is up (a ZMQ handshake; in bind mode, any engine's). After a
+   * loss this starts the verification; on a stream not yet started it fetches whatever the
+   * engine still holds, so an idle engine is indexed without waiting for it to publish.
+   */
+  connected(): void {
+    if (this.stopped || this.replaying) return;
+    if (this.suspect || (this.tracker.expected === null && this.o.replay !== null)) this.resync(null);
+  }
+
+  /** The connection dropped: whoever answers next may be a restarted engine. Live messages are
+   * held until the engine's replay buffer has told which. */
+  connectionLost(): void {
+    if (this.stopped) return;
+    this.o.stats.disconnects++;
+    // A replay running now may be answered by the engine that just went: check again after it.
+    if (this.tracker.expected !== null || this.replaying) this.suspect = true;
   }
 
   /** One multipart message as read from the SUB socket. Never throws. */
@@ -92,9 +126,11 @@ export class RankIngest {
       this.drop("topic", {}, "KV event topic does not match the subscription");
       return;
     }
-    const q: Queued = { msg: parsed.value, receivedAt };
-    if (this.replaying) {
+    const q: Queued = { msg: parsed.value, receivedAt, arrival: this.arrivals++ };
+    if (this.replaying || this.suspect) {
       this.enqueue(q);
+      // A message is a connection too: settle the doubt now rather than wait for the event.
+      if (!this.replaying) this.resync(null);
       return;
     }
     this.process(q);
@@ -105,22 +141,28 @@ export class RankIngest {
   }
 
   private enqueue(q: Queued): void {
-    if (this.pending.length - this.pendingHead >= this.o.maxPending) {
+    if (this.pending.size >= this.o.maxPending) {
       // The hole this leaves shows up as a gap again later (replayed if the engine still has
       // it, else a reset), so dropping here never loses track silently.
       this.drop("pending_overflow", {}, "too many KV event batches queued during replay");
       return;
     }
     this.pending.push(q);
-    this.o.stats.pending = this.pending.length - this.pendingHead;
+    this.o.stats.pending = this.pending.size;
+  }
+
+  /** Forgets the stream: the next batch applied starts a new one. */
+  private clearStream(): void {
+    this.tracker.restart();
+    this.history.clear();
+    this.lastTs = null;
+    this.dedupeFrom = null;
   }
 
   /** The engine restarted: drop this rank's index and start over with `q` as a first batch. */
   private restartWith(q: Queued): boolean {
     this.reset("restart", { seq: q.msg.seq, lastSeq: this.tracker.lastSeen });
-    this.tracker.restart();
-    this.last = null;
-    this.dedupeFrom = null;
+    this.clearStream();
     return this.process(q);
   }
 
@@ -129,17 +171,30 @@ export class RankIngest {
     const { seq } = q.msg;
     const action = this.tracker.classify(seq, this.dedupeFrom);
     switch (action.kind) {
-      case "apply":
-        this.consume(seq, q.msg.payload, q.receivedAt, false);
+      case "apply": {
+        const decoded = decodeBatch(q.msg.payload);
+        if (this.clockWentBack(decoded)) {
+          this.log(
+            "clock",
+            { seq, ts: decoded.ok ? decoded.batch.ts : null, lastTs: this.lastTs },
+            "KV event batch older than the last one; asking the engine's replay buffer",
+          );
+          this.resync(q);
+          return false;
+        }
+        this.consume(seq, q.msg.payload, q.receivedAt, false, decoded);
         return true;
-      case "duplicate":
+      }
+      case "duplicate": {
         // The same number with other content is not a redelivery: the engine restarted after
         // publishing as many batches as before (e.g. one), so the number alone cannot tell.
-        if (this.dedupeFrom === null && this.last?.seq === seq && !this.last.payload.equals(q.msg.payload)) {
+        const last = this.history.last;
+        if (this.dedupeFrom === null && last?.seq === seq && !last.payload.equals(q.msg.payload)) {
           return this.restartWith(q);
         }
         this.drop("duplicate", { seq }, "duplicate KV event batch");
         return true;
+      }
       case "restart":
         return this.restartWith(q);
       case "gap": {
@@ -148,8 +203,7 @@ export class RankIngest {
           this.o.stats.missedBatches += seq - action.from;
         }
         if (this.o.replay !== null && !this.afterReplay) {
-          const probe = !action.initial && this.last?.seq === action.from - 1 ? this.last : null;
-          this.startReplay(action.from, action.initial, q, probe);
+          this.resync(q);
           return false;
         }
         // Nobody can fill the hole: what the index holds for this rank may be wrong.
@@ -160,34 +214,55 @@ export class RankIngest {
     }
   }
 
+  /** A batch stamped earlier than the one before it: engines stamp with their wall clock, so
+   * another process (or a clock stepped back) is speaking. Checked once per replay round. */
+  private clockWentBack(decoded: BatchResult): boolean {
+    return (
+      decoded.ok &&
+      this.lastTs !== null &&
+      decoded.batch.ts < this.lastTs &&
+      this.o.replay !== null &&
+      !this.afterReplay
+    );
+  }
+
   /**
-   * Replays from `from`, or from the last applied batch when `probe` is given: an engine that
-   * restarted while we were not listening and has since passed our last number looks like a
-   * plain gap, but its batch at that number is not the one we applied. Comparing the two
-   * (the payload carries the batch timestamp) tells them apart.
+   * Asks the engine's replay buffer, `trigger` (if any) first in the queue. With a stream under
+   * way: a verification, from the oldest batch remembered (StreamHistory.verdict). Without one: a
+   * catch-up from 0. Without a replay endpoint only a lost connection gets here: nothing can
+   * tell a restarted engine from the old one, so the rank is cleared.
    */
-  private startReplay(
-    from: number,
-    initial: boolean,
-    trigger: Queued,
-    probe: { seq: number; payload: Buffer } | null,
-  ): void {
-    const replay = this.o.replay as ReplayFn;
+  private resync(trigger: Queued | null): void {
+    if (trigger !== null) {
+      this.pending.unshift(trigger);
+      this.o.stats.pending = this.pending.size;
+    }
+    const replay = this.o.replay;
+    const wasSuspect = this.suspect;
+    this.suspect = false; // this round answers it; a further loss sets it again
+    if (replay === null) {
+      if (wasSuspect && this.tracker.expected !== null) {
+        this.reset("gap", { reason: "reconnected without a replay endpoint to check" });
+        this.clearStream();
+      }
+      this.drain();
+      return;
+    }
+    const verify = this.tracker.expected !== null;
+    const from = verify ? (this.history.oldest as number) : 0;
+    const requestedAfter = this.arrivals;
     this.replaying = true;
     this.o.stats.replaying = true;
-    // The triggering message goes first in the queue; live ones arriving meanwhile follow it.
-    this.pending.splice(this.pendingHead, 0, trigger);
-    this.o.stats.pending = this.pending.length - this.pendingHead;
     const run = async (): Promise<void> => {
-      let result: Awaited<ReturnType<ReplayFn>>;
+      let result: ReplayResult;
       try {
-        result = await replay(probe === null ? from : probe.seq);
+        result = await replay(from);
       } catch {
         result = { ok: false, reason: "socket", batches: [] };
       }
       if (this.stopped) return;
       try {
-        this.finishReplay(from, initial, result.ok, result.batches, result.ok ? null : result.reason, probe);
+        this.finishReplay(verify, from, requestedAfter, result);
       } catch (err) {
         // As in onFrames: never let a bug become an unhandled rejection (a process exit).
         this.replaying = false;
@@ -195,57 +270,93 @@ export class RankIngest {
         this.drop("internal", { err: String(err) }, "KV event replay handling failed");
       }
     };
-    this.inFlight = run().finally(() => {
-      this.inFlight = null;
+    // A replay's handling may start the next one (a restart found, a hole while draining):
+    // only the newest clears the marker.
+    const done: Promise<void> = run().finally(() => {
+      if (this.inFlight === done) this.inFlight = null;
     });
+    this.inFlight = done;
   }
 
-  private finishReplay(
-    from: number,
-    initial: boolean,
-    ok: boolean,
-    replayed: ReplayedBatch[],
-    failure: string | null,
-    probe: { seq: number; payload: Buffer } | null,
-  ): void {
-    let batches = replayed;
-    const head = batches[0];
-    if (probe !== null && head !== undefined && head.seq === probe.seq) {
-      if (!head.payload.equals(probe.payload)) {
-        // Not the batch we applied under that number: a new engine. Start over from its 0.
-        this.o.stats.replays.replayedBatches += batches.length;
-        this.reset("restart", { seq: probe.seq, detectedBy: "replay" });
-        this.tracker.restart();
-        this.replaying = false;
-        this.o.stats.replaying = false;
-        this.dedupeFrom = null;
-        this.afterReplay = false;
-        this.drain(); // the trigger now looks like a first message: catch-up replay from 0
-        return;
+  private finishReplay(verify: boolean, from: number, requestedAfter: number, result: ReplayResult): void {
+    const batches = result.batches;
+    this.o.stats.replays.replayedBatches += batches.length;
+    const failure = result.ok ? null : result.reason;
+    if (!verify) {
+      this.finishCatchUp(from, requestedAfter, result.ok, batches, failure);
+    } else if (!result.ok) {
+      // Neither the engine's identity nor what we missed can be known.
+      this.replayFailed(from, failure, batches.length);
+      this.reset("gap", { from, failure });
+      this.clearStream();
+      this.applyReplayed(batches);
+    } else {
+      const ours = batches.filter((b) => b.topic === null || this.topicMatches(b.topic));
+      const verdict = this.history.verdict(ours, this.tracker.lastSeen as number);
+      if (verdict === "restart") {
+        this.reset("restart", { detectedBy: "replay", lastSeq: this.tracker.lastSeen });
+        this.clearStream();
+        if (from !== 0) {
+          // Its first batches are below what we asked for: fetch the new engine from 0.
+          this.rebuilding = true;
+          this.replaying = false;
+          this.resync(null);
+          return;
+        }
+        this.o.stats.replays.ok++;
+        this.applyReplayed(batches);
+        this.dropStale(requestedAfter);
+      } else if (verdict === "unknown") {
+        this.replayFailed(from, "buffer moved past our last batch", batches.length);
+        this.reset("gap", { from, first: batches[0]?.seq ?? null });
+        this.clearStream();
+        this.applyReplayed(batches);
+      } else {
+        const lastSeq = this.tracker.lastSeen as number;
+        const next = batches.find((b) => b.seq > lastSeq);
+        // The engine sends every buffered batch ≥ from: the first one after ours must be the
+        // next number, or the ones between left its buffer (buffer_steps).
+        if (next === undefined || next.seq === lastSeq + 1) this.o.stats.replays.ok++;
+        else this.replayFailed(lastSeq + 1, "missing batches left the buffer", batches.length);
+        this.applyReplayed(batches);
       }
-      batches = batches.slice(1);
     }
+    this.replaying = false;
+    this.o.stats.replaying = false;
+    this.dedupeFrom = from;
+    this.afterReplay = true;
+    if (this.suspect) this.resync(null);
+    else this.drain();
+  }
+
+  /** Applies a catch-up from 0 (a new subscription, or the new engine after a restart). */
+  private finishCatchUp(
+    from: number,
+    requestedAfter: number,
+    ok: boolean,
+    batches: ReplayedBatch[],
+    failure: string | null,
+  ): void {
     const first = batches[0];
-    // The engine sends every buffered batch ≥ from; if the first is later, the missing ones
-    // have already left its buffer (buffer_steps).
-    const covered = ok && first !== undefined && first.seq <= from;
-    if (covered) this.o.stats.replays.ok++;
-    else {
-      this.o.stats.replays.failed++;
-      this.o.log.warn(
-        `${this.o.slotKey}:replay`,
-        { slot: this.o.slotKey, from, first: first?.seq ?? null, failure, initial },
-        "KV event replay could not cover the gap",
-      );
+    // Covered when it starts at the beginning; an engine that has published nothing answers
+    // with the end marker alone.
+    if (ok && (first === undefined || first.seq <= from)) this.o.stats.replays.ok++;
+    else this.replayFailed(from, failure ?? "first batches left the buffer", batches.length);
+    // Nothing is reset either way: the index holds nothing for this rank yet.
+    this.applyReplayed(batches);
+    if (this.rebuilding) {
+      this.rebuilding = false;
+      this.dropStale(requestedAfter);
     }
-    this.o.stats.replays.replayedBatches += replayed.length;
-    if (!covered) {
-      // The missing batches are gone for good. After a first connect the index holds nothing
-      // for this rank yet, so there is nothing to clear.
-      if (!initial) this.reset("gap", { from, first: first?.seq ?? null });
-      // Whatever is applied next starts a fresh stream; the hole before it is accounted for.
-      this.tracker.restart();
-    }
+  }
+
+  private replayFailed(from: number, failure: string | null, got: number): void {
+    this.o.stats.replays.failed++;
+    this.log("replay", { from, failure, got }, "KV event replay could not cover what was missing");
+  }
+
+  /** Applies replayed batches in order after what the tracker has seen; a hole resets once. */
+  private applyReplayed(batches: ReplayedBatch[]): void {
     let holeReset = false;
     const receivedAt = this.now();
     for (const b of batches) {
@@ -254,43 +365,34 @@ export class RankIngest {
         continue;
       }
       const expected = this.tracker.expected;
-      if (expected !== null && b.seq < expected) continue; // applied live before the gap
+      if (expected !== null && b.seq < expected) continue; // applied before
       if (expected !== null && b.seq > expected && !holeReset) {
         this.reset("gap", { from: expected, seq: b.seq });
         holeReset = true;
       }
       this.consume(b.seq, b.payload, receivedAt, true);
     }
-    this.replaying = false;
-    this.o.stats.replaying = false;
-    this.dedupeFrom = from;
-    this.afterReplay = true;
-    this.drain();
+  }
+
+  /** After a restart: messages read before the new engine's buffer was requested are in its
+   * answer already, or were the dead engine's (still in the socket when it went). */
+  private dropStale(requestedAfter: number): void {
+    for (const q of this.pending.remove((q) => q.arrival < requestedAfter))
+      this.drop("stale", { seq: q.msg.seq }, "KV event batch from before the restart");
+    this.o.stats.pending = this.pending.size;
   }
 
   private drain(): void {
-    while (this.pendingHead < this.pending.length) {
-      const q = this.pending[this.pendingHead] as Queued;
-      this.pendingHead++;
+    for (let q = this.pending.shift(); q !== undefined; q = this.pending.shift()) {
       if (!this.process(q)) {
-        // A new replay started and re-queued q at pendingHead; it resumes the drain later.
-        this.compact();
+        // A new replay started and put q back in front; it resumes the drain later.
+        this.o.stats.pending = this.pending.size;
         return;
       }
     }
-    this.pending = [];
-    this.pendingHead = 0;
     this.o.stats.pending = 0;
     this.dedupeFrom = null;
     this.afterReplay = false;
-  }
-
-  private compact(): void {
-    if (this.pendingHead > 0) {
-      this.pending = this.pending.slice(this.pendingHead);
-      this.pendingHead = 0;
-    }
-    this.o.stats.pending = this.pending.length;
   }
 
   private reset(reason: RankResetReason, fields: Record<string, unknown>): void {
@@ -309,12 +411,17 @@ export class RankIngest {
 
   /** Consumes sequence `seq` (advancing the tracker even when its payload is unusable: the
    * batch did arrive, so it is not a gap) and hands its events to the sink. */
-  private consume(seq: number, payload: Buffer, receivedAt: number, replayed: boolean): void {
+  private consume(
+    seq: number,
+    payload: Buffer,
+    receivedAt: number,
+    replayed: boolean,
+    decoded: BatchResult = decodeBatch(payload),
+  ): void {
     this.tracker.advance(seq);
-    this.last = { seq, payload };
+    this.history.add(seq, payload);
     const s = this.o.stats;
     s.lastSeq = seq;
-    const decoded = decodeBatch(payload);
     if (!decoded.ok) {
       this.drop(decoded.error, { seq, bytes: payload.length }, "undecodable KV event batch");
       return;
@@ -326,6 +433,7 @@ export class RankIngest {
     }
     s.batches++;
     s.lastBatchTs = batch.ts;
+    this.lastTs = batch.ts;
     for (const k in batch.ignored) bump(s.ignored, k, batch.ignored[k as keyof typeof batch.ignored]);
     for (const k in batch.errors) {
       const n = batch.errors[k as keyof typeof batch.errors] ?? 0;
@@ -346,6 +454,10 @@ export class RankIngest {
         this.drop("sink_error", { seq, err: String(err) }, "KV event sink failed");
       }
     }
+  }
+
+  private log(key: string, fields: Record<string, unknown>, msg: string): void {
+    this.o.log.warn(`${this.o.slotKey}:${key}`, { slot: this.o.slotKey, ...fields }, msg);
   }
 
   private drop(reason: DropReason, fields: Record<string, unknown>, msg: string, n = 1): void {

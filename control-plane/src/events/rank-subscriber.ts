@@ -1,6 +1,8 @@
 // The socket shell around RankIngest: one ZMQ SUB socket per DP rank, connecting to the
 // engine's PUB (or bound, for engines that connect to a central subscriber), plus the replay
-// DEALER on demand. Reconnection is ZMQ's own.
+// DEALER on demand. Reconnection is ZMQ's own; the socket's monitor events tell RankIngest
+// when the connection drops and when one is up again, since whoever answers after a drop may
+// be a restarted engine (docs/kv-events.md).
 
 import { type Logger, pino } from "pino";
 import { Subscriber } from "zeromq";
@@ -45,6 +47,7 @@ export class RankSubscriber {
   private readonly aborter = new AbortController();
   private socket: Subscriber | null = null;
   private loop: Promise<void> | null = null;
+  private watching: Promise<void> | null = null;
   private pool: BindPool | null = null;
   private ownPool = false;
   private release: (() => void) | null = null;
@@ -81,12 +84,18 @@ export class RankSubscriber {
     if (this.o.mode === "bind") {
       this.ownPool = this.o.bindPool === undefined;
       this.pool = this.o.bindPool ?? new BindPool({ receiveHighWaterMark, maxMessageBytes });
-      this.release = await this.pool.attach(this.o.endpoint, this.o.topic ?? "", (frames) =>
-        this.ingest.onFrames(frames),
-      );
+      const ingest = this.ingest;
+      this.release = await this.pool.attach(this.o.endpoint, this.o.topic ?? "", {
+        frames: (frames) => ingest.onFrames(frames),
+        connected: () => ingest.connected(),
+        connectionLost: () => ingest.connectionLost(),
+      });
+      // Engines connect to us and may be connected already: ask ours what it holds.
+      ingest.connected();
     } else {
       const sock = new Subscriber({ linger: 0, receiveHighWaterMark, maxMessageSize: maxMessageBytes });
       this.socket = sock;
+      this.watching = this.watch(sock); // before connect: the first handshake must be seen
       sock.subscribe(this.o.topic ?? "");
       sock.connect(this.o.endpoint);
       this.loop = this.run(sock);
@@ -106,6 +115,26 @@ export class RankSubscriber {
     }
   }
 
+  private async watch(sock: Subscriber): Promise<void> {
+    // One peer: a handshake while the connection is thought up is a reconnection whose
+    // disconnect we did not see, and is treated as one.
+    let up = false;
+    try {
+      for await (const ev of sock.events) {
+        if (ev.type === "disconnect") {
+          up = false;
+          this.ingest.connectionLost();
+        } else if (ev.type === "handshake") {
+          if (up) this.ingest.connectionLost();
+          up = true;
+          this.ingest.connected();
+        }
+      }
+    } catch {
+      // closed
+    }
+  }
+
   /** The address actually bound or connected (resolves a `*` port in bind mode). */
   get boundEndpoint(): string | null {
     if (this.pool !== null) return this.pool.boundEndpoint(this.o.endpoint);
@@ -121,6 +150,7 @@ export class RankSubscriber {
     this.release?.();
     if (this.ownPool) await this.pool?.close();
     await this.loop;
+    await this.watching;
     await this.ingest.idle();
   }
 

@@ -21,6 +21,7 @@ export type DropReason =
   | EventError
   // sequencing and plumbing
   | "duplicate"
+  | "stale"
   | "pending_overflow"
   | "sink_error"
   | "internal";
@@ -46,6 +47,8 @@ export interface RankStats {
   /** Valid events skipped on purpose (non-zero group_idx, non-main attention kinds, unknown types). */
   ignored: Record<string, number>;
   dropped: Partial<Record<DropReason, number>>;
+  /** Times the connection to the engine dropped (ZMQ disconnect events). */
+  disconnects: number;
   gaps: number;
   /** Batches reported missing by gaps, before any replay. */
   missedBatches: number;
@@ -78,6 +81,7 @@ export function newRankStats(
     storedByMedium: {},
     ignored: {},
     dropped: {},
+    disconnects: 0,
     gaps: 0,
     missedBatches: 0,
     replays: { ok: 0, failed: 0, replayedBatches: 0 },

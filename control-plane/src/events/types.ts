@@ -22,7 +22,10 @@ export interface BlockStored {
   medium: Medium;
   /** vLLM's per-block extra hash keys (multimodal ids, LoRA, cache_salt), passed through raw. */
   extraKeys: unknown[] | null;
-  /** SGLang's salt (top-level `cache_salt` or its positional metadata map). */
+  /** The salt of the request that stored a sequence's first block: SGLang's `cache_salt` field
+   * (top level or its positional metadata map), else vLLM's, read from the first block's extra
+   * keys (extra-keys.ts), which it sends with a sequence's first block only. The index reads it
+   * where `parent` is null; later blocks inherit it through the chain. */
   cacheSalt: string | null;
   groupIdx: number | null;
   kvCacheSpecKind: string | null;
