@@ -1,60 +1,69 @@
-// Builds every Wasm module the project ships or tests with. One script instead of asconfig
-// targets because the filter needs the WASI shim (Envoy has no env.abort; abort goes to
-// proc_exit, REFERENCE §5) while the Node core must not have it (the loader supplies
-// env.abort). Usage: node scripts/build.mjs [substring-of-entry ...]
+// Builds every Wasm module the project ships or tests with, from the targets of asconfig.json
+// (the AssemblyScript convention): `filter` (the Proxy-Wasm filter Envoy loads), `core` (the same
+// routing core for Node via @assemblyscript/loader) and `test-modules` (purpose-built Proxy-Wasm
+// modules that exercise the Node host, test/host/modules/*.ts).
+//
+// The filter and the test modules carry the options of @assemblyscript/wasi-shim inline (its lib
+// and its `use` aliases, with abort going to proc_exit: Envoy has no env.abort, REFERENCE §5);
+// the core must not have them (the loader supplies env.abort). asc reads a target's options but
+// not its entries, so this script passes each entry (and, for test modules, the output file) on
+// the command line: `asc <entry> --config asconfig.json --target <name>`.
+//
+// Usage: node scripts/build.mjs [target-name | substring-of-entry ...]
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 
-const root = new URL("..", import.meta.url).pathname;
-const asc = join(root, "node_modules/.bin/asc");
-const proxyWasmArgs = [
-  "--config",
-  // Relative on purpose: asc mis-resolves the shim's "lib" when the config path is absolute.
-  "node_modules/@assemblyscript/wasi-shim/asconfig.json",
-  "--use",
-  "abort=abort_proc_exit",
-];
-const common = ["--optimizeLevel", "3", "--shrinkLevel", "0", "--noAssert", "--runtime", "incremental"];
+const root = fileURLToPath(new URL("..", import.meta.url));
+export const ASCONFIG = "asconfig.json";
 
-const modules = [
-  // The Proxy-Wasm filter loaded by Envoy.
-  { entry: "filter/assembly/index.ts", out: "build/kvroute.wasm", args: proxyWasmArgs },
-  // The same routing core for Node via @assemblyscript/loader.
-  { entry: "filter/core/index.ts", out: "build/kvroute-core.wasm", args: ["--exportRuntime"] },
-];
-
-// Purpose-built Proxy-Wasm modules that exercise the Node host (test/host/modules/*.ts).
-const testModuleDir = join(root, "test/host/modules");
-if (existsSync(testModuleDir)) {
-  for (const file of readdirSync(testModuleDir).sort()) {
-    if (!file.endsWith(".ts")) continue;
-    modules.push({
-      entry: `test/host/modules/${file}`,
-      out: `build/test-modules/${basename(file, ".ts")}.wasm`,
-      args: proxyWasmArgs,
-    });
-  }
+/** `dir/*.ts` → the .ts files of dir (the only pattern asconfig.json uses), else the entry itself. */
+function expand(entry) {
+  const m = /^(.*)\/\*\.ts$/.exec(entry);
+  if (m === null) return [entry];
+  const dir = join(root, m[1]);
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((f) => f.endsWith(".ts"))
+    .sort()
+    .map((f) => `${m[1]}/${f}`);
 }
 
-const only = process.argv.slice(2);
-let failed = false;
-for (const m of modules) {
-  if (only.length > 0 && !only.some((o) => m.entry.includes(o))) continue;
-  mkdirSync(join(root, dirname(m.out)), { recursive: true });
-  try {
-    execFileSync(
-      asc,
-      [m.entry, "--outFile", m.out, "--textFile", m.out.replace(/\.wasm$/, ".wat"), ...common, ...m.args],
-      {
-        cwd: root,
-        stdio: ["ignore", "inherit", "inherit"],
-      },
-    );
-    process.stdout.write(`built ${m.out}\n`);
-  } catch {
-    failed = true;
-    process.stderr.write(`build of ${m.entry} failed\n`);
+/** The asc runs the build makes: [{target, entry, out, args}], in asconfig.json's target order. */
+export function plan(config = JSON.parse(readFileSync(join(root, ASCONFIG), "utf8"))) {
+  const runs = [];
+  for (const [target, t] of Object.entries(config.targets)) {
+    for (const entry of (t.entries ?? []).flatMap(expand)) {
+      const args = [entry, "--config", ASCONFIG, "--target", target];
+      let out = t.outFile;
+      if (t.outDir !== undefined) {
+        out = `${t.outDir}/${basename(entry, ".ts")}.wasm`;
+        args.push("--outFile", out, "--textFile", out.replace(/\.wasm$/, ".wat"));
+      }
+      if (out === undefined) throw new Error(`${ASCONFIG}: target ${target} has neither outFile nor outDir`);
+      runs.push({ target, entry, out, args });
+    }
   }
+  return runs;
 }
-process.exit(failed ? 1 : 0);
+
+function main() {
+  const asc = join(root, "node_modules/.bin/asc");
+  const only = process.argv.slice(2);
+  let failed = false;
+  for (const run of plan()) {
+    if (only.length > 0 && !only.some((o) => o === run.target || run.entry.includes(o))) continue;
+    mkdirSync(join(root, dirname(run.out)), { recursive: true });
+    try {
+      execFileSync(asc, run.args, { cwd: root, stdio: ["ignore", "inherit", "inherit"] });
+      process.stdout.write(`built ${run.out}\n`);
+    } catch {
+      failed = true;
+      process.stderr.write(`build of ${run.entry} failed\n`);
+    }
+  }
+  process.exit(failed ? 1 : 0);
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) main();
