@@ -3,9 +3,12 @@
 // config in the ConfigMap passes the control plane's own parser, the Deployment runs it with
 // that file, probes, token Secret and a non-root read-only container, the Service is the
 // authority every gateway artifact dials, and RBAC covers every namespace discovery watches.
+import { readdirSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseConfigYaml } from "../../control-plane/src/config/load-config.ts";
-import { envoyPieces, loadYamlFiles, pluginConfigs, readRepoFile } from "./artifacts.ts";
+import { envoyPieces, loadYamlFiles, pluginConfigs, REPO, readRepoFile } from "./artifacts.ts";
+import { parseDockerfile, type Stage } from "./dockerfile.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: tests walk parsed YAML whose shape they assert
 type Obj = Record<string, any>;
@@ -107,7 +110,7 @@ describe("deploy/ (kustomize base)", () => {
     expect(dialed).toBe(3); // Istio EnvoyFilter, Istio WasmPlugin companion, Envoy Gateway patch
   });
 
-  it("RBAC lets the ServiceAccount get, list and watch EndpointSlices and Pods in every namespace discovery watches", () => {
+  it("RBAC lets the ServiceAccount list and watch EndpointSlices and Pods in every namespace discovery watches", () => {
     const sa = one("ServiceAccount");
     const namespaces = new Set(
       cfg.pools.map((p) => p.discovery?.kubernetes?.namespace).filter((n) => n !== undefined),
@@ -132,25 +135,63 @@ describe("deploy/ (kustomize base)", () => {
           (d) =>
             d.kind === "Role" && d.metadata.namespace === ns && d.metadata.name === bindings[0]?.roleRef.name,
         ) as Obj;
-      const grants = (group: string, resource: string) =>
-        role.rules.some(
-          (r: Obj) =>
-            r.apiGroups.includes(group) &&
-            r.resources.includes(resource) &&
-            ["get", "list", "watch"].every((v) => r.verbs.includes(v)),
-        );
-      expect(grants("discovery.k8s.io", "endpointslices"), ns).toBe(true);
-      expect(grants("", "pods"), ns).toBe(true);
-      // Read-only: discovery never writes.
-      expect(role.rules.flatMap((r: Obj) => r.verbs).sort()).toEqual([
-        "get",
-        "get",
-        "list",
-        "list",
-        "watch",
-        "watch",
-      ]);
+      const rule = (group: string, resource: string) =>
+        role.rules.find((r: Obj) => r.apiGroups.includes(group) && r.resources.includes(resource));
+      // Exactly what discovery calls: a list, then a watch; nothing is read by name, nothing written.
+      expect(rule("discovery.k8s.io", "endpointslices")?.verbs, ns).toEqual(["list", "watch"]);
+      expect(rule("", "pods")?.verbs, ns).toEqual(["list", "watch"]);
+      expect(role.rules.flatMap((r: Obj) => r.verbs).sort()).toEqual(["list", "list", "watch", "watch"]);
     }
+  });
+
+  it("the RBAC verbs match the Kubernetes calls discovery makes", () => {
+    const dir = "control-plane/src/discovery";
+    const code = readdirSync(join(REPO, dir))
+      .filter((f) => f.startsWith("kubernetes") && f.endsWith(".ts"))
+      .map((f) => readRepoFile(`${dir}/${f}`))
+      .join("\n");
+    // @kubernetes/client-node: list* needs `list`, Watch needs `watch`, read* would need `get`.
+    expect(code).toMatch(/\.listNamespacedEndpointSlice\(/);
+    expect(code).toMatch(/\.listNamespacedPod\(/);
+    expect(code).toMatch(/new Watch\(/);
+    expect(code).not.toMatch(/\.read(Namespaced)?[A-Z]\w*\(/);
+    expect(code).not.toMatch(/\.(create|replace|patch|delete)(Namespaced)?[A-Z]\w*\(/);
+  });
+
+  it("every replica gets the tokenizer files from its own init container, not a shared ReadWriteOnce claim", () => {
+    const volume = pod.volumes.find((v: Obj) => v.name === "tokenizers");
+    expect(volume.emptyDir).toBeDefined();
+    expect(volume.persistentVolumeClaim).toBeUndefined();
+    const init = pod.initContainers.find((c: Obj) =>
+      c.volumeMounts.some((m: Obj) => m.name === "tokenizers"),
+    );
+    const target = init.volumeMounts.find((m: Obj) => m.name === "tokenizers").mountPath;
+    expect(init.command).toEqual(["cp", "-R", "/models/.", `${target}/`]);
+    // The image the init container copies from puts the files where it reads them.
+    const image = parseDockerfile(readRepoFile("deploy/tokenizers.Dockerfile")).at(-1) as Stage;
+    expect(image.copies).toEqual([{ from: null, sources: ["."], dest: "/models/" }]);
+    expect(init.securityContext).toMatchObject({
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+    });
+    expect(one("Kustomization").images.map((i: Obj) => i.name)).toContain(init.image.split(":")[0]);
+    // The control plane reads the same volume, read-only.
+    expect(container.volumeMounts.find((m: Obj) => m.name === "tokenizers")?.readOnly).toBe(true);
+    // A claim shared by several replicas must be ReadOnlyMany (none is shipped today).
+    for (const claim of docs.filter((d) => d.doc.kind === "PersistentVolumeClaim"))
+      expect(claim.doc.spec.accessModes).toEqual(["ReadOnlyMany"]);
+  });
+
+  it("the PodDisruptionBudget lets one replica go at a time and never blocks a drain on unready pods", () => {
+    const pdb = one("PodDisruptionBudget");
+    expect(pdb.spec.selector.matchLabels).toEqual(deployment.spec.selector.matchLabels);
+    // Unready replicas (no engine up yet: /readyz 503) may always be evicted.
+    expect(pdb.spec.unhealthyPodEvictionPolicy).toBe("AlwaysAllow");
+    const allowed =
+      pdb.spec.maxUnavailable ??
+      deployment.spec.replicas - (pdb.spec.minAvailable ?? deployment.spec.replicas);
+    expect(allowed).toBeGreaterThanOrEqual(1);
+    expect(allowed).toBeLessThan(deployment.spec.replicas);
   });
 
   it("the NetworkPolicy admits the control plane's port", () => {
@@ -161,22 +202,35 @@ describe("deploy/ (kustomize base)", () => {
 });
 
 describe("container build files", () => {
-  it("the control plane image: node:20-slim, production dependencies, non-root, the port, the config path", () => {
-    const text = readRepoFile("deploy/Dockerfile");
-    const froms = [...text.matchAll(/^FROM (\S+)/gm)].map((m) => m[1]);
-    expect(froms.every((f) => f === "node:20-slim")).toBe(true);
-    expect(text).toMatch(/npm ci --omit=dev/);
-    expect(text).toMatch(/^USER 10001:10001$/m);
-    expect(text).toMatch(/^EXPOSE 9090$/m);
-    expect(text).toContain(`"--config", "${container.args[2]}"`);
-    // tsx runs the TypeScript; it is a devDependency, so the image installs that exact version globally.
+  it("the control plane image: a supported Node LTS, production dependencies, tsx from them, non-root, the port, the config path", () => {
+    const stages = parseDockerfile(readRepoFile("deploy/Dockerfile"));
+    const runtime = stages.at(-1) as Stage;
+    // Node 20 is end-of-life (2026-04-30); 22 and 24 are the supported LTS lines. Every stage
+    // uses the same one, so the core is built by the Node that runs it.
+    const images = new Set(stages.map((s) => s.image));
+    expect(images.size).toBe(1);
+    expect([...images][0]).toMatch(/^node:(22|24)-slim$/);
+    expect(runtime.runs.join(" ")).toMatch(/npm ci --omit=dev/);
+    // No global install: tsx is a production dependency and comes with `npm ci --omit=dev`.
+    expect(readRepoFile("deploy/Dockerfile")).not.toMatch(/npm (install|i) (-g|--global)/);
     const pkg = JSON.parse(readRepoFile("package.json"));
-    const tsx = pkg.dependencies?.tsx ?? pkg.devDependencies?.tsx;
-    expect(text).toContain(`npm install --global --no-audit --no-fund tsx@${tsx}`);
-    expect(text).toMatch(/^ENTRYPOINT \["tsx", "control-plane\/bin\/kvroute\.ts"\]$/m);
-    // The Node routing core the control plane loads at start.
-    expect(text).toMatch(/build\/kvroute-core\.wasm/);
+    expect(pkg.dependencies.tsx).toBeDefined();
+    expect(pkg.devDependencies?.tsx).toBeUndefined();
+    expect(runtime.entrypoint).toEqual(["node", "--import", "tsx", "control-plane/bin/kvroute.ts"]);
+    expect(runtime.cmd).toEqual(container.args);
+    expect(runtime.user).toBe("10001:10001");
+    expect(runtime.expose).toEqual([String(container.ports[0].containerPort)]);
     expect(pod.securityContext.runAsUser).toBe(10001);
+    // The Node routing core the control plane loads at start.
+    expect(runtime.copies.flatMap((c) => c.sources)).toContain("/src/build/kvroute-core.wasm");
+  });
+
+  it("the build stage copies every file the build script reads", () => {
+    const build = parseDockerfile(readRepoFile("deploy/Dockerfile")).find((s) => s.name === "build") as Stage;
+    const copied = build.copies.flatMap((c) => c.sources);
+    for (const needed of ["package.json", "package-lock.json", "asconfig.json", "scripts", "filter"])
+      expect(copied, needed).toContain(needed);
+    expect(build.runs.some((r) => r.startsWith("node scripts/build.mjs"))).toBe(true);
   });
 
   it("the Wasm image: FROM scratch with a single plugin.wasm, as Istio and Envoy Gateway expect", () => {
