@@ -13,7 +13,7 @@ import {
   readRepoFile,
   type YamlFile,
 } from "./artifacts.ts";
-import { crdProblems } from "./crd-shapes.ts";
+import { crdProblems } from "./crd-problems.ts";
 import { validateEnvoy } from "./envoy-proto.ts";
 import { pluginConfigProblems } from "./plugin-config.ts";
 
