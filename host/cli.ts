@@ -1,7 +1,12 @@
-// Runs gateway mode from a shell, for the demo and manual checks:
+// Runs gateway mode from a shell, for the demo and manual checks — configured like
+// envoy/envoy.yaml with:
 //   tsx host/cli.ts --wasm build/kvroute.wasm --threads 2 --port 10000 \
-//     --cluster backend=127.0.0.1:8000 --default-cluster backend --plugin-config-file cfg.json
-// Prints "listening <url>" once ready and one access-log line per request; stops on SIGINT/SIGTERM.
+//     --cluster backend=127.0.0.1:8000 --default-cluster backend --plugin-config-file cfg.json \
+//     --allow-on-headers-stop-iteration --buffer-limit-bytes 8388608 --failure-policy FAIL_OPEN \
+//     --remove-request-header x-gateway-destination-endpoint
+// Without --allow-on-headers-stop-iteration (Envoy's default) kvroute never sees a request body
+// and routes by load only. Prints "listening <url>" once ready and one access-log line per
+// request; stops on SIGINT/SIGTERM.
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import type { FailurePolicy } from "./core.ts";
@@ -20,10 +25,21 @@ const { values } = parseArgs({
     "vm-id": { type: "string", default: "" },
     "root-id": { type: "string", default: "" },
     name: { type: "string", default: "" },
-    "failure-policy": { type: "string", default: "FAIL_CLOSED" },
+    "failure-policy": { type: "string" },
+    "allow-on-headers-stop-iteration": { type: "boolean", default: false },
+    "buffer-limit-bytes": { type: "string" },
+    "remove-request-header": { type: "string", multiple: true, default: [] },
     "log-level": { type: "string", default: "2" },
   },
 });
+
+const POLICIES = ["FAIL_CLOSED", "FAIL_OPEN", "FAIL_RELOAD"];
+const policy = values["failure-policy"];
+if (policy !== undefined && !POLICIES.includes(policy))
+  throw new Error(`--failure-policy wants one of ${POLICIES.join(", ")}, got ${policy}`);
+const bufferLimit = values["buffer-limit-bytes"];
+if (bufferLimit !== undefined && !/^[1-9]\d*$/.test(bufferLimit))
+  throw new Error(`--buffer-limit-bytes wants a positive integer, got ${bufferLimit}`);
 
 const clusters: Record<string, string> = {};
 for (const c of values.cluster ?? []) {
@@ -46,7 +62,10 @@ const gw = await startGateway({
   vmId: values["vm-id"],
   rootId: values["root-id"],
   pluginName: values.name,
-  failurePolicy: values["failure-policy"] as FailurePolicy,
+  failurePolicy: policy as FailurePolicy | undefined,
+  allowOnHeadersStopIteration: values["allow-on-headers-stop-iteration"],
+  bufferLimitBytes: bufferLimit === undefined ? undefined : Number(bufferLimit),
+  removeRequestHeaders: values["remove-request-header"],
   logLevel: Number(values["log-level"]),
   accessLog: (line) => process.stdout.write(`${line}\n`),
   logSink: (r) => {

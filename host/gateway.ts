@@ -1,10 +1,13 @@
-// Gateway mode: a loopback HTTP/1.1 listener in front of the emulated Envoy. Each request goes to
-// the next worker thread (round robin), through the Wasm filter (stream.ts), then to the upstream
-// the router picks (router.ts: x-gateway-destination-endpoint with ORIGINAL_DST semantics, else the
-// default cluster, else 503). Bodies stream both ways chunk by chunk — an SSE response reaches the
-// client event by event, each chunk passing proxy_on_response_body — and one access-log line is
-// written per request (status, upstream, duration). End-to-end tests and the demo use it when no
-// Envoy binary is around.
+// Gateway mode: a loopback HTTP/1.1 listener in front of the emulated Envoy, shaped like
+// envoy/envoy.yaml's listener: optional header removal ahead of the filter (its header_mutation
+// guard), the Wasm filter (stream.ts), then the upstream the router picks (router.ts:
+// x-gateway-destination-endpoint with ORIGINAL_DST semantics, else the default cluster, else 503).
+// Each request goes to the next worker thread (round robin). The listener's buffer limit
+// (bufferLimitBytes, Envoy's per_connection_buffer_limit_bytes, default 1 MiB) bounds what the
+// filter chain buffers: 413 in buffer mode, a paused client socket in watermark mode. Bodies stream
+// both ways chunk by chunk — an SSE response reaches the client event by event, each chunk passing
+// proxy_on_response_body — and one access-log line is written per request (status, upstream,
+// duration). End-to-end tests and the demo use it when no Envoy binary is around.
 import { randomUUID } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
@@ -25,6 +28,8 @@ export interface AccessLogEntry {
   requestId: string;
   /** Route-cache clears during the request (request-header writes by the filter). */
   routeCacheClears: number;
+  /** x-gateway-destination-endpoint was present but not one literal ip:port (original_dst_host_invalid). */
+  originalDstHostInvalid: boolean;
 }
 
 export interface GatewayOptions extends HostOptions {
@@ -32,6 +37,12 @@ export interface GatewayOptions extends HostOptions {
   port?: number;
   /** Name of the cluster (from `clusters`) used when the destination header is absent. */
   defaultCluster?: string;
+  /**
+   * Request headers removed before the Wasm filter sees the request, like envoy/envoy.yaml's
+   * header_mutation guard (`x-gateway-destination-endpoint`): with it a bypassed filter
+   * (FAIL_OPEN) cannot let a client choose the upstream.
+   */
+  removeRequestHeaders?: string[];
   /** Receives one formatted line per finished request. */
   accessLog?: (line: string, entry: AccessLogEntry) => void;
 }
@@ -76,6 +87,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       if (key === "host" || HOP_BY_HOP.has(key)) continue;
       h.add(key, req.rawHeaders[k + 1] as string);
     }
+    for (const name of options.removeRequestHeaders ?? []) h.remove(name);
     // HCM defaults: generate x-request-id when absent, set x-forwarded-proto.
     if (h.get("x-request-id") === undefined) h.add("x-request-id", randomUUID());
     h.add("x-forwarded-proto", "http");
@@ -115,6 +127,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         resetDownstream: () => {
           res.destroy();
         },
+        // Envoy read-disables the client while watermark-mode buffering is over the limit.
+        readDisable: (disabled) => {
+          if (disabled) req.pause();
+          else req.resume();
+        },
         done: () => {
           finished = true;
           const s = stream as HttpStream;
@@ -128,6 +145,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
             thread: thread.name,
             requestId,
             routeCacheClears: s.info.routeCacheClears,
+            originalDstHostInvalid: s.info.originalDstHostInvalid === true,
           };
           accessLog.push(entry);
           options.accessLog?.(

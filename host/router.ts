@@ -1,7 +1,9 @@
 // The router after the Wasm filter, with the upstream choice of an ORIGINAL_DST cluster reading
-// x-gateway-destination-endpoint (REFERENCE §4: original_dst_lb_config.use_http_header; the value
-// must be a literal IP:port; of a comma-separated list the first entry is used) or, when the
-// header is absent, a configured default cluster. The header is read when the router sees the
+// x-gateway-destination-endpoint (original_dst_lb_config.use_http_header) or, when the header is
+// absent, a configured default cluster. Like Envoy's OriginalDstCluster::LoadBalancer
+// (requestOverrideHost): the first header of that name counts, and its whole value must be one
+// literal IP:port ([v6]:port for IPv6); anything else — a comma-separated list included — counts
+// original_dst_host_invalid and selects no host. The header is read when the router sees the
 // request headers, i.e. after the filter continued — so whatever the filter wrote is what routes.
 // No target → 503 local reply (no_healthy_upstream); connect failure → 503 like Envoy's router
 // ("upstream connect error or disconnect/reset before headers…"); a reset after the response
@@ -14,14 +16,15 @@ import type { HttpStream } from "./stream.ts";
 
 export const DESTINATION_HEADER = "x-gateway-destination-endpoint";
 
+/** Network::Utility::parseInternetAddressAndPortNoThrow(value, v6only=false), or null. */
 export function parseDestination(value: string | undefined): ClusterAddress | null {
   if (value === undefined) return null;
-  const first = (value.split(",")[0] ?? "").trim();
-  const m = /^\[([^\]]+)\]:(\d+)$/.exec(first) ?? /^([^:]+):(\d+)$/.exec(first);
+  const v6 = /^\[([^\]]+)\]:(\d+)$/.exec(value);
+  const m = v6 ?? /^([^:]+):(\d+)$/.exec(value);
   if (!m) return null;
   const host = m[1] as string;
   const port = Number(m[2]);
-  if (isIP(host) === 0 || port < 1 || port > 65535) return null;
+  if (isIP(host) !== (v6 ? 6 : 4) || port < 1 || port > 65535) return null;
   return { host, port };
 }
 
@@ -55,6 +58,7 @@ export class UpstreamRouter {
     if (dest !== undefined) {
       target = parseDestination(dest);
       cluster = "original_dst";
+      if (target === null) s.info.originalDstHostInvalid = true;
     } else {
       target = this.defaultCluster?.address ?? null;
       cluster = this.defaultCluster?.name ?? "";

@@ -1,8 +1,9 @@
 // One HTTP stream through Envoy's filter chain [wasm filter → router], reproducing both the Wasm
 // Context (source/extensions/common/wasm/context.cc: decodeHeaders/decodeData/…, getMap,
 // getBuffer, continueStream, sendLocalResponse, failStream, log, onDestroy) and the parts of
-// Envoy's FilterManager it relies on (buffering while stopped, buffer limit → 413/500 local
-// replies, local replies encoded through the filter, resume on continue).
+// Envoy's FilterManager it relies on (buffering while stopped, the listener's buffer limit → 413/500
+// local replies or, in watermark mode, read-disabling the client, local replies encoded through
+// the filter, resume on continue).
 //
 // Callback order: on_context_create(S, R) before the first request callback → request headers →
 // body chunks → trailers → response headers/body/trailers → on_log → on_done → on_delete.
@@ -70,6 +71,8 @@ export interface StreamInfo {
   clusterName?: string;
   /** How often the route cache was cleared (request-header writes do it for ABI 0.2.1). */
   routeCacheClears: number;
+  /** The ORIGINAL_DST header held no single literal ip:port (Envoy's original_dst_host_invalid stat). */
+  originalDstHostInvalid?: boolean;
 }
 
 /** What surrounds the Wasm filter: the router on the request path, the client on the response path. */
@@ -83,6 +86,12 @@ export interface FilterChainSink {
   responseData(d: Uint8Array, endStream: boolean): void;
   responseTrailers(t: HeaderMap): void;
   resetDownstream(reason: string): void;
+  /**
+   * Flow control (Envoy's readDisable on the downstream stream): true while the request data the
+   * filter chain buffers in watermark mode is above the listener's buffer limit, false once it
+   * drained. Optional: a sink that cannot pause its client just keeps buffering.
+   */
+  readDisable?(disabled: boolean): void;
   /** The stream is over (after on_log/on_done/on_delete). */
   done(): void;
 }
@@ -103,6 +112,8 @@ interface Direction {
   headersPassed: boolean;
   /** Headers returned plain StopIteration (allow_on_headers_stop_iteration): held, while data still reaches the filter. */
   headersHeld: boolean;
+  /** Watermark mode went over the buffer limit and the client is read-disabled. */
+  aboveHighWatermark: boolean;
   ended: boolean;
 }
 
@@ -117,6 +128,7 @@ const fresh = (): Direction => ({
   addedTrailers: null,
   headersPassed: false,
   headersHeld: false,
+  aboveHighWatermark: false,
   ended: false,
 });
 
@@ -300,7 +312,7 @@ export class HttpStream {
       return;
     }
     if (this.dec.stopped === "headers" || this.dec.stopped === "trailers") {
-      this.fmBuffer(this.dec, chunk, eos, this.dec.mode === "buffer", true);
+      this.fmBuffer(this.dec, chunk, eos, true);
       return;
     }
     this.filterCall(() => this.dataToFilter(chunk, eos));
@@ -322,7 +334,7 @@ export class HttpStream {
   private dataToFilter(chunk: Uint8Array, eos: boolean): void {
     if (this.bufferingReq && this.dec.buffered) {
       // FilterManager::addDecodedData: the new chunk joins the buffered body first.
-      if (!this.fmBuffer(this.dec, chunk, eos, this.dec.mode === "buffer", true)) return;
+      if (!this.fmBuffer(this.dec, chunk, eos, true)) return;
       this.reqBody = this.dec.buffered;
     } else this.reqBody = new MutableBuffer(chunk);
     this.endOfStream = eos;
@@ -422,6 +434,8 @@ export class HttpStream {
     this.sink.requestHeaders(this.dec.headers as HeaderMap, eos);
   }
   private passRequestData(d: Uint8Array, eos: boolean): void {
+    // The buffered body moved on: the buffer drained below its low watermark.
+    this.belowLowWatermark();
     this.sink.requestData(d, eos);
   }
   private passRequestTrailers(t: HeaderMap): void {
@@ -463,7 +477,7 @@ export class HttpStream {
       return;
     }
     if (this.enc.stopped === "headers" || this.enc.stopped === "trailers") {
-      this.fmBuffer(this.enc, chunk, eos, this.enc.mode === "buffer", false);
+      this.fmBuffer(this.enc, chunk, eos, false);
       return;
     }
     this.filterCall(() => this.respDataToFilter(chunk, eos));
@@ -497,7 +511,7 @@ export class HttpStream {
 
   private respDataToFilter(chunk: Uint8Array, eos: boolean): void {
     if (this.bufferingResp && this.enc.buffered) {
-      if (!this.fmBuffer(this.enc, chunk, eos, this.enc.mode === "buffer", false)) return;
+      if (!this.fmBuffer(this.enc, chunk, eos, false)) return;
       this.respBody = this.enc.buffered;
     } else this.respBody = new MutableBuffer(chunk);
     this.endOfStream = eos;
@@ -587,27 +601,45 @@ export class HttpStream {
   // ---- FilterManager pieces ---------------------------------------------------------------
 
   /** Buffers data while the filter is stopped; false when the 413/500 limit reply fired. */
-  private fmBuffer(
-    d: Direction,
-    chunk: Uint8Array,
-    eos: boolean,
-    limited: boolean,
-    request: boolean,
-  ): boolean {
+  private fmBuffer(d: Direction, chunk: Uint8Array, eos: boolean, request: boolean): boolean {
     if (d.buffered) d.buffered.append(chunk);
     else d.buffered = new MutableBuffer(chunk.slice());
     d.eos = eos;
-    return limited ? !this.overLimit(d, request) : true;
+    return !this.overLimit(d, request);
   }
 
+  /**
+   * The filter manager's buffer is a watermark buffer whose high watermark is the listener's
+   * per_connection_buffer_limit_bytes (FilterManager createBuffer/buffer_limit_). Past it,
+   * requestDataTooLarge: in watermark (streaming) mode — headers StopAllIterationAndWatermark or
+   * data StopIterationAndWatermark — the client is read-disabled (backpressure, no reply);
+   * otherwise 413 Payload Too Large (request_payload_too_large). On the response side 500, or a
+   * reset once headers went out; response watermark mode is not emulated (it keeps buffering).
+   * True when a local reply or reset ended the stream.
+   */
   private overLimit(d: Direction, request: boolean): boolean {
     const size = d.buffered?.bytes().length ?? 0;
     if (size <= this.core().bufferLimitBytes) return false;
+    if (d.mode === "nobuffer") return false;
+    if (d.mode === "watermark") {
+      if (request && !d.aboveHighWatermark) {
+        d.aboveHighWatermark = true;
+        this.sink.readDisable?.(true);
+      }
+      return false;
+    }
     if (request) this.localReply(413, Buffer.from("Payload Too Large"), [], "request_payload_too_large");
     else if (!this.enc.headersPassed) {
       this.localReply(500, Buffer.from("Internal Server Error"), [], "response_payload_too_large");
     } else this.reset("response_payload_too_large");
     return true;
+  }
+
+  /** requestDataDrained: the read-disabled client may send again. */
+  private belowLowWatermark(): void {
+    if (!this.dec.aboveHighWatermark) return;
+    this.dec.aboveHighWatermark = false;
+    this.sink.readDisable?.(false);
   }
 
   /** Envoy's sendLocalReply: encoded through this filter unless the stream already failed. */
@@ -624,12 +656,19 @@ export class HttpStream {
       this.reset(details);
       return;
     }
-    const h = new HeaderMap([
-      [":status", String(code)],
-      ["content-length", String(body.length)],
-    ]);
-    if (body.length > 0) h.add("content-type", "text/plain");
+    // Http::Utility::sendLocalReply: `:status`, then the filter's extra headers (modify_headers,
+    // in order), then with a body content-length and — only if no content-type was given —
+    // content-type: text/plain; without a body both are removed, even ones the filter passed
+    // (the HTTP/1 codec writes content-length: 0 on the wire).
+    const h = new HeaderMap([[":status", String(code)]]);
     for (const [k, v] of extra) h.add(k, v);
+    if (body.length > 0) {
+      h.set("content-length", String(body.length));
+      if (h.get("content-type") === undefined) h.add("content-type", "text/plain");
+    } else {
+      h.remove("content-length");
+      h.remove("content-type");
+    }
     // FilterManager::sendLocalReply: once a response entered the encoder filters, the local reply
     // goes straight to the codec (sendDirectLocalReply) instead of through the filters again.
     const direct = this.enc.headers !== null;
@@ -756,6 +795,7 @@ export class HttpStream {
     this.dec.ended = true;
     this.enc.ended = true;
     this.info.endTimeMs = Date.now();
+    this.belowLowWatermark();
     const t = this.thread;
     if (!this.contextCreated) this.onCreate();
     if (!t.failed) {

@@ -1,9 +1,17 @@
 // Gateway mode end to end over real loopback sockets: the real filter, ORIGINAL_DST routing by
-// x-gateway-destination-endpoint, default cluster, SSE streaming chunk by chunk, body limits and
-// the access log.
+// x-gateway-destination-endpoint, the header guard, default cluster, SSE streaming chunk by chunk,
+// the listener buffer limit (413 / backpressure) and the access log.
 import { spawn } from "node:child_process";
 import http from "node:http";
+import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
+import { startControlPlane } from "../../control-plane/src/app.ts";
+import {
+  bufferLimitProblem,
+  ENVOY_DEFAULT_BUFFER_LIMIT_BYTES,
+  shippedGatewayOptions,
+} from "../../control-plane/src/cli/envoy-config.ts";
+import { parseConfig } from "../../control-plane/src/config/load-config.ts";
 import { type Gateway, startGateway } from "../../host/gateway.ts";
 import { callbacks, filterFile, moduleFile, startUpstream, type Upstream, waitFor } from "./testing.ts";
 
@@ -57,7 +65,7 @@ describe("gateway mode", () => {
     );
   });
 
-  it("routes by x-gateway-destination-endpoint like ORIGINAL_DST: literal ip:port, first of a list", async () => {
+  it("routes by x-gateway-destination-endpoint like ORIGINAL_DST: one literal ip:port, else 503", async () => {
     const a = await upstream("a");
     const b = await upstream("b");
     gw = await startGateway({
@@ -67,21 +75,57 @@ describe("gateway mode", () => {
       clusters: { a: a.address },
       defaultCluster: "a",
     });
-    const first = await fetch(`${gw.url}/x`, {
-      headers: { "x-gateway-destination-endpoint": `${b.address}, ${a.address}` },
+    const send = async (value?: string | string[]) => {
+      const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
+        const headers: http.OutgoingHttpHeaders = {};
+        if (value !== undefined) headers["x-gateway-destination-endpoint"] = value;
+        http.get(`${gw?.url}/x`, { headers }, resolve).on("error", reject);
+      });
+      let body = "";
+      for await (const c of res) body += c;
+      const entry = gw?.accessLog.at(-1);
+      return `${res.statusCode} ${body} ${entry?.details} ${entry?.originalDstHostInvalid}`;
+    };
+    const port = b.address.split(":")[1];
+    expect(await send(b.address)).toBe("200 b:GET:/x: via_upstream false");
+    expect(await send()).toBe("200 a:GET:/x: via_upstream false");
+    // IPv4-mapped IPv6 is a literal address too.
+    expect(await send(`[::ffff:127.0.0.1]:${port}`)).toBe("200 b:GET:/x: via_upstream false");
+    // Two headers: the first one counts (Envoy reads override_header[0]).
+    expect(await send([b.address, a.address])).toBe("200 b:GET:/x: via_upstream false");
+    const refused = "503 no healthy upstream no_healthy_upstream true";
+    // A list (GAIE's fallback form) is not one address: Envoy's ORIGINAL_DST selects no host.
+    expect(await send(`${b.address}, ${a.address}`)).toBe(refused);
+    expect(await send(`${b.address},`)).toBe(refused);
+    expect(await send("127.0.0.1")).toBe(refused);
+    expect(await send(`[127.0.0.1]:${port}`)).toBe(refused);
+    expect(await send(`::1:${port}`)).toBe(refused);
+    expect(await send(`upstream.local:${port}`)).toBe(refused);
+    expect(await send("127.0.0.1:65536")).toBe(refused);
+    expect(b.requests).toHaveLength(3);
+  });
+
+  it("removes configured headers before the filter, like envoy.yaml's header_mutation guard", async () => {
+    const a = await upstream("a");
+    const b = await upstream("b");
+    gw = await startGateway({
+      wasm: moduleFile("lifecycle"),
+      threads: 1,
+      clusters: { a: a.address },
+      defaultCluster: "a",
+      removeRequestHeaders: ["x-gateway-destination-endpoint"],
     });
-    expect(await first.text()).toBe("b:GET:/x:");
-    const none = await fetch(`${gw.url}/y`);
-    expect(await none.text()).toBe("a:GET:/y:");
-    const bad = await fetch(`${gw.url}/z`, {
-      headers: { "x-gateway-destination-endpoint": "upstream.local:80" },
+    for (const name of ["x-gateway-destination-endpoint", "X-Gateway-Destination-Endpoint"]) {
+      const r = await fetch(`${gw.url}/guarded`, { headers: { [name]: b.address } });
+      expect(await r.text()).toBe("a:GET:/guarded:");
+    }
+    // A near miss of the name is not removed (and, not being the ORIGINAL_DST header, not followed).
+    const other = await fetch(`${gw.url}/other`, {
+      headers: { "x-gateway-destination-endpoints": b.address },
     });
-    expect(bad.status).toBe(503);
-    expect(gw.accessLog.map((e) => `${e.status} ${e.details}`)).toEqual([
-      "200 via_upstream",
-      "200 via_upstream",
-      "503 no_healthy_upstream",
-    ]);
+    expect(await other.text()).toBe("a:GET:/other:");
+    expect(a.requests.at(-1)?.headers["x-gateway-destination-endpoints"]).toBe(b.address);
+    expect(b.requests).toHaveLength(0);
   });
 
   it("a destination written by the filter re-routes (route cache cleared on header write)", async () => {
@@ -153,7 +197,7 @@ describe("gateway mode", () => {
     expect(bodies.at(-1)).toMatch(/ 1 buf=0:/);
   });
 
-  it("honours the request-body buffer limit (413) for a filter that buffers", async () => {
+  it("honours the listener buffer limit (413) for a filter that buffers", async () => {
     const b = await upstream("b");
     gw = await startGateway({
       wasm: moduleFile("lifecycle"),
@@ -166,7 +210,96 @@ describe("gateway mode", () => {
     const r = await fetch(`${gw.url}/big`, { method: "POST", body: "x".repeat(50_000) });
     expect(r.status).toBe(413);
     expect(await r.text()).toBe("Payload Too Large");
+    expect(r.headers.get("content-type")).toBe("text/plain");
     expect(b.requests).toHaveLength(0);
+  });
+
+  it("in watermark mode pauses the client past the limit instead of answering 413, then delivers the whole body", async () => {
+    const b = await upstream("b");
+    gw = await startGateway({
+      // Headers return 1 without allow_on_headers_stop_iteration: StopAllIterationAndWatermark,
+      // until the module's tick continues the stream.
+      wasm: moduleFile("lifecycle"),
+      pluginConfig: "reqHeaders=1;tick=50",
+      bufferLimitBytes: 64 * 1024,
+      threads: 1,
+      clusters: { b: b.address },
+      defaultCluster: "b",
+    });
+    const body = "y".repeat(1024 * 1024);
+    const r = await fetch(`${gw.url}/stream`, { method: "POST", body });
+    expect(r.status).toBe(200);
+    expect(await r.text()).toBe(`b:POST:/stream:${body}`);
+  });
+
+  it("a long prompt: routed by the real filter with envoy.yaml's listener limit, 413 with Envoy's default", async () => {
+    const engine = await startUpstream((req, body, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(req.url === "/metrics" ? "" : JSON.stringify({ bytes: body.length }));
+    });
+    ups.push(engine);
+    const token = "long-prompt-token-0123456789";
+    const cp = await startControlPlane(
+      parseConfig(
+        {
+          authToken: token,
+          pools: [{ name: "p", models: ["m"], endpoints: [{ address: engine.address, ranks: [0] }] }],
+          routing: { failMode: "closed" },
+          sync: { longPollMs: 200 },
+        },
+        "long-prompt",
+        {},
+      ),
+      { listen: "127.0.0.1:0", logger: pino({ level: "silent" }) },
+    );
+    try {
+      const shipped = shippedGatewayOptions();
+      expect(bufferLimitProblem(shipped.bufferLimitBytes, shipped.maxBodyBytes)).toBeNull();
+      // Longer than Envoy's default limit (1 MiB), shorter than the filter's maxBodyBytes.
+      const prompt = "p".repeat(2 * 1024 * 1024);
+      expect(prompt.length).toBeGreaterThan(ENVOY_DEFAULT_BUFFER_LIMIT_BYTES);
+      expect(prompt.length).toBeLessThan(shipped.maxBodyBytes);
+      const body = JSON.stringify({ model: "m", prompt, max_tokens: 1 });
+      const results: string[] = [];
+      for (const bufferLimitBytes of [shipped.bufferLimitBytes, undefined]) {
+        const { maxBodyBytes: _, ...options } = shipped;
+        const g = await startGateway({
+          wasm: filterFile(),
+          threads: 1,
+          vmId: "kvroute",
+          rootId: "kvroute",
+          pluginConfig: JSON.stringify({
+            controlPlane: { cluster: "kvroute_control_plane", authority: cp.url.slice(7), token },
+            tickMs: 20,
+            failMode: "closed",
+          }),
+          clusters: { kvroute_control_plane: cp.url.slice(7) },
+          ...options,
+          bufferLimitBytes,
+        });
+        try {
+          // The whole image is in: the gateway holds the control plane's newest version.
+          cp.publish();
+          const want = BigInt(cp.log.version);
+          await waitFor(() => {
+            const v = g.host.sharedData("kvr.sync");
+            return v !== null && Buffer.from(v.value).readBigUInt64LE(8) >= want;
+          }, 15_000);
+          const r = await fetch(`${g.url}/v1/completions`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body,
+          });
+          const entry = g.accessLog.at(-1);
+          results.push(`${r.status} ${entry?.upstream} ${await r.text()}`);
+        } finally {
+          await g.close();
+        }
+      }
+      expect(results).toEqual([`200 ${engine.address} {"bytes":${body.length}}`, "413 - Payload Too Large"]);
+    } finally {
+      await cp.stop();
+    }
   });
 
   it("a client that disconnects mid-stream still ends the stream with on_log → on_done → on_delete", async () => {
@@ -213,7 +346,7 @@ describe("gateway mode", () => {
     await waitFor(() => upstreamClosed);
   });
 
-  it("runs from the command line (tsx host/cli.ts) for the demo", async () => {
+  it("runs from the command line (tsx host/cli.ts) with Envoy's listener and PluginConfig options", async () => {
     const b = await upstream("cli");
     const root = new URL("../../", import.meta.url).pathname;
     const child = spawn(
@@ -223,13 +356,21 @@ describe("gateway mode", () => {
         "tsx",
         "host/cli.ts",
         "--wasm",
-        filterFile(),
+        moduleFile("lifecycle"),
+        // Headers stop, the body buffers: kvroute's pattern.
+        "--plugin-config",
+        "reqHeaders=1;reqBody=1,0",
         "--threads",
         "1",
         "--cluster",
         `b=${b.address}`,
         "--default-cluster",
         "b",
+        "--allow-on-headers-stop-iteration",
+        "--buffer-limit-bytes",
+        "1000",
+        "--remove-request-header",
+        "x-gateway-destination-endpoint",
       ],
       { cwd: root, stdio: ["ignore", "pipe", "pipe"] },
     );
@@ -240,8 +381,18 @@ describe("gateway mode", () => {
       });
       await waitFor(() => out.includes("listening "), 15_000);
       const url = /listening (\S+)/.exec(out)?.[1] as string;
-      expect(await (await fetch(`${url}/hello`)).text()).toBe("cli:GET:/hello:");
-      await waitFor(() => out.includes('"GET /hello HTTP/1.1" 200'));
+      // The body reaches the filter while the headers wait (StopIteration kept), and the
+      // 1000-byte listener limit answers 413 while it buffers.
+      const big = await fetch(`${url}/v1/completions`, { method: "POST", body: "z".repeat(5000) });
+      expect(big.status).toBe(413);
+      await waitFor(() => out.includes('"POST /v1/completions HTTP/1.1" 413 request_payload_too_large'));
+      // Under the limit the body goes on, and the guard removed the client's destination header.
+      const small = await fetch(`${url}/small`, {
+        method: "POST",
+        headers: { "x-gateway-destination-endpoint": "127.0.0.1:1" },
+        body: "ok",
+      });
+      expect(await small.text()).toBe("cli:POST:/small:ok");
     } finally {
       child.kill("SIGTERM");
     }

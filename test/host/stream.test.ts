@@ -138,6 +138,127 @@ describe("body buffering", () => {
   });
 });
 
+/** Records Envoy's readDisable calls too (flow control). */
+class FlowSink extends RecordingSink {
+  readonly flow: boolean[] = [];
+  readDisable(disabled: boolean) {
+    this.flow.push(disabled);
+  }
+}
+
+function flowSetup(pluginConfig: string, bufferLimitBytes: number, allowOnHeadersStopIteration = false) {
+  host = createHost({
+    wasm: moduleFile("lifecycle"),
+    pluginConfig,
+    mainThread: false,
+    bufferLimitBytes,
+    allowOnHeadersStopIteration,
+  });
+  const t = host.threads[0] as NonNullable<(typeof host.threads)[0]>;
+  const sink = new FlowSink();
+  return { host, sink, stream: host.newStream(t, sink) };
+}
+
+describe("the listener buffer limit (FilterManager watermark buffer)", () => {
+  it("buffer mode: 413 only once the buffered body passes the limit (the limit itself fits)", () => {
+    const at = flowSetup("reqBody=1", 8);
+    at.stream.decodeHeaders(POST(), false);
+    at.stream.decodeData(Buffer.from("1234"), false);
+    at.stream.decodeData(Buffer.from("5678"), false);
+    expect(at.sink.of("respHeaders")).toHaveLength(0);
+    at.stream.decodeData(Buffer.from("9"), false);
+    expect(at.sink.of("respHeaders")[0]?.headers).toContainEqual([":status", "413"]);
+    expect(at.sink.flow).toEqual([]);
+    expect(at.stream.info.responseCodeDetails).toBe("request_payload_too_large");
+  });
+
+  it("headers StopAllIterationAndWatermark: past the limit the client is read-disabled, never a 413; draining re-enables it", async () => {
+    const { stream, sink } = flowSetup("reqHeaders=1;tick=10", 4);
+    stream.decodeHeaders(POST(), false);
+    stream.decodeData(Buffer.from("0123"), false);
+    expect(sink.flow).toEqual([]); // exactly at the limit
+    stream.decodeData(Buffer.from("4"), false);
+    expect(sink.flow).toEqual([true]);
+    stream.decodeData(Buffer.from("56789"), true);
+    expect(sink.flow).toEqual([true]);
+    expect(sink.of("respHeaders")).toHaveLength(0);
+    // The filter continues on its tick: the buffered body moves on and the client may send again.
+    await waitFor(() => sink.of("reqData").length > 0);
+    expect(sink.flow).toEqual([true, false]);
+    expect(
+      sink
+        .of("reqData")
+        .map((e) => e.data)
+        .join(""),
+    ).toBe("0123456789");
+  });
+
+  it("body StopIterationAndWatermark is watermark mode too: backpressure, not 413", () => {
+    const { stream, sink } = flowSetup("reqBody=2", 4);
+    stream.decodeHeaders(POST(), false);
+    stream.decodeData(Buffer.from("0123456789"), false);
+    expect(sink.flow).toEqual([true]);
+    expect(sink.of("respHeaders")).toHaveLength(0);
+  });
+
+  it("allow_on_headers_stop_iteration + StopIterationAndBuffer (kvroute's pattern) answers 413 past the limit", () => {
+    const { stream, sink } = flowSetup("reqHeaders=1;reqBody=1", 8, true);
+    stream.decodeHeaders(POST(), false);
+    stream.decodeData(Buffer.from("12345678"), false);
+    expect(sink.of("respHeaders")).toHaveLength(0);
+    stream.decodeData(Buffer.from("9"), false);
+    expect(sink.of("respHeaders")[0]?.headers).toContainEqual([":status", "413"]);
+    expect(sink.of("reqHeaders")).toHaveLength(0);
+  });
+});
+
+describe("local reply headers (Http::Utility::sendLocalReply)", () => {
+  // The test module appends x-wasm-thread-ctx in on_response_headers: the reply passes the filter.
+  const sent = (sink: RecordingSink) =>
+    (sink.of("respHeaders")[0]?.headers ?? []).filter(([k]) => k !== "x-wasm-thread-ctx");
+
+  it("come as :status, the filter's headers in order, content-length, then content-type text/plain", () => {
+    const { stream, sink } = setup("local=req_headers");
+    stream.decodeHeaders(POST(), false);
+    expect(sink.of("respHeaders")[0]?.headers.at(-1)?.[0]).toBe("x-wasm-thread-ctx");
+    expect(sent(sink)).toEqual([
+      [":status", "403"],
+      ["x-wasm", "local"],
+      ["content-length", "14"],
+      ["content-type", "text/plain"],
+    ]);
+  });
+
+  it("keep a content-type the filter gave; without a body carry neither content-length nor content-type", () => {
+    const a = setup("");
+    a.stream.decodeHeaders(POST(), false);
+    a.stream.localReply(400, Buffer.from('{"e":1}'), [["content-type", "application/json"]], "x");
+    expect(sent(a.sink)).toEqual([
+      [":status", "400"],
+      ["content-type", "application/json"],
+      ["content-length", "7"],
+    ]);
+    a.host.close();
+    const b = setup("");
+    b.stream.decodeHeaders(POST(), false);
+    b.stream.localReply(
+      503,
+      new Uint8Array(0),
+      [
+        ["content-type", "application/json"],
+        ["x-a", "1"],
+      ],
+      "y",
+    );
+    expect(sent(b.sink)).toEqual([
+      [":status", "503"],
+      ["x-a", "1"],
+    ]);
+    expect(b.sink.of("respHeaders")[0]?.eos).toBe(true);
+    expect(b.sink.of("respData")).toEqual([]);
+  });
+});
+
 describe("allow_on_headers_stop_iteration (Envoy >= 1.35)", () => {
   it("keeps a 1 from request headers as StopIteration: the body reaches the filter while headers wait", () => {
     const { stream, sink, cbs } = setup("reqHeaders=1;reqBody=1,0", { allowOnHeadersStopIteration: true });

