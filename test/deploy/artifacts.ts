@@ -115,9 +115,11 @@ export function envoyPieces(file: YamlFile): EnvoyPiece[] {
       });
     } else if (doc.kind === "EnvoyPatchPolicy") {
       ((spec?.jsonPatches ?? []) as Array<Record<string, unknown>>).forEach((p, i) => {
-        const op = p.operation as { op: string; path: string; value?: unknown };
+        const op = p.operation as { op: string; path: string; jsonPath?: string; value?: unknown };
         const rootType = String(p.type).replace(/^type\.googleapis\.com\//, "");
-        if (op.value === undefined) return;
+        // A jsonPath patch lands wherever the expression matches in the generated resource (inside
+        // an Any here): envoy-artifacts.test.ts applies it to a model of that resource instead.
+        if (op.value === undefined || op.jsonPath !== undefined) return;
         const typeName = op.path === "" ? rootType : typeAtPointer(rootType, op.path);
         pieces.push({ path: `[${d}].spec.jsonPatches[${i}].operation.value`, typeName, value: op.value });
       });

@@ -33,13 +33,26 @@ const loadedDirs = new Set<string>();
 
 /**
  * Fields newer Envoy has that the protos in @grpc/grpc-js-xds predate, with their upstream
- * numbers. kvroute needs PluginConfig.allow_on_headers_stop_iteration (Envoy 1.35): without it
- * the filter never sees a request body before the headers go upstream.
+ * numbers (envoyproxy/data-plane-api envoy/extensions/wasm/v3/wasm.proto; docs/upstream-facts.md):
+ * PluginConfig.allow_on_headers_stop_iteration = 9 (Envoy 1.35; without it the filter never sees
+ * a request body before the headers go upstream) and PluginConfig.failure_policy = 7, enum
+ * FailurePolicy {UNSPECIFIED = 0, FAIL_RELOAD = 1, FAIL_CLOSED = 2, FAIL_OPEN = 3} (Envoy 1.33).
  */
 function addNewerEnvoyFields(): void {
   const plugin = root.lookup("envoy.extensions.wasm.v3.PluginConfig");
-  if (plugin instanceof protobuf.Type && plugin.fields.allow_on_headers_stop_iteration === undefined) {
+  if (!(plugin instanceof protobuf.Type)) return;
+  if (plugin.fields.allow_on_headers_stop_iteration === undefined) {
     const field = new protobuf.Field("allow_on_headers_stop_iteration", 9, "google.protobuf.BoolValue");
+    plugin.add(field);
+    field.resolve();
+  }
+  if (plugin.fields.failure_policy === undefined) {
+    const pkg = plugin.parent as protobuf.Namespace;
+    if (pkg.get("FailurePolicy") === null)
+      pkg.add(
+        new protobuf.Enum("FailurePolicy", { UNSPECIFIED: 0, FAIL_RELOAD: 1, FAIL_CLOSED: 2, FAIL_OPEN: 3 }),
+      );
+    const field = new protobuf.Field("failure_policy", 7, "FailurePolicy");
     plugin.add(field);
     field.resolve();
   }

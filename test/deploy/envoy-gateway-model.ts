@@ -1,0 +1,129 @@
+// What Envoy Gateway makes of the kvroute resources, modelled closely enough to check the JSON
+// patches that target its output. From envoyproxy/gateway v1.9.0:
+//   - internal/xds/translator/wasm.go: every EnvoyExtensionPolicy wasm entry becomes an HTTP filter
+//     named envoy.filters.http.wasm/<IR name>, disabled (routes enable it), with a Wasm config
+//     {name, root_id, vm_config {vm_id = IR name, runtime v8, code.remote}, configuration as a
+//     StringValue holding the JSON of `config`, fail_open = failOpen}; the IR name is
+//     envoyextensionpolicy/<namespace>/<name>/wasm/<index>.
+//   - internal/xds/translator/listener.go: the listener (and its route configuration) is named
+//     <gateway namespace>/<gateway>/<listener> under the default xDS name scheme; the HTTP
+//     connection manager sits in its filter chain.
+//   - internal/utils/jsonpatch: a jsonPath is resolved to JSON pointers, `path` is appended to
+//     each, and the operation is applied at every one; no match is an error.
+// Only the jsonPath form kvroute uses is understood: $..<field>[?(@.name=='<value>')].<a>.<b>…
+
+type Obj = Record<string, unknown>;
+
+export function wasmIrName(policy: Obj, index: number): string {
+  const meta = policy.metadata as { namespace: string; name: string };
+  return `envoyextensionpolicy/${meta.namespace}/${meta.name}/wasm/${index}`;
+}
+
+/** The HTTP filter Envoy Gateway generates for wasm entry `index` of an EnvoyExtensionPolicy. */
+export function generatedWasmFilter(policy: Obj, index: number): Obj {
+  const wasm = ((policy.spec as Obj).wasm as Obj[])[index] as Obj;
+  const name = wasmIrName(policy, index);
+  const config: Obj = {
+    name: wasm.name,
+    vm_config: {
+      vm_id: name,
+      runtime: "envoy.wasm.runtime.v8",
+      code: {
+        remote: {
+          http_uri: { uri: "https://envoy-gateway:18002/wasm.wasm", cluster: "wasm_cluster", timeout: "10s" },
+          sha256: "0".repeat(64),
+        },
+      },
+    },
+    configuration: {
+      "@type": "type.googleapis.com/google.protobuf.StringValue",
+      value: JSON.stringify(wasm.config ?? {}),
+    },
+  };
+  if (wasm.failOpen === true) config.fail_open = true;
+  if (wasm.rootID !== undefined) config.root_id = wasm.rootID;
+  return {
+    name: `envoy.filters.http.wasm/${name}`,
+    disabled: true,
+    typed_config: { "@type": "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm", config },
+  };
+}
+
+/** A Gateway listener as Envoy Gateway builds it, with the policy's Wasm filters before the router. */
+export function generatedListener(name: string, wasmFilters: Obj[]): Obj {
+  return {
+    name,
+    address: { socket_address: { address: "0.0.0.0", port_value: 10080 } },
+    per_connection_buffer_limit_bytes: 32768,
+    default_filter_chain: {
+      name,
+      filters: [
+        {
+          name: "envoy.filters.network.http_connection_manager",
+          typed_config: {
+            "@type":
+              "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+            stat_prefix: "http-10080",
+            rds: { route_config_name: name, config_source: { ads: {}, resource_api_version: "V3" } },
+            http_filters: [
+              ...wasmFilters,
+              {
+                name: "envoy.filters.http.router",
+                typed_config: {
+                  "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router",
+                },
+              },
+            ],
+          },
+        },
+      ],
+    },
+  };
+}
+
+const JSON_PATH = /^\$\.\.(\w+)\[\?\(@\.name\s*==\s*'([^']*)'\)\]((?:\.\w+)*)$/;
+
+/** JSON pointers (RFC 6901) of every match of a `$..field[?(@.name=='x')].a.b` expression. */
+export function jsonPathPointers(doc: unknown, jsonPath: string): string[] {
+  const m = JSON_PATH.exec(jsonPath);
+  if (m === null) throw new Error(`jsonPath form not modelled: ${jsonPath}`);
+  const [, field, name, rest] = m as unknown as [string, string, string, string];
+  const tail = rest.split(".").filter((s) => s !== "");
+  const out: string[] = [];
+  const walk = (node: unknown, pointer: string): void => {
+    if (Array.isArray(node)) {
+      node.forEach((n, i) => {
+        walk(n, `${pointer}/${i}`);
+      });
+      return;
+    }
+    if (node === null || typeof node !== "object") return;
+    for (const [k, v] of Object.entries(node as Obj)) {
+      const here = `${pointer}/${k.replace(/~/g, "~0").replace(/\//g, "~1")}`;
+      if (k === field && Array.isArray(v))
+        v.forEach((item, i) => {
+          if ((item as Obj | null)?.name !== name) return;
+          let target: unknown = item;
+          for (const t of tail) target = (target as Obj | undefined)?.[t];
+          if (target !== undefined) out.push(`${here}/${i}/${tail.join("/")}`.replace(/\/$/, ""));
+        });
+      walk(v, here);
+    }
+  };
+  walk(doc, "");
+  return out;
+}
+
+/** Applies an `add` operation at a JSON pointer (creating nothing: the parent must exist). */
+export function addAt(doc: unknown, pointer: string, value: unknown): void {
+  const parts = pointer
+    .split("/")
+    .slice(1)
+    .map((p) => p.replace(/~1/g, "/").replace(/~0/g, "~"));
+  const last = parts.pop() as string;
+  let node = doc as Obj;
+  for (const p of parts) node = node[p] as Obj;
+  if (node === undefined || node === null || typeof node !== "object")
+    throw new Error(`no parent for ${pointer}`);
+  node[last] = value;
+}
