@@ -383,7 +383,8 @@ describe("what each gateway does with the artifacts", () => {
   });
 
   it("every listener that buffers bodies for the filter holds maxBodyBytes + 1 MiB (else 413 before routing)", () => {
-    const maxBody = (file: string) => (pluginConfigs(byName(file))[0]?.config as Obj).maxBodyBytes as number;
+    const maxBody = (file: string) =>
+      (pluginConfigs(byName(file))[0] as { config: Obj }).config.maxBodyBytes as number;
     const envoy = (byName("envoy/envoy.yaml").docs[0] as Obj).static_resources.listeners[0];
     expect(
       bufferLimitProblem(envoy.per_connection_buffer_limit_bytes, maxBody("envoy/envoy.yaml")),
