@@ -145,7 +145,9 @@ const poolSchema = z
           path: ["endpoints", i, "ranks"],
           message: "an external-LB endpoint serves exactly one rank",
         });
-      if (pool.dpMode === "hybrid" && e.startRank === undefined && Array.isArray(e.ranks))
+      // Also with ranks: auto — the lowest rank /metrics shows is not the start rank when that
+      // rank's engine is down or not selected, and every header would be off by the gap.
+      if (pool.dpMode === "hybrid" && e.startRank === undefined)
         ctx.addIssue({
           code: "custom",
           path: ["endpoints", i, "startRank"],
