@@ -66,6 +66,30 @@ describe("configuration", () => {
     expect(text).toContain("routing.rankHeaderPolicy.mode:");
   });
 
+  it("refuses trusted CIDRs the filter could never match, and takes every form it can", () => {
+    const bad = [
+      "10.0.0.0/33",
+      "10.0.0.0",
+      "10.0.0/8",
+      "010.0.0.0/8",
+      "::/129",
+      "fe80::1%eth0/64",
+      "10.0.0.0/ 8",
+      "x/8",
+    ];
+    const good = ["10.0.0.0/8", "10.0.4.0/23", "2001:db8::/50", "::ffff:172.16.0.0/108", "0.0.0.0/0"];
+    const problems = problemsOf(() =>
+      parseConfig(
+        { ...minimal, routing: { rankHeaderPolicy: { mode: "honor", trustedCidrs: [...bad, ...good] } } },
+        "t",
+        {},
+      ),
+    );
+    expect(problems.map((p) => p.slice(0, p.indexOf(":")))).toEqual(
+      bad.map((_, i) => `routing.rankHeaderPolicy.trustedCidrs[${i}]`),
+    );
+  });
+
   it("rejects unknown fields instead of ignoring a typo", () => {
     const problems = problemsOf(() => parseConfig({ ...minimal, routing: { chunksize: 64 } }, "t", {}));
     expect(problems).toEqual(["routing: unknown field(s) chunksize"]);
