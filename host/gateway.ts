@@ -12,6 +12,11 @@ import { randomUUID } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import type { HostOptions } from "./core.ts";
+import {
+  type ConnectionManagerAddressing,
+  downstreamRemoteAddress,
+  ENVOY_DEFAULT_ADDRESSING,
+} from "./forwarded-for.ts";
 import { HeaderMap } from "./header-map.ts";
 import { createHost, type Host } from "./host.ts";
 import { UpstreamRouter } from "./router.ts";
@@ -32,7 +37,7 @@ export interface AccessLogEntry {
   originalDstHostInvalid: boolean;
 }
 
-export interface GatewayOptions extends HostOptions {
+export interface GatewayOptions extends HostOptions, Partial<ConnectionManagerAddressing> {
   /** Listen port on 127.0.0.1 (0 = any free port, the default). */
   port?: number;
   /** Name of the cluster (from `clusters`) used when the destination header is absent. */
@@ -72,6 +77,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   if (defName && !defAddr) throw new Error(`defaultCluster ${defName} is not in clusters`);
   const defaultCluster = defName && defAddr ? { name: defName, address: defAddr } : null;
   const accessLog: AccessLogEntry[] = [];
+  const addressing: ConnectionManagerAddressing = {
+    useRemoteAddress: options.useRemoteAddress ?? ENVOY_DEFAULT_ADDRESSING.useRemoteAddress,
+    xffNumTrustedHops: options.xffNumTrustedHops ?? ENVOY_DEFAULT_ADDRESSING.xffNumTrustedHops,
+  };
 
   const server = http.createServer((req, res) => {
     const thread = host.pickThread();
@@ -87,10 +96,19 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       if (key === "host" || HOP_BY_HOP.has(key)) continue;
       h.add(key, req.rawHeaders[k + 1] as string);
     }
-    for (const name of options.removeRequestHeaders ?? []) h.remove(name);
+    // The HCM decides who the client is (use_remote_address / X-Forwarded-For): source.address.
+    const local = { address: req.socket.localAddress ?? "127.0.0.1", port: req.socket.localPort ?? 0 };
+    const client = downstreamRemoteAddress(
+      h,
+      { address: req.socket.remoteAddress ?? "127.0.0.1", port: req.socket.remotePort ?? 0 },
+      local,
+      addressing,
+    );
     // HCM defaults: generate x-request-id when absent, set x-forwarded-proto.
     if (h.get("x-request-id") === undefined) h.add("x-request-id", randomUUID());
     h.add("x-forwarded-proto", "http");
+    // Then the filter chain: a header_mutation guard ahead of the Wasm filter (envoy.yaml's).
+    for (const name of options.removeRequestHeaders ?? []) h.remove(name);
     const requestId = h.get("x-request-id") as string;
     const hasBody =
       req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
@@ -155,10 +173,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         },
       },
       {
-        sourceAddress: req.socket.remoteAddress ?? "127.0.0.1",
-        sourcePort: req.socket.remotePort ?? 0,
-        destinationAddress: req.socket.localAddress ?? "127.0.0.1",
-        destinationPort: req.socket.localPort ?? 0,
+        sourceAddress: client.address,
+        sourcePort: client.port,
+        destinationAddress: local.address,
+        destinationPort: local.port,
       },
     );
     const s = stream;

@@ -2,6 +2,11 @@
 export type { Pairs } from "./abi/constants.ts";
 export { WasmResult } from "./abi/constants.ts";
 export type { ClusterAddress, FailurePolicy, HostOptions, LogRecord, NodeInfo } from "./core.ts";
+export {
+  type ConnectionManagerAddressing,
+  ENVOY_DEFAULT_ADDRESSING,
+  lastAddressFromXff,
+} from "./forwarded-for.ts";
 export { type AccessLogEntry, type Gateway, type GatewayOptions, startGateway } from "./gateway.ts";
 export { HeaderMap } from "./header-map.ts";
 export { createHost, Host, headers, type StreamEndpoints } from "./host.ts";

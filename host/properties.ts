@@ -9,6 +9,7 @@
 import { type Pairs, WasmResult } from "./abi/constants.ts";
 import { encodeUtf8, marshalPairs } from "./abi/memory.ts";
 import type { HostCore } from "./core.ts";
+import { formatIpPort } from "./forwarded-for.ts";
 import type { HttpStream } from "./stream.ts";
 
 type Value = string | bigint | boolean | number | Uint8Array | Pairs | Map<string, Value> | null;
@@ -110,12 +111,12 @@ function top(core: HostCore, stream: HttpStream | null, name: string): Value | u
     }
     case "source":
       return new Map<string, Value>([
-        ["address", `${info.sourceAddress}:${info.sourcePort}`],
+        ["address", formatIpPort(info.sourceAddress, info.sourcePort)],
         ["port", BigInt(info.sourcePort)],
       ]);
     case "destination":
       return new Map<string, Value>([
-        ["address", `${info.destinationAddress}:${info.destinationPort}`],
+        ["address", formatIpPort(info.destinationAddress, info.destinationPort)],
         ["port", BigInt(info.destinationPort)],
       ]);
     case "connection":

@@ -143,8 +143,12 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     index.chunks.expire(now);
     load.expireGateways(now, GATEWAY_SILENCE_MS);
     const changes: Array<[string, Uint8Array]> = [];
-    if (slots.takeChanged()) changes.push(["kvr.slots", encodeSlotsImage(slots.all(), poolIndex)]);
-    if (load.takeChanged()) changes.push(["kvr.load", encodeLoadImage(slots.all(), (id) => load.get(id))]);
+    const slotsChanged = slots.takeChanged();
+    if (slotsChanged) changes.push(["kvr.slots", encodeSlotsImage(slots.all(), poolIndex)]);
+    // A new slot needs its row in the load image even when its load reads like the default:
+    // gateways treat slots past the image's end as unhealthy.
+    if (load.takeChanged() || slotsChanged)
+      changes.push(["kvr.load", encodeLoadImage(slots.all(), (id) => load.get(id))]);
     changes.push(...index.takeDirtyImages());
     if (changes.length > 0) log.publish(changes);
   };

@@ -49,6 +49,43 @@ export function getHeader(map: u32, name: string): ArrayBuffer | null {
   return globalArrayBufferReference.toArrayBuffer();
 }
 
+/**
+ * Every value of the (lower-case) header `name`, in order, one per entry: Envoy's
+ * get_header_map_value returns only the first entry of a repeated header, so a security decision
+ * that must see a second copy reads the pairs. Empty when absent or unreadable.
+ */
+export function getHeaderValues(map: u32, name: string): ArrayBuffer[] {
+  const out = new Array<ArrayBuffer>(0);
+  const r = imports.proxy_get_header_map_pairs(
+    <imports.HeaderMapType>map,
+    globalArrayBufferReference.bufferPtr(),
+    globalArrayBufferReference.sizePtr(),
+  );
+  if (r !== OK) return out;
+  const raw = globalArrayBufferReference.toArrayBuffer();
+  const p = changetype<usize>(raw);
+  const size = <usize>raw.byteLength;
+  if (size < 4) return out;
+  const n = <usize>load<u32>(p);
+  // Layout: count, n × (key length, value length), then each key\0 value\0.
+  if (<usize>4 + n * 8 > size) return out;
+  const want = String.UTF8.encode(name);
+  const wantLen = <usize>want.byteLength;
+  let at = p + <usize>4 + n * 8;
+  for (let i: usize = 0; i < n; i++) {
+    const k = <usize>load<u32>(p + <usize>4 + i * 8);
+    const v = <usize>load<u32>(p + <usize>8 + i * 8);
+    if (at + k + v + <usize>2 > p + size) break;
+    if (k === wantLen && memory.compare(at, changetype<usize>(want), wantLen) === 0) {
+      const value = new ArrayBuffer(<i32>v);
+      memory.copy(changetype<usize>(value), at + k + 1, v);
+      out.push(value);
+    }
+    at += k + v + <usize>2;
+  }
+  return out;
+}
+
 export function getHeaderString(map: u32, name: string): string | null {
   const v = getHeader(map, name);
   return v === null ? null : String.UTF8.decode(v);

@@ -13,6 +13,7 @@ export class Stats {
   speculativeHit: u32 = 0;
   pinned: u32 = 0;
   rejected: u32 = 0;
+  untrustedPin: u32 = 0;
   failOpen: u32 = 0;
   failClosed: u32 = 0;
   noPool: u32 = 0;
@@ -34,6 +35,7 @@ export class Stats {
     this.speculativeHit = defineMetric(COUNTER, "kvroute.requests.speculative_hit");
     this.pinned = defineMetric(COUNTER, "kvroute.requests.pinned");
     this.rejected = defineMetric(COUNTER, "kvroute.requests.rejected");
+    this.untrustedPin = defineMetric(COUNTER, "kvroute.requests.untrusted_pin");
     this.failOpen = defineMetric(COUNTER, "kvroute.requests.fail_open");
     this.failClosed = defineMetric(COUNTER, "kvroute.requests.fail_closed");
     this.noPool = defineMetric(COUNTER, "kvroute.requests.no_pool");

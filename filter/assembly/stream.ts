@@ -3,13 +3,16 @@
 // can fail falls back to a documented safe answer; nothing here may trap.
 
 import * as imports from "@gcoredev/proxy-wasm-sdk-as/assembly/imports";
+import { ByteBuf } from "../core/byte-buf";
 import {
+  CfgImage,
   DP_EXTERNAL,
   ENGINE_DYNAMO,
   ENGINE_SGLANG,
   POOL_DYNAMO_LEGACY,
   POOL_SGLANG_BODY_RANK,
   RANK_HONOR,
+  RANK_IGNORE,
   RANK_REJECT,
 } from "../core/cache-images";
 import { decodeString } from "../core/json-string";
@@ -24,6 +27,7 @@ import {
   getBuffer,
   getHeader,
   getHeaderString,
+  getHeaderValues,
   nowMs,
   nowNs,
   REQUEST_BODY,
@@ -38,19 +42,23 @@ import { Speculation } from "./speculation";
 import { vm } from "./state";
 import { trustedForPin } from "./trust";
 
-/** Headers only kvroute may set: a client's copy is dropped (SSRF, GPU pinning). */
+/**
+ * Headers only kvroute may set, whatever the rank-header policy: a client's copy is dropped
+ * (SSRF, choosing a worker). The table in docs/configuration.md "Client routing headers" lists
+ * every header kvroute writes and what each policy does with a client's copy.
+ */
 const ROUTING_HEADERS: string[] = [
   "x-gateway-destination-endpoint",
   "x-dynamo-worker-instance-id",
   "x-worker-instance-id",
   "x-dynamo-prefill-instance-id",
   "x-prefill-instance-id",
-  "x-dynamo-prefill-dp-rank",
-  "x-prefill-dp-rank",
   "x-dynamo-routing-mode",
 ];
-/** Client rank headers, subject to the rank-header policy. */
+/** Client rank headers a pin can come from under `honor` (vLLM/SGLang, Dynamo, Dynamo's alias). */
 const RANK_HEADERS: string[] = ["x-data-parallel-rank", "x-dynamo-dp-rank", "x-dp-rank"];
+/** Prefill rank headers: never a pin (kvroute picks the prefill worker); 400 under `reject`. */
+const PREFILL_RANK_HEADERS: string[] = ["x-dynamo-prefill-dp-rank", "x-prefill-dp-rank"];
 
 /** Outcome codes of reports (docs/wire-format.md §6). */
 const REPORT_LOAD_ONLY: u32 = 0;
@@ -107,8 +115,7 @@ export class KvrouteStream {
     const method = getHeaderString(REQUEST_HEADERS, ":method");
     this.endpoint = path === null || method !== "POST" ? 0 : endpointOf(path);
     if (this.endpoint === 0) return HEADERS_CONTINUE;
-    const id = vm.config.requestIdHeader;
-    if (id.length > 0) this.requestId = getHeader(REQUEST_HEADERS, id);
+    this.readRequestId();
     if (endOfStream) {
       // No body: nothing to hash; route by load (the engine will answer the bad request).
       this.route(0, 0);
@@ -156,43 +163,94 @@ export class KvrouteStream {
   }
 
   /**
-   * Client rank headers: `ignore` strips them; `reject` answers 400; `honor` pins a strictly
-   * parsed value from a trusted client. False when a local reply was sent.
+   * Client rank headers and the pin secret (docs/configuration.md "Client routing headers").
+   * `ignore` strips the rank headers; `reject` answers 400 to any of them; `honor` pins the one
+   * value the decode-rank headers carry, strictly parsed, when the client is trusted — a
+   * repeated header or two headers that disagree are as invalid as a malformed value (400). An
+   * untrusted client's valid pin is stripped and counted. The secret header never travels
+   * upstream. False when a local reply was sent.
    */
   private applyRankPolicy(): bool {
     const cfg = cache.cfg;
-    const policy = cfg === null ? 0 : cfg.rankPolicy;
-    for (let i = 0; i < RANK_HEADERS.length; i++) {
-      const name = RANK_HEADERS[i];
-      const value = getHeader(REQUEST_HEADERS, name);
-      if (value === null) continue;
-      removeHeader(REQUEST_HEADERS, name);
-      if (policy === RANK_REJECT) {
-        this.reject(
-          400,
-          `client rank header ${name} is not accepted by this gateway`,
-          "rank_header_rejected",
-        );
-        return false;
-      }
-      if (policy !== RANK_HONOR || this.pin >= 0) continue;
-      const rank = parseRank(changetype<usize>(value), value.byteLength);
-      if (rank === RANK_INVALID) {
-        this.reject(
-          400,
-          `${name} must be one non-negative integer written in plain decimal`,
-          "invalid_rank_header",
-        );
-        return false;
-      }
-      if (!trustedForPin(cfg!)) continue;
-      this.pin = rank;
-      this.pinHeader = name;
+    const policy = cfg === null ? RANK_IGNORE : cfg.rankPolicy;
+    const secret = cfg === null ? "" : cfg.secretHeaderName;
+    let seen = "";
+    let pinSeen = false;
+    for (let i = 0; i < RANK_HEADERS.length && !pinSeen; i++) {
+      if (getHeader(REQUEST_HEADERS, RANK_HEADERS[i]) === null) continue;
+      seen = RANK_HEADERS[i];
+      pinSeen = true;
     }
+    for (let i = 0; i < PREFILL_RANK_HEADERS.length && seen.length === 0; i++) {
+      if (getHeader(REQUEST_HEADERS, PREFILL_RANK_HEADERS[i]) !== null) seen = PREFILL_RANK_HEADERS[i];
+    }
+    let ok = true;
+    if (seen.length > 0 && policy === RANK_REJECT) {
+      this.reject(400, `client rank header ${seen} is not accepted by this gateway`, "rank_header_rejected");
+      ok = false;
+    } else if (pinSeen && policy === RANK_HONOR) {
+      ok = this.readPin(cfg!);
+    }
+    // Stripped whatever the outcome: the engine must only ever see kvroute's own choice.
+    for (let i = 0; i < RANK_HEADERS.length; i++) removeHeader(REQUEST_HEADERS, RANK_HEADERS[i]);
+    for (let i = 0; i < PREFILL_RANK_HEADERS.length; i++)
+      removeHeader(REQUEST_HEADERS, PREFILL_RANK_HEADERS[i]);
+    if (secret.length > 0) removeHeader(REQUEST_HEADERS, secret);
+    return ok;
+  }
+
+  /**
+   * `honor`: every value of every decode-rank header must be the same valid rank. Sets the pin
+   * when the client is trusted; false after a 400.
+   */
+  private readPin(cfg: CfgImage): bool {
+    let rank: i64 = -1;
+    let first = "";
+    for (let i = 0; i < RANK_HEADERS.length; i++) {
+      const values = getHeaderValues(REQUEST_HEADERS, RANK_HEADERS[i]);
+      for (let j = 0; j < values.length; j++) {
+        const v = values[j];
+        const r = parseRank(changetype<usize>(v), v.byteLength);
+        if (r === RANK_INVALID) {
+          this.reject(
+            400,
+            `${RANK_HEADERS[i]} must be one non-negative integer written in plain decimal`,
+            "invalid_rank_header",
+          );
+          return false;
+        }
+        if (rank >= 0 && r !== rank) {
+          this.reject(
+            400,
+            `${RANK_HEADERS[i]} ${r} disagrees with ${first} ${rank}: send one rank`,
+            "invalid_rank_header",
+          );
+          return false;
+        }
+        if (rank < 0) {
+          rank = r;
+          first = RANK_HEADERS[i];
+        }
+      }
+    }
+    if (rank < 0) return true;
+    if (!trustedForPin(cfg)) {
+      stats.inc(stats.untrustedPin);
+      return true;
+    }
+    this.pin = rank;
+    this.pinHeader = first;
     return true;
   }
 
+  private readRequestId(): void {
+    const id = vm.config.requestIdHeader;
+    if (id.length > 0 && this.requestId === null) this.requestId = getHeader(REQUEST_HEADERS, id);
+  }
+
   private reject(status: u32, message: string, code: string, countRejected: bool = true): void {
+    // Reported (onLog) under the client's request id; the headers are still readable here.
+    this.readRequestId();
     if (countRejected) stats.inc(stats.rejected);
     this.outcome = REPORT_REJECTED;
     this.status = status;
@@ -219,6 +277,7 @@ export class KvrouteStream {
     const h = vm.hasher;
     h.hashCount = 0;
     h.renderer.out.len = 0;
+    h.saltOverride.len = 0;
     // The pool: from the request's model; a body that names none (malformed, cut at the size
     // limit before the model) goes to the default pool, or the only pool there is.
     let pool = -1;
@@ -254,6 +313,7 @@ export class KvrouteStream {
     }
     if (parsed) {
       const def = cfg.pools[pool];
+      if (def.engine === ENGINE_DYNAMO) this.tenantSalt(h.saltOverride);
       const canonical = def.models.length > 0 ? def.models[0] : new ArrayBuffer(0);
       h.renderer.maxStream = <i32>vm.config.maxBodyBytes * 2;
       const status = h.hashScanned(
@@ -351,6 +411,24 @@ export class KvrouteStream {
       speculation.record(h.hashes.ptr, h.hashCount, cacheSlot, cfg.speculativeTtlMs, now);
     }
     stats.record(stats.decisionUs, (nowNs() - startedNs) / 1000);
+  }
+
+  /**
+   * Dynamo's frontend turns a non-empty `x-tenant-id` into the request's cache salt, over any salt
+   * in the body (docs/configuration.md "Cache salt"); the engine's blocks are salted with it, so
+   * the prefix hashes must be too. The header itself travels on to the frontend.
+   */
+  private tenantSalt(out: ByteBuf): void {
+    const v = getHeader(REQUEST_HEADERS, "x-tenant-id");
+    if (v === null || v.byteLength === 0) return;
+    // Dynamo reads it with HeaderValue::to_str, which refuses anything but visible ASCII and tab.
+    for (let i = 0; i < v.byteLength; i++) {
+      const c = load<u8>(changetype<usize>(v) + <usize>i);
+      if ((c < 0x20 && c !== 0x09) || c > 0x7e) return;
+    }
+    out.reserve(v.byteLength);
+    memory.copy(out.ptr, changetype<usize>(v), <usize>v.byteLength);
+    out.len = v.byteLength;
   }
 
   private writeHeaders(engine: u8, dpMode: u8, flags: u8): void {
@@ -458,7 +536,10 @@ export class KvrouteStream {
   }
 
   onLog(): void {
-    if (this.endpoint === 0) return;
+    // Routed inference requests, and every request the filter refused itself — a rank-header 400
+    // happens before the path is even looked at, and the control plane's `rejected` count must
+    // see it too.
+    if (this.endpoint === 0 && this.outcome !== REPORT_REJECTED) return;
     vm.inflightAdd(this.slot, -1);
     if (this.prefillSlot >= 0) vm.inflightAdd(this.prefillSlot, -1);
     // 0 = the upstream never answered (reset, refused): counts against the slot's health.

@@ -118,11 +118,19 @@ class Cursor {
       this.p++;
       return true;
     }
+    // JSON parsers disagree on a repeated key (first or last wins): refuse it.
+    const seen = new Set<string>();
     while (this.err.length === 0) {
       const key = this.str(where.length === 0 ? "key" : `${where} key`);
       if (key === null) return false;
+      const path = where.length === 0 ? key : `${where}.${key}`;
+      if (seen.has(key)) {
+        this.fail(`${path}: given twice`);
+        return false;
+      }
+      seen.add(key);
       if (!this.expect(0x3a, "':'")) return false;
-      field(this, key, where.length === 0 ? key : `${where}.${key}`);
+      field(this, key, path);
       if (this.err.length > 0) return false;
       const c = this.peek();
       this.p++;
@@ -145,14 +153,52 @@ function positive(c: Cursor, path: string, max: u32): u32 {
   return v < 0 ? 0 : <u32>v;
 }
 
+/** Visible ASCII only (0x21–0x7e), plus the space when `space`: what may go into a header value. */
+function headerSafe(s: string, space: bool): bool {
+  for (let i = 0; i < s.length; i++) {
+    const ch = s.charCodeAt(i);
+    if ((ch < 0x21 || ch > 0x7e) && !(space && ch === 0x20)) return false;
+  }
+  return true;
+}
+
+/** An HTTP field name: one or more tchar (RFC 9110 §5.6.2). */
+function isToken(s: string): bool {
+  if (s.length === 0) return false;
+  for (let i = 0; i < s.length; i++) {
+    const ch = s.charCodeAt(i);
+    const alnum = (ch >= 0x30 && ch <= 0x39) || (ch >= 0x41 && ch <= 0x5a) || (ch >= 0x61 && ch <= 0x7a);
+    if (!alnum && "!#$%&'*+-.^_`|~".indexOf(String.fromCharCode(ch)) < 0) return false;
+  }
+  return true;
+}
+
+/** A request path for sync/report/inference: starts with '/', no query or fragment, no spaces. */
+function pathField(c: Cursor, path: string, what: string): string {
+  const v = c.str(path);
+  if (v === null) return "";
+  if (v.length === 0 || v.charCodeAt(0) !== 0x2f) c.fail(`${path}: ${what} starts with '/'`);
+  else if (v.indexOf("?") >= 0 || v.indexOf("#") >= 0 || !headerSafe(v, false))
+    c.fail(`${path}: ${what} has no query, fragment or spaces`);
+  return v;
+}
+
 function controlPlaneField(c: Cursor, key: string, path: string): void {
   const b = building;
-  if (key === "cluster") b.cluster = c.str(path) || "";
-  else if (key === "authority") b.authority = c.str(path) || "";
-  else if (key === "syncPath") b.syncPath = c.str(path) || "";
-  else if (key === "reportPath") b.reportPath = c.str(path) || "";
-  else if (key === "token") b.token = c.str(path) || "";
-  else if (key === "timeoutMs") b.timeoutMs = positive(c, path, 3600000);
+  if (key === "cluster") {
+    b.cluster = c.str(path) || "";
+    if (c.err.length === 0 && b.cluster.length === 0) c.fail(`${path}: must not be empty`);
+  } else if (key === "authority") {
+    const v = c.str(path) || "";
+    if (c.err.length === 0 && (v.length === 0 || v.indexOf("/") >= 0 || !headerSafe(v, false)))
+      c.fail(`${path}: expected host[:port]`);
+    b.authority = v;
+  } else if (key === "syncPath") b.syncPath = pathField(c, path, "a path");
+  else if (key === "reportPath") b.reportPath = pathField(c, path, "a path");
+  else if (key === "token") {
+    b.token = c.str(path) || "";
+    if (c.err.length === 0 && !headerSafe(b.token, false)) c.fail(`${path}: visible ASCII only`);
+  } else if (key === "timeoutMs") b.timeoutMs = positive(c, path, 3600000);
   else c.fail(`${path}: unknown field`);
 }
 
@@ -162,9 +208,16 @@ function topField(c: Cursor, key: string, path: string): void {
   else if (key === "tickMs") b.tickMs = positive(c, path, 60000);
   else if (key === "reportMs") b.reportMs = positive(c, path, 600000);
   else if (key === "maxBodyBytes") b.maxBodyBytes = positive(c, path, 1 << 30);
-  else if (key === "gatewayId") b.gatewayId = c.str(path) || "";
-  else if (key === "requestIdHeader") b.requestIdHeader = (c.str(path) || "").toLowerCase();
-  else if (key === "failMode") {
+  else if (key === "gatewayId") {
+    b.gatewayId = c.str(path) || "";
+    // Sent as the x-kvroute-gateway header of every sync and report call.
+    if (c.err.length === 0 && !headerSafe(b.gatewayId, true)) c.fail(`${path}: printable ASCII only`);
+  } else if (key === "requestIdHeader") {
+    const v = c.str(path) || "";
+    // Empty: read no request id.
+    if (c.err.length === 0 && v.length > 0 && !isToken(v)) c.fail(`${path}: not a header name`);
+    b.requestIdHeader = v.toLowerCase();
+  } else if (key === "failMode") {
     const v = c.str(path);
     if (v === "open") b.failOpen = true;
     else if (v === "closed") b.failOpen = false;
@@ -175,12 +228,8 @@ function topField(c: Cursor, key: string, path: string): void {
     if (c.peek() === 0x5d) c.p++;
     else {
       for (;;) {
-        const s = c.str(`${path}[${paths.length}]`);
-        if (s === null) return;
-        if (s.length === 0 || s.charCodeAt(0) !== 0x2f) {
-          c.fail(`${path}[${paths.length}]: a path starts with '/'`);
-          return;
-        }
+        const s = pathField(c, `${path}[${paths.length}]`, "a path");
+        if (c.err.length > 0) return;
         paths.push(s);
         const n = c.peek();
         c.p++;
@@ -191,6 +240,7 @@ function topField(c: Cursor, key: string, path: string): void {
         }
       }
     }
+    if (paths.length === 0) c.fail(`${path}: at least one path`);
     b.inferencePaths = paths;
   } else c.fail(`${path}: unknown field`);
 }
@@ -202,16 +252,10 @@ export function parsePluginConfig(ptr: usize, len: i32): PluginConfig | null {
   if (c.peek() === -1) return building;
   c.object("", topField);
   if (c.err.length === 0 && c.peek() !== -1) c.fail("configuration: trailing characters after the object");
-  const b = building;
-  if (c.err.length === 0) {
-    if (b.cluster.length === 0) c.fail("controlPlane.cluster: must not be empty");
-    else if (b.syncPath.charCodeAt(0) !== 0x2f || b.reportPath.charCodeAt(0) !== 0x2f)
-      c.fail("controlPlane: paths start with '/'");
-  }
   if (c.err.length > 0) {
     pluginConfigError = c.err;
     return null;
   }
   pluginConfigError = "";
-  return b;
+  return building;
 }

@@ -31,6 +31,12 @@ export class RequestHasher {
   /** One u64 per complete chunk of the rendered stream. */
   readonly hashes: ByteBuf = new ByteBuf(128 * 8);
   hashCount: i32 = 0;
+  /**
+   * A cache salt that comes from outside the body and wins over its `cache_salt` when non-empty:
+   * Dynamo's frontend makes a non-empty `x-tenant-id` header the request's salt. The caller sets
+   * `len` per request (0: the body decides).
+   */
+  readonly saltOverride: ByteBuf = new ByteBuf(64);
   private salt: ByteBuf = new ByteBuf(64);
   private key: ByteBuf = new ByteBuf(256);
 
@@ -87,9 +93,11 @@ export class RequestHasher {
       return ERR_ARGUMENT;
     }
     if (status === RENDER_NONE) return status;
-    this.salt.len = 0;
-    if (scan.saltLen > 0) decodeString(body + <usize>scan.saltOff, scan.saltLen, scan.saltEsc, this.salt);
-    const h0 = rootHash(model, modelLen, lora, loraLen, this.salt.ptr, this.salt.len, this.key);
+    let salt = this.salt;
+    salt.len = 0;
+    if (this.saltOverride.len > 0) salt = this.saltOverride;
+    else if (scan.saltLen > 0) decodeString(body + <usize>scan.saltOff, scan.saltLen, scan.saltEsc, salt);
+    const h0 = rootHash(model, modelLen, lora, loraLen, salt.ptr, salt.len, this.key);
     const out = this.renderer.out;
     this.hashes.len = 0;
     this.hashes.reserve((out.len / chunk) * 8);

@@ -66,6 +66,30 @@ describe("configuration", () => {
     expect(text).toContain("routing.rankHeaderPolicy.mode:");
   });
 
+  it("refuses trusted CIDRs the filter could never match, and takes every form it can", () => {
+    const bad = [
+      "10.0.0.0/33",
+      "10.0.0.0",
+      "10.0.0/8",
+      "010.0.0.0/8",
+      "::/129",
+      "fe80::1%eth0/64",
+      "10.0.0.0/ 8",
+      "x/8",
+    ];
+    const good = ["10.0.0.0/8", "10.0.4.0/23", "2001:db8::/50", "::ffff:172.16.0.0/108", "0.0.0.0/0"];
+    const problems = problemsOf(() =>
+      parseConfig(
+        { ...minimal, routing: { rankHeaderPolicy: { mode: "honor", trustedCidrs: [...bad, ...good] } } },
+        "t",
+        {},
+      ),
+    );
+    expect(problems.map((p) => p.slice(0, p.indexOf(":")))).toEqual(
+      bad.map((_, i) => `routing.rankHeaderPolicy.trustedCidrs[${i}]`),
+    );
+  });
+
   it("rejects unknown fields instead of ignoring a typo", () => {
     const problems = problemsOf(() => parseConfig({ ...minimal, routing: { chunksize: 64 } }, "t", {}));
     expect(problems).toEqual(["routing: unknown field(s) chunksize"]);
@@ -89,6 +113,12 @@ describe("configuration", () => {
               endpoints: [{ address: "127.0.0.1:2", ranks: [2, 3] }],
             },
             { name: "c", models: ["x"], engine: "dynamo", endpoints: [{ address: "127.0.0.1:3" }] },
+            {
+              name: "d",
+              models: ["y"],
+              dpMode: "hybrid",
+              endpoints: [{ address: "127.0.0.1:4", ranks: "auto" }],
+            },
           ],
           routing: { defaultPool: "zzz" },
         },
@@ -101,6 +131,7 @@ describe("configuration", () => {
         "pools[0].endpoints[0].ranks: an external-LB endpoint serves exactly one rank",
         "pools[1].endpoints[0].startRank: hybrid LB needs startRank (vLLM --data-parallel-start-rank)",
         "pools[2].endpoints[0].workerId: dynamo pools need a workerId per endpoint",
+        "pools[3].endpoints[0].startRank: hybrid LB needs startRank (vLLM --data-parallel-start-rank)",
         "pools[1].models[0]: model m is already served by pool a",
         "routing.defaultPool: no pool named zzz",
       ]),

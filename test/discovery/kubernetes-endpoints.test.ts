@@ -139,6 +139,8 @@ describe("clusterEndpoints", () => {
       pod("b", "10.0.0.3", { ...W, "kvroute.io/role": "teacher" }),
       pod("c", "10.0.0.4", W, { "kvroute.io/start-rank": "+1" }),
       pod("d", "10.0.0.5", W, { "kvroute.io/ranks": "1,1" }),
+      // Hybrid LB without the start rank: its headers would be guessed from the ranks seen.
+      pod("e", "10.0.0.6", W, { "kvroute.io/ranks": "4-7" }),
     ];
     const slice = endpointSlice(
       "s",
@@ -156,7 +158,8 @@ describe("clusterEndpoints", () => {
         metricsUrl: "http://10.0.0.2:8000/metrics",
       },
     ]);
-    expect(out.problems).toHaveLength(3);
+    expect(out.problems).toHaveLength(4);
+    expect(out.problems.join("\n")).toMatch(/pod e: hybrid LB needs annotation kvroute.io\/start-rank/);
     expect(out.problems.join("\n")).toMatch(/pod b: label kvroute.io\/role=teacher/);
     expect(out.problems.join("\n")).toMatch(/pod c: annotation kvroute.io\/start-rank=\+1/);
     expect(out.problems.join("\n")).toMatch(/pod d: annotation kvroute.io\/ranks=1,1/);

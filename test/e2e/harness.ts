@@ -5,6 +5,7 @@ import { pino } from "pino";
 import { zmqKvEvents } from "../../control-plane/sim/kv-events-config.ts";
 import { type RunningSim, type SimConfig, startSim } from "../../control-plane/sim/server.ts";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
+import { shippedClientAddressing } from "../../control-plane/src/cli/envoy-config.ts";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
 import { type Gateway, startGateway } from "../../host/gateway.ts";
 import { freePortRange, QWEN3, simConfig } from "../sim/helpers.ts";
@@ -35,6 +36,8 @@ export interface E2E {
 
 export interface E2EOptions {
   workers?: number;
+  /** Extra control-plane `routing` settings (e.g. a rank-header policy). */
+  routing?: Record<string, unknown>;
   ranks?: number;
   failMode?: "open" | "closed";
   /** Start the gateway with the control plane unreachable (cold start). */
@@ -86,7 +89,7 @@ export async function startE2E(o: E2EOptions = {}): Promise<E2E> {
             })),
           },
         ],
-        routing: { failMode: o.failMode ?? "open" },
+        routing: { failMode: o.failMode ?? "open", ...o.routing },
         cache: { buckets: 1024, ways: 16 },
         load: { scrapeIntervalMs: 100, unhealthyAfter: 2 },
         sync: { longPollMs: 500 },
@@ -161,6 +164,8 @@ export async function startE2E(o: E2EOptions = {}): Promise<E2E> {
     node: { id: "e2e-gateway" },
     port: 0,
     allowOnHeadersStopIteration: true,
+    // This gateway stands for envoy/envoy.yaml: it decides who the client is the same way.
+    ...shippedClientAddressing(),
   });
   e.url = e.gateway.url;
   return e;

@@ -13,11 +13,13 @@ import {
 } from "./harness.ts";
 
 let stack: Stack;
-// Engines: 0 vLLM internal (ranks 0-3), 1 vLLM hybrid (ranks 4-5 of 8), 2-3 vLLM external (one
-// rank each), 4 SGLang (ranks 0-1), 5 Dynamo aggregated worker, 6-7 Dynamo prefill / decode.
+// Engines: 0 vLLM internal (ranks 0-3), 1 vLLM hybrid (start rank 4; it reports ranks 5-6 only,
+// rank 4 is missing), 2-3 vLLM external (one rank each), 4 SGLang (ranks 0-1), 5 Dynamo aggregated
+// worker, 6-7 Dynamo prefill (ranks 2-3) / decode (ranks 0-1), 8 SGLang with the body rank, 9
+// Dynamo aggregated with a tokenizer (cache salts).
 beforeAll(async () => {
   stack = await startStack({
-    engines: [[0, 1, 2, 3], [4, 5], [0], [1], [0, 1], [0, 1], [0], [0, 1], [0, 1]],
+    engines: [[0, 1, 2, 3], [5, 6], [0], [1], [0, 1], [0, 1], [2, 3], [0, 1], [0, 1], [0, 1]],
     pools: (e: FakeEngine[]) => [
       {
         name: "vi",
@@ -29,7 +31,8 @@ beforeAll(async () => {
         name: "vh",
         models: ["vh"],
         dpMode: "hybrid",
-        endpoints: [{ address: e[1]?.address, ranks: [4, 5], startRank: 4 }],
+        // Ranks discovered from /metrics: the header is rank − startRank, not rank − lowest seen.
+        endpoints: [{ address: e[1]?.address, ranks: "auto", startRank: 4 }],
       },
       {
         name: "ve",
@@ -66,9 +69,16 @@ beforeAll(async () => {
         engine: "dynamo",
         tokenizer: QWEN,
         endpoints: [
-          { address: e[6]?.address, ranks: [0], role: "prefill", workerId: "111" },
+          { address: e[6]?.address, ranks: [2, 3], role: "prefill", workerId: "111" },
           { address: e[7]?.address, ranks: [0, 1], role: "decode", workerId: "222" },
         ],
+      },
+      {
+        name: "dt",
+        models: ["dt"],
+        engine: "dynamo",
+        tokenizer: QWEN,
+        endpoints: [{ address: e[9]?.address, ranks: [0, 1], workerId: "333" }],
       },
     ],
   });
@@ -113,10 +123,10 @@ describe("rank headers per dialect", () => {
     expect(["0", "1", "2", "3"]).toContain(r.headers["x-data-parallel-rank"]);
   });
 
-  it("vLLM hybrid LB: the local index (global rank − start rank)", async () => {
+  it("vLLM hybrid LB: the local index (global rank − start rank), also when the start rank is not seen", async () => {
     const seen = new Set<string>();
     for (let i = 0; i < 12; i++) seen.add(String((await routed("vh")).headers["x-data-parallel-rank"]));
-    expect(seen).toEqual(new Set(["0", "1"]));
+    expect(seen).toEqual(new Set(["1", "2"]));
   });
 
   it("vLLM external LB: no rank header, the port is the rank", async () => {
@@ -163,16 +173,93 @@ describe("rank headers per dialect", () => {
     });
   });
 
-  it("Dynamo disaggregated: prefill worker and rank, decode worker and rank", async () => {
-    const r = await routed("dd");
-    expect(r.engine).toBe(7);
-    expect(r.headers).toMatchObject({
-      "x-dynamo-worker-instance-id": "222",
-      "x-dynamo-prefill-instance-id": "111",
-      "x-dynamo-prefill-dp-rank": "0",
-      "x-dynamo-routing-mode": "disaggregated",
+  it("Dynamo disaggregated: prefill worker and rank, decode worker and rank, never swapped", async () => {
+    // Prefill ranks (2, 3) and decode ranks (0, 1) differ, so a prefill rank written as the
+    // decode rank (or the other way round) shows.
+    const decode = new Set<string>();
+    const prefill = new Set<string>();
+    for (let i = 0; i < 16; i++) {
+      const r = await routed("dd");
+      expect(r.engine).toBe(7);
+      expect(r.headers).toMatchObject({
+        "x-dynamo-worker-instance-id": "222",
+        "x-dynamo-prefill-instance-id": "111",
+        "x-dynamo-routing-mode": "disaggregated",
+      });
+      expect(r.headers["x-worker-instance-id"]).toBeUndefined();
+      decode.add(String(r.headers["x-dynamo-dp-rank"]));
+      prefill.add(String(r.headers["x-dynamo-prefill-dp-rank"]));
+    }
+    expect(decode).toEqual(new Set(["0", "1"]));
+    expect(prefill).toEqual(new Set(["2", "3"]));
+  });
+});
+
+describe("client routing headers never reach an engine", () => {
+  // Each header kvroute may set, sent by the client with a value kvroute would never write.
+  const CLIENT: Record<string, string> = {
+    "x-gateway-destination-endpoint": "203.0.113.9:80",
+    "x-dynamo-worker-instance-id": "999",
+    "x-worker-instance-id": "999",
+    "x-dynamo-prefill-instance-id": "998",
+    "x-prefill-instance-id": "998",
+    "x-dynamo-prefill-dp-rank": "7",
+    "x-prefill-dp-rank": "7",
+    "x-dynamo-routing-mode": "bogus",
+    "x-dynamo-dp-rank": "7",
+    "x-dp-rank": "7",
+    "x-data-parallel-rank": "7",
+  };
+
+  it.each(Object.keys(CLIENT))("%s, in every dialect", async (name) => {
+    for (const model of ["vi", "ve", "sg", "da", "dd"]) {
+      const r = await post(stack, "/v1/chat/completions", chatBody("system", "q", model), {
+        [name]: CLIENT[name] as string,
+      });
+      expect(r.status, `${model} ${name}`).toBe(200);
+      const got = lastHit(stack)?.headers[name];
+      expect(got === undefined || got !== CLIENT[name], `${model} ${name}: ${got}`).toBe(true);
+    }
+    // Aggregated Dynamo: kvroute writes no prefill headers, so none may arrive at all.
+    await post(stack, "/v1/chat/completions", chatBody("system", "q", "da"), {
+      [name]: CLIENT[name] as string,
     });
-    expect(["0", "1"]).toContain(r.headers["x-dynamo-dp-rank"]);
-    expect(r.headers["x-worker-instance-id"]).toBeUndefined();
+    const h = lastHit(stack)?.headers ?? {};
+    expect(h["x-dynamo-prefill-instance-id"]).toBeUndefined();
+    expect(h["x-prefill-dp-rank"]).toBeUndefined();
+    expect(h["x-dynamo-routing-mode"]).toBe("aggregated");
+  });
+});
+
+describe("Dynamo cache salt: x-tenant-id", () => {
+  const system = `${"You are the tenant-salted assistant of a test. ".repeat(12)}`;
+  const hit = async (model: string, headers: Record<string, string>, salt?: string) => {
+    const before = Number(stack.gateway.host.counter("kvroute.requests.load_only") ?? 0);
+    const body = JSON.parse(chatBody(system, "same question", model)) as Record<string, unknown>;
+    if (salt !== undefined) body.cache_salt = salt;
+    const r = await post(stack, "/v1/chat/completions", JSON.stringify(body), headers);
+    expect(r.status).toBe(200);
+    expect(lastHit(stack)?.headers["x-tenant-id"]).toBe(headers["x-tenant-id"]);
+    // Routed on a cached (or speculatively cached) prefix, or by load alone?
+    return Number(stack.gateway.host.counter("kvroute.requests.load_only") ?? 0) === before;
+  };
+
+  it("salts a Dynamo pool's prefix hashes with the header, which wins over the body's cache_salt", async () => {
+    expect(await hit("dt", { "x-tenant-id": "tenant-a" })).toBe(false);
+    expect(await hit("dt", { "x-tenant-id": "tenant-a" })).toBe(true);
+    // Another tenant shares nothing with tenant-a, nor with the unsalted prompt.
+    expect(await hit("dt", { "x-tenant-id": "tenant-b" })).toBe(false);
+    expect(await hit("dt", {})).toBe(false);
+    // Header and body salt: Dynamo's frontend takes the header, so tenant-b's prefix is the one.
+    expect(await hit("dt", { "x-tenant-id": "tenant-b" }, "tenant-c")).toBe(true);
+    // The body salt alone still salts (tenant-a recorded above under the same salt).
+    expect(await hit("dt", {}, "tenant-a")).toBe(true);
+    // An empty header is no salt: the unsalted prefix.
+    expect(await hit("dt", { "x-tenant-id": "" })).toBe(true);
+  });
+
+  it("leaves other engines' hashes alone: vLLM does not read x-tenant-id", async () => {
+    expect(await hit("vi", { "x-tenant-id": "tenant-a" })).toBe(false);
+    expect(await hit("vi", { "x-tenant-id": "tenant-b" })).toBe(true);
   });
 });

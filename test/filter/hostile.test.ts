@@ -1,8 +1,20 @@
 // Clients that misbehave: forged destinations, hostile rank headers under each policy,
 // malformed, truncated and oversized bodies, unknown models. Nothing traps; every answer is a
 // clear error or a documented safe route.
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { chatBody, lastHit, post, type Stack, startStack, synced, until } from "./harness.ts";
+import {
+  chatBody,
+  counter,
+  type FakeEngine,
+  lastHit,
+  post,
+  type Stack,
+  startStack,
+  synced,
+  until,
+} from "./harness.ts";
 
 // " 3" is not here: HTTP strips optional whitespace around field values (RFC 9110 §5.5), in
 // Envoy as in every client, so it arrives as "3".
@@ -30,18 +42,7 @@ describe("rank header policy: ignore (default)", () => {
   });
   afterAll(async () => s?.close());
 
-  it("never lets a client choose the upstream (SSRF) or the rank", async () => {
-    for (const value of ["169.254.169.254:80", "127.0.0.1:1", "evil.example:443"]) {
-      const r = await post(s, "/v1/chat/completions", chatBody("s", "u"), {
-        "x-gateway-destination-endpoint": value,
-        "x-data-parallel-rank": "3",
-        "x-dynamo-worker-instance-id": "7",
-      });
-      expect(r.status).toBe(200);
-      const hit = lastHit(s);
-      expect(hit?.headers["x-gateway-destination-endpoint"]).toBe(s.engines[0]?.address);
-      expect(hit?.headers["x-dynamo-worker-instance-id"]).toBeUndefined();
-    }
+  it("never lets a client choose the rank", async () => {
     // A client rank is stripped and replaced by the filter's choice, so over many requests
     // every rank is used, not only the one the client asked for.
     const ranks = new Set<string>();
@@ -102,6 +103,8 @@ describe("rank header policy: reject", () => {
       ["x-dynamo-dp-rank", "0"],
       ["x-dp-rank", "-1"],
       ["x-data-parallel-rank", ""],
+      ["x-dynamo-prefill-dp-rank", "0"],
+      ["x-prefill-dp-rank", "1"],
     ]) {
       const r = await post(s, "/v1/chat/completions", chatBody("s", "u"), {
         [name as string]: value as string,
@@ -112,6 +115,38 @@ describe("rank header policy: reject", () => {
     const ok = await post(s, "/v1/chat/completions", chatBody("s", "u"));
     expect(ok.status).toBe(200);
     noTraps(s);
+  });
+
+  it("strips the other routing headers, which no policy lets a client set, and answers 200", async () => {
+    for (const name of [
+      "x-dynamo-worker-instance-id",
+      "x-worker-instance-id",
+      "x-dynamo-prefill-instance-id",
+      "x-prefill-instance-id",
+      "x-dynamo-routing-mode",
+    ]) {
+      const r = await post(s, "/v1/chat/completions", chatBody("s", "u"), { [name]: "7" });
+      expect(r.status, name).toBe(200);
+      expect(lastHit(s)?.headers[name], name).toBeUndefined();
+    }
+  });
+
+  it("reports header-time rejections, on any path, to the control plane", async () => {
+    const rejected = async () => {
+      const text = await (await fetch(`${s.cp.url}/metrics`)).text();
+      return [
+        ...text.matchAll(/^kvroute_routed_requests_total\{[^}]*outcome="rejected"[^}]*\} (\d+)/gm),
+      ].reduce((n, m) => n + Number(m[1]), 0);
+    };
+    const before = await rejected();
+    const stat = Number(s.gateway.host.counter("kvroute.requests.rejected") ?? 0);
+    expect((await post(s, "/v1/chat/completions", chatBody("s", "u"), { "x-dp-rank": "1" })).status).toBe(
+      400,
+    );
+    const models = await fetch(`${s.gateway.url}/v1/models`, { headers: { "x-data-parallel-rank": "1" } });
+    expect(models.status).toBe(400);
+    expect(Number(s.gateway.host.counter("kvroute.requests.rejected") ?? 0)).toBe(stat + 2);
+    await until(async () => (await rejected()) === before + 2, "two rejections reported");
   });
 });
 
@@ -145,17 +180,128 @@ describe("rank header policy: honor", () => {
     noTraps(s);
   });
 
-  it("ignores pins from clients outside the trusted networks", async () => {
+  it("routes an untrusted client's valid pin as if it were absent, and counts it", async () => {
     const t = await stackWith({ rankHeaderPolicy: { mode: "honor", trustedCidrs: ["10.0.0.0/8"] } });
     try {
       const ranks = new Set<string>();
       for (let i = 0; i < 24; i++) {
-        await post(t, "/v1/chat/completions", chatBody("s", `u${i}`), { "x-data-parallel-rank": "2" });
+        const r = await post(t, "/v1/chat/completions", chatBody("s", `u${i}`), {
+          "x-data-parallel-rank": "2",
+        });
+        expect(r.status).toBe(200);
         ranks.add(String(lastHit(t)?.headers["x-data-parallel-rank"]));
       }
       expect(ranks.size).toBeGreaterThan(1);
+      expect(Number(t.gateway.host.counter("kvroute.requests.untrusted_pin") ?? 0)).toBe(24);
+      expect(Number(t.gateway.host.counter("kvroute.requests.pinned") ?? 0)).toBe(0);
+      expect(Number(t.gateway.host.counter("kvroute.requests.rejected") ?? 0)).toBe(0);
     } finally {
       await t.close();
     }
+  });
+});
+
+describe("a forged destination (SSRF), routed or not", () => {
+  let s: Stack;
+  let canary: Server;
+  let canaryHits = 0;
+  let forged = "";
+  beforeAll(async () => {
+    canary = createServer((_req, res) => {
+      canaryHits++;
+      res.end("internal");
+    });
+    await new Promise<void>((r) => canary.listen(0, "127.0.0.1", r));
+    forged = `127.0.0.1:${(canary.address() as AddressInfo).port}`;
+    // Engine 1 is not in the pool: it stands for the route's fallback cluster (fail-open traffic
+    // and paths the filter does not route).
+    s = await startStack({
+      engines: [[0, 1, 2, 3], [0]],
+      pools: (e) => [
+        { name: "qwen", models: ["qwen3"], endpoints: [{ address: e[0]?.address, ranks: [0, 1, 2, 3] }] },
+      ],
+      routing: { rankHeaderPolicy: { mode: "reject" } },
+      fallbackEngine: 1,
+    });
+    await until(() => s.cp.ready(), "control plane ready");
+    await synced(s);
+  });
+  afterAll(async () => {
+    await s?.close();
+    canary?.close();
+  });
+
+  /** Sends with the forged destination; nothing may reach the canary or carry its address. */
+  async function forge(
+    path: string,
+    init: { method?: string; body?: string; headers?: Record<string, string> },
+  ) {
+    const res = await fetch(`${s.gateway.url}${path}`, {
+      method: init.method ?? "POST",
+      body: init.body,
+      headers: {
+        "content-type": "application/json",
+        "x-gateway-destination-endpoint": forged,
+        ...init.headers,
+      },
+    });
+    await res.text();
+    return res.status;
+  }
+
+  function nothingReachedTheCanary() {
+    expect(canaryHits).toBe(0);
+    for (const e of s.engines)
+      for (const h of e.hits) expect(h.headers["x-gateway-destination-endpoint"]).not.toBe(forged);
+    expect(s.gateway.accessLog.map((l) => l.upstream)).not.toContain(forged);
+  }
+
+  it("routed requests go where the filter says", async () => {
+    expect(await forge("/v1/chat/completions", { body: chatBody("s", "routed") })).toBe(200);
+    expect(lastHit(s)?.headers["x-gateway-destination-endpoint"]).toBe(s.engines[0]?.address);
+    nothingReachedTheCanary();
+  });
+
+  it("paths the filter does not route go to the fallback without the header", async () => {
+    const fallback = s.engines[1];
+    for (const [method, path] of [
+      ["GET", "/v1/models"],
+      ["POST", "/v1/embeddings"],
+      ["GET", "/v1/chat/completions"],
+    ] as const) {
+      const before = fallback?.hits.length ?? 0;
+      const status = await forge(path, { method, body: method === "POST" ? chatBody("s", "u") : undefined });
+      expect(status, path).toBe(200);
+      expect(fallback?.hits.length).toBe(before + 1);
+      expect(fallback?.hits.at(-1)?.headers["x-gateway-destination-endpoint"]).toBeUndefined();
+    }
+    nothingReachedTheCanary();
+  });
+
+  it("requests the filter answers itself reach no upstream", async () => {
+    const hits = s.engines.reduce((n, e) => n + e.hits.length, 0);
+    expect(await forge("/v1/chat/completions", { body: chatBody("s", "u", "no-such-model") })).toBe(404);
+    expect(
+      await forge("/v1/chat/completions", {
+        body: chatBody("s", "u"),
+        headers: { "x-data-parallel-rank": "1" },
+      }),
+    ).toBe(400);
+    expect(s.engines.reduce((n, e) => n + e.hits.length, 0)).toBe(hits);
+    nothingReachedTheCanary();
+  });
+
+  it("fail-open requests (no healthy slot) go to the fallback without the header", async () => {
+    const engine = s.engines[0] as FakeEngine;
+    engine.up = false;
+    const before = counter(s, "kvroute.requests.fail_open");
+    // Each request is one more chance for the forged header; the wait ends when the gateway
+    // sees every slot unhealthy and fails open.
+    await until(async () => {
+      expect([200, 503]).toContain(await forge("/v1/chat/completions", { body: chatBody("s", "open") }));
+      return counter(s, "kvroute.requests.fail_open") > before;
+    }, "fail-open");
+    expect(s.engines[1]?.hits.at(-1)?.headers["x-gateway-destination-endpoint"]).toBeUndefined();
+    nothingReachedTheCanary();
   });
 });

@@ -12,6 +12,8 @@ describe("slot table", () => {
     // [dpMode, ranks of the endpoint, startRank, expected header values]
     ["internal", [0, 1, 2, 3], undefined, [0, 1, 2, 3]],
     ["hybrid", [4, 5, 6, 7], 4, [0, 1, 2, 3]],
+    // Discovered ranks without the start rank (its engine is down): still rank − startRank.
+    ["hybrid", [5, 6, 7], 4, [1, 2, 3]],
     ["external", [5], undefined, [null]],
   ] as const)("derives the rank header for vLLM %s LB", (dpMode, ranks, startRank, headers) => {
     const pool = poolOf({

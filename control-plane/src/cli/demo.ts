@@ -203,6 +203,8 @@ export async function runDemo(o: DemoOptions): Promise<void> {
       defaultCluster: "kvroute_fallback",
       node: { id: "kvroute-demo" },
       port: o.gatewayPort,
+      // The Node host stands for envoy/envoy.yaml: listener limit, failure policy, header
+      // guard, allow_on_headers_stop_iteration and client addressing all come from it.
       ...shipped,
     });
     const g = gateway;

@@ -66,6 +66,13 @@ export interface ShippedGatewayOptions {
   removeRequestHeaders: string[];
   /** The plugin configuration's maxBodyBytes. */
   maxBodyBytes: number;
+  /**
+   * How the connection manager decides who the client is (`source.address`, which the
+   * rank-header policy's trustedCidrs check): `use_remote_address` and `xff_num_trusted_hops`,
+   * Envoy's defaults where absent.
+   */
+  useRemoteAddress: boolean;
+  xffNumTrustedHops: number;
 }
 
 function hcmOf(cfg: Json): { listener: Json; hcm: Json } {
@@ -100,7 +107,21 @@ export function shippedGatewayOptions(path = TEMPLATE): ShippedGatewayOptions {
     failurePolicy: wasm.fail_open === true ? "FAIL_OPEN" : policy === "UNSPECIFIED" ? "FAIL_RELOAD" : policy,
     removeRequestHeaders,
     maxBodyBytes: plugin.maxBodyBytes ?? FILTER_DEFAULT_MAX_BODY_BYTES,
+    useRemoteAddress: hcm.use_remote_address === true,
+    xffNumTrustedHops: typeof hcm.xff_num_trusted_hops === "number" ? hcm.xff_num_trusted_hops : 0,
   };
+}
+
+/**
+ * The shipped envoy/envoy.yaml's client addressing, for gateways that stand for that file (the
+ * demo's Node host, the end-to-end tests), so they cannot drift from it.
+ */
+export function shippedClientAddressing(path = TEMPLATE): {
+  useRemoteAddress: boolean;
+  xffNumTrustedHops: number;
+} {
+  const { useRemoteAddress, xffNumTrustedHops } = shippedGatewayOptions(path);
+  return { useRemoteAddress, xffNumTrustedHops };
 }
 
 /** Writes the config to a temporary file and returns its path. */

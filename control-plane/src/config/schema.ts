@@ -1,6 +1,7 @@
 // The control plane's configuration schema (YAML on disk, validated with zod). Every field
 // has a default where a safe one exists, so the smallest useful file names one pool and one
 // endpoint. docs/configuration.md is the reference; keep the two in step.
+import { isIP } from "node:net";
 import { z } from "zod";
 
 const hostPort = z
@@ -145,7 +146,9 @@ const poolSchema = z
           path: ["endpoints", i, "ranks"],
           message: "an external-LB endpoint serves exactly one rank",
         });
-      if (pool.dpMode === "hybrid" && e.startRank === undefined && Array.isArray(e.ranks))
+      // Also with ranks: auto — the lowest rank /metrics shows is not the start rank when that
+      // rank's engine is down or not selected, and every header would be off by the gap.
+      if (pool.dpMode === "hybrid" && e.startRank === undefined)
         ctx.addIssue({
           code: "custom",
           path: ["endpoints", i, "startRank"],
@@ -160,11 +163,24 @@ const poolSchema = z
     });
   });
 
+/**
+ * An IPv4 or IPv6 network as the filter matches it (filter/assembly/trust.ts): a literal address
+ * (no zone, no leading zeros), "/", a prefix length within the family. A malformed entry would
+ * match no client, so it is refused here rather than silently trusting nobody.
+ */
+const cidr = z.string().refine((s) => {
+  const slash = s.indexOf("/");
+  const bits = s.slice(slash + 1);
+  if (slash < 0 || !/^\d{1,3}$/.test(bits)) return false;
+  const family = isIP(s.slice(0, slash));
+  return family !== 0 && !s.includes("%") && Number(bits) <= (family === 4 ? 32 : 128);
+}, "expected a CIDR: an IPv4 or IPv6 address, '/', a prefix length (≤ 32 or ≤ 128)");
+
 const rankHeaderPolicySchema = z.strictObject({
   /** ignore: strip client rank headers (default) · honor: pin when valid · reject: 400 on any client rank header. */
   mode: z.enum(["ignore", "honor", "reject"]).default("ignore"),
   /** With honor: only clients from these CIDRs may pin (empty = any client that passes the secret check). */
-  trustedCidrs: z.array(z.string().regex(/^[0-9a-fA-F:.]+\/\d{1,3}$/, "expected a CIDR")).default([]),
+  trustedCidrs: z.array(cidr).default([]),
   /** With honor: the client must also send this header with this value. */
   secretHeader: z
     .strictObject({

@@ -145,6 +145,12 @@ export function clusterEndpoints(
         });
       });
     } else {
+      if (pool.dpMode === "hybrid" && facts.startRank === undefined) {
+        problems.push(
+          `pod ${podName}: hybrid LB needs annotation ${ANNOTATION_START_RANK} (vLLM --data-parallel-start-rank); skipped`,
+        );
+        continue;
+      }
       const address = hostPort(ip, k8s.port as number);
       endpoints.push({
         address,

@@ -27,18 +27,15 @@ export interface Slot {
 
 export class SlotTableFullError extends Error {}
 
-export function headerRankFor(
-  pool: PoolConfig,
-  endpoint: EndpointConfig,
-  globalRank: number,
-  ranksOfEndpoint: number[],
-): number | null {
+export function headerRankFor(pool: PoolConfig, endpoint: EndpointConfig, globalRank: number): number | null {
   if (pool.engine !== "vllm") return globalRank;
   switch (pool.dpMode) {
     case "internal":
       return globalRank;
     case "hybrid":
-      return globalRank - (endpoint.startRank ?? Math.min(...ranksOfEndpoint));
+      // startRank is required for hybrid endpoints (config schema, Kubernetes discovery): the
+      // lowest rank seen is not the start rank when that rank's engine is missing.
+      return endpoint.startRank === undefined ? null : globalRank - endpoint.startRank;
     case "external":
       return null;
   }
@@ -88,7 +85,7 @@ export class SlotTable {
         pool: pool.name,
         address: endpoint.address,
         globalRank: rank,
-        headerRank: headerRankFor(pool, endpoint, rank, ranks),
+        headerRank: headerRankFor(pool, endpoint, rank),
         role: endpoint.role,
         workerId: endpoint.workerId === undefined ? null : BigInt(endpoint.workerId),
         kvEvents: endpoint.kvEvents ?? null,
