@@ -20,7 +20,7 @@ const { values } = parseArgs({
     "vm-id": { type: "string", default: "" },
     "root-id": { type: "string", default: "" },
     name: { type: "string", default: "" },
-    "failure-policy": { type: "string", default: "FAIL_CLOSED" },
+    "failure-policy": { type: "string", default: "FAIL_RELOAD" },
     "log-level": { type: "string", default: "2" },
   },
 });
