@@ -121,6 +121,7 @@ export function startHttpCall(
   } else req.end(body);
   t.httpCalls.set(token, {
     rootId,
+    path,
     cancel: () => {
       settled = true;
       if (timer) clearTimeout(timer);

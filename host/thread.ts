@@ -38,9 +38,10 @@ export interface RootState {
   pendingDone: boolean;
 }
 
-/** An outstanding proxy_http_call: the root context that answers it, and how to cancel it. */
+/** An outstanding proxy_http_call: the root context that answers it, its :path, how to cancel it. */
 export interface HttpCallEntry {
   rootId: number;
+  path: string;
   cancel: () => void;
 }
 export interface VmContext {

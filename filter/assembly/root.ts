@@ -1,13 +1,13 @@
-// The root context of one worker thread: configuration, cache refresh on ticks, this thread's
-// in-flight counts, and — on the one thread that holds the lease — the sync long-poll and the
-// report batches (DESIGN §4).
+// A root context: its plugin configuration, and on ticks the cache refresh, this VM's in-flight
+// counts and report batch, and — on the one root of the process that holds the lease — the sync
+// long-poll and the reports (DESIGN §4). A VM has one root context per plugin configuration (a
+// config update adds one); only the newest (the primary) does the VM's chores and may lead.
 import * as imports from "@gcoredev/proxy-wasm-sdk-as/assembly/imports";
 import { globalArrayBufferReference } from "@gcoredev/proxy-wasm-sdk-as/assembly/runtime";
 import { ByteBuf } from "../core/byte-buf";
-import { LEASE_BYTES, shouldTakeLease, writeLease } from "../core/lease";
-import { parsePluginConfig, pluginConfigError } from "../core/plugin-config";
+import { PluginConfig, parsePluginConfig, pluginConfigError } from "../core/plugin-config";
 import { ReportWriter } from "../core/report-writer";
-import { SYNC_FLAG_MORE, SYNC_FLAG_RESET, SyncPage } from "../core/sync-page";
+import { SYNC_FLAG_MORE, SYNC_FLAG_RESET, SYNC_RECORD_BYTES, SyncPage, SyncRecord } from "../core/sync-page";
 import { cache } from "./cache-view";
 import {
   getBuffer,
@@ -17,6 +17,7 @@ import {
   HTTP_CALL_RESPONSE_BODY,
   HTTP_CALL_RESPONSE_HEADERS,
   httpCall,
+  LOG_DEBUG,
   LOG_ERROR,
   LOG_INFO,
   LOG_WARN,
@@ -28,10 +29,11 @@ import {
   setShared,
   setTickMs,
 } from "./host";
+import { Leadership } from "./leader";
 import { stats } from "./metrics";
+import { markDrained } from "./report-queue";
 import { vm } from "./state";
 
-const LEASE_KEY = "kvr.lease";
 const SYNC_KEY = "kvr.sync";
 const THREADS_KEY = "kvr.threads";
 const REPORT_QUEUE = "kvr.reports";
@@ -39,21 +41,24 @@ const REPORT_QUEUE = "kvr.reports";
 const MAX_THREADS: u32 = 1024;
 const MAX_BACKOFF_MS: u32 = 5000;
 const QUEUE_EMPTY: u32 = 7;
-/** Queue messages folded into one report at most (the rest wait for the next). */
-const MAX_REPORT_MESSAGES: i32 = 20000;
+/** A report stops taking queued batches past this many record bytes (the control plane takes 16 MiB). */
+const MAX_REPORT_BYTES: i32 = 8 * 1024 * 1024;
 
 export class KvrouteRoot {
-  private me: u64 = 0;
-  private leader: bool = false;
+  config: PluginConfig = new PluginConfig();
+  /** on_configure accepted this root's configuration. */
+  configured: bool = false;
+  private leadership: Leadership = new Leadership(0, 1000);
   private syncToken: u32 = 0;
+  /** The kvr.sync state the outstanding poll asked from: its answer applies over nothing else. */
+  private asked: SyncRecord = new SyncRecord();
   private reportToken: u32 = 0;
   private nextSyncMs: u64 = 0;
   private backoffMs: u32 = 0;
   private nextReportMs: u64 = 0;
   private gateway: string = "";
-  private leaseMs: u64 = 1000;
-  private leaseLive: bool = false;
   private read: SharedValue = new SharedValue();
+  private stored: SyncRecord = new SyncRecord();
   private page: SyncPage = new SyncPage();
   private writer: ReportWriter = new ReportWriter();
   private scratch: ByteBuf = new ByteBuf(64);
@@ -71,11 +76,13 @@ export class KvrouteRoot {
       log(LOG_ERROR, `kvroute: invalid plugin configuration: ${pluginConfigError}`);
       return false;
     }
+    this.config = cfg;
     vm.config = cfg;
     stats.define();
-    vm.thread = this.claimThreadIndex();
-    const q = register();
-    vm.reportQueue = q;
+    // One slot per VM: a second root context of this VM publishes the same counts under it.
+    if (vm.thread < 0) vm.thread = this.claimThreadIndex();
+    // Registering again keeps the token; delivery moves to this root (nothing here needs it).
+    vm.reportQueue = register();
     const node = getProperty("node\0id");
     this.gateway =
       cfg.gatewayId.length > 0
@@ -84,11 +91,15 @@ export class KvrouteRoot {
           ? String.UTF8.decode(node)
           : "envoy";
     // Unique per root context of this process: thread slot, context id and the clock.
-    this.me = ((<u64>vm.thread) << 48) ^ ((<u64>this.id) << 32) ^ nowMs();
-    this.leaseMs = <u64>(cfg.tickMs * 3 > 1000 ? cfg.tickMs * 3 : 1000);
+    const me = ((<u64>vm.thread) << 48) ^ ((<u64>this.id) << 32) ^ nowMs();
+    const leaseMs = <u64>(cfg.tickMs * 3 > 1000 ? cfg.tickMs * 3 : 1000);
+    this.leadership = new Leadership(me === 0 ? 1 : me, leaseMs);
     setTickMs(cfg.tickMs);
     cache.refresh();
-    log(LOG_INFO, `kvroute: configured (thread slot ${vm.thread}, control plane cluster ${cfg.cluster})`);
+    log(
+      LOG_INFO,
+      `kvroute: configured root ${this.id} (thread slot ${vm.thread}, control plane cluster ${cfg.cluster})`,
+    );
     return true;
   }
 
@@ -109,17 +120,33 @@ export class KvrouteRoot {
     return <i32>(this.id % MAX_THREADS);
   }
 
-  tick(): void {
+  get leads(): bool {
+    return this.leadership.held;
+  }
+
+  /** `primary`: this is the VM's newest root context (the others only finish their streams). */
+  tick(primary: bool): void {
     const now = nowMs();
+    if (!primary) {
+      this.leadership.release();
+      return;
+    }
+    vm.config = this.config;
     cache.refresh();
     this.rescueWaitingStreams(now);
     this.publishInflight(now);
-    this.leader = this.holdLease(now);
+    vm.outbox.flush(vm.reportQueue);
+    const leader = this.leadership.tick(now);
     // Process-wide gauge, written by every thread's tick: is there a live leader?
-    stats.record(stats.syncLeader, this.leader || this.leaseLive ? 1 : 0);
-    if (!this.leader) return;
+    stats.record(stats.syncLeader, leader || this.leadership.otherLive ? 1 : 0);
+    if (!leader) return;
     if (this.syncToken === 0 && now >= this.nextSyncMs) this.startSync();
     if (this.reportToken === 0 && now >= this.nextReportMs) this.sendReport(now);
+  }
+
+  /** proxy_on_done: this configuration is gone; let another root lead at once. */
+  done(): void {
+    this.leadership.release();
   }
 
   /** Streams still waiting for a body after two ticks: see KvrouteStream.routeWithoutBody. */
@@ -144,35 +171,15 @@ export class KvrouteRoot {
       }
       stats.inc(stats.noBodyAccess);
       imports.proxy_set_effective_context(id);
+      vm.config = vm.configOf(id, this.config);
       vm.streams.get(id).routeWithoutBody();
       imports.proxy_continue_stream(0);
     }
+    vm.config = this.config;
     imports.proxy_set_effective_context(this.id);
   }
 
-  private holdLease(now: u64): bool {
-    const r = this.read;
-    getShared(LEASE_KEY, r);
-    const v = r.value;
-    if (
-      !shouldTakeLease(v === null ? 0 : changetype<usize>(v), v === null ? 0 : v.byteLength, this.me, now)
-    ) {
-      this.leaseLive = true; // another thread holds it and it has not lapsed
-      return false;
-    }
-    this.leaseLive = false;
-    const b = this.scratch;
-    b.len = 0;
-    b.reserve(LEASE_BYTES);
-    writeLease(b.ptr, this.me, now + this.leaseMs);
-    // CAS: of two threads that saw the same lapsed lease, exactly one wins; the loser knows a
-    // live lease exists.
-    const won = setShared(LEASE_KEY, b.ptr, LEASE_BYTES, v === null ? 0 : r.cas) === OK;
-    this.leaseLive = !won;
-    return won;
-  }
-
-  /** This thread's in-flight counts, stamped, for the leader's report. */
+  /** This VM's in-flight counts, stamped, for the leader's report. */
   private publishInflight(now: u64): void {
     const counts = vm.inflight;
     const b = this.scratch;
@@ -191,22 +198,18 @@ export class KvrouteRoot {
   }
 
   private startSync(): void {
-    const cfg = vm.config;
+    const cfg = this.config;
     const r = this.read;
     getShared(SYNC_KEY, r);
-    let epoch: u64 = 0;
-    let version: u64 = 0;
-    if (r.value !== null && r.value!.byteLength >= 16) {
-      epoch = load<u64>(changetype<usize>(r.value!));
-      version = load<u64>(changetype<usize>(r.value!), 8);
-    }
-    const path = `${cfg.syncPath}?epoch=${epoch}&version=${version}`;
+    const a = this.asked;
+    a.read(r.value === null ? 0 : changetype<usize>(r.value!), r.value === null ? 0 : r.value!.byteLength);
+    const path = `${cfg.syncPath}?epoch=${a.epoch}&version=${a.version}`;
     this.syncToken = this.call("GET", path, new ArrayBuffer(0));
     if (this.syncToken === 0) this.syncFailed("the control-plane cluster refused the call");
   }
 
   private call(method: string, path: string, body: ArrayBuffer): u32 {
-    const cfg = vm.config;
+    const cfg = this.config;
     const names: string[] = [":method", ":path", ":authority", "x-kvroute-gateway"];
     const values: string[] = [method, path, cfg.authority, this.gateway];
     if (cfg.token.length > 0) {
@@ -245,6 +248,11 @@ export class KvrouteRoot {
   }
 
   private onSync(bodySize: u32): void {
+    // The lease may have moved while the call was out: only the holder applies and polls again.
+    if (!this.leadership.holds(nowMs())) {
+      log(LOG_DEBUG, `kvroute: root ${this.id} is no longer the leader; dropping its sync answer`);
+      return;
+    }
     const status = getHeaderString(HTTP_CALL_RESPONSE_HEADERS, ":status");
     if (status !== "200") {
       this.syncFailed(status === null ? "no response" : `status ${status!}`);
@@ -257,58 +265,100 @@ export class KvrouteRoot {
       return;
     }
     this.backoffMs = 0;
+    this.apply(page);
+    // A long poll answers when there is news (or after its wait): ask again at once.
+    this.nextSyncMs = 0;
+    this.startSync();
+  }
+
+  /**
+   * Applies a page only over the kvr.sync state its poll asked from, and records the new state by
+   * CAS on that same value: a page from an older state (a former leader's late answer) never
+   * moves the cache backwards, and two roots can never both record their page.
+   */
+  private apply(page: SyncPage): void {
+    const r = this.read;
+    getShared(SYNC_KEY, r);
+    const s = this.stored;
+    s.read(r.value === null ? 0 : changetype<usize>(r.value!), r.value === null ? 0 : r.value!.byteLength);
+    const a = this.asked;
+    if (s.epoch !== a.epoch || s.version !== a.version) {
+      log(
+        LOG_DEBUG,
+        `kvroute: dropping a sync page for ${a.epoch}/${a.version}: the cache is at ${s.epoch}/${s.version}`,
+      );
+      return;
+    }
+    const changes = page.count > 0 || page.epoch !== s.epoch || page.version !== s.version;
+    if (!changes) return;
+    const cas = r.value === null ? 0 : r.cas;
     while (page.next()) {
       const key = String.UTF8.decodeUnsafe(page.keyPtr, <usize>page.keyLen);
       setShared(key, page.valuePtr, page.valueLen, 0);
     }
     if ((page.flags & SYNC_FLAG_RESET) !== 0) stats.inc(stats.syncResets);
-    // Resyncing from the reset page until a page without `more`: the request path routes by
-    // load meanwhile, since bucket bitmaps may still name another epoch's slots.
-    const r = this.read;
-    getShared(SYNC_KEY, r);
-    const wasResyncing =
-      r.value !== null && r.value!.byteLength >= 20 && load<u32>(changetype<usize>(r.value!), 16) !== 0;
+    // Resyncing from the reset page until a page without `more`: bucket bitmaps may still name
+    // another epoch's slots meanwhile.
     const more = (page.flags & SYNC_FLAG_MORE) !== 0;
-    const resyncing = more && (wasResyncing || (page.flags & SYNC_FLAG_RESET) !== 0);
+    const next = new SyncRecord();
+    next.epoch = page.epoch;
+    next.version = page.version;
+    next.resyncing = more && (s.resyncing || (page.flags & SYNC_FLAG_RESET) !== 0);
     const b = this.scratch;
     b.len = 0;
-    b.reserve(20);
-    store<u64>(b.ptr, page.epoch);
-    store<u64>(b.ptr, page.version, 8);
-    store<u32>(b.ptr, resyncing ? 1 : 0, 16);
-    setShared(SYNC_KEY, b.ptr, 20, 0);
+    b.reserve(SYNC_RECORD_BYTES);
+    next.write(b.ptr);
+    if (setShared(SYNC_KEY, b.ptr, SYNC_RECORD_BYTES, cas === 0 ? ABSENT_SYNC_CAS : cas) !== OK) {
+      // Another root applied a page while we wrote ours: the keys may mix both pages. Version 0
+      // of the epoch makes the next poll walk the whole key space, which converges.
+      next.version = 0;
+      next.resyncing = true;
+      next.write(b.ptr);
+      setShared(SYNC_KEY, b.ptr, SYNC_RECORD_BYTES, 0);
+      log(LOG_WARN, "kvroute: two sync answers were applied at once; resyncing the whole cache");
+      return;
+    }
     stats.record(stats.syncVersion, page.version);
     cache.refresh();
-    // A long poll answers when there is news (or after its wait): ask again at once.
-    this.nextSyncMs = 0;
-    this.startSync();
   }
 
   private sendReport(now: u64): void {
     const w = this.writer;
     w.reset();
     const q = vm.reportQueue;
+    let emptied = false;
+    let taken = 0;
     if (q !== 0) {
-      for (let i = 0; i < MAX_REPORT_MESSAGES; i++) {
+      while (w.recordBytes < MAX_REPORT_BYTES) {
         const r = imports.proxy_dequeue_shared_queue(
           q,
           globalArrayBufferReference.bufferPtr(),
           globalArrayBufferReference.sizePtr(),
         );
-        if (r === QUEUE_EMPTY || r !== OK) break;
+        if (r !== OK) {
+          emptied = r === QUEUE_EMPTY;
+          break;
+        }
         const m = globalArrayBufferReference.toArrayBuffer();
-        w.addMessage(changetype<usize>(m), m.byteLength);
+        w.addBatch(changetype<usize>(m), m.byteLength);
+        taken++;
       }
     }
+    // Only a drain that reached the end lets the threads send their next batches.
+    if (emptied && taken > 0) markDrained();
     this.sumInflight(now);
-    this.nextReportMs = now + <u64>vm.config.reportMs;
+    this.nextReportMs = now + <u64>this.config.reportMs;
     w.finish(this.gateway);
     const body = new ArrayBuffer(w.out.len);
     memory.copy(changetype<usize>(body), w.out.ptr, <usize>w.out.len);
-    this.reportToken = this.call("POST", vm.config.reportPath, body);
+    this.reportToken = this.call("POST", this.config.reportPath, body);
   }
 
-  /** In-flight per slot over every thread's recent kvr.if.<t> (stale ones belong to dead threads). */
+  /**
+   * In-flight per slot over every VM's recent kvr.if.<t>. A VM publishes on every tick; one that
+   * stopped (its VM failed and was replaced, its thread stalls) drops out after a few ticks, so
+   * the requests of a failed VM are not counted next to its replacement's for long.
+   */
   private sumInflight(now: u64): void {
     const r = this.read;
     getShared(THREADS_KEY, r);
@@ -316,7 +366,7 @@ export class KvrouteRoot {
       r.value !== null && r.value!.byteLength === 4 ? load<u32>(changetype<usize>(r.value!)) : 0;
     const n = threads < MAX_THREADS ? threads : MAX_THREADS;
     const sums = new Map<i32, u32>();
-    const freshMs = this.leaseMs * 3;
+    const freshMs = inflightFreshMs(this.config.tickMs);
     for (let t: u32 = 0; t < n; t++) {
       getShared(`kvr.if.${t}`, r);
       const v = r.value;
@@ -332,6 +382,15 @@ export class KvrouteRoot {
     const keys = sums.keys();
     for (let i = 0; i < keys.length; i++) this.writer.addInflight(keys[i], sums.get(keys[i]));
   }
+}
+
+/** kvr.sync is written by CAS only; over an absent key any cas works, this one says so. */
+const ABSENT_SYNC_CAS: u32 = 0xffffffff;
+
+/** A VM's in-flight counts count while their stamp is this recent: 5 ticks, at least 500 ms. */
+export function inflightFreshMs(tickMs: u32): u64 {
+  const five = <u64>tickMs * 5;
+  return five > 500 ? five : 500;
 }
 
 function register(): u32 {
