@@ -58,6 +58,17 @@ function drainCount(r: SharedValue): u64 {
 
 const counter = memory.data(8);
 
+/**
+ * A new leader creates the counter at 0 if it is absent, so the filter's fixed keys all exist once
+ * a leader runs and traffic adds none but the speculative ones (kvr.s.*).
+ */
+export function ensureDrainCounter(): void {
+  const r = new SharedValue();
+  if (drainCount(r) !== 0 || r.value !== null) return;
+  store<u64>(counter, 0);
+  setShared(DRAINED_KEY, counter, 8, 0xffffffff);
+}
+
 /** The leader emptied the queue: every thread may send its next batch. */
 export function markDrained(): void {
   const r = new SharedValue();

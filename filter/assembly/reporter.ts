@@ -14,7 +14,7 @@ import {
   SharedValue,
 } from "./host";
 import { stats } from "./metrics";
-import { markDrained } from "./report-queue";
+import { ensureDrainCounter, markDrained } from "./report-queue";
 import { callControlPlane } from "./sync";
 
 export const THREADS_KEY = "kvr.threads";
@@ -36,10 +36,15 @@ export class Reporter {
   private nextMs: u64 = 0;
   private writer: ReportWriter = new ReportWriter();
   private read: SharedValue = new SharedValue();
+  private counterChecked: bool = false;
 
   /** On a leader's tick: reports unless one is out or it is not time yet. */
   maybeSend(cfg: PluginConfig, gateway: string, queue: u32, now: u64): void {
     if (this.token !== 0 || now < this.nextMs) return;
+    if (!this.counterChecked) {
+      ensureDrainCounter();
+      this.counterChecked = true;
+    }
     const w = this.writer;
     w.reset();
     let emptied = false;

@@ -134,8 +134,8 @@ export class SyncPoller {
       setShared(key, page.valuePtr, page.valueLen, 0);
     }
     if ((page.flags & SYNC_FLAG_RESET) !== 0) stats.inc(stats.syncResets);
-    // Resyncing from the reset page until a page without `more`: bucket bitmaps may still name
-    // another epoch's slots meanwhile.
+    // Resyncing from the reset page until a page without `more` (bucket bitmaps may still name
+    // another epoch's slots meanwhile); recorded for operators, the request path does not read it.
     const more = (page.flags & SYNC_FLAG_MORE) !== 0;
     const next = new SyncRecord();
     next.epoch = page.epoch;

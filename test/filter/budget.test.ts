@@ -60,12 +60,9 @@ describe("shared-data budget", () => {
     for (let i = 0; i < 2000; i++)
       await post(stack, "/v1/chat/completions", chatBody(`distinct system prompt ${i} `.repeat(12), `q${i}`));
     await synced(stack);
-    // Only the filter's own keys are added, and they are bounded: kvr.s.0 … kvr.s.1023, each at
-    // most 8 entries, and the leader's report-queue drain counter (one u64).
-    const keys = stack.gateway.host.sharedDataKeys().filter((k) => !before.has(k));
-    const added = keys.filter((k) => k !== "kvr.drained");
-    expect(keys.length - added.length).toBeLessThanOrEqual(1);
-    expect(stack.gateway.host.sharedData("kvr.drained")?.value.length).toBe(8);
+    // Only the filter's own speculative keys are added, and they are bounded: kvr.s.0 … kvr.s.1023,
+    // each at most 8 entries.
+    const added = stack.gateway.host.sharedDataKeys().filter((k) => !before.has(k));
     expect(added.length).toBeGreaterThan(0);
     expect(added.length).toBeLessThanOrEqual(1024);
     for (const k of added) {
