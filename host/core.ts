@@ -73,7 +73,7 @@ export interface HostOptions {
    * parallel threads (every tick's shared-data reads before any tick's writes).
    */
   ticks?: "timer" | "manual";
-  /** Wall clock in ms for proxy_get_current_time_nanoseconds and the reload backoff (default Date.now). */
+  /** Wall clock in ms (fractions kept) for proxy_get_current_time_nanoseconds and the reload backoff. */
   clock?: () => number;
   /** Envoy's log level as proxy_get_log_level reports it (default 2 = info). */
   logLevel?: number;
@@ -160,7 +160,9 @@ export class HostCore {
     this.allowOnHeadersStopIteration = o.allowOnHeadersStopIteration ?? false;
     this.reloadBackoffMs = o.reloadBackoffMs ?? 1000;
     this.ticks = o.ticks ?? "timer";
-    this.now = o.clock ?? Date.now;
+    // Envoy's clock has nanosecond resolution; Date.now() alone would make every duration a
+    // multiple of a millisecond.
+    this.now = o.clock ?? (() => performance.timeOrigin + performance.now());
     this.logLevel = o.logLevel ?? 2;
     this.node = o.node ?? { id: "kvroute-test-host", cluster: "kvroute" };
     this.bufferLimitBytes = o.bufferLimitBytes ?? 1024 * 1024;

@@ -285,9 +285,7 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
       return WasmResult.Ok;
     },
     get_current_time_nanoseconds: (ptr) =>
-      t.mem.writeU64(n(ptr), BigInt(Math.floor(t.core.now())) * 1_000_000n)
-        ? WasmResult.Ok
-        : WasmResult.InvalidMemoryAccess,
+      t.mem.writeU64(n(ptr), msToNs(t.core.now())) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess,
     define_metric: (type, namePtr, nameSize, idPtr) => {
       const name = t.mem.readString(n(namePtr), n(nameSize));
       if (name === null) return WasmResult.InvalidMemoryAccess;
@@ -341,6 +339,12 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
   for (const [name, f] of Object.entries(impl))
     out[`proxy_${name}`] = restrictedGuard(t, `env.proxy_${name}`, f);
   return out;
+}
+
+/** Wall-clock ms (possibly fractional) as integer ns, keeping the sub-millisecond part. */
+function msToNs(ms: number): bigint {
+  const whole = Math.floor(ms);
+  return BigInt(whole) * 1_000_000n + BigInt(Math.round((ms - whole) * 1_000_000));
 }
 
 function marshal(map: HeaderMap): Uint8Array {
