@@ -9,9 +9,12 @@ import { SharedQueues } from "./shared-queue.ts";
 import type { WasmThread } from "./thread.ts";
 
 /**
- * envoy.extensions.wasm.v3.FailurePolicy: FAIL_CLOSED (the default unless the runtime flag
- * envoy.reloadable_features.wasm_failure_reload_by_default is on) answers 503; FAIL_OPEN skips the
- * filter; FAIL_RELOAD builds a fresh VM for the thread on the next request (with a backoff).
+ * envoy.extensions.wasm.v3.FailurePolicy. Unset (with `fail_open: false`) means FAIL_RELOAD in
+ * Envoy >= 1.33 (runtime flag envoy.reloadable_features.wasm_failure_reload_by_default, on by
+ * default; source/extensions/common/wasm/plugin.h), so that is this host's default. FAIL_CLOSED
+ * answers 503; FAIL_OPEN skips the filter; FAIL_RELOAD answers the failing request 503 and builds a
+ * fresh VM for the thread on its next request (PluginConfig::maybeReloadHandleIfNeeded, with a
+ * jittered backoff).
  */
 export type FailurePolicy = "FAIL_CLOSED" | "FAIL_OPEN" | "FAIL_RELOAD";
 
@@ -50,6 +53,7 @@ export interface HostOptions {
   envs?: Record<string, string>;
   /** Cluster name → loopback address ("127.0.0.1:8080" or {host, port}). */
   clusters?: Record<string, string | ClusterAddress>;
+  /** Default FAIL_RELOAD, like Envoy >= 1.33 with no policy set (see FailurePolicy). */
   failurePolicy?: FailurePolicy;
   /**
    * Envoy's PluginConfig.allow_on_headers_stop_iteration (Envoy ≥ 1.35): a 1 from
@@ -57,8 +61,20 @@ export interface HostOptions {
    * still run) instead of becoming StopAllIterationAndWatermark. Default false, like Envoy.
    */
   allowOnHeadersStopIteration?: boolean;
-  /** FAIL_RELOAD: least time between two reloads of one thread's VM (default 1000 ms). */
+  /**
+   * FAIL_RELOAD: reload_config.backoff.base_interval (default 1000 ms). Envoy's
+   * JitteredLowerBoundBackOffStrategy waits a random interval in [base, 1.5 × base) between two
+   * loads of one thread's VM (0 here = no backoff, for tests).
+   */
   reloadBackoffMs?: number;
+  /**
+   * "timer" (default): each root context's tick period runs a timer, like Envoy. "manual": no
+   * timers; Host.tick() runs the ticks, optionally in the worst-case interleaving of Envoy's
+   * parallel threads (every tick's shared-data reads before any tick's writes).
+   */
+  ticks?: "timer" | "manual";
+  /** Wall clock in ms (fractions kept) for proxy_get_current_time_nanoseconds and the reload backoff. */
+  clock?: () => number;
   /** Envoy's log level as proxy_get_log_level reports it (default 2 = info). */
   logLevel?: number;
   node?: NodeInfo;
@@ -100,7 +116,7 @@ export class Scheduler {
   }
 }
 
-const asBytes = (v: string | Uint8Array | undefined): Uint8Array =>
+export const asBytes = (v: string | Uint8Array | undefined): Uint8Array =>
   v === undefined ? new Uint8Array(0) : typeof v === "string" ? encodeUtf8(v) : v;
 
 export class HostCore {
@@ -108,13 +124,16 @@ export class HostCore {
   readonly vmId: string;
   readonly rootId: string;
   readonly pluginName: string;
-  readonly pluginConfig: Uint8Array;
+  /** The current plugin configuration (Host.reconfigure replaces it). */
+  pluginConfig: Uint8Array;
   readonly vmConfig: Uint8Array;
   readonly envs: Record<string, string>;
   readonly clusters = new Map<string, ClusterAddress>();
   readonly failurePolicy: FailurePolicy;
   readonly allowOnHeadersStopIteration: boolean;
   readonly reloadBackoffMs: number;
+  readonly ticks: "timer" | "manual";
+  readonly now: () => number;
   readonly logLevel: number;
   readonly node: NodeInfo;
   readonly bufferLimitBytes: number;
@@ -137,9 +156,13 @@ export class HostCore {
     for (const [name, addr] of Object.entries(o.clusters ?? {})) {
       this.clusters.set(name, typeof addr === "string" ? parseHostPort(addr) : addr);
     }
-    this.failurePolicy = o.failurePolicy ?? "FAIL_CLOSED";
+    this.failurePolicy = o.failurePolicy ?? "FAIL_RELOAD";
     this.allowOnHeadersStopIteration = o.allowOnHeadersStopIteration ?? false;
     this.reloadBackoffMs = o.reloadBackoffMs ?? 1000;
+    this.ticks = o.ticks ?? "timer";
+    // Envoy's clock has nanosecond resolution; Date.now() alone would make every duration a
+    // multiple of a millisecond.
+    this.now = o.clock ?? (() => performance.timeOrigin + performance.now());
     this.logLevel = o.logLevel ?? 2;
     this.node = o.node ?? { id: "kvroute-test-host", cluster: "kvroute" };
     this.bufferLimitBytes = o.bufferLimitBytes ?? 1024 * 1024;

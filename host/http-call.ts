@@ -1,8 +1,10 @@
 // proxy_http_call as Envoy implements it (context.cc Context::httpCall + onHttpCallSuccess/
-// onHttpCallFailure): always on behalf of the root context; negative timeout, unknown cluster, or
-// missing :path/:method/:authority → BadArgument; a non-empty body sets content-length; timeout 0
-// = none. Tokens count up per VM. The answer arrives later on the same thread, at the root context,
-// with headers (":status" included), body and trailers readable only during that callback.
+// onHttpCallFailure): always on behalf of a root context (the caller's own root: exports.cc
+// http_call uses root_context()); negative timeout, unknown cluster, or missing
+// :path/:method/:authority → BadArgument; a non-empty body sets content-length; timeout 0 = none.
+// Tokens are the VM's callout counter (WasmBase::nextHttpCallId: 4, 8, 12, …). The answer arrives
+// later on the same thread, at the root context that made the call, with headers (":status"
+// included), body and trailers readable only during that callback.
 // Failure semantics follow Envoy's async client + router: a connection that cannot be made is a
 // *successful* call with the router's 503 local reply, a timeout a 504 "upstream request timeout";
 // only a reset after the response started (or a body over the async client's buffer limit) is a
@@ -28,6 +30,7 @@ function localReply(status: number, text: string): HttpCallResponse {
 
 export function startHttpCall(
   t: WasmThread,
+  rootId: number,
   cluster: string,
   headers: Pairs,
   body: Uint8Array,
@@ -45,7 +48,7 @@ export function startHttpCall(
   if (path === undefined || method === undefined || authority === undefined)
     return { code: WasmResult.BadArgument };
 
-  const token = t.nextHttpCallId++;
+  const token = t.nextHttpCallId();
   let settled = false;
   const deliver = (r: HttpCallResponse | null) => {
     if (settled) return;
@@ -116,10 +119,14 @@ export function startHttpCall(
     req.addTrailers(Object.fromEntries(trailers));
     req.end();
   } else req.end(body);
-  t.httpCalls.set(token, () => {
-    settled = true;
-    if (timer) clearTimeout(timer);
-    req.destroy();
+  t.httpCalls.set(token, {
+    rootId,
+    path,
+    cancel: () => {
+      settled = true;
+      if (timer) clearTimeout(timer);
+      req.destroy();
+    },
   });
   return { code: WasmResult.Ok, token };
 }

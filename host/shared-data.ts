@@ -10,8 +10,13 @@ export interface SharedValue {
   cas: number;
 }
 
+/** The store as it was at one moment (values are never mutated in place, so shallow copies do). */
+export type SharedDataSnapshot = Map<string, Map<string, SharedValue>>;
+
 export class SharedDataStore {
   private readonly maps = new Map<string, Map<string, SharedValue>>();
+  /** While set, get() answers from this snapshot instead of the live store (see readFrom). */
+  private readView: SharedDataSnapshot | null = null;
   private nextCasValue = 1;
   /** Called after every successful get; the host uses it as a preemption point (see scheduler.ts). */
   onGet: ((vmId: string, key: string) => void) | null = null;
@@ -23,13 +28,29 @@ export class SharedDataStore {
     return cas;
   }
 
+  snapshot(): SharedDataSnapshot {
+    const s: SharedDataSnapshot = new Map();
+    for (const [vmId, map] of this.maps) s.set(vmId, new Map(map));
+    return s;
+  }
+
+  /**
+   * Serves get() from `snapshot` until the next set() (or until called with null). The host uses
+   * it to run several threads' ticks as if in parallel: each tick reads the store as it was before
+   * any of them wrote, up to its own first write — a schedule Envoy's threads can really take.
+   */
+  readFrom(snapshot: SharedDataSnapshot | null): void {
+    this.readView = snapshot;
+  }
+
   get(vmId: string, key: string): SharedValue | null {
-    const v = this.maps.get(vmId)?.get(key) ?? null;
+    const v = (this.readView ?? this.maps).get(vmId)?.get(key) ?? null;
     return v === null ? null : { value: v.value.slice(), cas: v.cas };
   }
 
   /** Returns a WasmResult code: Ok or CasMismatch. */
   set(vmId: string, key: string, value: Uint8Array, cas: number): number {
+    this.readView = null;
     let map = this.maps.get(vmId);
     if (map === undefined) {
       map = new Map();

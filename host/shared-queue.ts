@@ -25,6 +25,8 @@ export class SharedQueues {
   private readonly tokens = new Map<string, number>();
   private readonly queues = new Map<number, Queue>();
   private nextToken = 1;
+  /** Successful enqueues so far (each posts a task to the registrant's thread). */
+  enqueued = 0;
 
   private static key(vmId: string, name: string): string {
     return `${vmId}\u0000${name}`;
@@ -65,6 +67,7 @@ export class SharedQueues {
     const q = this.queues.get(token);
     if (q === undefined) return WasmResult.NotFound;
     q.items.push(data.slice());
+    this.enqueued++;
     const { contextId, target } = q;
     target.post(() => target.deliver(contextId, token));
     return WasmResult.Ok;
@@ -74,5 +77,11 @@ export class SharedQueues {
   depth(vmId: string, name: string): number {
     const t = this.resolve(vmId, name);
     return this.queues.get(t)?.items.length ?? 0;
+  }
+
+  /** Test view: bytes waiting in a queue. */
+  bytes(vmId: string, name: string): number {
+    const t = this.resolve(vmId, name);
+    return (this.queues.get(t)?.items ?? []).reduce((n, i) => n + i.length, 0);
   }
 }

@@ -1,6 +1,9 @@
-// One Envoy worker thread's Wasm VM: its own instance of the module, its own root context, its own
-// tick timer and its own context ids (root 1, streams 2, 3, … never reused — ContextBase ctor /
-// WasmBase::allocContextId). Calls into the module follow proxy-wasm-cpp-host:
+// One Envoy worker thread's Wasm VM: its own instance of the module, its own root contexts (one per
+// plugin configuration: a config change with the same vm_id and code adds a second root context to
+// the running VM — WasmBase::start keyed by the plugin key, which hashes root_id + configuration),
+// one tick timer per root context (Envoy Wasm::setTimerPeriod(root_context_id)), and its own
+// context ids (root 1, streams 2, 3, … never reused — ContextBase ctor / WasmBase::allocContextId).
+// Calls into the module follow proxy-wasm-cpp-host:
 // - the "current context" is the callee context; proxy_set_effective_context retargets host
 //   calls until the outermost call returns (SaveRestoreContext in src/wasm_vm.h);
 // - after every call-in, the queued "after VM call" actions run (DeferAfterCallActions), which is
@@ -19,6 +22,27 @@ import type { HttpStream } from "./stream.ts";
 export interface RootContext {
   kind: "root";
   id: number;
+}
+
+/** What Envoy keeps per root context: its plugin (configuration), timer and shutdown state. */
+export interface RootState {
+  ctx: RootContext;
+  /** The plugin configuration this root context was configured with (PluginBase). */
+  pluginConfig: Uint8Array;
+  /** Tick period (ms); 0 = no timer. */
+  tickMs: number;
+  timer: NodeJS.Timeout | null;
+  /** Its plugin config was replaced: no new streams; on_done once its last stream is gone. */
+  retired: boolean;
+  /** on_done returned false: waiting for proxy_done (WasmBase pending_done_). */
+  pendingDone: boolean;
+}
+
+/** An outstanding proxy_http_call: the root context that answers it, its :path, how to cancel it. */
+export interface HttpCallEntry {
+  rootId: number;
+  path: string;
+  cancel: () => void;
 }
 export interface VmContext {
   kind: "vm";
@@ -42,25 +66,42 @@ type WasmFn = (...args: Array<number | bigint>) => number | bigint | undefined;
 
 export class VmFailedError extends Error {}
 
+/** proxy-wasm-cpp-host WasmBase: http-call tokens are (HttpCall = 0) + 4, + 8, … per VM. */
+const CALLOUT_INCREMENT = 4;
+
+/** The VM's context table; removing a stream's context may let a retired root context finish. */
+class ContextTable extends Map<number, Ctx> {
+  constructor(private readonly onRemoved: (ctx: Ctx) => void) {
+    super();
+  }
+  override delete(id: number): boolean {
+    const ctx = this.get(id);
+    const removed = super.delete(id);
+    if (ctx !== undefined) this.onRemoved(ctx);
+    return removed;
+  }
+}
+
 export class WasmThread {
   readonly mem: GuestMemory;
   readonly metrics: VmMetrics;
-  readonly contexts = new Map<number, Ctx>();
+  readonly contexts: Map<number, Ctx> = new ContextTable((c) => this.contextRemoved(c));
   readonly vmContext: VmContext = { kind: "vm", id: 0 };
-  root: RootContext | null = null;
+  /** Root contexts by id, oldest first. */
+  readonly roots = new Map<number, RootState>();
   failed = false;
   failMessage = "";
   /** True while _start/_initialize runs: only the calls in ALLOWED_DURING_START succeed. */
   restricted = false;
-  /** Plugin configuration is readable only inside proxy_on_configure (Envoy temp_plugin_). */
-  inConfigure = false;
+  /** Plugin configuration readable only inside proxy_on_configure (Envoy temp_plugin_). */
+  configuringPlugin: Uint8Array | null = null;
   /** Root-context state Envoy keeps on the root Context (status_code_, http_call_response_). */
   statusCode = 0;
   statusMessage = "";
   httpCallResponse: HttpCallResponse | null = null;
-  /** Outstanding proxy_http_call tokens → cancel function. */
-  readonly httpCalls = new Map<number, () => void>();
-  nextHttpCallId = 1;
+  /** Outstanding proxy_http_call tokens → the calling root and a cancel function. */
+  readonly httpCalls = new Map<number, HttpCallEntry>();
+  private lastHttpCallId = 0;
   /** Pending tasks for this thread (the worker's dispatcher queue). */
   readonly tasks: Array<() => void> = [];
   private readonly exp: Record<string, WasmFn>;
@@ -69,7 +110,6 @@ export class WasmThread {
   private effective = 0;
   private afterActions: Array<() => void> = [];
   private nextIterationStopped = false;
-  private tickTimer: NodeJS.Timeout | null = null;
   private drainScheduled = false;
 
   constructor(
@@ -92,10 +132,22 @@ export class WasmThread {
     this.metrics = new VmMetrics(core.stats);
   }
 
+  /** The root context new streams attach to: the newest one whose configuration is current. */
+  get root(): RootContext | null {
+    let active: RootContext | null = null;
+    for (const r of this.roots.values()) if (!r.retired) active = r.ctx;
+    return active;
+  }
+
   // ---- context bookkeeping -------------------------------------------------------------
 
   allocContextId(): number {
     return this.nextContextId++;
+  }
+
+  nextHttpCallId(): number {
+    this.lastHttpCallId = (this.lastHttpCallId + CALLOUT_INCREMENT) >>> 0;
+    return this.lastHttpCallId;
   }
 
   /** contextOrEffectiveContext(): the effective context when set and still alive. */
@@ -103,6 +155,11 @@ export class WasmThread {
     const top = this.stack[this.stack.length - 1] ?? this.vmContext;
     if (this.effective !== 0) return this.contexts.get(this.effective) ?? top;
     return top;
+  }
+
+  /** ContextBase::root_context(): a root context itself, or a stream's parent root. */
+  rootIdOf(c: Ctx): number {
+    return c.kind === "stream" ? c.rootId : c.id;
   }
 
   setEffective(id: number): number {
@@ -176,13 +233,18 @@ export class WasmThread {
     this.failed = true;
     this.failMessage = message;
     this.core.log({ thread: this.name, level: 5, message: `wasm failed: ${message}`, contextId: 0 });
-    this.setTickPeriod(0);
-    for (const cancel of this.httpCalls.values()) cancel();
+    this.stopTimers();
+    for (const c of this.httpCalls.values()) c.cancel();
     this.httpCalls.clear();
   }
 
   // ---- VM start-up (WasmBase::startVm, ContextBase::onStart/onConfigure) --------------
 
+  /**
+   * A new VM: _start (or _initialize + main) restricted, then the root context of the current
+   * plugin configuration. V8 clones are "CompiledBytecode" (src/v8/v8.cc), so every thread-local
+   * VM — also one that FAIL_RELOAD builds after a trap — runs _start again (WasmBase::initialize).
+   */
   start(): void {
     this.restricted = true;
     try {
@@ -197,27 +259,95 @@ export class WasmThread {
       this.restricted = false;
     }
     if (this.failed) throw new VmFailedError(`Failed to start base Wasm: ${this.failMessage}`);
-    const root: RootContext = { kind: "root", id: this.allocContextId() };
-    this.contexts.set(root.id, root);
-    this.root = root;
+    this.addRoot(this.core.pluginConfig);
+  }
+
+  /**
+   * WasmBase::start + configure for one plugin: a new root context (on_context_create(id, 0),
+   * on_vm_start — ContextBase::onStart calls it for every root context — then on_configure with
+   * this plugin's configuration readable). A failure throws, like Envoy rejecting the config.
+   */
+  addRoot(pluginConfig: Uint8Array): RootContext {
+    const ctx: RootContext = { kind: "root", id: this.allocContextId() };
+    this.contexts.set(ctx.id, ctx);
+    const state: RootState = {
+      ctx,
+      pluginConfig,
+      tickMs: 0,
+      timer: null,
+      retired: false,
+      pendingDone: false,
+    };
+    this.roots.set(ctx.id, state);
     const ok = this.deferred(() => {
-      this.call(root, "proxy_on_context_create", root.id, 0);
-      return this.call(root, "proxy_on_vm_start", root.id, this.core.vmConfig.length);
+      this.call(ctx, "proxy_on_context_create", ctx.id, 0);
+      return this.call(ctx, "proxy_on_vm_start", ctx.id, this.core.vmConfig.length);
     });
     if (this.failed) throw new VmFailedError(`Failed to start base Wasm: ${this.failMessage}`);
     if (ok === 0) throw new VmFailedError("Failed to start base Wasm: proxy_on_vm_start returned false");
     const configured = this.deferred(() => {
-      this.inConfigure = true;
+      this.configuringPlugin = pluginConfig;
       try {
-        return this.call(root, "proxy_on_configure", root.id, this.core.pluginConfig.length);
+        return this.call(ctx, "proxy_on_configure", ctx.id, pluginConfig.length);
       } finally {
-        this.inConfigure = false;
+        this.configuringPlugin = null;
       }
     });
     if (this.failed) throw new VmFailedError(`Failed to configure base Wasm plugin: ${this.failMessage}`);
     if (configured === 0) {
       throw new VmFailedError("Failed to configure base Wasm plugin: proxy_on_configure returned false");
     }
+    return ctx;
+  }
+
+  /**
+   * The plugin configuration of root `id` was replaced: its handle goes away once the last stream
+   * holding it ends (~PluginHandleBase → WasmBase::startShutdown(plugin_key)): then on_done(root),
+   * and on_delete(root) when on_done returned true, or later from proxy_done.
+   */
+  retireRoot(id: number): void {
+    const r = this.roots.get(id);
+    if (r === undefined || r.retired) return;
+    r.retired = true;
+    this.maybeShutDown(r);
+  }
+
+  private contextRemoved(ctx: Ctx): void {
+    if (ctx.kind !== "stream") return;
+    const r = this.roots.get(ctx.rootId);
+    if (r?.retired) this.maybeShutDown(r);
+  }
+
+  private maybeShutDown(r: RootState): void {
+    if (r.pendingDone) return;
+    for (const c of this.contexts.values()) if (c.kind === "stream" && c.rootId === r.ctx.id) return;
+    // ContextBase::onDone: a failed VM is not called and counts as done.
+    const done = this.failed ? 1 : this.deferred(() => this.call(r.ctx, "proxy_on_done", r.ctx.id));
+    if (done === undefined || done !== 0) this.deleteRoot(r);
+    else r.pendingDone = true;
+  }
+
+  /** proxy_done from root `id` (WasmBase::done): NotFound unless its on_done returned false. */
+  done(id: number): number {
+    const r = this.roots.get(id);
+    if (r === undefined || !r.pendingDone) return WasmResult.NotFound;
+    // The delete is deferred so that on_delete does not run inside the proxy_done call.
+    this.addAfterVmCallAction(() => this.deleteRoot(r));
+    return WasmResult.Ok;
+  }
+
+  private deleteRoot(r: RootState): void {
+    if (!this.roots.has(r.ctx.id)) return;
+    if (!this.failed) this.deferred(() => this.call(r.ctx, "proxy_on_delete", r.ctx.id));
+    this.setTickPeriod(r.ctx.id, 0);
+    // Envoy's Context destructor cancels the root's outstanding calls.
+    for (const [token, c] of this.httpCalls) {
+      if (c.rootId !== r.ctx.id) continue;
+      c.cancel();
+      this.httpCalls.delete(token);
+    }
+    this.roots.delete(r.ctx.id);
+    this.contexts.delete(r.ctx.id);
   }
 
   // ---- dispatcher ----------------------------------------------------------------------
@@ -252,20 +382,39 @@ export class WasmThread {
 
   // ---- timers, queues, http calls ------------------------------------------------------
 
-  /** WasmBase::setTimerPeriod for the root context: 0 stops; each period fires proxy_on_tick. */
-  setTickPeriod(ms: number): void {
-    if (this.tickTimer) clearInterval(this.tickTimer);
-    this.tickTimer = null;
-    if (ms > 0 && !this.failed) {
-      this.tickTimer = setInterval(() => this.post(() => this.onTick()), ms);
-      this.tickTimer.unref();
+  /**
+   * Wasm::setTimerPeriod(root_context_id, period): one timer per root context; 0 stops it. Each
+   * period fires proxy_on_tick(root). With `ticks: "manual"` no timer runs: Host.tick() drives them.
+   */
+  setTickPeriod(rootId: number, ms: number): void {
+    const r = this.roots.get(rootId);
+    if (r === undefined) return;
+    if (r.timer) clearInterval(r.timer);
+    r.timer = null;
+    r.tickMs = ms;
+    if (ms > 0 && !this.failed && this.core.ticks === "timer") {
+      r.timer = setInterval(() => this.post(() => this.tickRoot(rootId)), ms);
+      r.timer.unref();
     }
   }
 
-  private onTick(): void {
-    const root = this.root;
-    if (!root || this.failed) return;
-    this.deferred(() => this.call(root, "proxy_on_tick", root.id));
+  private stopTimers(): void {
+    for (const r of this.roots.values()) {
+      if (r.timer) clearInterval(r.timer);
+      r.timer = null;
+    }
+  }
+
+  /** Wasm::tickHandler → ContextBase::onTick: nothing once the VM failed or the root is gone. */
+  tickRoot(rootId: number): void {
+    const r = this.roots.get(rootId);
+    if (r === undefined || r.tickMs === 0 || this.failed) return;
+    this.deferred(() => this.call(r.ctx, "proxy_on_tick", rootId));
+  }
+
+  /** Root contexts with a tick period set, oldest first. */
+  tickingRoots(): number[] {
+    return [...this.roots.values()].filter((r) => r.tickMs > 0).map((r) => r.ctx.id);
   }
 
   deliverQueueReady(contextId: number, token: number): void {
@@ -274,11 +423,16 @@ export class WasmThread {
     this.deferred(() => this.call(ctx, "proxy_on_queue_ready", contextId, token));
   }
 
-  /** Context::onHttpCallSuccess/onHttpCallFailure, delivered on this thread to the root. */
+  /**
+   * Context::onHttpCallSuccess/onHttpCallFailure, delivered on this thread to the root context
+   * that made the call (Context::httpCall keeps `this` — exports.cc passes root_context()).
+   */
   deliverHttpCallResponse(token: number, response: HttpCallResponse | null): void {
-    if (!this.httpCalls.has(token)) return;
-    const root = this.root;
+    const entry = this.httpCalls.get(token);
+    if (entry === undefined) return;
+    const root = this.roots.get(entry.rootId);
     if (!root || this.failed) return;
+    const ctx = root.ctx;
     this.deferred(() => {
       if (response === null) {
         this.statusCode = WasmResult.BrokenConnection;
@@ -287,7 +441,7 @@ export class WasmThread {
           this.statusMessage = "";
           this.httpCalls.delete(token);
         });
-        this.call(root, "proxy_on_http_call_response", root.id, token, 0, 0, 0);
+        this.call(ctx, "proxy_on_http_call_response", ctx.id, token, 0, 0, 0);
       } else {
         this.httpCallResponse = response;
         this.addAfterVmCallAction(() => {
@@ -295,9 +449,9 @@ export class WasmThread {
           this.httpCalls.delete(token);
         });
         this.call(
-          root,
+          ctx,
           "proxy_on_http_call_response",
-          root.id,
+          ctx.id,
           token,
           response.headers.length,
           response.body.length,
@@ -308,8 +462,8 @@ export class WasmThread {
   }
 
   close(): void {
-    this.setTickPeriod(0);
-    for (const cancel of this.httpCalls.values()) cancel();
+    this.stopTimers();
+    for (const c of this.httpCalls.values()) c.cancel();
     this.httpCalls.clear();
   }
 }

@@ -25,6 +25,7 @@ export class Stats {
   syncResets: u32 = 0;
   syncVersion: u32 = 0;
   syncLeader: u32 = 0;
+  reportsDropped: u32 = 0;
   cachedRatio: u32 = 0;
   decisionUs: u32 = 0;
 
@@ -47,6 +48,7 @@ export class Stats {
     this.syncResets = defineMetric(COUNTER, "kvroute.sync.resets");
     this.syncVersion = defineMetric(GAUGE, "kvroute.sync.version");
     this.syncLeader = defineMetric(GAUGE, "kvroute.sync.leader");
+    this.reportsDropped = defineMetric(COUNTER, "kvroute.reports.dropped");
     this.cachedRatio = defineMetric(HISTOGRAM, "kvroute.cached_ratio_permille");
     this.decisionUs = defineMetric(HISTOGRAM, "kvroute.decision_us");
   }

@@ -1,25 +1,18 @@
-// The root context of one worker thread: configuration, cache refresh on ticks, this thread's
-// in-flight counts, and — on the one thread that holds the lease — the sync long-poll and the
-// report batches (DESIGN §4).
+// A root context: its plugin configuration, and on ticks the cache refresh, this VM's in-flight
+// counts and report batch, and — on the one root of the process that holds the lease — the sync
+// long-poll and the reports (DESIGN §4; sync.ts, reporter.ts). A VM has one root context per
+// plugin configuration (a config update adds one); only the newest (the primary) does the VM's
+// chores and may lead.
 import * as imports from "@gcoredev/proxy-wasm-sdk-as/assembly/imports";
-import { globalArrayBufferReference } from "@gcoredev/proxy-wasm-sdk-as/assembly/runtime";
 import { ByteBuf } from "../core/byte-buf";
-import { LEASE_BYTES, shouldTakeLease, writeLease } from "../core/lease";
-import { parsePluginConfig, pluginConfigError } from "../core/plugin-config";
-import { ReportWriter } from "../core/report-writer";
-import { SYNC_FLAG_MORE, SYNC_FLAG_RESET, SyncPage } from "../core/sync-page";
+import { PluginConfig, parsePluginConfig, pluginConfigError } from "../core/plugin-config";
 import { cache } from "./cache-view";
 import {
   getBuffer,
-  getHeaderString,
   getProperty,
   getShared,
-  HTTP_CALL_RESPONSE_BODY,
-  HTTP_CALL_RESPONSE_HEADERS,
-  httpCall,
   LOG_ERROR,
   LOG_INFO,
-  LOG_WARN,
   log,
   nowMs,
   OK,
@@ -28,34 +21,23 @@ import {
   setShared,
   setTickMs,
 } from "./host";
+import { Leadership } from "./leader";
 import { stats } from "./metrics";
+import { MAX_THREADS, Reporter, THREADS_KEY } from "./reporter";
 import { vm } from "./state";
+import { SyncPoller } from "./sync";
 
-const LEASE_KEY = "kvr.lease";
-const SYNC_KEY = "kvr.sync";
-const THREADS_KEY = "kvr.threads";
 const REPORT_QUEUE = "kvr.reports";
-/** In-flight keys kvr.if.<t> are bounded by this many thread slots (threads beyond wrap around). */
-const MAX_THREADS: u32 = 1024;
-const MAX_BACKOFF_MS: u32 = 5000;
-const QUEUE_EMPTY: u32 = 7;
-/** Queue messages folded into one report at most (the rest wait for the next). */
-const MAX_REPORT_MESSAGES: i32 = 20000;
 
 export class KvrouteRoot {
-  private me: u64 = 0;
-  private leader: bool = false;
-  private syncToken: u32 = 0;
-  private reportToken: u32 = 0;
-  private nextSyncMs: u64 = 0;
-  private backoffMs: u32 = 0;
-  private nextReportMs: u64 = 0;
+  config: PluginConfig = new PluginConfig();
+  /** on_configure accepted this root's configuration. */
+  configured: bool = false;
+  private leadership: Leadership = new Leadership(0, 1000);
+  private sync: SyncPoller = new SyncPoller();
+  private reporter: Reporter = new Reporter();
   private gateway: string = "";
-  private leaseMs: u64 = 1000;
-  private leaseLive: bool = false;
   private read: SharedValue = new SharedValue();
-  private page: SyncPage = new SyncPage();
-  private writer: ReportWriter = new ReportWriter();
   private scratch: ByteBuf = new ByteBuf(64);
 
   constructor(readonly id: u32) {}
@@ -71,11 +53,13 @@ export class KvrouteRoot {
       log(LOG_ERROR, `kvroute: invalid plugin configuration: ${pluginConfigError}`);
       return false;
     }
+    this.config = cfg;
     vm.config = cfg;
     stats.define();
-    vm.thread = this.claimThreadIndex();
-    const q = register();
-    vm.reportQueue = q;
+    // One slot per VM: a second root context of this VM publishes the same counts under it.
+    if (vm.thread < 0) vm.thread = this.claimThreadIndex();
+    // Registering again keeps the token; delivery moves to this root (nothing here needs it).
+    vm.reportQueue = register();
     const node = getProperty("node\0id");
     this.gateway =
       cfg.gatewayId.length > 0
@@ -84,11 +68,15 @@ export class KvrouteRoot {
           ? String.UTF8.decode(node)
           : "envoy";
     // Unique per root context of this process: thread slot, context id and the clock.
-    this.me = ((<u64>vm.thread) << 48) ^ ((<u64>this.id) << 32) ^ nowMs();
-    this.leaseMs = <u64>(cfg.tickMs * 3 > 1000 ? cfg.tickMs * 3 : 1000);
+    const me = ((<u64>vm.thread) << 48) ^ ((<u64>this.id) << 32) ^ nowMs();
+    const leaseMs = <u64>(cfg.tickMs * 3 > 1000 ? cfg.tickMs * 3 : 1000);
+    this.leadership = new Leadership(me === 0 ? 1 : me, leaseMs);
     setTickMs(cfg.tickMs);
     cache.refresh();
-    log(LOG_INFO, `kvroute: configured (thread slot ${vm.thread}, control plane cluster ${cfg.cluster})`);
+    log(
+      LOG_INFO,
+      `kvroute: configured root ${this.id} (thread slot ${vm.thread}, control plane cluster ${cfg.cluster})`,
+    );
     return true;
   }
 
@@ -109,17 +97,33 @@ export class KvrouteRoot {
     return <i32>(this.id % MAX_THREADS);
   }
 
-  tick(): void {
+  get leads(): bool {
+    return this.leadership.held;
+  }
+
+  /** `primary`: this is the VM's newest root context (the others only finish their streams). */
+  tick(primary: bool): void {
     const now = nowMs();
+    if (!primary) {
+      this.leadership.release();
+      return;
+    }
+    vm.config = this.config;
     cache.refresh();
     this.rescueWaitingStreams(now);
     this.publishInflight(now);
-    this.leader = this.holdLease(now);
+    vm.outbox.flush(vm.reportQueue);
+    const leader = this.leadership.tick(now);
     // Process-wide gauge, written by every thread's tick: is there a live leader?
-    stats.record(stats.syncLeader, this.leader || this.leaseLive ? 1 : 0);
-    if (!this.leader) return;
-    if (this.syncToken === 0 && now >= this.nextSyncMs) this.startSync();
-    if (this.reportToken === 0 && now >= this.nextReportMs) this.sendReport(now);
+    stats.record(stats.syncLeader, leader || this.leadership.otherLive ? 1 : 0);
+    if (!leader) return;
+    this.sync.maybeStart(this.config, this.gateway, now);
+    this.reporter.maybeSend(this.config, this.gateway, vm.reportQueue, now);
+  }
+
+  /** proxy_on_done: this configuration is gone; let another root lead at once. */
+  done(): void {
+    this.leadership.release();
   }
 
   /** Streams still waiting for a body after two ticks: see KvrouteStream.routeWithoutBody. */
@@ -144,35 +148,15 @@ export class KvrouteRoot {
       }
       stats.inc(stats.noBodyAccess);
       imports.proxy_set_effective_context(id);
+      vm.config = vm.configOf(id, this.config);
       vm.streams.get(id).routeWithoutBody();
       imports.proxy_continue_stream(0);
     }
+    vm.config = this.config;
     imports.proxy_set_effective_context(this.id);
   }
 
-  private holdLease(now: u64): bool {
-    const r = this.read;
-    getShared(LEASE_KEY, r);
-    const v = r.value;
-    if (
-      !shouldTakeLease(v === null ? 0 : changetype<usize>(v), v === null ? 0 : v.byteLength, this.me, now)
-    ) {
-      this.leaseLive = true; // another thread holds it and it has not lapsed
-      return false;
-    }
-    this.leaseLive = false;
-    const b = this.scratch;
-    b.len = 0;
-    b.reserve(LEASE_BYTES);
-    writeLease(b.ptr, this.me, now + this.leaseMs);
-    // CAS: of two threads that saw the same lapsed lease, exactly one wins; the loser knows a
-    // live lease exists.
-    const won = setShared(LEASE_KEY, b.ptr, LEASE_BYTES, v === null ? 0 : r.cas) === OK;
-    this.leaseLive = !won;
-    return won;
-  }
-
-  /** This thread's in-flight counts, stamped, for the leader's report. */
+  /** This VM's in-flight counts, stamped, for the leader's report. */
   private publishInflight(now: u64): void {
     const counts = vm.inflight;
     const b = this.scratch;
@@ -190,147 +174,12 @@ export class KvrouteRoot {
     setShared(`kvr.if.${vm.thread}`, b.ptr, b.len, 0);
   }
 
-  private startSync(): void {
-    const cfg = vm.config;
-    const r = this.read;
-    getShared(SYNC_KEY, r);
-    let epoch: u64 = 0;
-    let version: u64 = 0;
-    if (r.value !== null && r.value!.byteLength >= 16) {
-      epoch = load<u64>(changetype<usize>(r.value!));
-      version = load<u64>(changetype<usize>(r.value!), 8);
-    }
-    const path = `${cfg.syncPath}?epoch=${epoch}&version=${version}`;
-    this.syncToken = this.call("GET", path, new ArrayBuffer(0));
-    if (this.syncToken === 0) this.syncFailed("the control-plane cluster refused the call");
-  }
-
-  private call(method: string, path: string, body: ArrayBuffer): u32 {
-    const cfg = vm.config;
-    const names: string[] = [":method", ":path", ":authority", "x-kvroute-gateway"];
-    const values: string[] = [method, path, cfg.authority, this.gateway];
-    if (cfg.token.length > 0) {
-      names.push("authorization");
-      values.push(`Bearer ${cfg.token}`);
-    }
-    if (body.byteLength > 0) {
-      names.push("content-type");
-      values.push("application/octet-stream");
-    }
-    return httpCall(cfg.cluster, names, values, body, cfg.timeoutMs);
-  }
-
-  private syncFailed(why: string): void {
-    stats.inc(stats.syncErrors);
-    this.backoffMs =
-      this.backoffMs === 0 ? 100 : this.backoffMs * 2 > MAX_BACKOFF_MS ? MAX_BACKOFF_MS : this.backoffMs * 2;
-    this.nextSyncMs = nowMs() + <u64>this.backoffMs;
-    // Logged once per backoff step, not per retry storm; the cache keeps routing meanwhile.
-    if (this.backoffMs <= 200 || this.backoffMs === MAX_BACKOFF_MS)
-      log(LOG_WARN, `kvroute: sync failed (${why}); retrying in ${this.backoffMs} ms`);
-  }
-
+  /** An http-call answer for this root context: its poll's or its report's. */
   httpResponse(token: u32, bodySize: u32): void {
-    if (token === this.syncToken && token !== 0) {
-      this.syncToken = 0;
-      this.onSync(bodySize);
-    } else if (token === this.reportToken && token !== 0) {
-      this.reportToken = 0;
-      const status = getHeaderString(HTTP_CALL_RESPONSE_HEADERS, ":status");
-      if (status !== "204" && status !== "200") {
-        stats.inc(stats.syncErrors);
-        log(LOG_WARN, `kvroute: report refused (status ${status === null ? "none" : status!})`);
-      }
-    }
-  }
-
-  private onSync(bodySize: u32): void {
-    const status = getHeaderString(HTTP_CALL_RESPONSE_HEADERS, ":status");
-    if (status !== "200") {
-      this.syncFailed(status === null ? "no response" : `status ${status!}`);
-      return;
-    }
-    const body: ArrayBuffer | null = bodySize === 0 ? null : getBuffer(HTTP_CALL_RESPONSE_BODY, 0, bodySize);
-    const page = this.page;
-    if (body === null || !page.open(changetype<usize>(body), body.byteLength)) {
-      this.syncFailed("malformed sync page");
-      return;
-    }
-    this.backoffMs = 0;
-    while (page.next()) {
-      const key = String.UTF8.decodeUnsafe(page.keyPtr, <usize>page.keyLen);
-      setShared(key, page.valuePtr, page.valueLen, 0);
-    }
-    if ((page.flags & SYNC_FLAG_RESET) !== 0) stats.inc(stats.syncResets);
-    // Resyncing from the reset page until a page without `more`: the request path routes by
-    // load meanwhile, since bucket bitmaps may still name another epoch's slots.
-    const r = this.read;
-    getShared(SYNC_KEY, r);
-    const wasResyncing =
-      r.value !== null && r.value!.byteLength >= 20 && load<u32>(changetype<usize>(r.value!), 16) !== 0;
-    const more = (page.flags & SYNC_FLAG_MORE) !== 0;
-    const resyncing = more && (wasResyncing || (page.flags & SYNC_FLAG_RESET) !== 0);
-    const b = this.scratch;
-    b.len = 0;
-    b.reserve(20);
-    store<u64>(b.ptr, page.epoch);
-    store<u64>(b.ptr, page.version, 8);
-    store<u32>(b.ptr, resyncing ? 1 : 0, 16);
-    setShared(SYNC_KEY, b.ptr, 20, 0);
-    stats.record(stats.syncVersion, page.version);
-    cache.refresh();
-    // A long poll answers when there is news (or after its wait): ask again at once.
-    this.nextSyncMs = 0;
-    this.startSync();
-  }
-
-  private sendReport(now: u64): void {
-    const w = this.writer;
-    w.reset();
-    const q = vm.reportQueue;
-    if (q !== 0) {
-      for (let i = 0; i < MAX_REPORT_MESSAGES; i++) {
-        const r = imports.proxy_dequeue_shared_queue(
-          q,
-          globalArrayBufferReference.bufferPtr(),
-          globalArrayBufferReference.sizePtr(),
-        );
-        if (r === QUEUE_EMPTY || r !== OK) break;
-        const m = globalArrayBufferReference.toArrayBuffer();
-        w.addMessage(changetype<usize>(m), m.byteLength);
-      }
-    }
-    this.sumInflight(now);
-    this.nextReportMs = now + <u64>vm.config.reportMs;
-    w.finish(this.gateway);
-    const body = new ArrayBuffer(w.out.len);
-    memory.copy(changetype<usize>(body), w.out.ptr, <usize>w.out.len);
-    this.reportToken = this.call("POST", vm.config.reportPath, body);
-  }
-
-  /** In-flight per slot over every thread's recent kvr.if.<t> (stale ones belong to dead threads). */
-  private sumInflight(now: u64): void {
-    const r = this.read;
-    getShared(THREADS_KEY, r);
-    const threads: u32 =
-      r.value !== null && r.value!.byteLength === 4 ? load<u32>(changetype<usize>(r.value!)) : 0;
-    const n = threads < MAX_THREADS ? threads : MAX_THREADS;
-    const sums = new Map<i32, u32>();
-    const freshMs = this.leaseMs * 3;
-    for (let t: u32 = 0; t < n; t++) {
-      getShared(`kvr.if.${t}`, r);
-      const v = r.value;
-      if (v === null || v.byteLength < 8) continue;
-      const p = changetype<usize>(v);
-      if (load<u64>(p) + freshMs < now) continue;
-      for (let at = 8; at + 6 <= v.byteLength; at += 6) {
-        const slot = <i32>load<u16>(p + <usize>at);
-        const c = load<u32>(p + <usize>at + 2);
-        sums.set(slot, (sums.has(slot) ? sums.get(slot) : 0) + c);
-      }
-    }
-    const keys = sums.keys();
-    for (let i = 0; i < keys.length; i++) this.writer.addInflight(keys[i], sums.get(keys[i]));
+    if (token === 0) return;
+    if (token === this.sync.token)
+      this.sync.onResponse(this.config, this.gateway, bodySize, this.leadership, this.id);
+    else if (token === this.reporter.token) this.reporter.onResponse();
   }
 }
 

@@ -521,7 +521,7 @@ export class KvrouteStream {
     const n = h.hashCount < MAX_SPECULATIVE_CHUNKS ? h.hashCount : MAX_SPECULATIVE_CHUNKS;
     const m = vm.message;
     writeSpeculative(m, slot, h.hashes.ptr, n, ttlMs);
-    imports.proxy_enqueue_shared_queue(q, m.ptr, m.len);
+    vm.outbox.add(m);
   }
 
   onResponseHeaders(): u32 {
@@ -562,7 +562,7 @@ export class KvrouteStream {
       id === null ? 0 : changetype<usize>(id),
       id === null ? 0 : id.byteLength,
     );
-    imports.proxy_enqueue_shared_queue(q, m.ptr, m.len);
+    vm.outbox.add(m);
   }
 }
 

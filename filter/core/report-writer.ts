@@ -1,5 +1,6 @@
-// Builds the body of POST /v1/report (docs/wire-format.md §6) and the per-request records
-// stream contexts hand to the leader through a shared queue.
+// Builds the body of POST /v1/report (docs/wire-format.md §6) and the per-request records stream
+// contexts hand to the leader. A thread collects its records and enqueues them as one batch (the
+// records back to back; each record's length follows from its own header).
 import { ByteBuf } from "./byte-buf";
 
 export const REPORT_MAGIC: u32 = 0x5252564b; // "KVRR"
@@ -106,6 +107,22 @@ export class ReportWriter {
     return false;
   }
 
+  /** Takes a batch of records; false when a record is malformed (the rest of the batch is dropped). */
+  addBatch(p: usize, len: i32): bool {
+    let at = 0;
+    while (at < len) {
+      const n = recordLength(p + <usize>at, len - at);
+      if (n <= 0 || !this.addMessage(p + <usize>at, n)) return false;
+      at += n;
+    }
+    return true;
+  }
+
+  /** Bytes of records taken so far (finished + expanded speculative entries). */
+  get recordBytes(): i32 {
+    return this.finished.len + this.speculative.len;
+  }
+
   addInflight(slot: i32, n: u32): void {
     if (n === 0) return;
     this.inflight.reserve(6);
@@ -139,4 +156,14 @@ export class ReportWriter {
     o.appendI32(<i32>this.speculativeCount);
     o.append(this.speculative.ptr, this.speculative.len);
   }
+}
+
+/** Length of the record at p (type byte included), or 0 when it is cut or of unknown type. */
+export function recordLength(p: usize, avail: i32): i32 {
+  if (avail < 1) return 0;
+  const type = load<u8>(p);
+  let n = 0;
+  if (type === QUEUE_FINISHED && avail >= 25) n = 25 + <i32>load<u16>(p + 23);
+  else if (type === QUEUE_SPECULATIVE && avail >= 9) n = 9 + 8 * <i32>load<u16>(p + 7);
+  return n <= avail ? n : 0;
 }

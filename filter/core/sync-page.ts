@@ -57,3 +57,30 @@ export class SyncPage {
     return true;
   }
 }
+
+/**
+ * `kvr.sync` in shared data: the state the gateway's cache is in — epoch u64, version u64 and
+ * resyncing u32 (1 between a `reset` page and the first page without `more`). A leader asks the
+ * control plane from it and applies an answer only over the very state it asked from.
+ */
+export const SYNC_RECORD_BYTES: i32 = 20;
+
+export class SyncRecord {
+  epoch: u64 = 0;
+  version: u64 = 0;
+  resyncing: bool = false;
+
+  /** Reads a stored record; absent or short means "nothing applied yet". */
+  read(p: usize, len: i32): void {
+    const ok = p !== 0 && len >= SYNC_RECORD_BYTES;
+    this.epoch = ok ? load<u64>(p) : 0;
+    this.version = ok ? load<u64>(p, 8) : 0;
+    this.resyncing = ok && load<u32>(p, 16) !== 0;
+  }
+
+  write(out: usize): void {
+    store<u64>(out, this.epoch);
+    store<u64>(out, this.version, 8);
+    store<u32>(out, this.resyncing ? 1 : 0, 16);
+  }
+}

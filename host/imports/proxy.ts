@@ -82,7 +82,7 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
       case BufferType.VmConfiguration:
         return new ConstBuffer(t.core.vmConfig);
       case BufferType.PluginConfiguration:
-        return t.inConfigure ? new ConstBuffer(t.core.pluginConfig) : null;
+        return t.configuringPlugin ? new ConstBuffer(t.configuringPlugin) : null;
       case BufferType.HttpRequestBody:
       case BufferType.HttpResponseBody:
         return s ? s.bodyBuffer(type) : EMPTY;
@@ -264,6 +264,7 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
       if (!t.mem.writeU32(n(tokenPtr), 0)) return WasmResult.InvalidMemoryAccess;
       const r = startHttpCall(
         t,
+        rootIdOf(cur()),
         cluster,
         unmarshalPairs(hdrs),
         body,
@@ -279,13 +280,12 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
     grpc_cancel: () => WasmResult.NotFound,
     grpc_send: () => WasmResult.NotFound,
     set_tick_period_milliseconds: (ms) => {
-      t.setTickPeriod(n(ms));
+      // ContextBase::setTimerPeriod: the timer of the caller's root context.
+      t.setTickPeriod(rootIdOf(cur()), n(ms));
       return WasmResult.Ok;
     },
     get_current_time_nanoseconds: (ptr) =>
-      t.mem.writeU64(n(ptr), BigInt(Date.now()) * 1_000_000n)
-        ? WasmResult.Ok
-        : WasmResult.InvalidMemoryAccess,
+      t.mem.writeU64(n(ptr), msToNs(t.core.now())) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess,
     define_metric: (type, namePtr, nameSize, idPtr) => {
       const name = t.mem.readString(n(namePtr), n(nameSize));
       if (name === null) return WasmResult.InvalidMemoryAccess;
@@ -302,7 +302,10 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
     },
     set_effective_context: (id) => t.setEffective(n(id)),
     // WasmBase::done: only a root context whose on_done returned false may call it.
-    done: () => WasmResult.NotFound,
+    done: () => {
+      const c = cur();
+      return c.kind === "root" ? t.done(c.id) : WasmResult.NotFound;
+    },
     call_foreign_function: (namePtr, nameSize, argsPtr, argsSize) => {
       const name = t.mem.readString(n(namePtr), n(nameSize));
       if (name === null || t.mem.read(n(argsPtr), n(argsSize)) === null)
@@ -336,6 +339,12 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
   for (const [name, f] of Object.entries(impl))
     out[`proxy_${name}`] = restrictedGuard(t, `env.proxy_${name}`, f);
   return out;
+}
+
+/** Wall-clock ms (possibly fractional) as integer ns, keeping the sub-millisecond part. */
+function msToNs(ms: number): bigint {
+  const whole = Math.floor(ms);
+  return BigInt(whole) * 1_000_000n + BigInt(Math.round((ms - whole) * 1_000_000));
 }
 
 function marshal(map: HeaderMap): Uint8Array {

@@ -52,6 +52,9 @@ describe("envoy config for the demo and the real-Envoy suite", () => {
       failurePolicy: "FAIL_OPEN",
       removeRequestHeaders: ["x-gateway-destination-endpoint"],
       maxBodyBytes: 4 * 1024 * 1024,
+      // kvroute is the edge: the client is the TCP peer, not what X-Forwarded-For claims.
+      useRemoteAddress: true,
+      xffNumTrustedHops: 0,
     });
   });
 
@@ -64,6 +67,8 @@ describe("envoy config for the demo and the real-Envoy suite", () => {
     const wasm = filters[1].typed_config.config;
     delete wasm.allow_on_headers_stop_iteration;
     delete wasm.failure_policy;
+    const hcm = listener.filter_chains[0].filters[0].typed_config;
+    delete hcm.use_remote_address;
     filters.shift();
     writeFileSync(bare, JSON.stringify(doc));
     expect(shippedGatewayOptions(bare)).toMatchObject({
@@ -72,6 +77,9 @@ describe("envoy config for the demo and the real-Envoy suite", () => {
       // Envoy >= 1.33 with no policy and fail_open unset.
       failurePolicy: "FAIL_RELOAD",
       removeRequestHeaders: [],
+      // Envoy's default: source.address follows X-Forwarded-For.
+      useRemoteAddress: false,
+      xffNumTrustedHops: 0,
     });
   });
 });

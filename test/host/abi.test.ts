@@ -181,13 +181,14 @@ describe("proxy_http_call", () => {
     upstreams.push(side);
     const h = make({ clusters: { side: side.address } });
     const { line, sink } = probe(h, w(h, 0), "httpcall", [["x-cluster", "side"]]);
-    expect(line).toBe("call=0 token=1 missing=2 unknown=2");
+    // Tokens are the VM's callout counter: 4, 8, … (WasmBase::nextHttpCallId).
+    expect(line).toBe("call=0 token=4 missing=2 unknown=2");
     expect(sink.of("reqHeaders")).toHaveLength(0); // stopped until the answer
     await waitFor(() => sink.of("reqHeaders").length > 0);
     const resp = h.core.logs.find((r) => r.message.startsWith("call_response"));
     expect(resp?.thread).toBe("worker_0");
     expect(resp?.message).toMatch(
-      /^call_response root=1 token=1 nh=\d+ bs=39 nt=0 status=0:201 body=0:got POST \/side\?x=1 side.local wasm ping get_status=0:0: eff=0 add=0 cont=0$/,
+      /^call_response root=1 token=4 nh=\d+ bs=39 nt=0 status=0:201 body=0:got POST \/side\?x=1 side.local wasm ping get_status=0:0: eff=0 add=0 cont=0$/,
     );
     expect(sink.of("reqHeaders")[0]?.headers).toContainEqual(["x-call-status", "201"]);
     expect(side.requests[0]?.headers["content-length"]).toBe("4");

@@ -1,5 +1,7 @@
-// A trap fails that thread's VM (Envoy: WasmBase::fail); later requests on that thread get a 503
-// with details wasm_fail_stream under FAIL_CLOSED, or pass the filter untouched under FAIL_OPEN.
+// A trap fails that thread's VM (Envoy: WasmBase::fail). The failing request gets a 503 with
+// details wasm_fail_stream; later requests on that thread get a fresh VM under FAIL_RELOAD (the
+// default of Envoy >= 1.33 when no policy is set), a 503 under FAIL_CLOSED, or pass the filter
+// untouched under FAIL_OPEN.
 import { afterEach, describe, expect, it } from "vitest";
 import { type Gateway, startGateway } from "../../host/gateway.ts";
 import { moduleFile, startUpstream, type Upstream } from "./testing.ts";
@@ -19,11 +21,12 @@ async function get(url: string, h: Record<string, string> = {}) {
 }
 
 describe("failure policy", () => {
-  it("FAIL_CLOSED (default): the trapping thread answers 503 from then on; other threads serve", async () => {
+  it("FAIL_CLOSED: the trapping thread answers 503 from then on; other threads serve", async () => {
     up = await startUpstream();
     gw = await startGateway({
       wasm: moduleFile("trap"),
       threads: 2,
+      failurePolicy: "FAIL_CLOSED",
       clusters: { b: up.address },
       defaultCluster: "b",
     });
@@ -61,38 +64,86 @@ describe("failure policy", () => {
     expect(up.requests.map((r) => r.url)).toEqual(["/a", "/b"]);
   });
 
-  it("FAIL_RELOAD: the next request on the failed thread gets a freshly started VM", async () => {
+  it("no policy set means FAIL_RELOAD: the trapping request gets 503, the next one a fresh VM that ran _start, on_vm_start and on_configure again", async () => {
     up = await startUpstream();
+    let now = 1_000_000;
     gw = await startGateway({
       wasm: moduleFile("trap"),
       threads: 1,
+      mainThread: false,
       clusters: { b: up.address },
       defaultCluster: "b",
-      failurePolicy: "FAIL_RELOAD",
-      reloadBackoffMs: 0,
+      clock: () => now,
     });
     const before = gw.host.threads[0];
+    const startup = () => gw?.host.logs((m) => m.startsWith("trap: ")) ?? [];
+    expect(startup()).toEqual(["trap: _start", "trap: on_vm_start root=1", "trap: on_configure root=1"]);
     const r1 = await get(`${gw.url}/a`, { "x-trap": "1" });
+    expect(r1.status).toBe(503);
+    expect(gw.accessLog[0]?.details).toBe("wasm_fail_stream");
+    // The VM was loaded more than 1.5 × the 1 s base backoff ago: the next stream reloads it.
+    now += 1500;
     const r2 = await get(`${gw.url}/b`);
-    expect([r1.status, r2.status]).toEqual([503, 200]);
-    expect(r2.ran).toBe("1");
+    expect([r2.status, r2.ran]).toEqual([200, "1"]);
     expect(gw.host.reloads).toBe(1);
     expect(gw.host.threads[0]).not.toBe(before);
     expect(gw.host.threads[0]?.failed).toBe(false);
+    // A fresh clone: fresh memory, _start again, then the root context of the current config.
+    expect(startup()).toEqual([
+      "trap: _start",
+      "trap: on_vm_start root=1",
+      "trap: on_configure root=1",
+      "trap: _start",
+      "trap: on_vm_start root=1",
+      "trap: on_configure root=1",
+    ]);
+    expect(up.requests.map((r) => r.url)).toEqual(["/b"]);
   });
 
-  it("FAIL_RELOAD respects the backoff: within it the failed VM still answers 503", async () => {
+  it("FAIL_RELOAD waits a jittered [base, 1.5 × base) after the VM's last load; meanwhile the failed VM answers 503", async () => {
     up = await startUpstream();
+    let now = 1_000_000;
+    gw = await startGateway({
+      wasm: moduleFile("trap"),
+      threads: 1,
+      mainThread: false,
+      clusters: { b: up.address },
+      defaultCluster: "b",
+      failurePolicy: "FAIL_RELOAD",
+      reloadBackoffMs: 2000,
+      clock: () => now,
+    });
+    await get(`${gw.url}/a`, { "x-trap": "1" });
+    now += 1999; // below the base: never
+    expect((await get(`${gw.url}/b`)).status).toBe(503);
+    expect(gw.host.reloads).toBe(0);
+    now += 1001; // 3000 ms = 1.5 × base: always
+    expect((await get(`${gw.url}/c`)).status).toBe(200);
+    expect(gw.host.reloads).toBe(1);
+    // The reload counts as a load: a second trap right away waits again.
+    await get(`${gw.url}/d`, { "x-trap": "1" });
+    now += 1999;
+    expect((await get(`${gw.url}/e`)).status).toBe(503);
+    expect(gw.host.reloads).toBe(1);
+    expect(up.requests.map((r) => r.url)).toEqual(["/c"]);
+  });
+
+  it("the main thread's VM serves no streams, so FAIL_RELOAD never replaces it", async () => {
+    up = await startUpstream();
+    let now = 1_000_000;
     gw = await startGateway({
       wasm: moduleFile("trap"),
       threads: 1,
       clusters: { b: up.address },
       defaultCluster: "b",
-      failurePolicy: "FAIL_RELOAD",
-      reloadBackoffMs: 60_000,
+      clock: () => now,
     });
-    await get(`${gw.url}/a`, { "x-trap": "1" });
-    expect((await get(`${gw.url}/b`)).status).toBe(503);
+    const main = gw.host.main;
+    main?.fail("test: the main thread's VM trapped");
+    now += 5000;
+    expect((await get(`${gw.url}/a`)).status).toBe(200);
+    expect(gw.host.main).toBe(main);
+    expect(gw.host.main?.failed).toBe(true);
     expect(gw.host.reloads).toBe(0);
   });
 
@@ -101,6 +152,7 @@ describe("failure policy", () => {
     gw = await startGateway({
       wasm: moduleFile("sdk_filter"),
       threads: 1,
+      failurePolicy: "FAIL_CLOSED",
       clusters: { b: up.address },
       defaultCluster: "b",
     });

@@ -15,7 +15,6 @@ import {
   proxy_get_metric,
   proxy_get_property,
   proxy_get_status,
-  proxy_http_call,
   proxy_increment_metric,
   proxy_log,
   proxy_record_metric,
@@ -27,6 +26,7 @@ import {
   addHeader,
   getBuffer,
   getHeader,
+  httpCall,
   lastCas,
   log,
   OUT_PTR,
@@ -67,46 +67,6 @@ function prop(path: string): string {
     return `i${load<i64>(changetype<usize>(b)).toString()}`;
   }
   return String.UTF8.decode(b);
-}
-
-function serializePairs(keys: string[], values: string[]): ArrayBuffer {
-  let size = 4;
-  for (let i = 0; i < keys.length; i++)
-    size += 8 + String.UTF8.byteLength(keys[i]) + 1 + String.UTF8.byteLength(values[i]) + 1;
-  const out = new ArrayBuffer(size);
-  const p = changetype<usize>(out);
-  store<u32>(p, keys.length);
-  let pos = p + 4 + 8 * keys.length;
-  for (let i = 0; i < keys.length; i++) {
-    const k = utf8(keys[i]);
-    const v = utf8(values[i]);
-    store<u32>(p + 4 + 8 * i, k.byteLength);
-    store<u32>(p + 8 + 8 * i, v.byteLength);
-    memory.copy(pos, changetype<usize>(k), k.byteLength);
-    pos += k.byteLength + 1;
-    memory.copy(pos, changetype<usize>(v), v.byteLength);
-    pos += v.byteLength + 1;
-  }
-  return out;
-}
-
-function httpCall(cluster: string, keys: string[], values: string[], body: string, timeout: u32): u32 {
-  const cl = utf8(cluster);
-  const h = serializePairs(keys, values);
-  const b = utf8(body);
-  const t = serializePairs([], []);
-  return proxy_http_call(
-    changetype<usize>(cl),
-    cl.byteLength,
-    changetype<usize>(h),
-    h.byteLength,
-    changetype<usize>(b),
-    b.byteLength,
-    changetype<usize>(t),
-    t.byteLength,
-    timeout,
-    OUT_U32,
-  );
 }
 
 function defineMetric(t: u32, name: string): u32 {

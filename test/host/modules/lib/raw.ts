@@ -7,6 +7,7 @@ import {
   proxy_get_header_map_pairs,
   proxy_get_header_map_value,
   proxy_get_shared_data,
+  proxy_http_call,
   proxy_log,
   proxy_remove_header_map_value,
   proxy_replace_header_map_value,
@@ -166,4 +167,46 @@ export function sharedSet(key: string, value: string, cas: u32): u32 {
   const k = utf8(key);
   const v = utf8(value);
   return proxy_set_shared_data(changetype<usize>(k), k.byteLength, changetype<usize>(v), v.byteLength, cas);
+}
+
+/** Header pairs in the host's serialized form. */
+export function serializePairs(keys: string[], values: string[]): ArrayBuffer {
+  let size = 4;
+  for (let i = 0; i < keys.length; i++)
+    size += 8 + String.UTF8.byteLength(keys[i]) + 1 + String.UTF8.byteLength(values[i]) + 1;
+  const out = new ArrayBuffer(size);
+  const p = changetype<usize>(out);
+  store<u32>(p, keys.length);
+  let pos = p + 4 + 8 * keys.length;
+  for (let i = 0; i < keys.length; i++) {
+    const k = utf8(keys[i]);
+    const v = utf8(values[i]);
+    store<u32>(p + 4 + 8 * i, k.byteLength);
+    store<u32>(p + 8 + 8 * i, v.byteLength);
+    memory.copy(pos, changetype<usize>(k), k.byteLength);
+    pos += k.byteLength + 1;
+    memory.copy(pos, changetype<usize>(v), v.byteLength);
+    pos += v.byteLength + 1;
+  }
+  return out;
+}
+
+/** proxy_http_call with the token left in OUT_U32; the result code. */
+export function httpCall(cluster: string, keys: string[], values: string[], body: string, timeout: u32): u32 {
+  const cl = utf8(cluster);
+  const h = serializePairs(keys, values);
+  const b = utf8(body);
+  const t = serializePairs([], []);
+  return proxy_http_call(
+    changetype<usize>(cl),
+    cl.byteLength,
+    changetype<usize>(h),
+    h.byteLength,
+    changetype<usize>(b),
+    b.byteLength,
+    changetype<usize>(t),
+    t.byteLength,
+    timeout,
+    OUT_U32,
+  );
 }
