@@ -66,15 +66,31 @@ export function benchConfig(quick: boolean, seed: number, kvEventDelayMs: number
   };
 }
 
+/** Private/system tokens per unit of the pressure variants (a GSP group, a conversation's document). */
+export const PRESSURE_UNIT_TOKENS = 4096;
+
+/** Sizes of the cache-pressure variants: their unshared prefixes alone are PRESSURE_FACTOR × one
+ * rank's KV (each conversation's history adds to that). */
+export function pressureSizes(c: BenchConfig): {
+  kvTokens: number;
+  gspGroups: number;
+  mtConversations: number;
+} {
+  const kvTokens = c.cluster.numGpuBlocks * c.cluster.blockSize;
+  const units = Math.ceil((PRESSURE_FACTOR * kvTokens) / PRESSURE_UNIT_TOKENS);
+  return { kvTokens, gspGroups: units, mtConversations: units };
+}
+
 export function workloads(tok: BenchTokenizer, c: BenchConfig): Workload[] {
   const q = c.quick;
   const seed = c.seed;
-  const kvTokens = c.cluster.numGpuBlocks * c.cluster.blockSize;
-  const pressure = (tokensPerUnit: number) => Math.ceil((PRESSURE_FACTOR * kvTokens) / tokensPerUnit);
+  const {
+    kvTokens,
+    gspGroups: gspPressureGroups,
+    mtConversations: mtPressureConversations,
+  } = pressureSizes(c);
   const workingSet = (tokens: number) =>
-    `working set ${(tokens / 1000).toFixed(0)}k tokens = ${(tokens / kvTokens).toFixed(1)}× one rank's KV`;
-  const gspPressureGroups = pressure(4096);
-  const mtPressureConversations = pressure(4096 + 6 * 400);
+    `working set ≥ ${(tokens / 1000).toFixed(0)}k tokens = ${(tokens / kvTokens).toFixed(1)}× one rank's KV`;
   const mtTurns = q ? 4 : 6;
   return [
     generatedSharedPrefix(tok, {
@@ -87,14 +103,14 @@ export function workloads(tok: BenchTokenizer, c: BenchConfig): Workload[] {
     generatedSharedPrefix(tok, {
       groups: gspPressureGroups,
       promptsPerGroup: 4,
-      systemTokens: 4096,
+      systemTokens: PRESSURE_UNIT_TOKENS,
       questionTokens: 128,
       outputTokens: 256,
       output: lognormalAround(256),
       qps: q ? [32, 96] : [16, 32, 64, 96, 128],
       seed,
       name: "generated-shared-prefix-pressure",
-      note: workingSet(gspPressureGroups * 4096),
+      note: workingSet(gspPressureGroups * PRESSURE_UNIT_TOKENS),
     }),
     llmdSharedPrefix(tok, {
       ...LLMD_DEFAULTS,
@@ -119,7 +135,7 @@ export function workloads(tok: BenchTokenizer, c: BenchConfig): Workload[] {
       conversations: mtPressureConversations,
       turns: mtTurns,
       systemTokens: 1024,
-      privateContextTokens: 4096,
+      privateContextTokens: PRESSURE_UNIT_TOKENS,
       questionTokens: [64, 320],
       outputTokens: 200,
       output: lognormalAround(200),
@@ -127,7 +143,7 @@ export function workloads(tok: BenchTokenizer, c: BenchConfig): Workload[] {
       qps: q ? [24, 64] : [16, 32, 64, 96, 128],
       seed,
       name: "multi-turn-pressure",
-      note: workingSet(mtPressureConversations * (4096 + mtTurns * 400)),
+      note: `${workingSet(mtPressureConversations * PRESSURE_UNIT_TOKENS)} in documents alone, histories on top`,
     }),
     agentic(tok, {
       ...AGENTIC_DEFAULTS,
