@@ -135,3 +135,20 @@ describe("engine step accounting", () => {
     expect(decode?.durationMs).toBeCloseTo(5.75 + 0.006 + 3000 * (DEFAULT_LATENCY.kvReadPerTokenMs ?? 0), 9);
   });
 });
+
+describe("shared-prefix workload answer lengths", () => {
+  it("are fixed by default and drawn from a distribution when given one", async () => {
+    const { sharedPrefixWorkload } = await import("../../control-plane/sim/workloads.ts");
+    const fixed = sharedPrefixWorkload({ requests: 50, ratePerSecond: 10, seed: 1, outputTokens: 33 });
+    expect(new Set(fixed.map((w) => w.request.maxTokens))).toEqual(new Set([33]));
+    const drawn = sharedPrefixWorkload({
+      requests: 50,
+      ratePerSecond: 10,
+      seed: 1,
+      outputLengths: { kind: "uniform", min: 10, max: 20 },
+    });
+    const lengths = drawn.map((w) => w.request.maxTokens);
+    expect(new Set(lengths).size).toBeGreaterThan(3);
+    for (const n of lengths) expect(n >= 10 && n <= 20).toBe(true);
+  });
+});
