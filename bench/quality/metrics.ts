@@ -167,8 +167,9 @@ export function medianInterval(values: readonly number[], level = 0.95): SeedInt
   };
 }
 
-/** `a` is better than `b` only when their intervals do not overlap. */
+/** `a` is better than `b` only when their intervals do not overlap (a single seed has no
+ * interval, so it never separates). */
 export function separatedBetter(a: SeedInterval, b: SeedInterval, lowerIsBetter: boolean): boolean {
-  if (Number.isNaN(a.lo) || Number.isNaN(b.lo)) return false;
+  if (Number.isNaN(a.lo) || Number.isNaN(b.lo) || a.n < 2 || b.n < 2) return false;
   return lowerIsBetter ? a.hi < b.lo : a.lo > b.hi;
 }

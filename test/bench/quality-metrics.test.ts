@@ -124,6 +124,12 @@ describe("separation rule", () => {
   ])("%j vs %j (lower better %s) → %s", (a, b, lower, want) => {
     expect(separatedBetter(a, b, lower)).toBe(want);
   });
+
+  it("a single seed has no interval and never separates", () => {
+    const one = (v: number) => medianInterval([v]);
+    expect(separatedBetter(one(10), one(20), true)).toBe(false);
+    expect(separatedBetter(iv(10, 11), { ...iv(20, 21), n: 1 }, true)).toBe(false);
+  });
 });
 
 describe("backlog (is the cluster or the arrivals setting the pace?)", () => {
