@@ -1,14 +1,22 @@
-// Routing quality in virtual time (issue 8 §1): every policy × workload × rate on the simulated
-// cluster, kvroute's real routing core and control-plane index in the loop. Writes
-// bench/results/quality.md and the PNG charts next to it. Deterministic for a seed.
-//   npx tsx bench/quality.bench.ts [--quick] [--seed N] [--kv-delay-ms N] [--out DIR]
+// Routing quality in virtual time (issue 8 §1, issue 15): every policy × workload × rate × seed
+// on the simulated cluster, kvroute's real routing core and control-plane index in the loop.
+// Writes bench/results/quality.md (medians over seeds with 95% intervals) and the PNG charts
+// (medians) next to it. Deterministic for a first seed and a seed count.
+//   npx tsx bench/quality.bench.ts [--quick] [--seed FIRST] [--seeds N] [--kv-delay-ms N] [--out DIR]
 import { mkdirSync, writeFileSync } from "node:fs";
 import { baselineNotes, closingNotes } from "./quality/analysis.ts";
 import { writeCharts } from "./quality/charts.ts";
-import { benchConfig, kvrouteVariants, policies, sensitivityWorkloads, workloads } from "./quality/config.ts";
+import {
+  benchConfig,
+  benchSeeds,
+  kvrouteVariants,
+  policies,
+  sensitivityWorkloads,
+  workloads,
+} from "./quality/config.ts";
 import { runOne } from "./quality/harness.ts";
-import type { PolicyFactory } from "./quality/policies/types.ts";
-import { BOUND, type ResultRow, renderReport, SUBJECT } from "./quality/report.ts";
+import type { PolicyFactory, RoutingPolicy } from "./quality/policies/types.ts";
+import { BOUND, pointsOf, type ResultRow, renderReport, SUBJECT } from "./quality/report.ts";
 import { benchTokenizer } from "./quality/tokens.ts";
 import type { Workload } from "./quality/workloads/types.ts";
 
@@ -20,63 +28,95 @@ const option = (name: string, fallback: number): number => {
   if (!Number.isFinite(v)) throw new Error(`${name} needs a number`);
   return v;
 };
-const seed = option("--seed", 1);
+const firstSeed = option("--seed", 1);
+const seedCount = option("--seeds", benchSeeds(quick).length);
+const seeds = Array.from({ length: seedCount }, (_, i) => firstSeed + i);
 const kvDelayMs = option("--kv-delay-ms", 50);
 const outAt = argv.indexOf("--out");
 const resultsDir =
   outAt >= 0 ? `${argv[outAt + 1] ?? "."}/` : new URL("./results/", import.meta.url).pathname;
 
 const started = performance.now();
-const config = benchConfig(quick, seed, kvDelayMs);
 const tok = benchTokenizer();
-const wls = workloads(tok, config);
+const rows: ResultRow[] = [];
+const sensitivity: ResultRow[] = [];
+let config = benchConfig(quick, firstSeed, kvDelayMs);
+let wls: Workload[] = [];
 const pols = policies(config);
-console.log(`workloads ready in ${((performance.now() - started) / 1000).toFixed(1)} s (seed ${seed})`);
 
-function measure(w: Workload, qps: number, p: PolicyFactory): ResultRow {
+/** Runs one point; a bound (the ideal policy) replaces the run's metrics with its own. */
+function measure(w: Workload, qps: number, p: PolicyFactory, seed: number): ResultRow {
   const t0 = performance.now();
-  const out = runOne(w.run(qps), p, config.cluster, seed, tok.wordIds);
+  let created: RoutingPolicy | undefined;
+  const capture: PolicyFactory = {
+    ...p,
+    create: (ctx) => {
+      created = p.create(ctx);
+      return created;
+    },
+  };
+  const out = runOne(w.run(qps), capture, config.cluster, seed, tok.wordIds);
+  const metrics = created?.bound?.(out.metrics) ?? out.metrics;
   const wallS = (performance.now() - t0) / 1000;
-  const m = out.metrics;
   console.log(
-    `${w.name} @ ${qps} QPS ${p.name.padEnd(18)} TTFT p50/p90/p99 ${m.ttftP50.toFixed(0)}/${m.ttftP90.toFixed(0)}/` +
-      `${m.ttftP99.toFixed(0)} ms  ${m.outputTokPerS.toFixed(0)} tok/s  hit ${(m.hitRate * 100).toFixed(1)}%  ` +
-      `(${wallS.toFixed(1)} s)`,
+    `seed ${seed} ${w.name} @ ${qps} QPS ${p.name.padEnd(18)} TTFT p50/p90/p99 ${metrics.ttftP50.toFixed(0)}/` +
+      `${metrics.ttftP90.toFixed(0)}/${metrics.ttftP99.toFixed(0)} ms  ${metrics.outputTokPerS.toFixed(0)} tok/s  ` +
+      `hit ${(metrics.hitRate * 100).toFixed(1)}%${metrics.saturated ? "  backlog grew" : ""}  (${wallS.toFixed(1)} s)`,
   );
-  return { workload: w.name, qps, policy: p.name, metrics: out.metrics, unfinished: out.unfinished, wallS };
+  return { workload: w.name, qps, policy: p.name, seed, metrics, unfinished: out.unfinished, wallS };
 }
 
-const rows: ResultRow[] = [];
-for (const w of wls) for (const qps of w.qps) for (const p of pols) rows.push(measure(w, qps, p));
-
-// Sensitivity: kvroute variants at each chosen workload's heaviest rate, beside the default.
-const sensitivity: ResultRow[] = [];
-for (const name of sensitivityWorkloads(config)) {
-  const w = wls.find((x) => x.name === name);
-  if (w === undefined) continue;
-  const qps = Math.max(...w.qps);
-  const here = rows.filter((r) => r.workload === name && r.qps === qps);
-  sensitivity.push(...here.filter((r) => r.policy === SUBJECT || r.policy === BOUND));
-  for (const p of kvrouteVariants(config)) sensitivity.push(measure(w, qps, p));
+for (const seed of seeds) {
+  config = benchConfig(quick, seed, kvDelayMs);
+  const t0 = performance.now();
+  wls = workloads(tok, config);
+  console.log(`seed ${seed}: workloads ready in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  for (const w of wls) for (const qps of w.qps) for (const p of pols) rows.push(measure(w, qps, p, seed));
+  // Sensitivity: kvroute variants at each chosen workload's heaviest rate, beside the default.
+  for (const name of sensitivityWorkloads(config)) {
+    const w = wls.find((x) => x.name === name);
+    if (w === undefined) continue;
+    const qps = Math.max(...w.qps);
+    const here = rows.filter((r) => r.seed === seed && r.workload === name && r.qps === qps);
+    sensitivity.push(...here.filter((r) => r.policy === SUBJECT || r.policy === BOUND));
+    for (const p of kvrouteVariants(config)) sensitivity.push(measure(w, qps, p, seed));
+  }
 }
 
 mkdirSync(resultsDir, { recursive: true });
-const charts = await writeCharts(rows, resultsDir);
+const points = pointsOf(rows);
+// Charts show medians over seeds; the bound has no throughput (NaN stays out of the chart).
+const medianRows: ResultRow[] = points.map((p) => ({
+  workload: p.workload,
+  qps: p.qps,
+  policy: p.policy,
+  seed: 0,
+  unfinished: p.unfinished,
+  wallS: 0,
+  metrics: {
+    ...(p.runs[0] as ResultRow).metrics,
+    ttftP90: p.ttftP90.median,
+    hitRate: p.hitRate.median,
+    outputTokPerS: Number.isNaN(p.outputTokPerS.median) ? 0 : p.outputTokPerS.median,
+  },
+}));
+const charts = await writeCharts(medianRows, resultsDir);
 const unfinished = [...rows, ...sensitivity].filter((r) => r.unfinished > 0);
-const notes = [...closingNotes(rows, sensitivity), ...baselineNotes(rows)];
+const notes = [...closingNotes(points, pointsOf(sensitivity)), ...baselineNotes(points)];
 notes.push(
   ...unfinished.map(
     (r) =>
-      `${r.workload} @ ${r.qps} QPS, ${r.policy}: ${r.unfinished} requests unfinished at the safety stop.`,
+      `${r.workload} @ ${r.qps} QPS, ${r.policy}, seed ${r.seed}: ${r.unfinished} requests unfinished at the safety stop.`,
   ),
 );
 const report = renderReport({
   config,
+  seeds,
   sensitivity,
   workloads: wls,
   policies: pols,
   rows,
-  command: `npx tsx bench/quality.bench.ts${quick ? " --quick" : ""} --seed ${seed} --kv-delay-ms ${kvDelayMs}`,
+  command: `npx tsx bench/quality.bench.ts${quick ? " --quick" : ""} --seed ${firstSeed} --seeds ${seeds.length} --kv-delay-ms ${kvDelayMs}`,
   wallS: (performance.now() - started) / 1000,
   notes,
   charts,

@@ -1,25 +1,40 @@
-// The quality bench's whole configuration in one place: cluster, workloads and their rate
+// The quality bench's whole configuration in one place: cluster, seeds, workloads and their rate
 // ladders, for the full run and for `--quick` (same shapes, fewer requests, KV capacity
 // shrunk with the llm-d workload so eviction still matters). Reported verbatim in the results.
+// Every point runs once per seed (workload content, arrivals and tie breaks all follow the seed).
+
+import { lognormalAround } from "../../control-plane/sim/output-lengths.ts";
 import type { ClusterConfig } from "./harness.ts";
-import { dynamoOraclePolicy } from "./policies/dynamo-oracle.ts";
+import { dynamoDefaultPolicy } from "./policies/dynamo-default.ts";
 import { gaiePrefixPolicy } from "./policies/gaie-prefix.ts";
 import { idealPolicy } from "./policies/ideal.ts";
 import { type KvrouteOptions, kvroutePolicy } from "./policies/kvroute.ts";
+import { llmdPrecisePolicy } from "./policies/llmd-precise.ts";
 import { randomPolicy } from "./policies/random.ts";
 import { roundRobinPolicy } from "./policies/round-robin.ts";
 import { sglangCacheAwarePolicy } from "./policies/sglang-cache-aware.ts";
 import type { PolicyFactory } from "./policies/types.ts";
-import { vllmDpPolicy } from "./policies/vllm-dp.ts";
+import { vllmCurrentPolicy, vllmLegacyPolicy } from "./policies/vllm-dp.ts";
 import type { BenchTokenizer } from "./tokens.ts";
+import { AGENTIC_DEFAULTS, agentic } from "./workloads/agentic.ts";
 import { generatedSharedPrefix, SGLANG_GSP_DEFAULTS } from "./workloads/generated-shared-prefix.ts";
 import { LLMD_DEFAULTS, llmdSharedPrefix } from "./workloads/llmd-shared-prefix.ts";
 import { multiTurn } from "./workloads/multi-turn.ts";
 import { noSharing } from "./workloads/no-sharing.ts";
+import { RAG_DEFAULTS, rag } from "./workloads/rag.ts";
 import type { Workload } from "./workloads/types.ts";
 
 /** REFERENCE §6: ≈ 470k KV tokens per H100 for an 8B model, 16-token blocks. */
 const H100_KV_TOKENS = 470_000;
+
+/** Seeds per point: six give a 96.9% distribution-free interval for the median ([min, max]);
+ * the quick run (a smoke check that everything runs) takes two, a 50% interval, and says so. */
+export function benchSeeds(quick: boolean, first = 1): number[] {
+  return Array.from({ length: quick ? 2 : 6 }, (_, i) => first + i);
+}
+
+/** The cache-pressure variants' working set, in multiples of one rank's KV capacity. */
+export const PRESSURE_FACTOR = 2.5;
 
 export interface BenchConfig {
   quick: boolean;
@@ -51,37 +66,104 @@ export function benchConfig(quick: boolean, seed: number, kvEventDelayMs: number
   };
 }
 
+/** Private/system tokens per unit of the pressure variants (a GSP group, a conversation's document). */
+export const PRESSURE_UNIT_TOKENS = 4096;
+
+/** Sizes of the cache-pressure variants: their unshared prefixes alone are PRESSURE_FACTOR × one
+ * rank's KV (each conversation's history adds to that). */
+export function pressureSizes(c: BenchConfig): {
+  kvTokens: number;
+  gspGroups: number;
+  mtConversations: number;
+} {
+  const kvTokens = c.cluster.numGpuBlocks * c.cluster.blockSize;
+  const units = Math.ceil((PRESSURE_FACTOR * kvTokens) / PRESSURE_UNIT_TOKENS);
+  return { kvTokens, gspGroups: units, mtConversations: units };
+}
+
 export function workloads(tok: BenchTokenizer, c: BenchConfig): Workload[] {
   const q = c.quick;
   const seed = c.seed;
+  const {
+    kvTokens,
+    gspGroups: gspPressureGroups,
+    mtConversations: mtPressureConversations,
+  } = pressureSizes(c);
+  const workingSet = (tokens: number) =>
+    `working set ≥ ${(tokens / 1000).toFixed(0)}k tokens = ${(tokens / kvTokens).toFixed(1)}× one rank's KV`;
+  const mtTurns = q ? 4 : 6;
   return [
     generatedSharedPrefix(tok, {
       ...SGLANG_GSP_DEFAULTS,
       groups: q ? 32 : SGLANG_GSP_DEFAULTS.groups,
+      output: lognormalAround(SGLANG_GSP_DEFAULTS.outputTokens),
       qps: q ? [64, 192] : [32, 64, 128, 192, 256],
       seed,
+    }),
+    generatedSharedPrefix(tok, {
+      groups: gspPressureGroups,
+      promptsPerGroup: 4,
+      systemTokens: PRESSURE_UNIT_TOKENS,
+      questionTokens: 128,
+      outputTokens: 256,
+      output: lognormalAround(256),
+      qps: q ? [32, 96] : [16, 32, 64, 96, 128],
+      seed,
+      name: "generated-shared-prefix-pressure",
+      note: workingSet(gspPressureGroups * PRESSURE_UNIT_TOKENS),
     }),
     llmdSharedPrefix(tok, {
       ...LLMD_DEFAULTS,
       groups: c.llmdGroups,
+      output: lognormalAround(LLMD_DEFAULTS.outputTokens),
       requests: q ? 480 : 3000,
       qps: q ? [8, 20] : [16, 32, 48, 64, 80],
       seed,
     }),
     multiTurn(tok, {
       conversations: q ? 160 : 512,
-      turns: q ? 4 : 6,
+      turns: mtTurns,
       systemTokens: 1024,
       questionTokens: [64, 320],
       outputTokens: 200,
+      output: lognormalAround(200),
       thinkMs: 1000,
       qps: q ? [48, 192] : [32, 64, 128, 192, 256],
+      seed,
+    }),
+    multiTurn(tok, {
+      conversations: mtPressureConversations,
+      turns: mtTurns,
+      systemTokens: 1024,
+      privateContextTokens: PRESSURE_UNIT_TOKENS,
+      questionTokens: [64, 320],
+      outputTokens: 200,
+      output: lognormalAround(200),
+      thinkMs: 1000,
+      qps: q ? [24, 64] : [16, 32, 64, 96, 128],
+      seed,
+      name: "multi-turn-pressure",
+      note: `${workingSet(mtPressureConversations * PRESSURE_UNIT_TOKENS)} in documents alone, histories on top`,
+    }),
+    agentic(tok, {
+      ...AGENTIC_DEFAULTS,
+      sessions: q ? 12 : 120,
+      output: lognormalAround(AGENTIC_DEFAULTS.outputTokens),
+      qps: q ? [16, 48] : [8, 16, 32, 48, 64],
+      seed,
+    }),
+    rag(tok, {
+      ...RAG_DEFAULTS,
+      requests: q ? 300 : 1500,
+      output: lognormalAround(RAG_DEFAULTS.outputTokens),
+      qps: q ? [32, 96] : [16, 32, 64, 96, 128],
       seed,
     }),
     noSharing(tok, {
       requests: q ? 300 : 1000,
       promptTokens: 1024,
       outputTokens: 256,
+      output: lognormalAround(256),
       qps: q ? [64, 192] : [32, 64, 128, 192, 256],
       seed,
     }),
@@ -120,10 +202,12 @@ export function policies(c: BenchConfig): PolicyFactory[] {
   return [
     randomPolicy,
     roundRobinPolicy,
-    vllmDpPolicy,
+    vllmLegacyPolicy,
+    vllmCurrentPolicy,
     gaiePrefixPolicy,
     sglangCacheAwarePolicy,
-    dynamoOraclePolicy,
+    dynamoDefaultPolicy,
+    llmdPrecisePolicy,
     kvroutePolicy({
       workers: c.cluster.workers,
       ranksPerWorker: c.cluster.ranksPerWorker,

@@ -1,9 +1,10 @@
-// bench/results/quality.md: the configuration (seed, cluster, workloads, policies) and one table
-// per workload with every policy at every rate, then the verdict per workload against the
-// DESIGN §9 target (kvroute best on TTFT p90 and throughput among the routers; the ideal bound
-// is a ceiling, not a competitor).
+// bench/results/quality.md: the configuration (seeds, cluster, workloads, policies) and one table
+// per workload with every policy at every rate — medians over seeds with 95% intervals — then
+// the leaders and kvroute's standing per rate against the DESIGN §9 target (best or tied on TTFT
+// p90 and p99). "Best" only when intervals separate; throughput only where not arrival-bound;
+// the ideal bound is a ceiling/floor, not a competitor.
 import type { BenchConfig } from "./config.ts";
-import type { RunMetrics } from "./metrics.ts";
+import { medianInterval, type RunMetrics, type SeedInterval, separatedBetter } from "./metrics.ts";
 import type { PolicyFactory } from "./policies/types.ts";
 import type { Workload } from "./workloads/types.ts";
 
@@ -11,6 +12,8 @@ export interface ResultRow {
   workload: string;
   qps: number;
   policy: string;
+  /** The seed of this run (workload content, arrivals, tie breaks). */
+  seed: number;
   metrics: RunMetrics;
   unfinished: number;
   /** Wall-clock seconds this run took (not a result; shows the bench's own cost). */
@@ -20,83 +23,200 @@ export interface ResultRow {
 export const BOUND = "ideal-bound";
 export const SUBJECT = "kvroute";
 
+/** One (workload, rate, policy) over its seeds: medians with 95% intervals. */
+export interface Point {
+  workload: string;
+  qps: number;
+  policy: string;
+  runs: ResultRow[];
+  ttftP50: SeedInterval;
+  ttftP90: SeedInterval;
+  ttftP99: SeedInterval;
+  e2eP50: SeedInterval;
+  e2eP90: SeedInterval;
+  hitRate: SeedInterval;
+  outputTokPerS: SeedInterval;
+  /** Seeds in which the backlog grew (the cluster, not the arrivals, set the pace). */
+  saturatedSeeds: number;
+  /** Seeds whose run was long enough to judge (backlogGrowth not NaN). */
+  judgedSeeds: number;
+  unfinished: number;
+}
+
+/** Groups per-seed rows into points, in first-seen order. */
+export function pointsOf(rows: readonly ResultRow[]): Point[] {
+  const groups = new Map<string, ResultRow[]>();
+  for (const r of rows) {
+    const key = `${r.workload}\u0000${r.qps}\u0000${r.policy}`;
+    const g = groups.get(key);
+    if (g === undefined) groups.set(key, [r]);
+    else g.push(r);
+  }
+  return [...groups.values()].map((runs) => {
+    const first = runs[0] as ResultRow;
+    const of = (pick: (m: RunMetrics) => number) => medianInterval(runs.map((r) => pick(r.metrics)));
+    return {
+      workload: first.workload,
+      qps: first.qps,
+      policy: first.policy,
+      runs,
+      ttftP50: of((m) => m.ttftP50),
+      ttftP90: of((m) => m.ttftP90),
+      ttftP99: of((m) => m.ttftP99),
+      e2eP50: of((m) => m.e2eP50),
+      e2eP90: of((m) => m.e2eP90),
+      hitRate: of((m) => m.hitRate),
+      outputTokPerS: of((m) => m.outputTokPerS),
+      saturatedSeeds: runs.filter((r) => r.metrics.saturated).length,
+      judgedSeeds: runs.filter((r) => !Number.isNaN(r.metrics.backlogGrowth)).length,
+      unfinished: runs.reduce((n, r) => n + r.unfinished, 0),
+    };
+  });
+}
+
 const ms = (v: number) =>
   Number.isNaN(v) ? "–" : v >= 10_000 ? `${(v / 1000).toFixed(1)} s` : `${Math.round(v)}`;
-const pct = (v: number) => `${(v * 100).toFixed(1)}%`;
-const x2 = (v: number) => (Number.isNaN(v) ? "–" : v.toFixed(2));
+const pct = (v: number) => (Number.isNaN(v) ? "–" : `${(v * 100).toFixed(1)}%`);
+const num = (v: number) => (Number.isNaN(v) ? "–" : `${Math.round(v)}`);
 
-export function resultTable(rows: readonly ResultRow[]): string {
+/** "median (lo–hi)", or the median alone with one seed. */
+export function withInterval(i: SeedInterval, f: (v: number) => string): string {
+  if (Number.isNaN(i.median)) return "–";
+  return i.n < 2 ? f(i.median) : `${f(i.median)} (${f(i.lo)}–${f(i.hi)})`;
+}
+
+export function resultTable(points: readonly Point[]): string {
   const out = [
-    "| QPS | policy | TTFT p50 ms | TTFT p90 ms | TTFT p99 ms | E2E p50 ms | E2E p90 ms | out tok/s | hit rate | imbalance req / prefill | requests per rank |",
-    "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    "| QPS | policy | TTFT p50 ms | TTFT p90 ms | TTFT p99 ms | E2E p90 ms | out tok/s | hit rate | backlog grew (seeds judged) | requests per rank (first seed) |",
+    "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
   ];
-  for (const r of rows) {
-    const m = r.metrics;
-    const name = r.policy === SUBJECT ? `**${r.policy}**` : r.policy;
-    const unfinished = r.unfinished > 0 ? ` (${r.unfinished} unfinished)` : "";
+  for (const p of points) {
+    const name = p.policy === SUBJECT ? `**${p.policy}**` : p.policy;
+    const unfinished = p.unfinished > 0 ? ` (${p.unfinished} unfinished)` : "";
+    const bound = p.policy === BOUND;
     out.push(
-      `| ${r.qps} | ${name}${unfinished} | ${ms(m.ttftP50)} | ${ms(m.ttftP90)} | ${ms(m.ttftP99)} | ${ms(m.e2eP50)} | ` +
-        `${ms(m.e2eP90)} | ${Math.round(m.outputTokPerS)} | ${pct(m.hitRate)} | ${x2(m.requestImbalance)} / ` +
-        `${x2(m.prefillImbalance)} | ${m.requestsPerRank.join(" ")} |`,
+      `| ${p.qps} | ${name}${unfinished} | ${ms(p.ttftP50.median)} | ${withInterval(p.ttftP90, ms)} | ` +
+        `${withInterval(p.ttftP99, ms)} | ${withInterval(p.e2eP90, ms)} | ${withInterval(p.outputTokPerS, num)} | ` +
+        `${withInterval(p.hitRate, pct)} | ${bound ? "–" : `${p.saturatedSeeds}/${p.judgedSeeds} of ${p.runs.length}`} | ` +
+        `${bound ? "–" : (p.runs[0]?.metrics.requestsPerRank.join(" ") ?? "")} |`,
     );
   }
   return out.join("\n");
 }
 
-/** Differences smaller than this are ties: 2% relative, at least 1 ms / 1 tok/s. */
-export function clearlyBetter(a: number, b: number, lowerIsBetter: boolean): boolean {
-  const margin = Math.max(1, 0.02 * Math.abs(b));
-  return lowerIsBetter ? a < b - margin : a > b + margin;
+/**
+ * Whether throughput can be ranked at a rate: "saturated" when some router's backlog grew in
+ * most seeds there; "arrival-bound" when no router's did and most runs were long enough to
+ * tell; "too short" otherwise (the runs never filled, so neither can be said).
+ */
+export function throughputRegime(points: readonly Point[]): "saturated" | "arrival-bound" | "too short" {
+  const routers = points.filter((p) => p.policy !== BOUND);
+  if (routers.some((p) => p.saturatedSeeds * 2 > p.runs.length)) return "saturated";
+  return routers.every((p) => p.judgedSeeds * 2 > p.runs.length) ? "arrival-bound" : "too short";
+}
+
+export type Metric = "ttftP90" | "ttftP99" | "outputTokPerS" | "hitRate";
+const LOWER_IS_BETTER: Record<Metric, boolean> = {
+  ttftP90: true,
+  ttftP99: true,
+  outputTokPerS: false,
+  hitRate: false,
+};
+
+/** The router with the best median, and every router whose interval overlaps its interval. */
+export function leaders(
+  points: readonly Point[],
+  metric: Metric,
+): { best: Point; tied: Point[] } | undefined {
+  const routers = points.filter((p) => p.policy !== BOUND && !Number.isNaN(p[metric].median));
+  if (routers.length === 0) return undefined;
+  const lower = LOWER_IS_BETTER[metric];
+  const best = routers.reduce((a, b) =>
+    (lower ? b[metric].median < a[metric].median : b[metric].median > a[metric].median) ? b : a,
+  );
+  const tied = routers.filter((p) => p !== best && !separatedBetter(best[metric], p[metric], lower));
+  return { best, tied };
 }
 
 export interface Standing {
   qps: number;
-  subject: ResultRow;
-  /** Routers clearly better than kvroute on TTFT p90 / on throughput (the bound excluded). */
-  betterTtft: ResultRow[];
-  betterThroughput: ResultRow[];
+  subject: Point;
+  /** Routers whose interval lies entirely on the better side of kvroute's. */
+  better: Record<Metric, Point[]>;
+  /** Routers whose interval overlaps kvroute's. */
+  tied: Record<Metric, Point[]>;
+  regime: "saturated" | "arrival-bound" | "too short";
 }
 
-export function standingsOf(rows: readonly ResultRow[]): Standing[] {
+export function standingsOf(points: readonly Point[]): Standing[] {
   const out: Standing[] = [];
-  for (const qps of [...new Set(rows.map((r) => r.qps))]) {
-    const routers = rows.filter((r) => r.qps === qps && r.policy !== BOUND);
-    const subject = routers.find((r) => r.policy === SUBJECT);
+  for (const qps of [...new Set(points.map((p) => p.qps))]) {
+    const here = points.filter((p) => p.qps === qps);
+    const routers = here.filter((p) => p.policy !== BOUND);
+    const subject = routers.find((p) => p.policy === SUBJECT);
     if (subject === undefined) continue;
-    out.push({
-      qps,
-      subject,
-      betterTtft: routers.filter((r) => clearlyBetter(r.metrics.ttftP90, subject.metrics.ttftP90, true)),
-      betterThroughput: routers.filter((r) =>
-        clearlyBetter(r.metrics.outputTokPerS, subject.metrics.outputTokPerS, false),
-      ),
-    });
+    const others = routers.filter((p) => p !== subject);
+    const better = {} as Record<Metric, Point[]>;
+    const tied = {} as Record<Metric, Point[]>;
+    for (const m of Object.keys(LOWER_IS_BETTER) as Metric[]) {
+      better[m] = others.filter((p) => separatedBetter(p[m], subject[m], LOWER_IS_BETTER[m]));
+      tied[m] = others.filter(
+        (p) =>
+          !separatedBetter(p[m], subject[m], LOWER_IS_BETTER[m]) &&
+          !separatedBetter(subject[m], p[m], LOWER_IS_BETTER[m]),
+      );
+    }
+    out.push({ qps, subject, better, tied, regime: throughputRegime(here) });
   }
   return out;
 }
 
-/** Per rate: where kvroute stands among the routers on TTFT p90 and throughput (ties within 2%). */
-export function standings(rows: readonly ResultRow[]): string[] {
-  return standingsOf(rows).map((s) => {
-    const m = s.subject.metrics;
-    const ttft =
-      s.betterTtft.length === 0
-        ? "best (or tied within 2%)"
-        : `behind ${s.betterTtft.map((r) => `${r.policy} ${ms(r.metrics.ttftP90)}`).join(", ")}`;
+function verdict(s: Standing, m: Metric, f: (v: number) => string): string {
+  if (s.better[m].length > 0)
+    return `behind ${s.better[m].map((p) => `${p.policy} ${f(p[m].median)}`).join(", ")}`;
+  if (s.tied[m].length === 0) return "best (its interval separates from every router's)";
+  return `tied with ${s.tied[m].map((p) => p.policy).join(", ")} (intervals overlap)`;
+}
+
+/** Per rate: where kvroute stands; "best" only when intervals separate, "tied" otherwise. */
+export function standings(points: readonly Point[]): string[] {
+  return standingsOf(points).map((s) => {
+    const p = s.subject;
     const tput =
-      s.betterThroughput.length === 0
-        ? "best (or tied within 2%)"
-        : `behind ${s.betterThroughput.map((r) => `${r.policy} ${Math.round(r.metrics.outputTokPerS)}`).join(", ")}`;
+      s.regime === "arrival-bound"
+        ? "throughput not ranked: arrival-bound (no router's backlog grew, so throughput is the offered load)"
+        : s.regime === "too short"
+          ? "throughput not ranked: the runs are shorter than 4× an unqueued request's E2E, so saturation cannot be told"
+          : `throughput ${num(p.outputTokPerS.median)} tok/s — ${verdict(s, "outputTokPerS", num)}`;
     return (
-      `- ${s.qps} QPS: TTFT p90 ${ms(m.ttftP90)} ms — ${ttft}; throughput ${Math.round(m.outputTokPerS)} tok/s — ` +
-      `${tput}; hit rate ${pct(m.hitRate)}`
+      `- ${s.qps} QPS: TTFT p90 ${ms(p.ttftP90.median)} ms — ${verdict(s, "ttftP90", ms)}; TTFT p99 ` +
+      `${ms(p.ttftP99.median)} ms — ${verdict(s, "ttftP99", ms)}; ${tput}; hit rate ${pct(p.hitRate.median)}`
     );
+  });
+}
+
+/** Per rate: which router leads on TTFT p90 — one name when its interval separates, else the tied group. */
+export function leaderLines(points: readonly Point[]): string[] {
+  return [...new Set(points.map((p) => p.qps))].flatMap((qps) => {
+    const l = leaders(
+      points.filter((p) => p.qps === qps),
+      "ttftP90",
+    );
+    if (l === undefined) return [];
+    return l.tied.length === 0
+      ? [
+          `- ${qps} QPS: best TTFT p90 is ${l.best.policy} (${ms(l.best.ttftP90.median)} ms; intervals separate)`,
+        ]
+      : [
+          `- ${qps} QPS: TTFT p90 tied between ${[l.best, ...l.tied].map((p) => `${p.policy} ${ms(p.ttftP90.median)}`).join(", ")} (intervals overlap)`,
+        ];
   });
 }
 
 export interface ReportInput {
   config: BenchConfig;
-  /** kvroute variants at one rate per workload, with the default kvroute and the best router there. */
+  seeds: readonly number[];
+  /** kvroute variants at the heaviest rate of some workloads, with the default kvroute and the bound. */
   sensitivity: readonly ResultRow[];
   workloads: readonly Workload[];
   policies: readonly PolicyFactory[];
@@ -109,31 +229,44 @@ export interface ReportInput {
 
 export function renderReport(r: ReportInput): string {
   const c = r.config.cluster;
+  const points = pointsOf(r.rows);
+  const coverage = medianInterval(r.seeds.map((x) => x)).coverage;
   const lines = [
     "# Routing quality — kvroute vs published baselines (simulator, virtual time)",
     "",
-    `Generated by \`${r.command}\` (${r.config.quick ? "**quick** mode: fewer requests and rates; shapes kept" : "full run"}). ` +
-      `Seed **${r.config.seed}**; the same seed gives the same tables. Bench wall time ${r.wallS.toFixed(0)} s.`,
+    `Generated by \`${r.command}\` (${r.config.quick ? "**quick** mode: fewer requests, rates and seeds; shapes kept" : "full run"}). ` +
+      `Seeds **${r.seeds.join(", ")}**; the same seeds give the same tables. Bench wall time ${r.wallS.toFixed(0)} s.`,
     "",
     "## Setup",
     "",
-    `- Cluster: ${c.workers} workers × ${c.ranksPerWorker} DP ranks = ${c.workers * c.ranksPerWorker} slots (control-plane/sim virtual time, ` +
-      `REFERENCE §6 step model: 5.75 ms + 17.25 µs per uncached prefill token + 6 µs per decoding sequence); ` +
+    `- Cluster: ${c.workers} workers × ${c.ranksPerWorker} DP ranks = ${c.workers * c.ranksPerWorker} slots (control-plane/sim virtual time; ` +
+      "cost model of an 8B model on one H100: 5.75 ms per step + 17.25 µs per uncached prefill token + attention over cached " +
+      "and earlier tokens + 6 µs per decoding sequence + the KV bytes each decode reads, docs/simulator.md); " +
       `KV capacity ${c.numGpuBlocks} blocks × ${c.blockSize} tokens = ${(c.numGpuBlocks * c.blockSize).toLocaleString("en")} tokens per rank` +
       `${r.config.quick ? ` (470k × ${r.config.llmdGroups}/150, scaled with the llm-d workload)` : " (an 8B model on one H100)"}; ` +
       `max ${c.maxNumSeqs} sequences, ${c.maxNumBatchedTokens} batched tokens per step.`,
-    `- Prompts: Qwen3 chat template rendered with the real tokenizer files; token ids from the real tokenizer. ` +
-      `The engines' KV events reach kvroute's control-plane index ${c.kvEventDelayMs} ms (virtual) after publication; ` +
-      `vLLM's balancer sees stats every ${c.statsIntervalMs} ms; the harness ticks every ${c.tickMs} ms.`,
+    "- Prompts: Qwen3 chat template rendered with the real tokenizer files; token ids from the real tokenizer. Answer " +
+      "lengths are drawn per request (the engine stops there; the body carries the client's larger max_tokens). " +
+      `The engines' KV events reach every event-driven router (kvroute's control plane, Dynamo's and llm-d's indexes) ${c.kvEventDelayMs} ms ` +
+      `(virtual) after publication; vLLM's balancer sees stats every ${c.statsIntervalMs} ms; the harness ticks every ${c.tickMs} ms. ` +
+      "One gateway, one thread.",
     "- Metrics: TTFT and E2E percentiles (linear interpolation); output tokens per second of virtual time from first arrival " +
-      "to last finish; hit rate = cached prompt tokens / prompt tokens; imbalance = max/mean across ranks of requests and " +
-      "of uncached prefill tokens computed.",
+      "to last finish; hit rate = cached prompt tokens / prompt tokens.",
+    `- Statistics: every point runs once per seed; cells show the median over seeds and, in brackets, a distribution-free ` +
+      `interval for the median (order statistics; ${(coverage * 100).toFixed(1)}% coverage with ${r.seeds.length} seeds). ` +
+      "A router is called best only when its interval separates from every other router's; otherwise the routers whose " +
+      "intervals overlap are tied. Throughput is ranked only at rates where some router's backlog grew (requests in the " +
+      "system at 90% of the arrival window ≥ 1.5 × those at 50% + 8) in most seeds; where none grew the cluster kept up " +
+      "with arrivals and throughput is the offered load, and where the runs were shorter than 4× an unqueued request's E2E " +
+      "saturation cannot be told — the report says which instead of ranking.",
+    "- The ideal bound is not a router: its hit rate is a ceiling and its TTFT / E2E are floors no router can pass on this " +
+      "simulator (bench/quality/policies/ideal.ts, docs/peers.md); it has no throughput.",
     "",
     "Workloads:",
     "",
     ...r.workloads.map((w) => `- **${w.name}** — ${w.describe}; QPS ${w.qps.join(", ")}.`),
     "",
-    "Policies:",
+    "Policies (each peer's upstream file and commit: docs/peers.md and the policy file's header):",
     "",
     ...r.policies.map((p) => `- **${p.name}** — ${p.describe}.`),
     "",
@@ -141,26 +274,32 @@ export function renderReport(r: ReportInput): string {
     "",
   ];
   for (const w of r.workloads) {
-    const rows = r.rows.filter((row) => row.workload === w.name);
+    const here = points.filter((p) => p.workload === w.name);
     lines.push(
       `## ${w.name}`,
       "",
-      resultTable(rows),
+      resultTable(here),
       "",
-      "Where kvroute stands (routers only; the ideal bound is a ceiling):",
+      "Leaders on TTFT p90 (routers only):",
+      "",
+      ...leaderLines(here),
+      "",
+      "Where kvroute stands:",
+      "",
+      ...standings(here),
       "",
     );
-    lines.push(...standings(rows), "");
   }
   if (r.sensitivity.length > 0) {
     lines.push(
       "## What kvroute's result depends on",
       "",
-      "kvroute variants at the heaviest rate of a workload, next to the default and the ideal bound (same seed, same arrivals):",
+      "kvroute variants at the heaviest rate of a workload, next to the default and the ideal bound (same seeds, same arrivals):",
       "",
     );
-    for (const w of [...new Set(r.sensitivity.map((x) => x.workload))]) {
-      lines.push(`### ${w}`, "", resultTable(r.sensitivity.filter((x) => x.workload === w)), "");
+    const sens = pointsOf(r.sensitivity);
+    for (const w of [...new Set(sens.map((x) => x.workload))]) {
+      lines.push(`### ${w}`, "", resultTable(sens.filter((x) => x.workload === w)), "");
     }
   }
   if (r.notes.length > 0) lines.push("## Notes", "", ...r.notes.map((n) => `- ${n}`), "");

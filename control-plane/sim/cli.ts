@@ -150,7 +150,10 @@ export function configOf(o: SimOptions): SimConfig {
     maxNumBatchedTokens: o.maxNumBatchedTokens,
     maxModelLen,
     seed: o.seed,
+    // The flags set the three fitted terms; the context terms (KV read, prefill attention) keep
+    // their H100 defaults (docs/simulator.md, "Cost model").
     latency: {
+      ...DEFAULT_LATENCY,
       stepOverheadMs: o.stepOverheadMs,
       prefillPerTokenMs: o.prefillTokenMs,
       decodePerSeqMs: o.decodeSeqMs,

@@ -16,7 +16,13 @@
 import { type BlockHash, BlockHasher, blockExtraKeys } from "./block-hash.ts";
 import { BlockPool } from "./block-pool.ts";
 import type { KvEvent } from "./kv-events.ts";
-import { DEFAULT_LATENCY, type LatencyModel, stepDurationMs } from "./latency.ts";
+import {
+  chunkAttentionPairs,
+  DEFAULT_LATENCY,
+  type LatencyModel,
+  type StepWork,
+  stepDurationMs,
+} from "./latency.ts";
 import { mixSeed, Rng } from "./rng.ts";
 
 export interface EngineConfig {
@@ -98,11 +104,9 @@ export interface TokenOutput {
   finished: boolean;
 }
 
-export interface ScheduledStep {
+export interface ScheduledStep extends StepWork {
   durationMs: number;
   entries: Array<{ request: EngineRequest; numNew: number }>;
-  prefillTokens: number;
-  decodeSeqs: number;
 }
 
 export interface StepResult {
@@ -249,21 +253,27 @@ export class Engine {
     }
 
     if (entries.length === 0) return null;
-    let prefillTokens = 0;
-    let decodeSeqs = 0;
+    const work: StepWork = {
+      prefillTokens: 0,
+      decodeSeqs: 0,
+      decodeContextTokens: 0,
+      prefillAttentionPairs: 0,
+    };
     for (const e of entries) {
       // A request still computing known tokens beyond its last one is prefilling (this includes
       // recomputation after preemption); one new token on a fully computed prefix is a decode.
-      if (e.request.numComputed >= e.request.numPromptTokens && e.numNew === 1) decodeSeqs++;
-      else prefillTokens += e.numNew;
+      // Either way its attention reads everything computed before (cached prefix included).
+      const context = e.request.numComputed;
+      if (context >= e.request.numPromptTokens && e.numNew === 1) {
+        work.decodeSeqs++;
+        work.decodeContextTokens += context;
+      } else {
+        work.prefillTokens += e.numNew;
+        work.prefillAttentionPairs += chunkAttentionPairs(e.numNew, context);
+      }
     }
     this.busy = true;
-    return {
-      durationMs: stepDurationMs(this.latency, prefillTokens, decodeSeqs),
-      entries,
-      prefillTokens,
-      decodeSeqs,
-    };
+    return { durationMs: stepDurationMs(this.latency, work), entries, ...work };
   }
 
   /** Applies a step's results at its end time. */

@@ -1,6 +1,7 @@
 // Synthetic token workloads for the virtual-time simulator (REFERENCE §6 definitions), seeded
 // so a benchmark run is repeatable: SGLang's generated-shared-prefix (groups of prompts that
-// share a long system prompt) with Poisson arrivals.
+// share a long system prompt) with Poisson arrivals, answers fixed or drawn from a distribution.
+import { type OutputLengths, sampleOutputLength } from "./output-lengths.ts";
 import { Rng } from "./rng.ts";
 import type { SimRequest } from "./virtual-cluster.ts";
 
@@ -10,6 +11,8 @@ export interface SharedPrefixOptions {
   systemTokens?: number;
   questionTokens?: number;
   outputTokens?: number;
+  /** Answer lengths drawn per request (default: every answer exactly `outputTokens`). */
+  outputLengths?: OutputLengths;
   /** Mean arrival rate (requests per second of virtual time). */
   ratePerSecond: number;
   seed: number;
@@ -39,7 +42,9 @@ export function sharedPrefixWorkload(o: SharedPrefixOptions): TimedRequest[] {
     const group = rng.int(groups);
     const tokens = (prefixes[group] as number[]).concat(Array.from({ length: q }, token));
     t += (-Math.log(1 - rng.next()) * 1000) / o.ratePerSecond;
-    out.push({ atMs: t, group, request: { id: `r${i}`, tokens, maxTokens: o.outputTokens ?? 256 } });
+    const maxTokens =
+      o.outputLengths === undefined ? (o.outputTokens ?? 256) : sampleOutputLength(o.outputLengths, rng);
+    out.push({ atMs: t, group, request: { id: `r${i}`, tokens, maxTokens } });
   }
   return out;
 }

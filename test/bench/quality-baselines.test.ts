@@ -1,5 +1,4 @@
 import { describe, expect, it } from "vitest";
-import { ActiveBlocks, dynamoCost } from "../../bench/quality/policies/dynamo-oracle.ts";
 import {
   GAIE_BLOCK_CHARS,
   GAIE_MAX_BLOCKS,
@@ -9,23 +8,28 @@ import {
   prefixScore,
   queueScores,
 } from "../../bench/quality/policies/gaie-prefix.ts";
-import { globallyCachedTokens } from "../../bench/quality/policies/ideal.ts";
 import { LruSet } from "../../bench/quality/policies/lru-set.ts";
 import { isImbalanced, sglangChoose } from "../../bench/quality/policies/sglang-cache-aware.ts";
 import { TEXT_CHUNK, TextPrefixSet, textPrefixHashes } from "../../bench/quality/policies/text-prefix-set.ts";
-import { tokenBlockKeys } from "../../bench/quality/policies/token-blocks.ts";
 import { Rng } from "../../control-plane/sim/rng.ts";
 
 describe("GAIE approximate prefix scorer", () => {
-  it("cuts full 64-char blocks, chained, at most 256", () => {
+  it("cuts 64-byte blocks, chained, the trailing partial block included, at most 256", () => {
     const text = "x".repeat(GAIE_BLOCK_CHARS * 3 + 10);
     const hashes = gaieBlockHashes(text);
-    expect(hashes).toHaveLength(3);
+    expect(hashes).toHaveLength(4); // three full blocks and the 10-byte tail
     // Same content, different position → different hash (the chain carries the prefix).
-    expect(new Set(hashes).size).toBe(3);
-    expect(gaieBlockHashes("y".repeat(GAIE_BLOCK_CHARS * 400))).toHaveLength(GAIE_MAX_BLOCKS);
-    // A longer text extends the chain of its prefix.
-    expect(gaieBlockHashes(`${text}${"z".repeat(200)}`).slice(0, 3)).toEqual(hashes);
+    expect(new Set(hashes).size).toBe(4);
+    expect(gaieBlockHashes("x".repeat(GAIE_BLOCK_CHARS * 3))).toHaveLength(3); // no empty tail
+    expect(gaieBlockHashes("x".repeat(10))).toHaveLength(1); // shorter than a block: one partial block
+    expect(gaieBlockHashes("")).toHaveLength(0);
+    expect(gaieBlockHashes("y".repeat(GAIE_BLOCK_CHARS * 400 + 5))).toHaveLength(GAIE_MAX_BLOCKS);
+    // A longer text extends the chain of its full blocks; its tail block differs from the shorter one's.
+    const longer = gaieBlockHashes(`${text}${"z".repeat(200)}`);
+    expect(longer.slice(0, 3)).toEqual(hashes.slice(0, 3));
+    expect(longer[3]).not.toBe(hashes[3]);
+    // Tails differing in one byte differ; the model seeds the chain.
+    expect(gaieBlockHashes(`${text.slice(0, -1)}y`)[3]).not.toBe(hashes[3]);
     expect(gaieBlockHashes(text, "other-model")[0]).not.toBe(hashes[0]);
   });
 
@@ -97,31 +101,5 @@ describe("SGLang cache-aware rule (0.3 / 64 / 1.5)", () => {
     const b = `${a.slice(0, 50)}DIFFERENT${a.slice(59)}`;
     expect(set.matchChars(textPrefixHashes(b))).toBe(Math.floor(50 / TEXT_CHUNK) * TEXT_CHUNK);
     expect(set.matchChars(textPrefixHashes(a))).toBe(Math.floor(a.length / TEXT_CHUNK) * TEXT_CHUNK);
-  });
-});
-
-describe("Dynamo cost (REFERENCE §3)", () => {
-  it("is uncached prefill blocks plus active decode blocks", () => {
-    // (32 active prefill + 160 request − 64 cached) / 16 = 8, plus 5 decode blocks.
-    expect(dynamoCost({ activePrefillTokens: 32, activeDecodeBlocks: 5 }, 160, 64, 16)).toBe(13);
-  });
-
-  it("counts shared prompt blocks of active requests once", () => {
-    const active = new ActiveBlocks();
-    active.add([1, 2, 3]);
-    active.add([1, 2, 4]);
-    expect(active.distinct).toBe(4);
-    active.remove([1, 2, 3]);
-    expect(active.distinct).toBe(3);
-  });
-});
-
-describe("ideal bound", () => {
-  it("skips the prefix an earlier request computed, keeping one token", () => {
-    const a = Array.from({ length: 64 }, (_, i) => i);
-    const seen = new Set(tokenBlockKeys(a, 16));
-    expect(globallyCachedTokens([...a.slice(0, 40), 999, 998], seen, 16)).toBe(32);
-    expect(globallyCachedTokens(a, seen, 16)).toBe(63);
-    expect(globallyCachedTokens([7, ...a], seen, 16)).toBe(0);
   });
 });

@@ -1,6 +1,21 @@
 import { describe, expect, it } from "vitest";
-import { imbalance, percentile, summarize } from "../../bench/quality/metrics.ts";
-import { clearlyBetter, type ResultRow, standingsOf } from "../../bench/quality/report.ts";
+import {
+  backlogOf,
+  imbalance,
+  inSystemAt,
+  medianInterval,
+  percentile,
+  separatedBetter,
+  summarize,
+} from "../../bench/quality/metrics.ts";
+import {
+  leaders,
+  pointsOf,
+  type ResultRow,
+  standings,
+  standingsOf,
+  throughputRegime,
+} from "../../bench/quality/report.ts";
 import type { SimRequestResult } from "../../control-plane/sim/virtual-cluster.ts";
 
 describe("percentile (linear interpolation, numpy's default)", () => {
@@ -71,27 +86,164 @@ describe("summarize", () => {
   });
 });
 
-describe("standings (ties within 2%)", () => {
-  const row = (policy: string, ttftP90: number, tput: number): ResultRow => ({
+describe("95% interval for the median over seeds", () => {
+  it.each([
+    // n, coverage of [min, max]
+    [3, 0.75],
+    [5, 0.9375],
+    [6, 0.96875],
+  ])("%d seeds: [min, max] covers the median with probability %d", (n, coverage) => {
+    const iv = medianInterval(Array.from({ length: n }, (_, i) => i));
+    expect(iv.lo).toBe(0);
+    expect(iv.hi).toBe(n - 1);
+    expect(iv.coverage).toBeCloseTo(coverage, 12);
+  });
+
+  it("narrows to inner order statistics once they still reach 95% (10 seeds: x(2)..x(9), 97.9%)", () => {
+    const iv = medianInterval([10, 1, 9, 2, 8, 3, 7, 4, 6, 5]);
+    expect(iv.median).toBe(5.5);
+    expect([iv.lo, iv.hi]).toEqual([2, 9]);
+    expect(iv.coverage).toBeCloseTo(1 - 2 * (11 / 1024), 12);
+  });
+
+  it("is NaN for no values or a NaN value (a bound has no throughput)", () => {
+    expect(medianInterval([]).median).toBeNaN();
+    expect(medianInterval([1, Number.NaN, 3]).lo).toBeNaN();
+    expect(medianInterval([7]).median).toBe(7);
+  });
+});
+
+describe("separation rule", () => {
+  const iv = (lo: number, hi: number) => ({ median: (lo + hi) / 2, lo, hi, coverage: 0.97, n: 6 });
+  it.each([
+    [iv(10, 20), iv(21, 30), true, true], // a entirely below b: better when lower is better
+    [iv(10, 20), iv(20, 30), true, false], // touching intervals overlap: tied
+    [iv(10, 25), iv(21, 30), true, false], // overlap: tied
+    [iv(21, 30), iv(10, 20), false, true], // higher is better (throughput)
+    [iv(21, 30), iv(10, 21), false, false],
+  ])("%j vs %j (lower better %s) → %s", (a, b, lower, want) => {
+    expect(separatedBetter(a, b, lower)).toBe(want);
+  });
+
+  it("a single seed has no interval and never separates", () => {
+    const one = (v: number) => medianInterval([v]);
+    expect(separatedBetter(one(10), one(20), true)).toBe(false);
+    expect(separatedBetter(iv(10, 11), { ...iv(20, 21), n: 1 }, true)).toBe(false);
+  });
+});
+
+describe("backlog (is the cluster or the arrivals setting the pace?)", () => {
+  const r = (arrival: number, finish: number): SimRequestResult => ({
+    id: `${arrival}`,
+    rank: 0,
+    arrivalMs: arrival,
+    firstTokenMs: arrival + 1,
+    finishMs: finish,
+    ttftMs: 1,
+    e2eMs: finish - arrival,
+    promptTokens: 1,
+    cachedTokens: 0,
+    outputTokens: 1,
+    preemptions: 0,
+    outputTokenIds: [],
+  });
+  const steady = Array.from({ length: 1000 }, (_, i) => r(i * 10, i * 10 + 100)); // keeps up
+  const growing = Array.from({ length: 1000 }, (_, i) => r(i * 10, 100 + i * 20)); // serves at half the rate
+
+  it("counts requests in the system", () => {
+    expect(inSystemAt(steady, 5000)).toBe(10);
+    expect(inSystemAt(growing, 5000)).toBe(255); // 501 arrived, 246 finished
+  });
+
+  it("a steady system is not saturated; a growing backlog is", () => {
+    expect(backlogOf(steady)).toEqual({ growth: 1, saturated: false });
+    const g = backlogOf(growing);
+    expect(g.saturated).toBe(true);
+    expect(g.growth).toBeCloseTo(455 / 255, 9); // at 8991 ms: 900 arrived, 445 finished
+  });
+
+  it("a run shorter than 4x an early request's E2E is not judged", () => {
+    const short = Array.from({ length: 100 }, (_, i) => r(i * 10, i * 10 + 400)); // span 990 < 4 · 400
+    const b = backlogOf(short);
+    expect(b.growth).toBeNaN();
+    expect(b.saturated).toBe(false);
+  });
+});
+
+describe("standings over seeds: best only when intervals separate", () => {
+  const run = (
+    policy: string,
+    seed: number,
+    ttftP90: number,
+    tput: number,
+    saturated = false,
+  ): ResultRow => ({
     workload: "w",
     qps: 1,
     policy,
+    seed,
     unfinished: 0,
     wallS: 0,
-    metrics: { ...summarize([], 1, () => 0), ttftP90, outputTokPerS: tput },
+    metrics: {
+      ...summarize([], 1, () => 0),
+      ttftP90,
+      ttftP99: ttftP90 * 2,
+      outputTokPerS: tput,
+      hitRate: 0.5,
+      saturated,
+      backlogGrowth: saturated ? 3 : 1,
+    },
+  });
+  const seeds = [1, 2, 3, 4, 5, 6];
+  const rows = (policy: string, ttft: number[], tput: number[], saturated = false) =>
+    seeds.map((s, i) => run(policy, s, ttft[i] as number, tput[i] as number, saturated));
+
+  it("separated below every router: best; overlapping: tied; separated above: behind", () => {
+    const pts = pointsOf([
+      ...rows("kvroute", [10, 11, 12, 13, 14, 15], [100, 100, 100, 100, 100, 100]),
+      ...rows("a", [16, 17, 18, 19, 20, 21], [100, 100, 100, 100, 100, 100]),
+      ...rows("b", [14, 15, 16, 17, 18, 19], [100, 100, 100, 100, 100, 100]),
+      ...rows(
+        "ideal-bound",
+        [1, 1, 1, 1, 1, 1],
+        [Number.NaN, Number.NaN, Number.NaN, Number.NaN, Number.NaN, Number.NaN],
+      ),
+    ]);
+    const [s] = standingsOf(pts);
+    expect(s?.better.ttftP90.map((p) => p.policy)).toEqual([]);
+    expect(s?.tied.ttftP90.map((p) => p.policy)).toEqual(["b"]); // 14–15 overlaps 14–19
+    expect(leaders(pts, "ttftP90")?.best.policy).toBe("kvroute");
+    expect(leaders(pts, "ttftP90")?.tied.map((p) => p.policy)).toEqual(["b"]);
+    const pts2 = pointsOf([
+      ...rows("kvroute", [30, 31, 32, 33, 34, 35], [100, 100, 100, 100, 100, 100]),
+      ...rows("a", [10, 11, 12, 13, 14, 15], [100, 100, 100, 100, 100, 100]),
+    ]);
+    expect(standingsOf(pts2)[0]?.better.ttftP90.map((p) => p.policy)).toEqual(["a"]);
+    expect(standings(pts2)[0]).toMatch(/TTFT p90 33 ms — behind a 13/);
   });
 
-  it("counts only clear wins against kvroute, never the ideal bound", () => {
-    expect(clearlyBetter(98, 100, true)).toBe(false);
-    expect(clearlyBetter(97, 100, true)).toBe(true);
-    expect(clearlyBetter(103, 100, false)).toBe(true);
-    const [s] = standingsOf([
-      row("kvroute", 100, 1000),
-      row("a", 99, 1100),
-      row("b", 50, 900),
-      row("ideal-bound", 10, 5000),
+  it("no throughput ranking while arrival-bound; ranked once a router's backlog grows", () => {
+    const calm = pointsOf([
+      ...rows("kvroute", [10, 10, 10, 10, 10, 10], [100, 101, 102, 103, 104, 105]),
+      ...rows("a", [10, 10, 10, 10, 10, 10], [200, 201, 202, 203, 204, 205]),
     ]);
-    expect(s?.betterTtft.map((r) => r.policy)).toEqual(["b"]);
-    expect(s?.betterThroughput.map((r) => r.policy)).toEqual(["a"]);
+    expect(throughputRegime(calm)).toBe("arrival-bound");
+    expect(standings(calm)[0]).toMatch(/throughput not ranked: arrival-bound/);
+    const busy = pointsOf([
+      ...rows("kvroute", [10, 10, 10, 10, 10, 10], [100, 101, 102, 103, 104, 105], true),
+      ...rows("a", [10, 10, 10, 10, 10, 10], [200, 201, 202, 203, 204, 205]),
+    ]);
+    expect(throughputRegime(busy)).toBe("saturated");
+    expect(standings(busy)[0]).toMatch(/throughput 103 tok\/s — behind a 203/);
+  });
+
+  it("cannot tell saturation from runs that never filled", () => {
+    const short = pointsOf(
+      rows("kvroute", [10, 10, 10, 10, 10, 10], [1, 1, 1, 1, 1, 1]).map((r) => ({
+        ...r,
+        metrics: { ...r.metrics, backlogGrowth: Number.NaN },
+      })),
+    );
+    expect(throughputRegime(short)).toBe("too short");
   });
 });

@@ -12,6 +12,7 @@ import {
   parseKvEventsConfig,
   publisherBinds,
 } from "../../control-plane/sim/kv-events-config.ts";
+import { DEFAULT_LATENCY } from "../../control-plane/sim/latency.ts";
 import { Float64, packMsgspec } from "../../control-plane/sim/msgpack.ts";
 import { frontsOf, parsePythonInt, resolveRankHeader } from "../../control-plane/sim/rank-header.ts";
 import { createSimCluster } from "../../control-plane/sim/virtual-cluster.ts";
@@ -424,7 +425,12 @@ describe("virtual-time cluster", () => {
     expect(() => c.submit({ tokens: [1], maxTokens: 1 }, 5)).toThrow(/past/);
     const [r] = c.runUntilIdle();
     expect(r).toMatchObject({ rank: 1, promptTokens: 64, outputTokens: 50, cachedTokens: 0 });
-    expect(r?.ttftMs).toBeCloseTo(5.75 + 64 * 0.01725, 6);
+    // One prefill step: overhead, 64 tokens, and their causal attention among themselves
+    // (64·63/2 pairs; the cost model's prefill attention term, added in issue #15).
+    expect(r?.ttftMs).toBeCloseTo(
+      5.75 + 64 * 0.01725 + ((64 * 63) / 2) * (DEFAULT_LATENCY.prefillAttentionPerPairMs ?? 0),
+      6,
+    );
   });
 });
 

@@ -1,10 +1,17 @@
-// GAIE's approximate prefix-cache scorer with its default scorer weights (REFERENCE §4): the
-// picker never sees KV events; it remembers which blocks of *text* it sent where.
-// - blocks: 64-character (byte) blocks of json(messages), full blocks only, at most the first
-//   256; chained xxhash64 — each block hashed with the previous block's hash appended, the chain
-//   seeded with the model name's hash (as GAIE's prefix plugin does), using the routing core's
-//   XXH64 through the Wasm loader;
-// - per server an LRU of block hashes, capacity 31250 (GAIE's default per-server capacity);
+// GAIE's approximate prefix-cache scorer with its default scorer weights: the picker never sees
+// KV events; it remembers which blocks of *text* it sent where.
+// Upstream: github.com/kubernetes-sigs/gateway-api-inference-extension, the prefix plugin
+// (pkg/epp/scheduling/framework/plugins/multi/prefix/plugin.go, v1.3.0 generation, and its
+// successor under pkg/epp/framework/plugins/scheduling/scorer/prefix @ 567bd0be3990fe24448f429fd17f6c60cdd3f0fe),
+// as read by the independent review (issue #15): with autoTune the block is the server's
+// block size × 4 characters (16 × 4 = 64) and each server's LRU holds as many entries as that
+// server has GPU blocks (vllm:cache_config_info num_gpu_blocks); the trailing partial block is
+// hashed too. Older releases (plugin.go @ 00913f92 and before) dropped it and used a fixed
+// 31250-entry LRU (GAIE_LRU_CAPACITY, kept for the record).
+// - blocks: 64-byte blocks of json(messages), at most the first 256, the last one partial;
+//   chained xxhash64 — each block hashed with the previous block's hash appended, the chain
+//   seeded with the model name's hash, using the routing core's XXH64 through the Wasm loader;
+// - per server an LRU of block hashes, capacity = its GPU block count;
 // - prefix score = consecutive matched prefix blocks / blocks of the request;
 // - queue score = (maxQ - q) / (maxQ - minQ) over the waiting-queue sizes (1 when all equal);
 // - KV score = 1 - KV-cache utilisation;
@@ -30,15 +37,13 @@ export function gaieBlockHashes(text: string, model: string = MODEL): bigint[] {
   const out: bigint[] = [];
   let prev = xxh64(utf8.encode(model), 0n);
   const buf = new Uint8Array(GAIE_BLOCK_CHARS + 8);
-  const view = new DataView(buf.buffer);
-  for (
-    let at = 0;
-    at + GAIE_BLOCK_CHARS <= bytes.length && out.length < GAIE_MAX_BLOCKS;
-    at += GAIE_BLOCK_CHARS
-  ) {
-    buf.set(bytes.subarray(at, at + GAIE_BLOCK_CHARS), 0);
-    view.setBigUint64(GAIE_BLOCK_CHARS, prev, true);
-    prev = xxh64(buf, 0n);
+  for (let at = 0; at < bytes.length && out.length < GAIE_MAX_BLOCKS; at += GAIE_BLOCK_CHARS) {
+    // The last block may be partial: its bytes, then the previous hash, hashed as one input.
+    const block = bytes.subarray(at, Math.min(at + GAIE_BLOCK_CHARS, bytes.length));
+    const input = block.length === GAIE_BLOCK_CHARS ? buf : new Uint8Array(block.length + 8);
+    input.set(block, 0);
+    new DataView(input.buffer).setBigUint64(block.length, prev, true);
+    prev = xxh64(input, 0n);
     out.push(prev);
   }
   return out;
@@ -71,11 +76,12 @@ export function pickMax(scores: readonly number[], rng: Rng): number {
 export const gaiePrefixPolicy: PolicyFactory = {
   name: "gaie-approx",
   describe:
-    "GAIE approximate prefix scorer: 64-char blocks of json(messages), ≤256, chained XXH64, per-server LRU 31250; " +
+    "GAIE approximate prefix scorer (autoTune): 64-byte blocks of json(messages) incl. the trailing partial one, ≤256, " +
+    "chained XXH64, per-server LRU sized to its GPU block count; " +
     "score 3·prefix + 2·queue + 2·KV, max wins; metrics every 50 ms",
   create(ctx) {
     const rng = new Rng(mixSeed(ctx.seed, 0x6a1e));
-    const lrus = Array.from({ length: ctx.ranks }, () => new LruSet<bigint>(GAIE_LRU_CAPACITY));
+    const lrus = ctx.cluster.engines.map((e) => new LruSet<bigint>(e.config.numGpuBlocks));
     const metrics = new StaleLoads(METRICS_REFRESH_MS);
     return {
       tick: (now, loads) => metrics.tick(now, loads),

@@ -8,6 +8,7 @@ import type {
   SimCluster,
   SimRequestResult,
 } from "../../../control-plane/sim/virtual-cluster.ts";
+import type { RunMetrics } from "../metrics.ts";
 import type { BenchRequest } from "../workloads/types.ts";
 
 export interface PolicyContext {
@@ -27,8 +28,10 @@ export interface RoutingPolicy {
   tick?(nowMs: number, loads: readonly EngineLoad[]): void;
   kvEvents?(rank: number, events: KvEvent[], atMs: number): void;
   done?(result: SimRequestResult, request: BenchRequest): void;
-  /** Prompt tokens counted as cache hits beyond what the simulator reports (the ideal bound). */
+  /** Prompt tokens counted as cache hits beyond what the simulator reports. */
   extraCachedTokens?(request: BenchRequest): number;
+  /** A bound, not a router (the ideal bound): its metrics replace the run's, given the run's. */
+  bound?(run: RunMetrics): RunMetrics;
 }
 
 export interface PolicyFactory {

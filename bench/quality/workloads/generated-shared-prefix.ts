@@ -2,9 +2,11 @@
 // `promptsPerGroup` questions each, prompt = system + "\n\n" + question, every prompt sent
 // once in shuffled order. Defaults 64 × 16, 2048 / 128 tokens, 256 output tokens. Sent here as
 // a chat (one user message) so every router sees the same request body.
+import type { OutputLengths } from "../../../control-plane/sim/output-lengths.ts";
 import { Rng } from "../../../control-plane/sim/rng.ts";
 import { pieceRng, poissonTimes, wordText } from "../text.ts";
 import type { BenchTokenizer } from "../tokens.ts";
+import { answerLength, describeAnswers } from "./output.ts";
 import { chatRequest } from "./request.ts";
 import type { BenchRequest, Workload } from "./types.ts";
 
@@ -14,8 +16,14 @@ export interface GeneratedSharedPrefixOptions {
   systemTokens: number;
   questionTokens: number;
   outputTokens: number;
+  /** Answer lengths (default: every answer exactly `outputTokens`). */
+  output?: OutputLengths;
   qps: readonly number[];
   seed: number;
+  /** Report name (the cache-pressure variant is named apart). */
+  name?: string;
+  /** Appended to the description (e.g. the working set against one rank's KV). */
+  note?: string;
 }
 
 export const SGLANG_GSP_DEFAULTS = {
@@ -33,7 +41,10 @@ export function generatedSharedPrefix(tok: BenchTokenizer, o: GeneratedSharedPre
     for (let p = 0; p < o.promptsPerGroup; p++) {
       const question = wordText(pieceRng(o.seed, 2, g, p), o.questionTokens, tok.words);
       const content = `${system}\n\n${question}`;
-      requests.push(chatRequest(tok, `gsp-${g}-${p}`, [{ role: "user", content }], o.outputTokens));
+      const answer = answerLength(o.output, o.outputTokens, o.seed, 3, g, p);
+      requests.push(
+        chatRequest(tok, `gsp-${g}-${p}`, [{ role: "user", content }], answer.tokens, answer.cap),
+      );
     }
   }
   // Fisher–Yates with the workload's seed: the same order at every rate and for every policy.
@@ -43,10 +54,11 @@ export function generatedSharedPrefix(tok: BenchTokenizer, o: GeneratedSharedPre
     [requests[i], requests[j]] = [requests[j] as BenchRequest, requests[i] as BenchRequest];
   }
   return {
-    name: "generated-shared-prefix",
+    name: o.name ?? "generated-shared-prefix",
     describe:
       `SGLang generated-shared-prefix: ${o.groups} groups × ${o.promptsPerGroup} prompts, system ${o.systemTokens} + ` +
-      `question ${o.questionTokens} tokens, output ${o.outputTokens}; every prompt once, shuffled; Poisson arrivals`,
+      `question ${o.questionTokens} tokens, output ${describeAnswers(o.output, o.outputTokens)}; every prompt once, ` +
+      `shuffled; Poisson arrivals${o.note === undefined ? "" : `; ${o.note}`}`,
     qps: o.qps,
     run(qps) {
       const times = poissonTimes(new Rng(o.seed ^ Math.round(qps * 1000)), requests.length, qps);

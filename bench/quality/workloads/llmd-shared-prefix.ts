@@ -5,10 +5,12 @@
 // Scaled to the simulated cluster: the same 8 serving slots as llm-d's 8 pods; `--quick` keeps
 // the shape with fewer groups and shrinks KV capacity in the same ratio (config.ts), so the
 // system prompts still do not all fit on one rank.
+import type { OutputLengths } from "../../../control-plane/sim/output-lengths.ts";
 import { Rng } from "../../../control-plane/sim/rng.ts";
 import { pieceRng, poissonTimes, wordText } from "../text.ts";
 import type { BenchTokenizer } from "../tokens.ts";
-import { chatRequest } from "./request.ts";
+import { answerLength, describeAnswers } from "./output.ts";
+import { chatRequest, resend } from "./request.ts";
 import type { BenchRequest, Workload } from "./types.ts";
 
 export interface LlmdSharedPrefixOptions {
@@ -17,6 +19,8 @@ export interface LlmdSharedPrefixOptions {
   systemTokens: number;
   questionTokens: number;
   outputTokens: number;
+  /** Answer lengths (default: every answer exactly `outputTokens`). */
+  output?: OutputLengths;
   requests: number;
   qps: readonly number[];
   seed: number;
@@ -46,13 +50,14 @@ export function llmdSharedPrefix(tok: BenchTokenizer, o: LlmdSharedPrefixOptions
   const pick = new Rng(o.seed ^ 0x11d);
   const sequence = Array.from({ length: o.requests }, (_, i) => {
     const p = prompts[pick.int(prompts.length)] as BenchRequest;
-    return { ...p, id: `${p.id}#${i}` };
+    const answer = answerLength(o.output, o.outputTokens, o.seed, 13, i);
+    return resend(p, `${p.id}#${i}`, answer.tokens, answer.cap);
   });
   return {
     name: "llm-d-shared-prefix",
     describe:
       `llm-d shared prefix: ${o.groups} groups × ${o.usersPerGroup} users, system ${o.systemTokens} + question ` +
-      `${o.questionTokens} tokens, output ${o.outputTokens}; ${o.requests} requests drawn from the ` +
+      `${o.questionTokens} tokens, output ${describeAnswers(o.output, o.outputTokens)}; ${o.requests} requests drawn from the ` +
       `${o.groups * o.usersPerGroup} prompts; Poisson arrivals`,
     qps: o.qps,
     run(qps) {
