@@ -64,9 +64,10 @@ describe("the filter in the Node host", () => {
     const decision = stack.gateway.host.histogram("kvroute.decision_us");
     const ratio = stack.gateway.host.histogram("kvroute.cached_ratio_permille");
     expect(decision?.count).toBeGreaterThan(0);
-    // Microseconds, not milliseconds rounded: a decision takes well under 10 ms in the host.
-    expect(decision?.values.every((v) => v < 10_000)).toBe(true);
+    // Microseconds from a nanosecond clock, not a millisecond clock scaled up: a millisecond
+    // clock gives only multiples of 1000 (no wall-clock bound here: the machine may be busy).
     expect(decision?.values.some((v) => v > 0)).toBe(true);
+    expect(decision?.values.some((v) => v % 1000n !== 0n)).toBe(true);
     expect(ratio?.values.some((v) => v > 0)).toBe(true);
   });
 
@@ -83,10 +84,12 @@ describe("the filter in the Node host", () => {
       const stride = b.readUInt16LE(8);
       return slot < b.readUInt16LE(6) ? b.readUInt16LE(12 + slot * stride + 2) : -1;
     };
-    for (const r of [0, 1, 2, 3]) busy.running[r] = 20;
+    // Busy enough to outweigh the idle ranks' lagging fleet in-flight counts: a finished request
+    // still counts as queued until the next report and sync reach the gateway (issue #15 item 2).
+    for (const r of [0, 1, 2, 3]) busy.running[r] = 200;
     try {
       await until(
-        () => busySlots.every((sl) => runningSeen(sl.id) === 20),
+        () => busySlots.every((sl) => runningSeen(sl.id) === 200),
         "busy engine's load at the gateway",
       );
       const ranks = new Set<string>();
