@@ -12,6 +12,7 @@ import { ReportStats } from "./api/report-stats.ts";
 import { buildStatus } from "./api/status.ts";
 import type { Config, PoolConfig } from "./config/schema.ts";
 import { type Discovery, discoveryFor } from "./discovery/discovery.ts";
+import type { Epp } from "./epp/server.ts";
 import { subscriptionFor } from "./events/endpoints.ts";
 import { EventsSupervisor } from "./events/index.ts";
 import { coreChunkHasher } from "./index/core-hasher.ts";
@@ -42,6 +43,8 @@ export interface ControlPlaneOptions {
   maxSlots?: number;
   /** Where endpoints come from; by default what the configuration asks for (discovery/discovery.ts). */
   discovery?: Discovery;
+  /** Overrides cfg.epp.listen (tests use 127.0.0.1:0). */
+  eppListen?: string;
 }
 
 export interface ControlPlane {
@@ -52,6 +55,8 @@ export interface ControlPlane {
   readonly slots: SlotTable;
   readonly load: LoadModel;
   readonly fleet: Fleet;
+  /** The GAIE endpoint picker, when the configuration has `epp` (epp/part.ts). */
+  readonly epp: Epp | null;
   /** Publishes pending changes now (tests; the timer does it otherwise). */
   publish(): void;
   ready(): boolean;
@@ -236,6 +241,15 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
   const url = `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`;
   scraper.start();
   const timer = setInterval(publish, opts.publishIntervalMs ?? 5);
+  // Loaded only when configured: it brings the Node Proxy-Wasm host and the gRPC server.
+  const epp =
+    cfg.epp === undefined
+      ? null
+      : await (await import("./epp/part.ts")).startEppPart(
+          cfg,
+          { ...cfg.epp, listen: opts.eppListen ?? cfg.epp.listen },
+          { httpHost: address.address, httpPort: address.port, epoch, ready, slots, load, logger },
+        );
   logger.info(
     { url, dashboard: `${url}/dashboard`, epoch: epoch.toString(), pools: cfg.pools.map((p) => p.name) },
     "control plane listening",
@@ -249,9 +263,11 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     slots,
     load,
     fleet,
+    epp,
     publish,
     ready,
     async stop() {
+      await epp?.close();
       clearInterval(timer);
       await discovery.stop();
       scraper.stop();

@@ -1,6 +1,7 @@
 // The control plane's configuration schema (YAML on disk, validated with zod). Every field
 // has a default where a safe one exists, so the smallest useful file names one pool and one
 // endpoint. docs/configuration.md is the reference; keep the two in step.
+import { existsSync } from "node:fs";
 import { isIP } from "node:net";
 import { z } from "zod";
 
@@ -248,6 +249,30 @@ const syncSchema = z.strictObject({
   deltaLogVersions: z.number().int().min(16).max(10_000_000).default(100_000),
 });
 
+/** A file the process must be able to read (TLS material): checked when the configuration loads. */
+const readableFile = z
+  .string()
+  .min(1)
+  .refine((f) => existsSync(f), "file not found");
+
+/**
+ * The GAIE endpoint picker (docs/gaie.md): an ext_proc gRPC server run by this process, deciding
+ * with the shipped filter embedded. Absent = off.
+ */
+const eppSchema = z.strictObject({
+  /** ext_proc + gRPC health; GAIE pickers listen on 9002. */
+  listen: hostPort.default("0.0.0.0:9002"),
+  /** A second, health-only listener (GAIE's charts probe 9003); unset = health on `listen` only. */
+  healthListen: hostPort.optional(),
+  /** Serve TLS with this certificate chain and key (PEM files); unset = plaintext. */
+  tls: z.strictObject({ certFile: readableFile, keyFile: readableFile }).optional(),
+  /** Body modes assumed when the gateway does not send protocol_config (GAIE gateways: FULL_DUPLEX_STREAMED). */
+  requestBodyMode: z.enum(["FULL_DUPLEX_STREAMED", "BUFFERED"]).default("FULL_DUPLEX_STREAMED"),
+  responseBodyMode: z
+    .enum(["FULL_DUPLEX_STREAMED", "BUFFERED", "STREAMED", "NONE"])
+    .default("FULL_DUPLEX_STREAMED"),
+});
+
 export const configSchema = z
   .strictObject({
     /** One port for sync, reports, status, dashboard, /metrics, /healthz, /readyz. */
@@ -268,6 +293,7 @@ export const configSchema = z
     cache: cacheSchema.default(cacheSchema.parse({})),
     load: loadSchema.default(loadSchema.parse({})),
     sync: syncSchema.default(syncSchema.parse({})),
+    epp: eppSchema.optional(),
   })
   .superRefine((cfg, ctx) => {
     const names = new Set<string>();
@@ -298,3 +324,4 @@ export const configSchema = z
 export type Config = z.infer<typeof configSchema>;
 export type PoolConfig = Config["pools"][number];
 export type EndpointConfig = PoolConfig["endpoints"][number];
+export type EppConfig = NonNullable<Config["epp"]>;

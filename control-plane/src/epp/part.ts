@@ -1,0 +1,59 @@
+// The EPP as a part of the control plane (app.ts starts it when the configuration has `epp`):
+// the embedded filter reaches this control plane's HTTP listener on loopback, shares its
+// in-flight accounting through the same report handler as every gateway, and is ready once it
+// synced this run's epoch.
+import type { Logger } from "pino";
+import type { Config, EppConfig } from "../config/schema.ts";
+import type { LoadModel } from "../model/slot-load.ts";
+import type { SlotTable } from "../model/slot-table.ts";
+import { BodySendMode } from "./messages.ts";
+import { type Epp, startEpp } from "./server.ts";
+
+const SHIPPED_WASM = new URL("../../../build/kvroute.wasm", import.meta.url).pathname;
+
+export interface EppPartInput {
+  /** The control plane's bound HTTP address (host, port). */
+  httpHost: string;
+  httpPort: number;
+  epoch: bigint;
+  ready(): boolean;
+  slots: SlotTable;
+  load: LoadModel;
+  logger: Logger;
+  /** The module to run (tests); default build/kvroute.wasm. */
+  wasm?: string;
+}
+
+/** The loopback address of a listener bound to `host` (a wildcard bind is reached on loopback). */
+export function loopbackOf(host: string, port: number): string {
+  if (host === "0.0.0.0" || host === "") return `127.0.0.1:${port}`;
+  if (host === "::" || host === "[::]") return `[::1]:${port}`;
+  return host.includes(":") && !host.startsWith("[") ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+export function startEppPart(cfg: Config, epp: EppConfig, input: EppPartInput): Promise<Epp> {
+  let next = 0;
+  return startEpp({
+    listen: epp.listen,
+    ...(epp.healthListen === undefined ? {} : { healthListen: epp.healthListen }),
+    ...(epp.tls === undefined ? {} : { tls: epp.tls }),
+    filter: {
+      wasm: input.wasm ?? SHIPPED_WASM,
+      controlPlane: loopbackOf(input.httpHost, input.httpPort),
+      ...(cfg.authToken === undefined ? {} : { token: cfg.authToken }),
+      longPollMs: cfg.sync.longPollMs,
+      maxBodyBytes: cfg.routing.maxBodyBytes,
+    },
+    requestBodyMode: BodySendMode[epp.requestBodyMode],
+    responseBodyMode: BodySendMode[epp.responseBodyMode],
+    controlPlaneReady: input.ready,
+    epoch: input.epoch,
+    // Requests the filter does not route (GET /v1/models …): the healthy slots in turn.
+    anyEndpoint: () => {
+      const healthy = input.slots.present().filter((s) => input.load.get(s.id).healthy);
+      if (healthy.length === 0) return null;
+      return (healthy[next++ % healthy.length] as (typeof healthy)[number]).address;
+    },
+    logger: input.logger,
+  });
+}

@@ -1,0 +1,209 @@
+// The endpoint picker (GAIE's EPP) as a gRPC server: envoy.service.ext_proc.v3.ExternalProcessor,
+// each stream run through the embedded filter (exchange.ts), and grpc.health.v1.Health
+// (health.ts), on one port (9002 by default, like GAIE's pickers) and optionally a second,
+// health-only port (GAIE's charts probe 9003). A message that does not decode, or comes out of
+// order, ends its stream with INVALID_ARGUMENT and says why; nothing a client sends can crash
+// the process, and a stream that ends early still runs the filter's on_log.
+import { readFileSync } from "node:fs";
+import { Server, ServerCredentials, type ServerDuplexStream, status } from "@grpc/grpc-js";
+import type { Logger } from "pino";
+import { EmbeddedFilter, type EmbeddedFilterOptions } from "./embedded-filter.ts";
+import { Exchange, type ExchangeEvent } from "./exchange.ts";
+import { HealthService } from "./health.ts";
+import type { ProcessingRequest, ProcessingResponse } from "./messages.ts";
+import { extProcService, healthService, MalformedMessage } from "./protos.ts";
+
+export interface EppOptions {
+  /** host:port of the ext_proc + health listener. */
+  listen: string;
+  /** Optional second listener with the health service only. */
+  healthListen?: string;
+  tls?: { certFile: string; keyFile: string };
+  filter: EmbeddedFilterOptions;
+  /** Body modes assumed when the gateway's first message carries no protocol_config. */
+  requestBodyMode: number;
+  responseBodyMode: number;
+  /** The control plane has a published index with ready slots. */
+  controlPlaneReady(): boolean;
+  /** The control plane's epoch: the embedded filter is ready once it synced from this run. */
+  epoch: bigint;
+  /** Some ready endpoint for requests the filter does not route, or null. */
+  anyEndpoint(): string | null;
+  logger: Logger;
+}
+
+export interface EppStats {
+  streams: number;
+  routed: number;
+  immediate: Record<string, number>;
+  invalid: number;
+  internalErrors: number;
+  /** Responses the gateway reports served by another endpoint than the pick (a retry down the list). */
+  servedElsewhere: number;
+}
+
+export interface Epp {
+  /** host:port actually bound (port 0 resolved). */
+  address: string;
+  healthAddress: string | null;
+  filter: EmbeddedFilter;
+  health: HealthService;
+  stats: EppStats;
+  ready(): boolean;
+  close(): Promise<void>;
+}
+
+type Call = ServerDuplexStream<ProcessingRequest | MalformedMessage, ProcessingResponse>;
+
+function splitHostPort(listen: string): [string, number] {
+  const colon = listen.lastIndexOf(":");
+  return [listen.slice(0, colon).replace(/^\[|\]$/g, ""), Number(listen.slice(colon + 1))];
+}
+
+async function bind(server: Server, listen: string, creds: ServerCredentials): Promise<string> {
+  const [host, port] = splitHostPort(listen);
+  const target = `${host.includes(":") ? `[${host}]` : host}:${port}`;
+  const bound = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(target, creds, (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  return `${host.includes(":") ? `[${host}]` : host}:${bound}`;
+}
+
+export async function startEpp(opts: EppOptions): Promise<Epp> {
+  const log = opts.logger;
+  const filter = new EmbeddedFilter(opts.filter);
+  const ready = () => {
+    if (!opts.controlPlaneReady()) return false;
+    const v = filter.cacheVersion();
+    return v !== null && v.epoch === opts.epoch;
+  };
+  const health = new HealthService(ready);
+  const stats: EppStats = {
+    streams: 0,
+    routed: 0,
+    immediate: {},
+    invalid: 0,
+    internalErrors: 0,
+    servedElsewhere: 0,
+  };
+  const observe = (e: ExchangeEvent) => {
+    if (e.kind === "routed") stats.routed++;
+    else if (e.kind === "immediate") stats.immediate[e.status] = (stats.immediate[e.status] ?? 0) + 1;
+    else {
+      stats.servedElsewhere++;
+      log.debug({ picked: e.destination, served: e.served }, "epp: the gateway served another endpoint");
+    }
+  };
+
+  const process = (call: Call) => {
+    stats.streams++;
+    let closed = false;
+    const fail = (code: status, details: string) => {
+      if (closed) return;
+      closed = true;
+      exchange.end();
+      call.emit("error", { code, details });
+    };
+    const exchange = new Exchange({
+      newStream: (sink, source) => filter.newStream(sink, source),
+      requestBodyMode: opts.requestBodyMode,
+      responseBodyMode: opts.responseBodyMode,
+      isInference: (method, path) => filter.isInference(method, path),
+      anyEndpoint: opts.anyEndpoint,
+      send: (r) => {
+        if (!closed) call.write(r);
+      },
+      invalid: (details) => {
+        stats.invalid++;
+        log.warn({ details }, "epp: invalid ext_proc stream");
+        fail(status.INVALID_ARGUMENT, details);
+      },
+      observe,
+    });
+    call.on("data", (msg: ProcessingRequest | MalformedMessage) => {
+      if (closed) return;
+      if (msg instanceof MalformedMessage) {
+        stats.invalid++;
+        return fail(status.INVALID_ARGUMENT, `malformed ProcessingRequest: ${msg.reason}`);
+      }
+      try {
+        exchange.onMessage(msg);
+      } catch (err) {
+        stats.internalErrors++;
+        log.error({ err }, "epp: stream failed");
+        fail(status.INTERNAL, "the endpoint picker failed on this stream");
+      }
+    });
+    call.on("end", () => {
+      exchange.end();
+      if (!closed) {
+        closed = true;
+        call.end();
+      }
+    });
+    const gone = () => {
+      exchange.end();
+      closed = true;
+    };
+    call.on("cancelled", gone);
+    call.on("error", gone);
+  };
+
+  const creds =
+    opts.tls === undefined
+      ? ServerCredentials.createInsecure()
+      : ServerCredentials.createSsl(
+          null,
+          [{ private_key: readFileSync(opts.tls.keyFile), cert_chain: readFileSync(opts.tls.certFile) }],
+          false,
+        );
+  const server = new Server({ "grpc.max_receive_message_length": 64 * 1024 * 1024 });
+  server.addService(extProcService, { Process: process });
+  server.addService(healthService, health.handlers);
+  let healthServer: Server | null = null;
+  let address: string;
+  let healthAddress: string | null = null;
+  try {
+    address = await bind(server, opts.listen, creds);
+    if (opts.healthListen !== undefined) {
+      healthServer = new Server();
+      healthServer.addService(healthService, health.handlers);
+      healthAddress = await bind(healthServer, opts.healthListen, creds);
+    }
+  } catch (err) {
+    health.close();
+    server.forceShutdown();
+    healthServer?.forceShutdown();
+    filter.close();
+    throw err;
+  }
+  log.info(
+    { address, healthAddress, tls: opts.tls !== undefined },
+    "endpoint picker (GAIE ext_proc) listening",
+  );
+
+  return {
+    address,
+    healthAddress,
+    filter,
+    health,
+    stats,
+    ready,
+    async close() {
+      health.close();
+      const shut = (s: Server) =>
+        new Promise<void>((resolve) => {
+          const timer = setTimeout(() => {
+            s.forceShutdown();
+            resolve();
+          }, 2000);
+          s.tryShutdown(() => {
+            clearTimeout(timer);
+            resolve();
+          });
+        });
+      await Promise.all([shut(server), ...(healthServer === null ? [] : [shut(healthServer)])]);
+      filter.close();
+    },
+  };
+}
