@@ -19,6 +19,8 @@ export interface StreamEndpoints {
   destinationAddress?: string;
   destinationPort?: number;
   connectionId?: number;
+  /** Dynamic metadata the stream starts with (filter_metadata: namespace → Struct as JSON). */
+  dynamicMetadata?: Record<string, Record<string, unknown>>;
 }
 
 let connectionIds = 1;
@@ -172,6 +174,7 @@ export class Host {
       requestBodyBytes: 0,
       responseBodyBytes: 0,
       routeCacheClears: 0,
+      ...(ep.dynamicMetadata === undefined ? {} : { dynamicMetadata: ep.dynamicMetadata }),
     };
     return new HttpStream(thread, info, sink);
   }

@@ -12,7 +12,27 @@ import type { HostCore } from "./core.ts";
 import { formatIpPort } from "./forwarded-for.ts";
 import type { HttpStream } from "./stream.ts";
 
-type Value = string | bigint | boolean | number | Uint8Array | Pairs | Map<string, Value> | null;
+type Value = string | bigint | boolean | number | Uint8Array | Pairs | Map<string, Value> | CelList | null;
+
+/** A list value (a Struct's ListValue): Envoy serializes it as pairs, each element a key, values empty. */
+class CelList {
+  constructor(readonly items: Value[]) {}
+}
+
+/** A google.protobuf.Value as JSON → the CEL value Envoy's metadata lookup yields. */
+function fromJson(v: unknown): Value {
+  if (v === null || v === undefined) return null;
+  if (typeof v === "string" || typeof v === "boolean" || typeof v === "number") return v;
+  if (Array.isArray(v)) return new CelList(v.map(fromJson));
+  if (typeof v === "object") {
+    const m = new Map<string, Value>();
+    for (const [k, x] of Object.entries(v as Record<string, unknown>)) m.set(k, fromJson(x));
+    return m;
+  }
+  return null;
+}
+
+const decoder = new TextDecoder("latin1");
 
 const int64 = (v: bigint): Uint8Array => {
   const b = new Uint8Array(8);
@@ -31,6 +51,14 @@ function serialize(v: Value): Uint8Array | null {
     return b;
   }
   if (v instanceof Uint8Array) return v;
+  if (v instanceof CelList) {
+    // context.cc serializeValue (kList): every element serialized, as the key of a pair.
+    const pairs: Pairs = v.items.map((x) => {
+      const b = serialize(x);
+      return [b === null ? "" : typeof x === "string" ? x : decoder.decode(b), ""];
+    });
+    return marshalPairs(pairs);
+  }
   if (v instanceof Map) {
     const pairs: Pairs = [];
     for (const [k, x] of v) pairs.push([k, typeof x === "string" ? x : String(x)]);
@@ -131,6 +159,12 @@ function top(core: HostCore, stream: HttpStream | null, name: string): Value | u
       ]);
     case "cluster_name":
       return info.clusterName;
+    case "metadata": {
+      // Dynamic metadata (envoy.config.core.v3.Metadata): metadata.filter_metadata.<ns>.<key>.
+      const ns = new Map<string, Value>();
+      for (const [k, v] of Object.entries(info.dynamicMetadata ?? {})) ns.set(k, fromJson(v));
+      return new Map<string, Value>([["filter_metadata", ns]]);
+    }
     default: {
       const fs = stream.filterState.get(`wasm.${name}`);
       return fs === undefined ? undefined : fs;

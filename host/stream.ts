@@ -73,6 +73,12 @@ export interface StreamInfo {
   routeCacheClears: number;
   /** The ORIGINAL_DST header held no single literal ip:port (Envoy's original_dst_host_invalid stat). */
   originalDstHostInvalid?: boolean;
+  /**
+   * The stream's dynamic metadata (StreamInfo::dynamicMetadata().filter_metadata): namespace →
+   * Struct as JSON values. What earlier filters (ext_authz, set_metadata, a GAIE data plane's
+   * subset hint) left for this one; read as the `metadata` property.
+   */
+  dynamicMetadata?: Record<string, Record<string, unknown>>;
 }
 
 /** What surrounds the Wasm filter: the router on the request path, the client on the response path. */

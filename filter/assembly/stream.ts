@@ -14,8 +14,10 @@ import {
   RANK_HONOR,
   RANK_IGNORE,
   RANK_REJECT,
+  SlotsImage,
 } from "../core/cache-images";
 import { decodeString } from "../core/json-string";
+import { MAX_DESTINATION_FALLBACKS } from "../core/plugin-config";
 import { PrefixWalk } from "../core/prefix-walk";
 import { parseRank, RANK_INVALID } from "../core/rank-header";
 import { RENDER_NONE } from "../core/render";
@@ -40,6 +42,7 @@ import {
 import { stats } from "./metrics";
 import { Speculation } from "./speculation";
 import { vm } from "./state";
+import { readSubsetHint } from "./subset-hint";
 import { trustedForPin } from "./trust";
 
 /**
@@ -72,6 +75,9 @@ const REPORT_SPECULATIVE_HIT: u32 = 5;
 const MAX_SPECULATIVE_CHUNKS: i32 = 256;
 
 const buckets = new SharedBuckets();
+const fallbackSlots = new StaticArray<i32>(<i32>MAX_DESTINATION_FALLBACKS);
+/** Bitmap of the slots a subset hint allows (words × u64), reused per request. */
+const allowedBitmap = new ByteBuf(64);
 const speculation = new Speculation();
 /** How much of an over-limit body is scanned for its `model`. */
 const HEAD_BYTES: u32 = 64 * 1024;
@@ -336,6 +342,9 @@ export class KvrouteStream {
     bitmaps.reserve(words * 16);
     if (vm.walker.depth.length < words * 64) vm.walker = new PrefixWalk(words * 64, words);
     const d = vm.decider;
+    // The gateway's subset hint (GAIE): only those endpoints may be the destination.
+    const subset = readSubsetHint();
+    d.allowed = subset === null ? 0 : allowedSlots(slots, subset, words);
     d.candidates(slots, load, pool, -1, this.pin, bitmaps.ptr, words);
     const walker = vm.walker;
     if (h.hashCount > 0) {
@@ -373,6 +382,18 @@ export class KvrouteStream {
         400,
         `${this.pinHeader} ${this.pin} is not served by this model; valid ranks are ${d.rankLow} to ${d.rankHigh}`,
         "rank_out_of_range",
+      );
+      return;
+    }
+    d.allowed = 0;
+    if (outcome === OUT_NO_SLOT && subset !== null) {
+      // GAIE: an empty subset, or none of it eligible, is a 503 whatever the fail mode.
+      stats.inc(stats.failClosed);
+      this.status = 503;
+      sendJson(
+        503,
+        `{"error":{"message":"no eligible endpoint in the gateway's subset","type":"service_unavailable","code":"no_eligible_endpoint"}}`,
+        "kvroute_subset_empty",
       );
       return;
     }
@@ -434,7 +455,7 @@ export class KvrouteStream {
   private writeHeaders(engine: u8, dpMode: u8, flags: u8): void {
     const slots = cache.slots!;
     const s = this.slot;
-    setHeader(REQUEST_HEADERS, "x-gateway-destination-endpoint", slots.address[s]);
+    setHeader(REQUEST_HEADERS, "x-gateway-destination-endpoint", this.destination(engine));
     const rank = slots.headerRank[s];
     if (engine === ENGINE_DYNAMO) {
       const legacy = (flags & POOL_DYNAMO_LEGACY) !== 0;
@@ -463,6 +484,21 @@ export class KvrouteStream {
     if (rank >= 0 && !(engine !== ENGINE_SGLANG && dpMode === DP_EXTERNAL)) {
       setHeader(REQUEST_HEADERS, "x-data-parallel-rank", rank.toString());
     }
+  }
+
+  /**
+   * The chosen slot's ip:port, followed — when the plugin configuration asks for fallbacks — by
+   * the next best endpoints of the pool that take the same rank headers (GAIE's ordered list,
+   * walked by a gateway's retries). Dynamo's headers name the worker, so its list is one entry.
+   */
+  private destination(engine: u8): string {
+    const slots = cache.slots!;
+    let dest = slots.address[this.slot];
+    const max = <i32>vm.config.destinationFallbacks;
+    if (max === 0 || engine === ENGINE_DYNAMO) return dest;
+    const n = vm.decider.fallbacks(slots, max, fallbackSlots);
+    for (let i = 0; i < n; i++) dest += `,${slots.address[fallbackSlots[i]]}`;
+    return dest;
   }
 
   /**
@@ -564,6 +600,21 @@ export class KvrouteStream {
     );
     vm.outbox.add(m);
   }
+}
+
+/** The bitmap of slots whose address is in `subset`. */
+function allowedSlots(slots: SlotsImage, subset: string[], words: i32): usize {
+  const b = allowedBitmap;
+  b.len = 0;
+  b.reserve(words * 8);
+  memory.fill(b.ptr, 0, <usize>(words * 8));
+  const count = slots.count < words * 64 ? slots.count : words * 64;
+  for (let s = 0; s < count; s++) {
+    if (!subset.includes(slots.address[s])) continue;
+    const at = b.ptr + ((<usize>(s >> 6)) << 3);
+    store<u64>(at, load<u64>(at) | ((<u64>1) << (<u64>(s & 63))));
+  }
+  return b.ptr;
 }
 
 function endpointOf(path: string): i32 {

@@ -24,7 +24,16 @@ export class PluginConfig {
   gatewayId: string = "";
   /** Also honour `x-request-id` as the request id in reports (it is read, never written). */
   requestIdHeader: string = "x-request-id";
+  /**
+   * How many fallback endpoints follow the best one in x-gateway-destination-endpoint (GAIE's
+   * ordered list). 0 = one literal ip:port, the only form Envoy's ORIGINAL_DST accepts; the
+   * endpoint picker sets it for gateways that walk the list on retries.
+   */
+  destinationFallbacks: u32 = 0;
 }
+
+/** InferencePool allows 8 target ports per pod; a longer list would only repeat the pool. */
+export const MAX_DESTINATION_FALLBACKS: u32 = 7;
 
 /** Set when parsePluginConfig returns null: one line naming the bad field. */
 export let pluginConfigError: string = "";
@@ -217,6 +226,9 @@ function topField(c: Cursor, key: string, path: string): void {
     // Empty: read no request id.
     if (c.err.length === 0 && v.length > 0 && !isToken(v)) c.fail(`${path}: not a header name`);
     b.requestIdHeader = v.toLowerCase();
+  } else if (key === "destinationFallbacks") {
+    const v = c.uint(path, MAX_DESTINATION_FALLBACKS);
+    b.destinationFallbacks = v < 0 ? 0 : <u32>v;
   } else if (key === "failMode") {
     const v = c.str(path);
     if (v === "open") b.failOpen = true;

@@ -51,6 +51,14 @@ export class Decider {
   private roundRobin: StaticArray<u32> = new StaticArray<u32>(0);
   private costs: StaticArray<f64> = new StaticArray<f64>(0);
   private picks: StaticArray<i32> = new StaticArray<i32>(0);
+  /** The last pick's candidates and their costs, kept for fallbacks(). */
+  private rankCosts: StaticArray<f64> = new StaticArray<f64>(0);
+  private lastCount: i32 = 0;
+  /**
+   * When non-zero, a bitmap (words × u64) of the slots the gateway allows as a destination (its
+   * subset hint): other slots are no candidates, except prefill slots, which are never one.
+   */
+  allowed: usize = 0;
 
   constructor(seed: u64) {
     this.rng = seed === 0 ? 0x9e3779b97f4a7c15 : seed;
@@ -70,6 +78,7 @@ export class Decider {
     if (this.costs.length < slots) {
       this.costs = new StaticArray<f64>(slots);
       this.picks = new StaticArray<i32>(slots);
+      this.rankCosts = new StaticArray<f64>(slots);
     }
     if (this.roundRobin.length < pools) this.roundRobin = new StaticArray<u32>(pools);
   }
@@ -96,6 +105,7 @@ export class Decider {
       const r = <i32>slots.role(s);
       if (role >= 0 ? r !== role : r === <i32>ROLE_DECODE) continue;
       if (pin >= 0 && <i64>slots.headerRank[s] !== pin) continue;
+      if (this.allowed !== 0 && r !== <i32>ROLE_PREFILL && !bitIn(this.allowed, s)) continue;
       const at = bitmap + ((<usize>(s >> 6)) << 3);
       store<u64>(at, load<u64>(at) | ((<u64>1) << (<u64>(s & 63))));
       n++;
@@ -152,6 +162,7 @@ export class Decider {
         bits &= bits - 1;
       }
     }
+    this.lastCount = 0;
     if (n === 0) return -1;
     if (policy === POLICY_RANDOM) return this.picks[<i32>(this.random() * <f64>n) % n];
     if (policy === POLICY_ROUND_ROBIN) {
@@ -178,9 +189,11 @@ export class Decider {
           <f64>cfg.decodeWeight * running * DECODE_TOKENS;
       }
       this.costs[i] = cost;
+      this.rankCosts[i] = cost;
       if (cost < min) min = cost;
       if (cost > max) max = cost;
     }
+    this.lastCount = n;
     const t = <f64>cfg.temperature;
     if (t > 0 && max > min) {
       // p ∝ exp(-(c - min) / ((max - min) · T)), Dynamo's sampling (REFERENCE §3).
@@ -255,12 +268,54 @@ export class Decider {
     return this.cachedChunks > 0 ? OUT_PREFIX_HIT : OUT_LOAD_ONLY;
   }
 
+  /**
+   * After decide() chose `slot` (not disaggregated): up to `max` other candidates of that choice,
+   * cheapest first (ties: lower slot id), each on an endpoint not in the list yet and with the
+   * chosen slot's rank-header value, so a retry that carries the same request headers (and body)
+   * is valid there. Writes them to `out`; returns how many. The random and round-robin policies
+   * keep no costs: they have no fallbacks.
+   */
+  fallbacks(slots: SlotsImage, max: i32, out: StaticArray<i32>): i32 {
+    const chosen = this.slot;
+    if (chosen < 0 || this.prefillSlot >= 0) return 0;
+    const rank = slots.headerRank[chosen];
+    let k = 0;
+    while (k < max && k < out.length) {
+      let best = -1;
+      let bestCost = Infinity;
+      for (let i = 0; i < this.lastCount; i++) {
+        const s = this.picks[i];
+        if (s === chosen || slots.headerRank[s] !== rank) continue;
+        if (!this.newEndpoint(slots, s, chosen, out, k)) continue;
+        const c = this.rankCosts[i];
+        if (c < bestCost || (c === bestCost && s < best)) {
+          best = s;
+          bestCost = c;
+        }
+      }
+      if (best < 0) break;
+      out[k++] = best;
+    }
+    return k;
+  }
+
+  private newEndpoint(slots: SlotsImage, s: i32, chosen: i32, listed: StaticArray<i32>, n: i32): bool {
+    const a = slots.address[s];
+    if (a === slots.address[chosen]) return false;
+    for (let j = 0; j < n; j++) if (a === slots.address[listed[j]]) return false;
+    return true;
+  }
+
   private candidatesAnyHealth(slots: SlotsImage, pool: i32, pin: i64): bool {
     for (let s = 0; s < slots.count; s++) {
       if (<i32>slots.pool[s] === pool && slots.present(s) && <i64>slots.headerRank[s] === pin) return true;
     }
     return false;
   }
+}
+
+function bitIn(bitmap: usize, s: i32): bool {
+  return (load<u64>(bitmap + ((<usize>(s >> 6)) << 3)) & ((<u64>1) << (<u64>(s & 63)))) !== 0;
 }
 
 /** The pool serving `model` (the request's `model` bytes), else the configured default, else -1. */

@@ -99,14 +99,16 @@ for (const mode of ["FULL_DUPLEX_STREAMED", "BUFFERED"] as const) {
       expect(["0", "1", "2", "3"]).toContain(rankHeaders(r)["x-data-parallel-rank"]);
     });
 
-    it("vLLM external LB: no rank header, the port is the rank", async () => {
-      const seen = new Set<string | undefined>();
-      for (let i = 0; i < 10; i++) {
+    it("vLLM external LB: no rank header, the port is the rank; the other rank's port is the fallback", async () => {
+      for (let i = 0; i < 4; i++) {
         const r = await route("ve");
         expect(rankHeaders(r)).toEqual({});
-        seen.add(r.destination);
+        expect([s.engines[1]?.address, s.engines[2]?.address]).toContain(r.served);
+        expect(r.destination?.split(",")).toEqual([
+          r.served,
+          r.served === s.engines[1]?.address ? s.engines[2]?.address : s.engines[1]?.address,
+        ]);
       }
-      expect(seen).toEqual(new Set([s.engines[1]?.address, s.engines[2]?.address]));
     });
 
     it("SGLang with the body rank: routed_dp_rank written last, content-length follows the new body", async () => {
@@ -133,6 +135,8 @@ for (const mode of ["FULL_DUPLEX_STREAMED", "BUFFERED"] as const) {
       expect(["0", "1"]).toContain(h["x-dynamo-dp-rank"]);
       expect(h["x-dynamo-routing-mode"]).toBe("aggregated");
       expect(h["x-dynamo-prefill-instance-id"]).toBeUndefined();
+      // The headers name the worker: no fallback could take them.
+      expect(r.destination).toBe(s.engines[4]?.address);
     });
 
     it("Dynamo disaggregated: prefill worker and rank, decode worker and rank; the decode worker is the destination", async () => {

@@ -39,6 +39,8 @@ export interface UpstreamAnswer {
   headers: Pairs;
   /** Body chunks as the upstream sent them. */
   chunks: Buffer[];
+  /** The endpoint that served (reported back as envoy.lb / x-gateway-destination-endpoint-served). */
+  served?: string;
 }
 
 export interface ExchangeOptions {
@@ -71,6 +73,8 @@ export interface ExchangeResult {
   answers: string[];
   /** The body chunks of the request the server streamed back. */
   streamedChunks: number[];
+  /** The endpoint that answered (the first of the list that accepted the connection). */
+  served?: string;
 }
 
 /** Reads a duplex call message by message. */
@@ -335,10 +339,21 @@ export class EnvoyExtProc {
 
     // The upstream answers; its response goes through the filter like Envoy's encoder path.
     const answer = await upstream(upstreamHeaders, upstreamBody);
-    const respMeta =
-      o.responseMetadata !== undefined || o.metadata !== undefined
-        ? { metadata_context: { filter_metadata: { ...(o.metadata ?? {}), ...(o.responseMetadata ?? {}) } } }
-        : {};
+    // Envoy reports the endpoint that served in the response phase's metadata (GAIE protocol).
+    const served: Record<string, ProtoStruct> =
+      answer.served === undefined
+        ? {}
+        : {
+            "envoy.lb": {
+              fields: { "x-gateway-destination-endpoint-served": { stringValue: answer.served } },
+            },
+          };
+    const respMeta = {
+      metadata_context: {
+        filter_metadata: { ...(o.metadata ?? {}), ...served, ...(o.responseMetadata ?? {}) },
+      },
+    };
+    result.served = answer.served;
     const respHeaders: Pairs = [[":status", String(answer.status)], ...answer.headers];
     const bodyChunks = answer.chunks.filter((c) => c.length > 0);
     call.write({
@@ -381,25 +396,39 @@ export class EnvoyExtProc {
   }
 }
 
-/** The upstream Envoy's ORIGINAL_DST router would reach: a real HTTP request to the destination. */
+/**
+ * The upstream as a GAIE data plane reaches it (Envoy's override_host policy reads the ordered
+ * list): the first endpoint of x-gateway-destination-endpoint, then — when a connection is
+ * refused — the next ones in order, as retries walk the list. `served` is the one that answered.
+ */
 export async function forward(headers: Pairs, body: Buffer): Promise<UpstreamAnswer> {
   const get = (k: string) => headers.find(([n]) => n === k)?.[1];
-  const dest = get("x-gateway-destination-endpoint");
-  if (dest === undefined) throw new Error("no destination header");
+  const list = get("x-gateway-destination-endpoint");
+  if (list === undefined) throw new Error("no destination header");
   const out = new Headers();
   for (const [k, v] of headers)
     if (!k.startsWith(":") && k !== "content-length" && k !== "host") out.append(k, v);
-  const res = await fetch(`http://${dest}${get(":path")}`, {
-    method: get(":method") ?? "POST",
-    headers: out,
-    ...(body.length > 0 ? { body: new Uint8Array(body) } : {}),
-  });
-  const chunks: Buffer[] = [];
-  if (res.body !== null) for await (const c of res.body) chunks.push(Buffer.from(c));
-  const pairs: Pairs = [];
-  res.headers.forEach((v, k) => {
-    if (k !== "content-length" && k !== "transfer-encoding" && k !== "connection" && k !== "keep-alive")
-      pairs.push([k, v]);
-  });
-  return { status: res.status, headers: pairs, chunks };
+  let lastError: unknown;
+  for (const dest of list.split(",").map((d) => d.trim())) {
+    let res: Response;
+    try {
+      res = await fetch(`http://${dest}${get(":path")}`, {
+        method: get(":method") ?? "POST",
+        headers: out,
+        ...(body.length > 0 ? { body: new Uint8Array(body) } : {}),
+      });
+    } catch (err) {
+      lastError = err;
+      continue;
+    }
+    const chunks: Buffer[] = [];
+    if (res.body !== null) for await (const c of res.body) chunks.push(Buffer.from(c));
+    const pairs: Pairs = [];
+    res.headers.forEach((v, k) => {
+      if (k !== "content-length" && k !== "transfer-encoding" && k !== "connection" && k !== "keep-alive")
+        pairs.push([k, v]);
+    });
+    return { status: res.status, headers: pairs, chunks, served: dest };
+  }
+  throw new Error(`no endpoint of ${list} answered: ${String(lastError)}`);
 }

@@ -78,7 +78,7 @@ describe("gRPC health", () => {
       upstream,
     );
     expect(r.immediate, JSON.stringify(r.immediate?.body.toString())).toBeUndefined();
-    expect(r.destination).toBe(s.engines[0]?.address);
+    expect(r.served).toBe(s.engines[0]?.address);
   });
 });
 

@@ -47,6 +47,7 @@ describe("plugin configuration", () => {
           inferencePaths: ["/v1/completions", "/v1/chat/completions"],
           gatewayId: "gw-1",
           requestIdHeader: "X-Request-Id",
+          destinationFallbacks: 7,
         }),
       ),
     ).toBeNull();
@@ -86,6 +87,9 @@ describe("plugin configuration", () => {
     ["gatewayId with a line break", '{"gatewayId":"gw\\r\\nx-evil: 1"}', "gatewayId"],
     ["requestIdHeader not a header name", '{"requestIdHeader":"x request id"}', "requestIdHeader"],
     ["requestIdHeader with a colon", '{"requestIdHeader":":path"}', "requestIdHeader"],
+    ["destinationFallbacks past 7", '{"destinationFallbacks":8}', "destinationFallbacks"],
+    ["destinationFallbacks negative", '{"destinationFallbacks":-1}', "destinationFallbacks"],
+    ["destinationFallbacks as a string", '{"destinationFallbacks":"3"}', "destinationFallbacks"],
     ["controlPlane not an object", '{"controlPlane":"c"}', "controlPlane"],
     ["controlPlane unknown field", cp({ clustr: "c" }), "controlPlane.clustr: unknown field"],
     ["cluster empty", cp({ cluster: "" }), "controlPlane.cluster"],

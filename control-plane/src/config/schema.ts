@@ -271,6 +271,11 @@ const eppSchema = z.strictObject({
   responseBodyMode: z
     .enum(["FULL_DUPLEX_STREAMED", "BUFFERED", "STREAMED", "NONE"])
     .default("FULL_DUPLEX_STREAMED"),
+  /**
+   * Fallback endpoints after the best one in the destination (GAIE's ordered list, walked by
+   * the gateway's retries): the next best endpoints of the pool that take the same rank headers.
+   */
+  destinationFallbacks: z.number().int().min(0).max(7).default(3),
 });
 
 export const configSchema = z

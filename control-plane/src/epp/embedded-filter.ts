@@ -29,6 +29,8 @@ export interface EmbeddedFilterOptions {
   /** Inference paths the filter routes (its plugin configuration). */
   inferencePaths?: string[];
   gatewayId?: string;
+  /** Fallback endpoints after the best one in the destination (GAIE's ordered list). */
+  destinationFallbacks?: number;
 }
 
 export const CONTROL_PLANE_CLUSTER = "kvroute_control_plane";
@@ -56,6 +58,7 @@ export class EmbeddedFilter {
       // No cache yet → 503 from the filter itself: a GAIE gateway has no fallback upstream.
       failMode: "closed",
       inferencePaths: this.inferencePaths,
+      destinationFallbacks: opts.destinationFallbacks ?? 0,
       gatewayId: opts.gatewayId ?? "kvroute-epp",
     };
     this.host = createHost({
@@ -71,15 +74,21 @@ export class EmbeddedFilter {
       allowOnHeadersStopIteration: true,
       // The buffer-limit invariant (docs/deploy-envoy.md): room for maxBodyBytes + 1 MiB.
       bufferLimitBytes: opts.maxBodyBytes + MIB,
-      failurePolicy: "FAIL_CLOSED",
+      // As Envoy ≥ 1.33 by default: a trap fails its request, the next one gets a fresh VM.
+      failurePolicy: "FAIL_RELOAD",
       logLevel: 3,
     });
   }
 
-  newStream(sink: FilterChainSink, source: { address: string; port: number }): HttpStream {
+  newStream(
+    sink: FilterChainSink,
+    source: { address: string; port: number },
+    metadata: Record<string, Record<string, unknown>> = {},
+  ): HttpStream {
     return this.host.newStream(this.host.pickThread(), sink, {
       sourceAddress: source.address,
       sourcePort: source.port,
+      dynamicMetadata: metadata,
     });
   }
 

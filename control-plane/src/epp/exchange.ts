@@ -14,7 +14,13 @@
 import type { FilterChainSink, HeaderMap as HostHeaderMap, HttpStream } from "../../../host/index.ts";
 import { HeaderMap } from "../../../host/index.ts";
 import { headerMutation, type Pairs, pairsOf } from "./header-mutation.ts";
-import { DESTINATION_HEADER, destinationMetadata, servedEndpoint, subsetHint } from "./lb-metadata.ts";
+import {
+  DESTINATION_HEADER,
+  destinationMetadata,
+  filterMetadataJson,
+  servedEndpoint,
+  subsetHint,
+} from "./lb-metadata.ts";
 import { BodySendMode, type ProcessingRequest, type ProcessingResponse } from "./messages.ts";
 import {
   bodyResponse,
@@ -26,8 +32,15 @@ import {
 } from "./responses.ts";
 
 export interface ExchangeDeps {
-  /** A new stream of the embedded filter, with the client's address when the gateway sent it. */
-  newStream(sink: FilterChainSink, source: { address: string; port: number }): HttpStream;
+  /**
+   * A new stream of the embedded filter, with the client's address when the gateway sent it and
+   * the request's dynamic metadata (the subset hint travels there, as in Envoy).
+   */
+  newStream(
+    sink: FilterChainSink,
+    source: { address: string; port: number },
+    metadata: Record<string, Record<string, unknown>>,
+  ): HttpStream;
   /** Body modes when the gateway does not say (ProcessingRequest.protocol_config). */
   requestBodyMode: number;
   responseBodyMode: number;
@@ -133,7 +146,7 @@ export class Exchange implements FilterChainSink {
     }
     this.subset = subsetHint(req);
     this.phase = "request";
-    this.stream = this.deps.newStream(this, sourceOf(req));
+    this.stream = this.deps.newStream(this, sourceOf(req), filterMetadataJson(req));
     this.stream.decodeHeaders(new HeaderMap(this.original), h.end_of_stream === true);
     this.afterRequestStep("headers");
   }

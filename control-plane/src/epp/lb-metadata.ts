@@ -51,3 +51,28 @@ export function servedEndpoint(req: ProcessingRequest): string | null {
     req.metadata_context?.filter_metadata?.[LB_NAMESPACE]?.fields?.[SERVED_KEY];
   return typeof v?.stringValue === "string" ? v.stringValue : null;
 }
+
+/** A google.protobuf.Value (as proto-loader decodes it) as plain JSON. */
+export function valueToJson(v: ProtoValue | undefined): unknown {
+  if (v === undefined) return null;
+  if (v.structValue !== undefined) return structToJson(v.structValue);
+  if (v.listValue !== undefined) return (v.listValue.values ?? []).map(valueToJson);
+  if (v.stringValue !== undefined) return v.stringValue;
+  if (v.numberValue !== undefined) return v.numberValue;
+  if (v.boolValue !== undefined) return v.boolValue;
+  return null;
+}
+
+export function structToJson(s: ProtoStruct | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(s?.fields ?? {})) out[k] = valueToJson(v);
+  return out;
+}
+
+/** The request's filter_metadata as JSON (namespace → Struct), what the filter reads as `metadata`. */
+export function filterMetadataJson(req: ProcessingRequest): Record<string, Record<string, unknown>> {
+  const out: Record<string, Record<string, unknown>> = {};
+  for (const [ns, s] of Object.entries(req.metadata_context?.filter_metadata ?? {}))
+    out[ns] = structToJson(s);
+  return out;
+}

@@ -43,6 +43,7 @@ export function startEppPart(cfg: Config, epp: EppConfig, input: EppPartInput): 
       ...(cfg.authToken === undefined ? {} : { token: cfg.authToken }),
       longPollMs: cfg.sync.longPollMs,
       maxBodyBytes: cfg.routing.maxBodyBytes,
+      destinationFallbacks: epp.destinationFallbacks,
     },
     requestBodyMode: BodySendMode[epp.requestBodyMode],
     responseBodyMode: BodySendMode[epp.responseBodyMode],

@@ -105,7 +105,7 @@ export async function startEpp(opts: EppOptions): Promise<Epp> {
       call.emit("error", { code, details });
     };
     const exchange = new Exchange({
-      newStream: (sink, source) => filter.newStream(sink, source),
+      newStream: (sink, source, metadata) => filter.newStream(sink, source, metadata),
       requestBodyMode: opts.requestBodyMode,
       responseBodyMode: opts.responseBodyMode,
       isInference: (method, path) => filter.isInference(method, path),
