@@ -1,12 +1,12 @@
-// A Kubernetes API server reduced to what discovery uses: list and watch of pods and
-// EndpointSlices in a namespace, filtered by an equality label selector, over plain HTTP on
+// A Kubernetes API server reduced to what discovery uses: list and watch of pods,
+// EndpointSlices and InferencePools in a namespace, filtered by an equality label selector, over plain HTTP on
 // loopback. Watches stream JSON lines (chunked), replay events newer than the requested
 // resourceVersion like the real server, and can be dropped, failed or sent 410 Gone.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { KubeConfig } from "@kubernetes/client-node";
 
-export type Collection = "pods" | "endpointslices";
+export type Collection = "pods" | "endpointslices" | "inferencepools";
 
 interface Obj {
   metadata: {
@@ -37,6 +37,7 @@ interface Event {
 const ROUTES: Array<[RegExp, Collection]> = [
   [/^\/api\/v1\/namespaces\/([^/]+)\/pods$/, "pods"],
   [/^\/apis\/discovery\.k8s\.io\/v1\/namespaces\/([^/]+)\/endpointslices$/, "endpointslices"],
+  [/^\/apis\/inference\.networking\.k8s\.io\/v1\/namespaces\/([^/]+)\/inferencepools$/, "inferencepools"],
 ];
 
 function parseSelector(text: string | null): Record<string, string> {
@@ -56,7 +57,11 @@ function matches(obj: Obj, ns: string, selector: Record<string, string>): boolea
 
 export class FakeApiServer {
   readonly #server: Server;
-  readonly #objects: Record<Collection, Map<string, Obj>> = { pods: new Map(), endpointslices: new Map() };
+  readonly #objects: Record<Collection, Map<string, Obj>> = {
+    pods: new Map(),
+    endpointslices: new Map(),
+    inferencepools: new Map(),
+  };
   readonly #events: Event[] = [];
   readonly #watchers = new Set<Watcher>();
   #rv = 100;
@@ -186,8 +191,16 @@ export class FakeApiServer {
     }
     this.requests.list++;
     const items = [...this.#objects[coll].values()].filter((o) => matches(o, ns, selector));
-    const kind = coll === "pods" ? "PodList" : "EndpointSliceList";
-    const apiVersion = coll === "pods" ? "v1" : "discovery.k8s.io/v1";
+    const kind = {
+      pods: "PodList",
+      endpointslices: "EndpointSliceList",
+      inferencepools: "InferencePoolList",
+    }[coll];
+    const apiVersion = {
+      pods: "v1",
+      endpointslices: "discovery.k8s.io/v1",
+      inferencepools: "inference.networking.k8s.io/v1",
+    }[coll];
     res
       .writeHead(200, { "content-type": "application/json" })
       .end(JSON.stringify({ kind, apiVersion, metadata: { resourceVersion: String(this.#rv) }, items }));

@@ -94,6 +94,31 @@ const kubernetesDiscoverySchema = z
       ctx.addIssue({ code: "custom", path: ["targetPorts"], message: "target ports must be distinct" });
   });
 
+/**
+ * Endpoints from a GAIE InferencePool (inference.networking.k8s.io/v1) in the cluster: its
+ * selector picks the pods, its targetPorts are the ports (each port a rank when there are
+ * several); pods are ready by their own Ready condition (docs/gaie.md).
+ */
+const inferencePoolDiscoverySchema = z.strictObject({
+  namespace: k8sName,
+  name: k8sName,
+  /** The engines' --kv-events-config, the same for every pod of the pool. */
+  kvEvents: kvEventsSchema.optional(),
+  metricsPath: z
+    .string()
+    .regex(/^\/[^\s?#]*$/, "expected an absolute path such as /metrics")
+    .default("/metrics"),
+});
+
+const discoverySchema = z
+  .strictObject({
+    kubernetes: kubernetesDiscoverySchema.optional(),
+    inferencePool: inferencePoolDiscoverySchema.optional(),
+  })
+  .refine((d) => (d.kubernetes === undefined) !== (d.inferencePool === undefined), {
+    message: "set exactly one of kubernetes and inferencePool",
+  });
+
 const poolSchema = z
   .strictObject({
     name: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, "lowercase letters, digits and dashes"),
@@ -115,11 +140,11 @@ const poolSchema = z
     dynamoLegacyHeaders: z.boolean().default(false),
     endpoints: z.array(endpointSchema).default([]),
     /** Where endpoints come from when not listed in `endpoints`. */
-    discovery: z.strictObject({ kubernetes: kubernetesDiscoverySchema }).optional(),
+    discovery: discoverySchema.optional(),
   })
   .superRefine((pool, ctx) => {
     const k8s = pool.discovery?.kubernetes;
-    if (k8s !== undefined && pool.endpoints.length > 0)
+    if (pool.discovery !== undefined && pool.endpoints.length > 0)
       ctx.addIssue({
         code: "custom",
         path: ["endpoints"],

@@ -43,16 +43,24 @@ export interface DiscoveryOptions {
   kubeConfig?: KubeConfig;
 }
 
-/** The discovery a configuration asks for: Kubernetes for pools with `discovery.kubernetes`, static for the rest. */
+/**
+ * The discovery a configuration asks for: Kubernetes (Service EndpointSlices) for pools with
+ * `discovery.kubernetes`, a GAIE InferencePool for `discovery.inferencePool`, static for the rest.
+ */
 export function discoveryFor(cfg: Config, opts: DiscoveryOptions = {}): Discovery {
   const kubernetes = cfg.pools.filter((p) => p.discovery?.kubernetes !== undefined);
-  const fixed = cfg.pools.filter((p) => p.discovery?.kubernetes === undefined);
-  if (kubernetes.length === 0) return new StaticDiscovery(fixed);
-  const k8s = new LazyKubernetesDiscovery(kubernetes, {
+  const inferencePools = cfg.pools.filter((p) => p.discovery?.inferencePool !== undefined);
+  const fixed = cfg.pools.filter((p) => p.discovery === undefined);
+  const k8sOpts = {
     logger: opts.logger ?? pino({ level: cfg.logLevel }),
     ...(opts.kubeConfig === undefined ? {} : { kubeConfig: opts.kubeConfig }),
-  });
-  return fixed.length === 0 ? k8s : new CompositeDiscovery([new StaticDiscovery(fixed), k8s]);
+  };
+  const sources: Discovery[] = [];
+  if (fixed.length > 0 || (kubernetes.length === 0 && inferencePools.length === 0))
+    sources.push(new StaticDiscovery(fixed));
+  if (kubernetes.length > 0) sources.push(new LazyKubernetesDiscovery(kubernetes, k8sOpts));
+  if (inferencePools.length > 0) sources.push(new LazyInferencePoolDiscovery(inferencePools, k8sOpts));
+  return sources.length === 1 ? (sources[0] as Discovery) : new CompositeDiscovery(sources);
 }
 
 /**
@@ -70,6 +78,26 @@ class LazyKubernetesDiscovery implements Discovery {
   async start(onEndpoints: EndpointsListener): Promise<void> {
     const { KubernetesDiscovery } = await import("./kubernetes.ts");
     this.#inner = new KubernetesDiscovery(this.pools, this.opts);
+    await this.#inner.start(onEndpoints);
+  }
+
+  async stop(): Promise<void> {
+    await this.#inner?.stop();
+  }
+}
+
+/** The InferencePool source, loaded on demand like the Kubernetes one. */
+class LazyInferencePoolDiscovery implements Discovery {
+  #inner: Discovery | undefined;
+
+  constructor(
+    private readonly pools: readonly PoolConfig[],
+    private readonly opts: { logger: Logger; kubeConfig?: KubeConfig },
+  ) {}
+
+  async start(onEndpoints: EndpointsListener): Promise<void> {
+    const { InferencePoolDiscovery } = await import("./inference-pool-discovery.ts");
+    this.#inner = new InferencePoolDiscovery(this.pools, this.opts);
     await this.#inner.start(onEndpoints);
   }
 

@@ -6,7 +6,7 @@ import type { V1EndpointSlice, V1Pod } from "@kubernetes/client-node";
 import type { EndpointConfig, PoolConfig } from "../config/schema.ts";
 import { dynamoWorkerId } from "./dynamo-worker-id.ts";
 
-export type KubernetesDiscoveryConfig = NonNullable<PoolConfig["discovery"]>["kubernetes"];
+export type KubernetesDiscoveryConfig = NonNullable<NonNullable<PoolConfig["discovery"]>["kubernetes"]>;
 
 /** Pod annotations and labels kvroute reads (docs/configuration.md, "Kubernetes discovery"). */
 export const ANNOTATION_START_RANK = "kvroute.io/start-rank";
@@ -109,15 +109,36 @@ function podFacts(pod: V1Pod, name: string, problems: string[]): PodFacts | null
   return { role: role as EndpointConfig["role"], startRank, ranks };
 }
 
+/** How a pool's pods become endpoints: the Service-backed `kubernetes` source or an InferencePool. */
+export interface PodEndpointSpec {
+  selector: { matchLabels: Record<string, string> };
+  /** One HTTP port per pod (ranks from /metrics or the annotation)… */
+  port?: number;
+  /** …or one port per rank (external LB): port i serves rank start + i. */
+  targetPorts?: number[];
+  kvEvents?: KubernetesDiscoveryConfig["kvEvents"];
+  metricsPath: string;
+}
+
 export function clusterEndpoints(
   pool: PoolConfig,
   k8s: KubernetesDiscoveryConfig,
   slices: Iterable<V1EndpointSlice>,
   pods: ReadonlyMap<string, V1Pod>,
 ): ClusterEndpoints {
+  return podEndpoints(pool, k8s, readyPodAddresses(slices), pods);
+}
+
+/** The endpoints of the ready pods (pod name → IP) that the pool's selector picks. */
+export function podEndpoints(
+  pool: PoolConfig,
+  k8s: PodEndpointSpec,
+  ready: ReadonlyMap<string, string>,
+  pods: ReadonlyMap<string, V1Pod>,
+): ClusterEndpoints {
   const problems: string[] = [];
   const endpoints: EndpointConfig[] = [];
-  for (const [podName, ip] of readyPodAddresses(slices)) {
+  for (const [podName, ip] of ready) {
     const pod = pods.get(podName);
     // Behind the Service but not selected by the pool (or not seen yet): not ours.
     if (pod === undefined || !matchesSelector(pod, k8s.selector.matchLabels)) continue;
