@@ -196,7 +196,7 @@ describe("where the schemas come from", () => {
     expect(kindFiles.length).toBe(KIND_SCHEMAS.size + 1); // + the shared Gateway API references
     for (const f of kindFiles)
       expect(header(f), f).toMatch(
-        /checked against (envoyproxy\/gateway v\d+\.\d+\.\d+ api\/v1alpha1\/|istio\/api \d+\.\d+\.\d+ \w+\/v1(alpha|beta)\d\/|kubernetes-sigs\/gateway-api v\d+\.\d+\.\d+ apis\/v1\/)\w+\.(go|proto)/,
+        /checked against (envoyproxy\/gateway v\d+\.\d+\.\d+ api\/v1alpha1\/|istio\/api \d+\.\d+\.\d+ \w+\/v1(alpha|beta)\d\/|kubernetes-sigs\/gateway-api v\d+\.\d+\.\d+ apis\/v1\/|kubernetes-sigs\/gateway-api-inference-extension v\d+\.\d+\.\d+ api\/v1\/)\w+\.(go|proto)/,
       );
   });
 

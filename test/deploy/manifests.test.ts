@@ -13,7 +13,8 @@ import { parseDockerfile, type Stage } from "./dockerfile.ts";
 // biome-ignore lint/suspicious/noExplicitAny: tests walk parsed YAML whose shape they assert
 type Obj = Record<string, any>;
 
-const files = loadYamlFiles("deploy");
+// The base only: deploy/gaie/ is its own kustomization (test/deploy/gaie.test.ts).
+const files = loadYamlFiles("deploy").filter((f) => !f.file.startsWith("deploy/gaie/"));
 const docs = files.flatMap((f) => f.docs.map((doc) => ({ file: f.file, doc: doc as Obj })));
 const one = (kind: string, name?: string): Obj => {
   const found = docs.filter(

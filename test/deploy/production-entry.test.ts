@@ -3,7 +3,7 @@
 // its files are laid out in a temporary directory exactly as those COPY lines place them, the
 // production dependencies are installed the way the image installs them, and the ENTRYPOINT + CMD
 // runs with a minimal static configuration until /healthz answers 200. An entry that needs a file
-// the image lacks (test/, host/, a dev dependency) fails here, as the first container did.
+// the image lacks (test/, a dev dependency) fails here, as the first container did.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -85,11 +85,12 @@ describe("the control-plane image's entry point, from the image's file layout", 
     if (dir !== "") rmSync(dir, { recursive: true, force: true });
   });
 
-  it("lays out only what the COPY lines name: no test/, no host/, no dev dependencies", () => {
+  it("lays out only what the COPY lines name: no test/, no dev dependencies; host/ for the endpoint picker", () => {
     expect(existsSync(join(app, "control-plane/bin/kvroute.ts"))).toBe(true);
     expect(existsSync(join(app, "build/kvroute-core.wasm"))).toBe(true);
+    expect(existsSync(join(app, "build/kvroute.wasm"))).toBe(true);
     expect(existsSync(join(app, "test"))).toBe(false);
-    expect(existsSync(join(app, "host"))).toBe(false);
+    expect(existsSync(join(app, "host/index.ts"))).toBe(true);
     expect(existsSync(join(app, "node_modules/tsx"))).toBe(true);
     expect(existsSync(join(app, "node_modules/vitest"))).toBe(false);
     expect(existsSync(join(app, "node_modules/assemblyscript"))).toBe(false);
@@ -103,6 +104,9 @@ describe("the control-plane image's entry point, from the image's file layout", 
       config,
       [
         "listen: 127.0.0.1:0",
+        // The endpoint picker too: it loads host/ and build/kvroute.wasm from the image's layout.
+        "epp:",
+        "  listen: 127.0.0.1:0",
         "pools:",
         "  - name: p",
         "    models: [m]",

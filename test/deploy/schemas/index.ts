@@ -1,4 +1,4 @@
-// The Istio and Envoy Gateway kinds our artifacts ship, each with the schema of its spec. Envoy
+// The Istio, Envoy Gateway and GAIE kinds our artifacts ship, each with the schema of its spec. Envoy
 // Gateway's are complete structural schemas (types, enums, bounds, required fields, no unknown
 // field); Istio's list field names only, because @kubernetes-models/istio checks the rest.
 import type { Schema } from "../crd-schema.ts";
@@ -7,6 +7,8 @@ import { clientTrafficPolicySpec } from "./client-traffic-policy.ts";
 import { envoyExtensionPolicySpec } from "./envoy-extension-policy.ts";
 import { envoyFilterSpecFields } from "./envoy-filter.ts";
 import { envoyPatchPolicySpec } from "./envoy-patch-policy.ts";
+import { httpRouteSpec } from "./http-route.ts";
+import { inferencePoolSpec } from "./inference-pool.ts";
 import { wasmPluginSpecFields } from "./wasm-plugin.ts";
 
 export interface KindSchema {
@@ -35,4 +37,21 @@ export const KIND_SCHEMAS: ReadonlyMap<string, KindSchema> = new Map([
   ["ClientTrafficPolicy", envoyGateway(clientTrafficPolicySpec)],
   ["WasmPlugin", istio("extensions.istio.io/v1alpha1", wasmPluginSpecFields)],
   ["EnvoyFilter", istio("networking.istio.io/v1alpha3", envoyFilterSpecFields)],
+  // deploy/gaie: the pool kvroute picks for, and the route to it.
+  [
+    "InferencePool",
+    {
+      apiVersion: "inference.networking.k8s.io/v1",
+      body: object({ spec: inferencePoolSpec, status: unmodeled("object") }, ["spec"]),
+      typesCheckedBy: "schema",
+    },
+  ],
+  [
+    "HTTPRoute",
+    {
+      apiVersion: "gateway.networking.k8s.io/v1",
+      body: object({ spec: httpRouteSpec, status: unmodeled("object") }, ["spec"]),
+      typesCheckedBy: "schema",
+    },
+  ],
 ]);
