@@ -8,6 +8,7 @@ import { type Logger, pino } from "pino";
 import { dashboardRoutes } from "./api/dashboard/routes.ts";
 import { createHttpServer, sendJson } from "./api/http-server.ts";
 import { buildMetrics } from "./api/prometheus.ts";
+import { registerEppMetrics } from "./api/prometheus-epp.ts";
 import { ReportStats } from "./api/report-stats.ts";
 import { buildStatus } from "./api/status.ts";
 import type { Config, PoolConfig } from "./config/schema.ts";
@@ -250,6 +251,7 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
           { ...cfg.epp, listen: opts.eppListen ?? cfg.epp.listen },
           { httpHost: address.address, httpPort: address.port, epoch, ready, slots, load, logger },
         );
+  if (epp !== null) registerEppMetrics(metrics, epp.stats);
   logger.info(
     { url, dashboard: `${url}/dashboard`, epoch: epoch.toString(), pools: cfg.pools.map((p) => p.name) },
     "control plane listening",

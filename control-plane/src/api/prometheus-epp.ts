@@ -1,0 +1,63 @@
+// The endpoint picker's counters (epp/server.ts `stats`), read at scrape time like the other
+// metrics. Registered only when the configuration has `epp`: a control plane without a picker
+// exports none of these names.
+import { Counter, type Registry } from "prom-client";
+import type { EppStats } from "../epp/server.ts";
+
+export function registerEppMetrics(registry: Registry, stats: EppStats): void {
+  new Counter({
+    name: "kvroute_epp_streams_total",
+    help: "ext_proc streams the endpoint picker accepted (one per gateway request).",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(stats.streams);
+    },
+  });
+  new Counter({
+    name: "kvroute_epp_routed_total",
+    help: "Requests the endpoint picker answered with a destination.",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(stats.routed);
+    },
+  });
+  new Counter({
+    name: "kvroute_epp_immediate_responses_total",
+    help: "Requests the endpoint picker answered itself (ImmediateResponse), by HTTP status.",
+    labelNames: ["status"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [status, n] of Object.entries(stats.immediate)) this.inc({ status }, n);
+    },
+  });
+  new Counter({
+    name: "kvroute_epp_invalid_streams_total",
+    help: "ext_proc streams ended with INVALID_ARGUMENT (undecodable or out-of-order messages).",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(stats.invalid);
+    },
+  });
+  new Counter({
+    name: "kvroute_epp_internal_errors_total",
+    help: "ext_proc streams ended with INTERNAL (an exception inside the picker).",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(stats.internalErrors);
+    },
+  });
+  new Counter({
+    name: "kvroute_epp_served_elsewhere_total",
+    help: "Responses the gateway reports served by another endpoint than the first of the list.",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(stats.servedElsewhere);
+    },
+  });
+}
