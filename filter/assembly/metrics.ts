@@ -21,6 +21,8 @@ export class Stats {
   bodyTooLarge: u32 = 0;
   noBodyAccess: u32 = 0;
   upstreamFailures: u32 = 0;
+  servedElsewhere: u32 = 0;
+  servedUnknown: u32 = 0;
   syncErrors: u32 = 0;
   syncResets: u32 = 0;
   syncVersion: u32 = 0;
@@ -44,6 +46,8 @@ export class Stats {
     this.bodyTooLarge = defineMetric(COUNTER, "kvroute.body_too_large");
     this.noBodyAccess = defineMetric(COUNTER, "kvroute.requests.no_body_access");
     this.upstreamFailures = defineMetric(COUNTER, "kvroute.upstream_failures");
+    this.servedElsewhere = defineMetric(COUNTER, "kvroute.requests.served_elsewhere");
+    this.servedUnknown = defineMetric(COUNTER, "kvroute.requests.served_unknown");
     this.syncErrors = defineMetric(COUNTER, "kvroute.sync.errors");
     this.syncResets = defineMetric(COUNTER, "kvroute.sync.resets");
     this.syncVersion = defineMetric(GAUGE, "kvroute.sync.version");

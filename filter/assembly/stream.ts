@@ -24,12 +24,14 @@ import { RENDER_NONE } from "../core/render";
 import { writeFinished, writeSpeculative } from "../core/report-writer";
 import { ENDPOINT_CHAT, ENDPOINT_COMPLETIONS } from "../core/request-hash";
 import { findPool, OUT_BAD_PIN, OUT_NO_SLOT, OUT_PINNED, OUT_PREFIX_HIT } from "../core/route-decision";
+import { servedSlot } from "../core/served-slot";
 import { cache, SharedBuckets } from "./cache-view";
 import {
   getBuffer,
   getHeader,
   getHeaderString,
   getHeaderValues,
+  getProperty,
   nowMs,
   nowNs,
   REQUEST_BODY,
@@ -73,6 +75,9 @@ const REPORT_SPECULATIVE_HIT: u32 = 5;
 
 /** Speculative routes reported per request: the prompt's first chunks, enough for the prefix walk. */
 const MAX_SPECULATIVE_CHUNKS: i32 = 256;
+
+/** Envoy's attribute for the host of the upstream attempt (the one that answered, after retries). */
+const UPSTREAM_ADDRESS = "upstream\0address";
 
 const buckets = new SharedBuckets();
 const fallbackSlots = new StaticArray<i32>(<i32>MAX_DESTINATION_FALLBACKS);
@@ -563,7 +568,31 @@ export class KvrouteStream {
   onResponseHeaders(): u32 {
     const s = getHeaderString(RESPONSE_HEADERS, ":status");
     if (s !== null && this.status === 0) this.status = <u32>I32.parseInt(s);
+    if (this.slot >= 0) this.followServedEndpoint();
     return HEADERS_CONTINUE;
+  }
+
+  /**
+   * A gateway that retried down the fallback list got its answer from another endpoint than the
+   * first: Envoy's `upstream.address` names the host that answered. Its in-flight count and the
+   * finished-request report belong to that slot — when it is one the list could have named
+   * (servedSlot); any other address is counted and ignored.
+   */
+  private followServedEndpoint(): void {
+    const slots = cache.slots;
+    if (slots === null) return;
+    const v = getProperty(UPSTREAM_ADDRESS);
+    if (v === null) return;
+    const served = servedSlot(slots, this.slot, String.UTF8.decode(v));
+    if (served === this.slot) return;
+    if (served < 0) {
+      stats.inc(stats.servedUnknown);
+      return;
+    }
+    stats.inc(stats.servedElsewhere);
+    vm.inflightAdd(this.slot, -1);
+    vm.inflightAdd(served, 1);
+    this.slot = served;
   }
 
   onResponseBody(): u32 {

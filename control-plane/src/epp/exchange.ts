@@ -62,6 +62,9 @@ export type ExchangeEvent =
 
 type Phase = "idle" | "request" | "response" | "done";
 
+/** An address as Envoy writes `upstream.address`: IPv4 `a.b.c.d:port` or IPv6 `[…]:port`. */
+const IP_PORT = /^(?:[0-9.]+|\[[0-9a-fA-F:.]+\]):[0-9]{1,5}$/;
+
 export class Exchange implements FilterChainSink {
   private phase: Phase = "idle";
   private stream: HttpStream | null = null;
@@ -321,6 +324,10 @@ export class Exchange implements FilterChainSink {
     const served = servedEndpoint(req);
     if (served !== null && this.destination !== "" && served !== this.destination.split(",")[0])
       this.deps.observe?.({ kind: "served", destination: this.destination, served });
+    // The filter learns the served endpoint as it would in Envoy: the `upstream.address`
+    // attribute of the attempt that answered. It checks the address against its slots itself;
+    // Envoy's attribute is always an ip:port, so nothing else is passed as one.
+    if (served !== null && IP_PORT.test(served)) this.stream.info.upstreamAddress = served;
     const h = req.response_headers ?? {};
     const before = pairsOf(h.headers?.headers);
     this.stream.encodeHeaders(new HeaderMap(before), h.end_of_stream === true);
