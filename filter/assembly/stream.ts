@@ -16,6 +16,7 @@ import {
   RANK_REJECT,
   SlotsImage,
 } from "../core/cache-images";
+import { fallbackLimit } from "../core/fallback-limit";
 import { decodeString } from "../core/json-string";
 import { MAX_DESTINATION_FALLBACKS } from "../core/plugin-config";
 import { PrefixWalk } from "../core/prefix-walk";
@@ -499,8 +500,8 @@ export class KvrouteStream {
   private destination(engine: u8): string {
     const slots = cache.slots!;
     let dest = slots.address[this.slot];
-    const max = <i32>vm.config.destinationFallbacks;
-    if (max === 0 || engine === ENGINE_DYNAMO) return dest;
+    const max = fallbackLimit(engine, vm.config.destinationFallbacks);
+    if (max === 0) return dest;
     const n = vm.decider.fallbacks(slots, max, fallbackSlots);
     for (let i = 0; i < n; i++) dest += `,${slots.address[fallbackSlots[i]]}`;
     return dest;

@@ -11,6 +11,7 @@ import {
   LoadImage,
   SlotsImage,
 } from "./cache-images";
+import { fallbackLimit } from "./fallback-limit";
 import { decodeString } from "./json-string";
 import { BucketSource, PrefixWalk } from "./prefix-walk";
 import { RENDER_NONE } from "./render";
@@ -355,4 +356,49 @@ export function routeDecideIo(pin: i64, tableLen: i32): i32 {
 
 export function routeDecisionPtr(): usize {
   return decision;
+}
+
+// ---- fallbacks of the last decision (GAIE's ordered destination list) ------------------------
+
+const fallbackOut = new StaticArray<i32>(64);
+const allowedIo = new ByteBuf(64);
+
+/**
+ * Restricts the next decisions to the `count` slot ids at io[0, 4·count) (the subset hint as
+ * the filter builds it); count < 0 lifts the restriction.
+ */
+export function routeAllowSlotsIo(count: i32): void {
+  const c = cfg;
+  if (count < 0 || c == null) {
+    decider.allowed = 0;
+    return;
+  }
+  const words = c.slotWords;
+  allowedIo.len = 0;
+  allowedIo.reserve(words * 8);
+  memory.fill(allowedIo.ptr, 0, <usize>(words * 8));
+  for (let i = 0; i < count; i++) {
+    const s = load<i32>(io.ptr + <usize>(i * 4));
+    if (s < 0 || s >= words * 64) continue;
+    const at = allowedIo.ptr + ((<usize>(s >> 6)) << 3);
+    store<u64>(at, load<u64>(at) | ((<u64>1) << (<u64>(s & 63))));
+  }
+  decider.allowed = allowedIo.ptr;
+}
+
+/**
+ * After routeDecideIo: the fallback slots of that decision for a pool of `engine` with the
+ * plugin option destinationFallbacks = `configured`, as the filter lists them, at
+ * routeOutPtr() (i32 each). Returns how many.
+ */
+export function routeFallbacksIo(engine: u8, configured: u32): i32 {
+  const t = slots;
+  if (t == null) return 0;
+  const max = fallbackLimit(engine, configured);
+  if (max === 0) return 0;
+  const n = decider.fallbacks(t, max, fallbackOut);
+  out.len = 0;
+  out.reserve(n * 4);
+  for (let i = 0; i < n; i++) store<i32>(out.ptr + <usize>(i * 4), fallbackOut[i]);
+  return n;
 }

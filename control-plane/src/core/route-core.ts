@@ -14,6 +14,9 @@ interface RouteExports {
   loadDecodeIo(len: number): number;
   cfgField(which: number): number;
   routeSetInflight(slot: number, n: number): void;
+  routeOutPtr(): number;
+  routeAllowSlotsIo(count: number): void;
+  routeFallbacksIo(engine: number, configured: number): number;
   routePrepareIo(bodyLen: number, endpoint: number): number;
   routeHashPtr(): number;
   routeHashCount(): number;
@@ -141,6 +144,26 @@ export class RoutingCore {
 
   setLocalInflight(slot: number, n: number): void {
     this.#ex.routeSetInflight(slot, n);
+  }
+
+  /** Restricts later decisions to these slot ids (a gateway's subset hint); null lifts it. */
+  allowSlots(ids: number[] | null): void {
+    if (ids === null) {
+      this.#ex.routeAllowSlotsIo(-1);
+      return;
+    }
+    const ptr = this.#ex.routeIoReserve(ids.length * 4);
+    new Int32Array(this.#ex.memory.buffer, ptr, ids.length).set(ids);
+    this.#ex.routeAllowSlotsIo(ids.length);
+  }
+
+  /**
+   * The fallback slots of the last decision, as the filter lists them after the pick for a pool
+   * of `engine` (0 vLLM, 1 SGLang, 2 Dynamo) with destinationFallbacks = `configured`.
+   */
+  fallbacks(engine: number, configured: number): number[] {
+    const n = this.#ex.routeFallbacksIo(engine, configured);
+    return [...new Int32Array(this.#ex.memory.buffer, this.#ex.routeOutPtr(), n)];
   }
 
   /**
