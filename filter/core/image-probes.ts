@@ -1,6 +1,7 @@
-// Node export surface for the routing pieces of the core (cache images, prefix walk), used by
-// tests and the benchmark. Like index.ts: numbers in, numbers out, bytes through one reusable
-// I/O region.
+// Probes into the routing pieces of the core for Node tests: the cache-image decoders and the
+// prefix walk, each alone. Like index.ts: numbers in, numbers out, bytes through one reusable I/O
+// region. Not a request path — the filter's decision is tested and measured as it ships
+// (build/kvroute.wasm in the Proxy-Wasm host).
 import { ByteBuf } from "./byte-buf";
 import {
   CfgImage,
@@ -11,11 +12,7 @@ import {
   LoadImage,
   SlotsImage,
 } from "./cache-images";
-import { decodeString } from "./json-string";
 import { BucketSource, PrefixWalk } from "./prefix-walk";
-import { RENDER_NONE } from "./render";
-import { ENDPOINT_CHAT, RequestHasher } from "./request-hash";
-import { Decider, findPool, OUT_NO_SLOT } from "./route-decision";
 
 const io = new ByteBuf(64 << 10);
 const out = new ByteBuf(4096);
@@ -215,144 +212,4 @@ export function walkIo(count: i32, buckets: u32, words: i32, slotCount: i32, tot
   out.reserve(slotCount * 4);
   for (let s = 0; s < slotCount; s++) store<i32>(out.ptr + <usize>(s * 4), walker.depth[s]);
   return walker.lookups;
-}
-
-// ---- the whole decision, as the filter makes it (for the benchmark and tests) ---------------
-
-const hasher = new RequestHasher();
-const decider = new Decider(0x853c49e6748fea9b);
-const modelName = new ByteBuf(64);
-const tableIo = new ByteBuf(64 << 10);
-const bitmaps = new ByteBuf(2 * 1024 * 8);
-let pool: i32 = -1;
-let localInflight = new StaticArray<u32>(0);
-const decision = memory.data(4 * 8);
-
-/** The bucket-table region for routeDecideIo: directory (buckets × 8 bytes) then images. */
-export function routeTableReserve(n: i32): usize {
-  if (n > tableIo.cap) {
-    tableIo.len = 0;
-    tableIo.grow(n);
-  }
-  return tableIo.ptr;
-}
-
-/** In-flight requests this gateway sent to slot s that the control plane may not count yet. */
-export function routeSetInflight(slot: i32, n: u32): void {
-  if (slot < 0 || slot >= 65536) return;
-  if (slot >= localInflight.length) {
-    const grown = new StaticArray<u32>(slot + 1);
-    for (let i = 0; i < localInflight.length; i++) grown[i] = localInflight[i];
-    localInflight = grown;
-  }
-  localInflight[slot] = n;
-}
-
-/**
- * Phase 1 over io[0, bodyLen): scan, find the pool, render with its template and hash. Returns
- * the pool index, or a negative scan error, or -100 when no pool serves the model. The chunk
- * hashes are then at routeHashPtr() (routeHashCount() of them): the caller looks up their
- * buckets and lays them out for routeDecideIo.
- */
-export function routePrepareIo(bodyLen: i32, endpoint: i32): i32 {
-  pool = -1;
-  hasher.hashCount = 0;
-  const c = cfg;
-  if (c == null) return ERR_NO_CFG;
-  const scan = hasher.scan;
-  const err = scan.scan(io.ptr, bodyLen);
-  if (err < 0) return err;
-  modelName.len = 0;
-  if (scan.modelLen > 0) decodeString(io.ptr + <usize>scan.modelOff, scan.modelLen, scan.modelEsc, modelName);
-  const p = findPool(c, modelName.ptr, modelName.len);
-  if (p < 0) return ERR_NO_POOL;
-  pool = p;
-  const def = c.pools[p];
-  if (def.models.length === 0) return p;
-  const canonical = def.models[0];
-  const status = hasher.hashScanned(
-    io.ptr,
-    endpoint,
-    endpoint === ENDPOINT_CHAT ? def.template : null,
-    changetype<usize>(def.bosText),
-    def.bosText.byteLength,
-    changetype<usize>(canonical),
-    canonical.byteLength,
-    0,
-    0,
-    c.chunkSize,
-  );
-  if (status < 0) return status;
-  if (status === RENDER_NONE) hasher.hashCount = 0;
-  return p;
-}
-
-export const ERR_NO_CFG: i32 = -100;
-export const ERR_NO_POOL: i32 = -101;
-
-export function routeHashPtr(): usize {
-  return hasher.hashes.ptr;
-}
-
-export function routeHashCount(): i32 {
-  return hasher.hashCount;
-}
-
-/** Bytes of the rendered prompt stream of the last routePrepareIo. */
-export function routePromptBytes(): i32 {
-  return hasher.renderer.out.len;
-}
-
-/**
- * Phase 2: candidates of the prepared pool, prefix walk over the bucket table
- * (routeTableReserve region, `tableLen` bytes), decision. `pin` is a client-pinned rank or -1.
- * Returns the OUT_* outcome; routeDecisionPtr() holds slot, prefill slot, cached chunks, lookups.
- */
-export function routeDecideIo(pin: i64, tableLen: i32): i32 {
-  const c = cfg;
-  const t = slots;
-  const l = loadImage;
-  if (c == null || t == null || l == null || pool < 0) return OUT_NO_SLOT;
-  const words = c.slotWords;
-  bitmaps.len = 0;
-  bitmaps.reserve(words * 16);
-  const candidates = bitmaps.ptr;
-  const scratch = bitmaps.ptr + <usize>(words * 8);
-  if (walker.depth.length < words * 64) walker = new PrefixWalk(words * 64, words);
-  decider.candidates(t, l, pool, -1, pin, candidates, words);
-  table.base = tableIo.ptr;
-  table.dir = tableIo.ptr;
-  table.buckets = c.buckets;
-  table.limit = <usize>tableLen;
-  const count = hasher.hashCount;
-  if (count > 0 && <u64>c.buckets * 8 <= <u64>tableLen) {
-    walker.run(hasher.hashes.ptr, count, c.buckets, words, t.count, candidates, table);
-  } else {
-    for (let s = 0; s < walker.depth.length; s++) walker.depth[s] = 0;
-    walker.lookups = 0;
-  }
-  const outcome = decider.decide(
-    c,
-    t,
-    l,
-    pool,
-    candidates,
-    words,
-    walker.depth,
-    hasher.renderer.out.len,
-    pin,
-    localInflight,
-    scratch,
-  );
-  store<i32>(decision, decider.slot, 0);
-  store<i32>(decision, decider.prefillSlot, 4);
-  store<i32>(decision, decider.cachedChunks, 8);
-  store<i32>(decision, walker.lookups, 12);
-  store<i32>(decision, <i32>decider.rankLow, 16);
-  store<i32>(decision, <i32>decider.rankHigh, 20);
-  return outcome;
-}
-
-export function routeDecisionPtr(): usize {
-  return decision;
 }
