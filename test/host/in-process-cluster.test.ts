@@ -2,7 +2,7 @@
 // the call, answers when it likes, and the answer reaches the calling root asynchronously, as a
 // socket's would.
 import { afterEach, describe, expect, it } from "vitest";
-import type { InProcessCall } from "../../host/core.ts";
+import type { InProcessAnswer, InProcessCall } from "../../host/core.ts";
 import { createHost, type Host, headers } from "../../host/host.ts";
 import type { WasmThread } from "../../host/thread.ts";
 import { moduleFile, RecordingSink } from "./testing.ts";
@@ -38,14 +38,13 @@ const drain = (h: Host) => {
 describe("in-process cluster handlers", () => {
   it("hand the call to the handler and deliver its later answer to the calling root", () => {
     const calls: InProcessCall[] = [];
-    let answer: ((a: { headers: Array<[string, string]>; body: Uint8Array; trailers: [] }) => void) | null =
-      null;
+    const held: { respond?: (a: InProcessAnswer) => void } = {};
     host = createHost({
       wasm: moduleFile("abi"),
       clusterHandlers: {
         sim: (call, respond) => {
           calls.push(call);
-          answer = respond;
+          held.respond = respond;
         },
       },
     });
@@ -59,7 +58,7 @@ describe("in-process cluster handlers", () => {
     // Nothing arrives until the handler answers, and not inline when it does.
     drain(h);
     expect(h.logs((m) => m.startsWith("call_response"))).toHaveLength(0);
-    answer?.({ headers: [[":status", "201"]], body: Buffer.from("from sim"), trailers: [] });
+    held.respond?.({ headers: [[":status", "201"]], body: Buffer.from("from sim"), trailers: [] });
     expect(h.logs((m) => m.startsWith("call_response"))).toHaveLength(0);
     drain(h);
     expect(h.logs((m) => m.startsWith("call_response"))[0]).toMatch(
@@ -69,12 +68,19 @@ describe("in-process cluster handlers", () => {
   });
 
   it("a null answer is a reset (sizes 0, get_status 11); a second answer is ignored", () => {
-    let respond: ((a: null) => void) | null = null;
-    host = createHost({ wasm: moduleFile("abi"), clusterHandlers: { sim: (_c, r) => (respond = r) } });
+    const held: { respond?: (a: InProcessAnswer) => void } = {};
+    host = createHost({
+      wasm: moduleFile("abi"),
+      clusterHandlers: {
+        sim: (_c, r) => {
+          held.respond = r;
+        },
+      },
+    });
     const h = host;
     callFrom(h, "sim");
-    respond?.(null);
-    respond?.(null);
+    held.respond?.(null);
+    held.respond?.(null);
     drain(h);
     const lines = h.logs((m) => m.startsWith("call_response"));
     expect(lines).toHaveLength(1);
