@@ -13,6 +13,7 @@ import {
   SlotsImage,
 } from "./cache-images";
 import { BucketSource, PrefixWalk } from "./prefix-walk";
+import { loadSignature } from "./queued-work";
 
 const io = new ByteBuf(64 << 10);
 const out = new ByteBuf(4096);
@@ -138,6 +139,12 @@ export function slotWorkerId(s: i32): u64 {
 export function loadDecodeIo(len: i32): i32 {
   loadImage = decodeLoad(io.ptr, len);
   return loadImage == null ? imageError : loadImage!.count;
+}
+
+/** The load signature (queued-work.ts) of slot s in the last decoded load; 0 without one. */
+export function loadSignatureIo(s: i32): u64 {
+  const l = loadImage;
+  return l == null ? 0 : loadSignature(l, s);
 }
 
 /** A field of slot s in the last load: 0 healthy, 1 running, 2 waiting, 3 KV per mille, 4 in-flight, 5 TTFT ms. */
