@@ -121,6 +121,22 @@ describe("routing decision", () => {
     expect(f.route(body)).toMatchObject({ outcome: "prefix_hit", prefillSlot: 1, slot: 3 });
   });
 
+  it("breaks ties with a sequence of its own on every worker thread", () => {
+    // Four idle slots, equal costs: each pick is a tie. VMs drawing alike would send every
+    // thread's traffic to the same slots in the same order.
+    const f = fleet({ threads: 2 });
+    const picks = (thread: number) =>
+      Array.from({ length: 16 }, (_, i) => {
+        const r = f.route(chat("s", `question ${i}`), { thread });
+        f.finish(r);
+        return r.slot;
+      });
+    const a = picks(0);
+    const b = picks(1);
+    expect(new Set(a).size).toBeGreaterThan(1);
+    expect(b).not.toEqual(a);
+  });
+
   it("answers malformed bodies without trapping", () => {
     const f = fleet();
     for (const junk of [
