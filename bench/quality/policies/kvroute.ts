@@ -53,6 +53,11 @@ export const kvrouteGeometry = { gateways: 2, threadsPerGateway: 4, latencyMs: 1
 /** Decisions by outcome (the filter's counters, summed over gateways), for the report. */
 export interface KvrouteStats {
   outcomes: Map<string, number>;
+  /** Requests each gateway routed (its outcome counters), filled when a run ends. */
+  routedByGateway?: number[];
+  /** Reports and sync polls the control plane served. */
+  reports?: number;
+  polls?: number;
 }
 
 const OUTCOMES = ["prefix_hit", "speculative_hit", "load_only", "fail_open", "fail_closed", "rejected"];
@@ -116,11 +121,17 @@ export function kvroutePolicy(o: KvrouteOptions, name = "kvroute", stats?: Kvrou
       let next = 0;
       let fallback = 0;
       const close = () => {
-        if (stats !== undefined)
+        if (stats !== undefined) {
           for (const outcome of OUTCOMES) {
             const n = gws.reduce((sum, g) => sum + g.counter(`kvroute.requests.${outcome}`), 0);
             if (n > 0) stats.outcomes.set(outcome, (stats.outcomes.get(outcome) ?? 0) + n);
           }
+          stats.routedByGateway = gws.map((g) =>
+            OUTCOMES.reduce((sum, outcome) => sum + g.counter(`kvroute.requests.${outcome}`), 0),
+          );
+          stats.reports = cp.stats.reports;
+          stats.polls = cp.stats.polls;
+        }
         for (const g of gws) g.close();
       };
       return {
