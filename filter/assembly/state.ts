@@ -1,8 +1,8 @@
 // Per-VM state shared by the root contexts and the HTTP contexts of one worker thread: the plugin
 // configuration of the stream being served, the reusable request hasher, walker and decider, this
-// thread's queued requests the engines do not show yet, its report outbox and the report queue
-// token. A VM can hold several
-// root contexts (a config update adds one); what belongs to one of them lives in KvrouteRoot.
+// thread's unanswered requests (queued-work.ts), its report outbox and the report queue token. A
+// VM can hold several root contexts (a config update adds one); what belongs to one of them lives
+// in KvrouteRoot.
 import { ByteBuf } from "../core/byte-buf";
 import { LoadImage } from "../core/cache-images";
 import { PluginConfig } from "../core/plugin-config";

@@ -5,9 +5,9 @@
 // Cost of sending the request to slot s (lower is better), in prefill-token equivalents — the
 // shape of Dynamo's KV-router cost (REFERENCE §3), fed with what the gateway can see:
 //   overlapWeight  × tokens of the prompt s has not cached
-// + inflightWeight × prefill tokens queued at s that the engine's metrics do not price: waiting
-//                    and other gateways' unseen requests at QUEUED_TOKENS each, this VM's unseen
-//                    requests at their own uncached size (queued-work.ts)
+// + inflightWeight × prefill tokens queued at s: this VM's unanswered requests at their own
+//                    uncached size, the engine's other waiting requests and other gateways'
+//                    requests its metrics do not show yet at QUEUED_TOKENS each (queued-work.ts)
 // + decodeWeight   × sequences decoding at s × DECODE_TOKENS
 // Tokens are estimated from bytes (BYTES_PER_TOKEN); weights come from the configuration.
 import {
