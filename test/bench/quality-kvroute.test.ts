@@ -61,6 +61,9 @@ describe("kvroute in the quality bench", () => {
     expect(stats.routedByGateway).toEqual([16, 16]);
     expect(stats.reports).toBeGreaterThan(2);
     expect(stats.polls).toBeGreaterThan(2);
+    // KV events went through the subscriber's state machine, none dropped.
+    expect(stats.kvBatches).toBeGreaterThan(32);
+    expect(stats.kvDropped).toBe(0);
     // Shared prefixes found through KV events, reports and speculative routes.
     expect(
       (stats.outcomes.get("prefix_hit") ?? 0) + (stats.outcomes.get("speculative_hit") ?? 0),

@@ -17,7 +17,7 @@ import { renderMetrics } from "../../../control-plane/sim/metrics.ts";
 import { parseConfig } from "../../../control-plane/src/config/load-config.ts";
 import type { Config, PoolConfig } from "../../../control-plane/src/config/schema.ts";
 import { RankIngest } from "../../../control-plane/src/events/rank-ingest.ts";
-import { newRankStats, ThrottledLog } from "../../../control-plane/src/events/stats.ts";
+import { newRankStats, type RankStats, ThrottledLog } from "../../../control-plane/src/events/stats.ts";
 import { coreChunkHasher } from "../../../control-plane/src/index/core-hasher.ts";
 import { PrefixIndex } from "../../../control-plane/src/index/prefix-index.ts";
 import { parseEngineMetrics } from "../../../control-plane/src/load/engine-metrics.ts";
@@ -109,11 +109,23 @@ export class VirtualControlPlane {
   readonly #fleet: Fleet;
   readonly #publisher: Publisher;
   readonly #ingest = new Map<number, RankIngest>();
+  readonly #ingestStats: RankStats[] = [];
   readonly #seq = new Map<number, number>();
   #parked: ParkedPoll[] = [];
   readonly #pool: PoolConfig;
   /** Counters for the run's notes. */
-  readonly stats = { reports: 0, badReports: 0, polls: 0, kvDrops: 0 };
+  readonly stats = { reports: 0, badReports: 0, polls: 0 };
+
+  /** KV-event batches the subscribers applied, and messages or events they dropped. */
+  get kvEventTotals(): { batches: number; dropped: number } {
+    let batches = 0;
+    let dropped = 0;
+    for (const s of this.#ingestStats) {
+      batches += s.batches;
+      for (const n of Object.values(s.dropped)) dropped += n ?? 0;
+    }
+    return { batches, dropped };
+  }
 
   constructor(
     readonly o: VirtualControlPlaneOptions,
@@ -148,6 +160,8 @@ export class VirtualControlPlane {
           for (const s of added) {
             this.slotOfRank[s.globalRank] = s;
             this.index.addSlot({ slotKey: s.key, slotId: s.id, model: MODEL, hasher, detokenize });
+            const stats = newRankStats(s.key, s.globalRank, "virtual", "connect", null);
+            this.#ingestStats.push(stats);
             this.#ingest.set(
               s.globalRank,
               new RankIngest({
@@ -155,7 +169,7 @@ export class VirtualControlPlane {
                 rank: s.globalRank,
                 topic: TOPIC,
                 sink: this.index,
-                stats: newRankStats(s.key, s.globalRank, "virtual", "connect", null),
+                stats,
                 log: new ThrottledLog(silent, 60_000, clock),
                 replay: null,
                 maxPending: 1000,

@@ -58,6 +58,9 @@ export interface KvrouteStats {
   /** Reports and sync polls the control plane served. */
   reports?: number;
   polls?: number;
+  /** KV-event batches the control plane's subscribers applied, and what they dropped. */
+  kvBatches?: number;
+  kvDropped?: number;
 }
 
 const OUTCOMES = ["prefix_hit", "speculative_hit", "load_only", "fail_open", "fail_closed", "rejected"];
@@ -131,6 +134,8 @@ export function kvroutePolicy(o: KvrouteOptions, name = "kvroute", stats?: Kvrou
           );
           stats.reports = cp.stats.reports;
           stats.polls = cp.stats.polls;
+          stats.kvBatches = cp.kvEventTotals.batches;
+          stats.kvDropped = cp.kvEventTotals.dropped;
         }
         for (const g of gws) g.close();
       };
