@@ -237,5 +237,4 @@ export function parseRankIo(len: i32): i64 {
 }
 
 // Routing pieces (cache images, prefix walk) for Node tests and benchmarks.
-export * from "./image-probes";
-export * from "./queue-probes";
+export * from "./route-io";
