@@ -282,11 +282,17 @@ describe("RankSubscriber over real ZMQ", () => {
     const next = new TestEngine(engine.topic);
     next.buffer.push(...buffer);
     cleanups.push(() => next.close());
-    // ZMQ releases a closed socket's port from its I/O thread, shortly after close().
+    // ZMQ releases a closed socket's port from its I/O thread, shortly after close(). Each port
+    // is taken once: retrying a bind that already succeeded would fail for ever (the socket
+    // holds the address), which is how this wait once timed out when only the replay port lagged.
+    let published = false;
     await until(
       async () => {
         try {
-          await next.bind(pubAt);
+          if (!published) {
+            await next.bind(pubAt);
+            published = true;
+          }
           await next.serveReplay({ withTopic, at: replayAt });
           return true;
         } catch {
