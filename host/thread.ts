@@ -405,11 +405,17 @@ export class WasmThread {
     }
   }
 
+  /** Ticks this VM's roots have completed: lets a test wait until every VM has seen a change. */
+  ticksDone = 0;
+
   /** Wasm::tickHandler → ContextBase::onTick: nothing once the VM failed or the root is gone. */
   tickRoot(rootId: number): void {
     const r = this.roots.get(rootId);
     if (r === undefined || r.tickMs === 0 || this.failed) return;
-    this.deferred(() => this.call(r.ctx, "proxy_on_tick", rootId));
+    this.deferred(() => {
+      this.call(r.ctx, "proxy_on_tick", rootId);
+      this.ticksDone++;
+    });
   }
 
   /** Root contexts with a tick period set, oldest first. */

@@ -92,6 +92,13 @@ describe("the filter in the Node host", () => {
         () => busySlots.every((sl) => runningSeen(sl.id) === 200),
         "busy engine's load at the gateway",
       );
+      // Each VM decodes the load image on its own tick: wait until every worker thread has
+      // ticked twice since, so none decides on the image from before (a race under load).
+      const ticked = stack.gateway.host.threads.map((t) => t.ticksDone);
+      await until(
+        () => stack.gateway.host.threads.every((t, i) => t.ticksDone >= (ticked[i] ?? 0) + 2),
+        "every worker thread's view of the busy load",
+      );
       const ranks = new Set<string>();
       for (let i = 0; i < 24; i++) {
         await post(
