@@ -14,6 +14,7 @@ import {
   inferencePoolSpec,
 } from "./inference-pool.ts";
 import { ListWatch } from "./kubernetes-watch.ts";
+import { reportChanges } from "./report-changes.ts";
 
 const GROUP = "inference.networking.k8s.io";
 const VERSION = "v1";
@@ -72,21 +73,14 @@ export class InferencePoolDiscovery implements Discovery {
       // The pool's endpoints need its pods, unless the InferencePool is missing or unusable.
       const usable = !("problem" in inferencePoolSpec(w.pool, w.src, obj));
       if (usable && (w.pods === null || !w.pods.synced)) return;
-      const { endpoints, problems } = inferencePoolEndpoints(
-        w.pool,
-        w.src,
-        obj,
-        w.pods?.objects ?? new Map(),
+      const picture = inferencePoolEndpoints(w.pool, w.src, obj, w.pods?.objects ?? new Map());
+      reportChanges(
+        w,
+        picture,
+        log,
+        { problems: "InferencePool endpoints incomplete", endpoints: "InferencePool endpoints" },
+        onEndpoints,
       );
-      const problemText = problems.join("\n");
-      if (problemText !== w.lastProblems && problems.length > 0)
-        log.warn({ pool: w.pool.name, problems }, "InferencePool endpoints incomplete");
-      w.lastProblems = problemText;
-      const text = JSON.stringify(endpoints);
-      if (text === w.lastReported) return;
-      w.lastReported = text;
-      log.info({ pool: w.pool.name, endpoints: endpoints.map((e) => e.address) }, "InferencePool endpoints");
-      onEndpoints(w.pool, endpoints);
       if (this.#watches.every((x) => x.lastReported !== undefined)) resolveFirst();
     };
 

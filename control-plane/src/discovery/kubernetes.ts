@@ -14,6 +14,7 @@ import type { PoolConfig } from "../config/schema.ts";
 import type { Discovery, EndpointsListener } from "./discovery.ts";
 import { clusterEndpoints, type KubernetesDiscoveryConfig } from "./kubernetes-endpoints.ts";
 import { ListWatch } from "./kubernetes-watch.ts";
+import { reportChanges } from "./report-changes.ts";
 
 export interface KubernetesDiscoveryOptions {
   /** Default: in-cluster service account, else ~/.kube/config (KubeConfig.loadFromDefault). */
@@ -66,21 +67,14 @@ export class KubernetesDiscovery implements Discovery {
 
     const report = (w: PoolWatch) => {
       if (!w.slices.synced || !w.pods.synced) return;
-      const { endpoints, problems } = clusterEndpoints(
-        w.pool,
-        w.k8s,
-        w.slices.objects.values(),
-        w.pods.objects,
+      const picture = clusterEndpoints(w.pool, w.k8s, w.slices.objects.values(), w.pods.objects);
+      reportChanges(
+        w,
+        picture,
+        log,
+        { problems: "pods skipped", endpoints: "kubernetes endpoints" },
+        onEndpoints,
       );
-      const problemText = problems.join("\n");
-      if (problemText !== w.lastProblems && problems.length > 0)
-        log.warn({ pool: w.pool.name, problems }, "pods skipped");
-      w.lastProblems = problemText;
-      const text = JSON.stringify(endpoints);
-      if (text === w.lastReported) return;
-      w.lastReported = text;
-      log.info({ pool: w.pool.name, endpoints: endpoints.map((e) => e.address) }, "kubernetes endpoints");
-      onEndpoints(w.pool, endpoints);
       if (this.#watches.every((x) => x.lastReported !== undefined)) resolveFirst();
     };
 
