@@ -45,14 +45,16 @@ function canListen(port: number): Promise<boolean> {
 }
 
 /**
- * A base port such that base .. base+n-1 were all free a moment ago. Racy: the ports are let
- * go before the caller binds them, so another process can take one in between. Use
+ * A base port such that base .. base+n-1 were all free a moment ago, below Linux's ephemeral
+ * range (32768+: outgoing connections and port-0 binds take theirs there, which once took a
+ * simulated engine's KV-event port in test/e2e). Racy: the ports are let go before the caller
+ * binds them, so another process can take one in between. Use
  * onFreePortBase instead; this stays only for its remaining callers (test/e2e,
  * test/sim/kv-events.test.ts) until they move.
  */
 export async function freePortRange(n: number): Promise<number> {
   for (let attempt = 0; attempt < 50; attempt++) {
-    const base = 20_000 + Math.floor(Math.random() * 30_000);
+    const base = 20_000 + Math.floor(Math.random() * 12_000);
     let ok = true;
     for (let i = 0; i < n && ok; i++) ok = await canListen(base + i);
     if (ok) return base;
