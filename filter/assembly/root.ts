@@ -6,6 +6,7 @@
 import * as imports from "@gcoredev/proxy-wasm-sdk-as/assembly/imports";
 import { ByteBuf } from "../core/byte-buf";
 import { PluginConfig, parsePluginConfig, pluginConfigError } from "../core/plugin-config";
+import { Decider } from "../core/route-decision";
 import { cache } from "./cache-view";
 import {
   getBuffer,
@@ -69,6 +70,12 @@ export class KvrouteRoot {
           : "envoy";
     // Unique per root context of this process: thread slot, context id and the clock.
     const me = ((<u64>vm.thread) << 48) ^ ((<u64>this.id) << 32) ^ nowMs();
+    // Every VM samples and breaks ties with its own sequence: with one seed for all, the threads
+    // and gateways that share a stale view of the load would all pick alike.
+    if (!vm.seeded) {
+      vm.decider = new Decider(me ^ 0x9e3779b97f4a7c15);
+      vm.seeded = true;
+    }
     const leaseMs = <u64>(cfg.tickMs * 3 > 1000 ? cfg.tickMs * 3 : 1000);
     this.leadership = new Leadership(me === 0 ? 1 : me, leaseMs);
     setTickMs(cfg.tickMs);
@@ -110,6 +117,7 @@ export class KvrouteRoot {
     }
     vm.config = this.config;
     cache.refresh();
+    vm.observeLoad(cache.load);
     this.rescueWaitingStreams(now);
     this.publishInflight(now);
     vm.outbox.flush(vm.reportQueue);
@@ -156,9 +164,12 @@ export class KvrouteRoot {
     imports.proxy_set_effective_context(this.id);
   }
 
-  /** This VM's in-flight counts, stamped, for the leader's report. */
+  /**
+   * This VM's requests the engines' metrics do not show yet (vm.queue), stamped, for the leader's
+   * report: the control plane sums them over VMs and gateways into kvr.load's in-flight field.
+   */
   private publishInflight(now: u64): void {
-    const counts = vm.inflight;
+    const counts = vm.queue.unseen;
     const b = this.scratch;
     b.len = 0;
     b.reserve(8 + counts.length * 6);
@@ -172,6 +183,8 @@ export class KvrouteRoot {
       b.len += 6;
     }
     setShared(`kvr.if.${vm.thread}`, b.ptr, b.len, 0);
+    // A count stays in kvr.load until the next report replaces it (plus the ticks around it).
+    vm.queue.published(now, <u64>this.config.reportMs + 3 * <u64>this.config.tickMs);
   }
 
   /** An http-call answer for this root context: its poll's or its report's. */

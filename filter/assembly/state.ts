@@ -1,10 +1,13 @@
 // Per-VM state shared by the root contexts and the HTTP contexts of one worker thread: the plugin
 // configuration of the stream being served, the reusable request hasher, walker and decider, this
-// thread's in-flight counts, its report outbox and the report queue token. A VM can hold several
-// root contexts (a config update adds one); what belongs to one of them lives in KvrouteRoot.
+// thread's unanswered requests (queued-work.ts), its report outbox and the report queue token. A
+// VM can hold several root contexts (a config update adds one); what belongs to one of them lives
+// in KvrouteRoot.
 import { ByteBuf } from "../core/byte-buf";
+import { LoadImage } from "../core/cache-images";
 import { PluginConfig } from "../core/plugin-config";
 import { PrefixWalk } from "../core/prefix-walk";
+import { LocalQueue, loadSignature } from "../core/queued-work";
 import { RequestHasher } from "../core/request-hash";
 import { Decider } from "../core/route-decision";
 import { ReportOutbox } from "./report-queue";
@@ -19,10 +22,12 @@ export class VmState {
   reportQueue: u32 = 0;
   hasher: RequestHasher = new RequestHasher();
   walker: PrefixWalk = new PrefixWalk(256, 4);
+  /** Reseeded once per VM by its first root context (root.ts). */
   decider: Decider = new Decider(0);
+  seeded: bool = false;
   buckets: ByteBuf = new ByteBuf(1024);
-  /** Requests this thread sent per slot and has not seen finish. */
-  inflight: StaticArray<u32> = new StaticArray<u32>(256);
+  /** Requests this thread sent per slot and not yet answered, and which the engines do not show yet (queued-work.ts). */
+  queue: LocalQueue = new LocalQueue();
   message: ByteBuf = new ByteBuf(64);
   /** Report records waiting for this VM's next batch to the leader. */
   outbox: ReportOutbox = new ReportOutbox();
@@ -40,15 +45,11 @@ export class VmState {
     return this.streamConfigs.has(id) ? this.streamConfigs.get(id) : fallback;
   }
 
-  @inline inflightAdd(slot: i32, delta: i32): void {
-    if (slot < 0) return;
-    if (slot >= this.inflight.length) {
-      const grown = new StaticArray<u32>(slot + 64);
-      for (let i = 0; i < this.inflight.length; i++) grown[i] = this.inflight[i];
-      this.inflight = grown;
-    }
-    const v = <i64>this.inflight[slot] + <i64>delta;
-    this.inflight[slot] = v < 0 ? 0 : <u32>v;
+  /** kvr.load as this VM has it now: requests the engines' metrics show are no longer unseen. */
+  observeLoad(load: LoadImage | null): void {
+    if (load === null) return;
+    const q = this.queue;
+    for (let s = 0; s < q.slots; s++) q.observe(s, loadSignature(load, s));
   }
 }
 

@@ -1,0 +1,168 @@
+// The queued term of the cost model: prefill work waiting at a slot ahead of a new request.
+//
+// Three sources, none counted twice:
+// - this VM's own requests not yet answered (sent, no first byte: their prefill is still ahead):
+//   each priced by its own uncached prompt, which this VM knows from its decision. One stops
+//   counting at its first byte or its end — at once, on the VM that sent it;
+// - the engine's `waiting` at its last scrape (prompts unknown → QUEUED_TOKENS each), less this
+//   VM's own requests that scrape already shows (counted above at their own size);
+// - other VMs' and gateways' requests the engine's metrics do not show yet: every VM publishes how
+//   many of its requests are unseen (sent since the slot's load last changed: a newer scrape shows
+//   the rest), the control plane sums them from the gateways' reports into kvr.load's in-flight
+//   field. That sum holds this VM's own count as last reported, which is subtracted (the most it
+//   published within a report horizon, so a request of ours that ended since is never charged as
+//   someone else's); another VM's request leaves it with that VM's next report.
+import { LoadImage } from "./cache-images";
+
+/** Prefill work assumed for each queued request whose prompt this VM does not know (tokens). */
+export const QUEUED_TOKENS: f64 = 512;
+
+/** Requests at a slot that are not this VM's: waiting ones the engine shows, and unseen ones. */
+function othersOf(waiting: f64, fleet: f64, ownReported: f64, ownSeen: f64): f64 {
+  const unseen = fleet > ownReported ? fleet - ownReported : 0;
+  const queued = waiting > ownSeen ? waiting - ownSeen : 0;
+  return queued + unseen;
+}
+
+/**
+ * Requests queued at a slot ahead of a new one (least-load's count). `ownSeen`: this VM's
+ * unanswered requests sent before the slot's last load change; `ownCount`: all of them.
+ */
+export function queuedRequests(waiting: f64, fleet: f64, ownReported: f64, ownSeen: f64, ownCount: f64): f64 {
+  return othersOf(waiting, fleet, ownReported, ownSeen) + ownCount;
+}
+
+/** Prefill tokens queued at a slot ahead of a new one: unknown prompts at QUEUED_TOKENS, ours at their own uncached size. */
+export function queuedTokens(waiting: f64, fleet: f64, ownReported: f64, ownSeen: f64, ownTokens: f64): f64 {
+  return othersOf(waiting, fleet, ownReported, ownSeen) * QUEUED_TOKENS + ownTokens;
+}
+
+/**
+ * What the engine's metrics say about slot s, as one number: it changes whenever a scrape finds
+ * anything different (a request admitted, queued, finished; KV usage moving with every step).
+ * Health is part of it, so a slot coming back starts a fresh count.
+ */
+export function loadSignature(loads: LoadImage, s: i32): u64 {
+  return (
+    <u64>loads.running(s) |
+    ((<u64>loads.waiting(s)) << 16) |
+    ((<u64>loads.kvPermille(s)) << 32) |
+    ((<u64>(loads.healthy(s) ? 1 : 0)) << 48)
+  );
+}
+
+/**
+ * This VM's unanswered requests per slot and their uncached prompt tokens, and how many of them
+ * the engine's metrics do not show yet. Requests sent while the slot's load read the same form
+ * one window; a changed load signature closes it (a newer scrape shows them, waiting or running).
+ * A request answering or ending leaves the unanswered count, and the unseen one if its window is
+ * still open.
+ */
+export class LocalQueue {
+  /** Unseen requests per slot (published in kvr.if.<t>). */
+  unseen: StaticArray<u32> = new StaticArray<u32>(0);
+  private pending: StaticArray<u32> = new StaticArray<u32>(0);
+  private tokens: StaticArray<f64> = new StaticArray<f64>(0);
+  private window: StaticArray<u32> = new StaticArray<u32>(0);
+  private signature: StaticArray<u64> = new StaticArray<u64>(0);
+  /** Most published per slot in the current and the previous report horizon. */
+  private reportedNow: StaticArray<u32> = new StaticArray<u32>(0);
+  private reportedBefore: StaticArray<u32> = new StaticArray<u32>(0);
+  private horizonEndsMs: u64 = 0;
+
+  get slots(): i32 {
+    return this.unseen.length;
+  }
+
+  private ensure(slot: i32): void {
+    if (slot < this.unseen.length) return;
+    const n = slot + 64;
+    this.unseen = grownU32(this.unseen, n);
+    this.pending = grownU32(this.pending, n);
+    this.window = grownU32(this.window, n);
+    this.reportedNow = grownU32(this.reportedNow, n);
+    this.reportedBefore = grownU32(this.reportedBefore, n);
+    const tokens = new StaticArray<f64>(n);
+    const signature = new StaticArray<u64>(n);
+    for (let i = 0; i < this.tokens.length; i++) {
+      tokens[i] = this.tokens[i];
+      signature[i] = this.signature[i];
+    }
+    this.tokens = tokens;
+    this.signature = signature;
+  }
+
+  /** The slot's load now reads `sig`: if it changed since the window opened, the engine shows its requests. */
+  observe(slot: i32, sig: u64): void {
+    if (slot < 0 || slot >= this.unseen.length) return;
+    if (this.unseen[slot] === 0 || this.signature[slot] === sig) return;
+    this.unseen[slot] = 0;
+    this.window[slot]++;
+  }
+
+  /** A request was sent to `slot` while its load read `sig`; returns its window (for remove). */
+  add(slot: i32, sig: u64, tokens: f64): u32 {
+    if (slot < 0) return 0;
+    this.ensure(slot);
+    this.observe(slot, sig);
+    if (this.unseen[slot] === 0) this.signature[slot] = sig;
+    this.unseen[slot]++;
+    this.pending[slot]++;
+    this.tokens[slot] += tokens;
+    return this.window[slot];
+  }
+
+  /** The request sent in `window` answered (first byte: its prefill is done) or ended. Once per request. */
+  remove(slot: i32, window: u32, tokens: f64): void {
+    if (slot < 0 || slot >= this.unseen.length || this.pending[slot] === 0) return;
+    this.pending[slot]--;
+    const left = this.tokens[slot] - tokens;
+    this.tokens[slot] = this.pending[slot] === 0 || left < 0 ? 0 : left;
+    if (this.window[slot] === window && this.unseen[slot] > 0) this.unseen[slot]--;
+  }
+
+  /** Unanswered requests at `slot`. */
+  countAt(slot: i32): f64 {
+    return slot >= 0 && slot < this.unseen.length ? <f64>this.pending[slot] : 0;
+  }
+
+  /** Those of them the engine's metrics already show. */
+  seenAt(slot: i32): f64 {
+    return slot >= 0 && slot < this.unseen.length ? <f64>(this.pending[slot] - this.unseen[slot]) : 0;
+  }
+
+  /** Their uncached prompt tokens. */
+  tokensAt(slot: i32): f64 {
+    return slot >= 0 && slot < this.unseen.length ? this.tokens[slot] : 0;
+  }
+
+  /**
+   * The unseen counts were published for the leader's report at `nowMs`. A report horizon covers
+   * the time a published count can stay in kvr.load: until the next report replaces it.
+   */
+  published(nowMs: u64, horizonMs: u64): void {
+    if (nowMs >= this.horizonEndsMs) {
+      const old = this.reportedBefore;
+      this.reportedBefore = this.reportedNow;
+      for (let i = 0; i < old.length; i++) old[i] = 0;
+      this.reportedNow = old;
+      this.horizonEndsMs = nowMs + horizonMs;
+    }
+    for (let i = 0; i < this.unseen.length; i++)
+      if (this.unseen[i] > this.reportedNow[i]) this.reportedNow[i] = this.unseen[i];
+  }
+
+  /** The most this VM published for `slot` lately: its share of kvr.load's fleet count at most. */
+  reportedAt(slot: i32): f64 {
+    if (slot < 0 || slot >= this.unseen.length) return 0;
+    const a = this.reportedNow[slot];
+    const b = this.reportedBefore[slot];
+    return <f64>(a > b ? a : b);
+  }
+}
+
+function grownU32(a: StaticArray<u32>, n: i32): StaticArray<u32> {
+  const out = new StaticArray<u32>(n);
+  for (let i = 0; i < a.length; i++) out[i] = a[i];
+  return out;
+}
