@@ -24,7 +24,8 @@ import {
 } from "./host";
 import { Leadership } from "./leader";
 import { stats } from "./metrics";
-import { MAX_THREADS, Reporter, THREADS_KEY } from "./reporter";
+import { MAX_THREADS, refreshGatewayView, THREADS_KEY, writeCounts } from "./inflight-keys";
+import { Reporter } from "./reporter";
 import { vm } from "./state";
 import { SyncPoller } from "./sync";
 
@@ -71,8 +72,12 @@ export class KvrouteRoot {
     // Unique per root context of this process: thread slot, context id and the clock.
     const me = ((<u64>vm.thread) << 48) ^ ((<u64>this.id) << 32) ^ nowMs();
     // Every VM samples and breaks ties with its own sequence: with one seed for all, the threads
-    // and gateways that share a stale view of the load would all pick alike.
-    if (!vm.seeded) {
+    // and gateways that share a stale view of the load would all pick alike. A configured seed
+    // trades that for reproducible decisions (reseeded whenever a configuration sets one).
+    if (cfg.seed !== 0) {
+      vm.decider = new Decider(<u64>cfg.seed);
+      vm.seeded = true;
+    } else if (!vm.seeded) {
       vm.decider = new Decider(me ^ 0x9e3779b97f4a7c15);
       vm.seeded = true;
     }
@@ -165,26 +170,12 @@ export class KvrouteRoot {
   }
 
   /**
-   * This VM's requests the engines' metrics do not show yet (vm.queue), stamped, for the leader's
-   * report: the control plane sums them over VMs and gateways into kvr.load's in-flight field.
+   * This VM's requests the engines' metrics do not show yet (vm.queue), stamped, for the other
+   * VMs of this gateway and the leader's report; then theirs, for this VM's decisions.
    */
   private publishInflight(now: u64): void {
-    const counts = vm.queue.unseen;
-    const b = this.scratch;
-    b.len = 0;
-    b.reserve(8 + counts.length * 6);
-    store<u64>(b.ptr, now);
-    b.len = 8;
-    for (let s = 0; s < counts.length; s++) {
-      const n = counts[s];
-      if (n === 0) continue;
-      store<u16>(b.ptr + <usize>b.len, <u16>s);
-      store<u32>(b.ptr + <usize>b.len + 2, n);
-      b.len += 6;
-    }
-    setShared(`kvr.if.${vm.thread}`, b.ptr, b.len, 0);
-    // A count stays in kvr.load until the next report replaces it (plus the ticks around it).
-    vm.queue.published(now, <u64>this.config.reportMs + 3 * <u64>this.config.tickMs);
+    writeCounts(`kvr.if.${vm.thread}`, vm.queue.unseen, now, this.scratch);
+    refreshGatewayView(vm.queue, vm.thread, this.read, this.config.tickMs, now);
   }
 
   /** An http-call answer for this root context: its poll's or its report's. */

@@ -1,31 +1,44 @@
 // Probes into the queued term of the cost model (queued-work.ts) for Node tests: the pure
 // functions as they are, and one LocalQueue driven step by step. Numbers in, numbers out.
-import { LocalQueue, queuedRequests, queuedTokens } from "./queued-work";
+import { LocalQueue, queuedRequests, queuedTokens, ReportedMax } from "./queued-work";
 
 let queue = new LocalQueue();
+let reported = new ReportedMax();
 
 export function queuedRequestsOf(
   waiting: f64,
   fleet: f64,
-  ownReported: f64,
+  gatewayReported: f64,
+  siblings: f64,
   ownSeen: f64,
   ownCount: f64,
 ): f64 {
-  return queuedRequests(waiting, fleet, ownReported, ownSeen, ownCount);
+  return queuedRequests(waiting, fleet, gatewayReported, siblings, ownSeen, ownCount);
 }
 
 export function queuedTokensOf(
   waiting: f64,
   fleet: f64,
-  ownReported: f64,
+  gatewayReported: f64,
+  siblings: f64,
   ownSeen: f64,
   ownTokens: f64,
 ): f64 {
-  return queuedTokens(waiting, fleet, ownReported, ownSeen, ownTokens);
+  return queuedTokens(waiting, fleet, gatewayReported, siblings, ownSeen, ownTokens);
 }
 
 export function localQueueReset(): void {
   queue = new LocalQueue();
+}
+
+export function localQueueGatewayView(siblingSlot: i32, siblings: u32, reportedSlot: i32, reportedCount: u32): void {
+  queue.clearGatewayView();
+  queue.addSiblings(siblingSlot, siblings);
+  queue.setGatewayReported(reportedSlot, reportedCount);
+}
+
+export function localQueueSiblings(slot: i32): f64 {
+  return queue.siblingsAt(slot);
 }
 
 export function localQueueAdd(slot: i32, sig: u64, tokens: f64): u32 {
@@ -56,10 +69,18 @@ export function localQueueTokens(slot: i32): f64 {
   return queue.tokensAt(slot);
 }
 
-export function localQueuePublished(nowMs: u64, horizonMs: u64): void {
-  queue.published(nowMs, horizonMs);
+export function reportedMaxReset(): void {
+  reported = new ReportedMax();
 }
 
-export function localQueueReported(slot: i32): f64 {
-  return queue.reportedAt(slot);
+export function reportedMaxBegin(nowMs: u64, horizonMs: u64): void {
+  reported.begin(nowMs, horizonMs);
+}
+
+export function reportedMaxRecord(slot: i32, n: u32): void {
+  reported.record(slot, n);
+}
+
+export function reportedMaxAt(slot: i32): u32 {
+  return reported.at(slot);
 }

@@ -6,35 +6,52 @@
 //   counting at its first byte or its end — at once, on the VM that sent it;
 // - the engine's `waiting` at its last scrape (prompts unknown → QUEUED_TOKENS each), less this
 //   VM's own requests that scrape already shows (counted above at their own size);
-// - other VMs' and gateways' requests the engine's metrics do not show yet: every VM publishes how
-//   many of its requests are unseen (sent since the slot's load last changed: a newer scrape shows
-//   the rest), the control plane sums them from the gateways' reports into kvr.load's in-flight
-//   field. That sum holds this VM's own count as last reported, which is subtracted (the most it
-//   published within a report horizon, so a request of ours that ended since is never charged as
-//   someone else's); another VM's request leaves it with that VM's next report.
+// - requests the engine's metrics do not show yet (sent since the slot's load last changed: a
+//   newer scrape shows the rest) that are not this VM's. Every VM publishes its unseen count per
+//   slot in shared data (kvr.if.<t>) on every tick, so the other VMs of the same gateway see them
+//   one tick later, and a finished one leaves as fast. Other gateways' come from kvr.load's
+//   in-flight field, the control plane's sum of every gateway's last report, less what this
+//   gateway reported (the most its leader reported within a report horizon, kvr.ifr: a request
+//   of this gateway that ended since is never charged as another gateway's).
 import { LoadImage } from "./cache-images";
 
 /** Prefill work assumed for each queued request whose prompt this VM does not know (tokens). */
 export const QUEUED_TOKENS: f64 = 512;
 
 /** Requests at a slot that are not this VM's: waiting ones the engine shows, and unseen ones. */
-function othersOf(waiting: f64, fleet: f64, ownReported: f64, ownSeen: f64): f64 {
-  const unseen = fleet > ownReported ? fleet - ownReported : 0;
+function othersOf(waiting: f64, fleet: f64, gatewayReported: f64, siblings: f64, ownSeen: f64): f64 {
+  const elsewhere = fleet > gatewayReported ? fleet - gatewayReported : 0;
   const queued = waiting > ownSeen ? waiting - ownSeen : 0;
-  return queued + unseen;
+  return queued + elsewhere + siblings;
 }
 
 /**
- * Requests queued at a slot ahead of a new one (least-load's count). `ownSeen`: this VM's
- * unanswered requests sent before the slot's last load change; `ownCount`: all of them.
+ * Requests queued at a slot ahead of a new one (least-load's count). `fleet`: every gateway's
+ * unseen requests as last reported; `gatewayReported`: this gateway's share of it at most;
+ * `siblings`: this gateway's other VMs' unseen requests now; `ownSeen`: this VM's unanswered
+ * requests sent before the slot's last load change; `ownCount`: all of them.
  */
-export function queuedRequests(waiting: f64, fleet: f64, ownReported: f64, ownSeen: f64, ownCount: f64): f64 {
-  return othersOf(waiting, fleet, ownReported, ownSeen) + ownCount;
+export function queuedRequests(
+  waiting: f64,
+  fleet: f64,
+  gatewayReported: f64,
+  siblings: f64,
+  ownSeen: f64,
+  ownCount: f64,
+): f64 {
+  return othersOf(waiting, fleet, gatewayReported, siblings, ownSeen) + ownCount;
 }
 
 /** Prefill tokens queued at a slot ahead of a new one: unknown prompts at QUEUED_TOKENS, ours at their own uncached size. */
-export function queuedTokens(waiting: f64, fleet: f64, ownReported: f64, ownSeen: f64, ownTokens: f64): f64 {
-  return othersOf(waiting, fleet, ownReported, ownSeen) * QUEUED_TOKENS + ownTokens;
+export function queuedTokens(
+  waiting: f64,
+  fleet: f64,
+  gatewayReported: f64,
+  siblings: f64,
+  ownSeen: f64,
+  ownTokens: f64,
+): f64 {
+  return othersOf(waiting, fleet, gatewayReported, siblings, ownSeen) * QUEUED_TOKENS + ownTokens;
 }
 
 /**
@@ -65,10 +82,10 @@ export class LocalQueue {
   private tokens: StaticArray<f64> = new StaticArray<f64>(0);
   private window: StaticArray<u32> = new StaticArray<u32>(0);
   private signature: StaticArray<u64> = new StaticArray<u64>(0);
-  /** Most published per slot in the current and the previous report horizon. */
-  private reportedNow: StaticArray<u32> = new StaticArray<u32>(0);
-  private reportedBefore: StaticArray<u32> = new StaticArray<u32>(0);
-  private horizonEndsMs: u64 = 0;
+  /** This gateway's other VMs' unseen requests per slot, as of this VM's last tick. */
+  private siblings: StaticArray<u32> = new StaticArray<u32>(0);
+  /** The most this gateway's leader reported per slot lately (its share of kvr.load's count). */
+  private gatewayReported: StaticArray<u32> = new StaticArray<u32>(0);
 
   get slots(): i32 {
     return this.unseen.length;
@@ -80,8 +97,8 @@ export class LocalQueue {
     this.unseen = grownU32(this.unseen, n);
     this.pending = grownU32(this.pending, n);
     this.window = grownU32(this.window, n);
-    this.reportedNow = grownU32(this.reportedNow, n);
-    this.reportedBefore = grownU32(this.reportedBefore, n);
+    this.siblings = grownU32(this.siblings, n);
+    this.gatewayReported = grownU32(this.gatewayReported, n);
     const tokens = new StaticArray<f64>(n);
     const signature = new StaticArray<u64>(n);
     for (let i = 0; i < this.tokens.length; i++) {
@@ -136,28 +153,77 @@ export class LocalQueue {
     return slot >= 0 && slot < this.unseen.length ? this.tokens[slot] : 0;
   }
 
-  /**
-   * The unseen counts were published for the leader's report at `nowMs`. A report horizon covers
-   * the time a published count can stay in kvr.load: until the next report replaces it.
-   */
-  published(nowMs: u64, horizonMs: u64): void {
-    if (nowMs >= this.horizonEndsMs) {
-      const old = this.reportedBefore;
-      this.reportedBefore = this.reportedNow;
-      for (let i = 0; i < old.length; i++) old[i] = 0;
-      this.reportedNow = old;
-      this.horizonEndsMs = nowMs + horizonMs;
+  /** Forgets the gateway view before a tick reads it again (setSiblings / setGatewayReported). */
+  clearGatewayView(): void {
+    for (let i = 0; i < this.siblings.length; i++) {
+      this.siblings[i] = 0;
+      this.gatewayReported[i] = 0;
     }
-    for (let i = 0; i < this.unseen.length; i++)
-      if (this.unseen[i] > this.reportedNow[i]) this.reportedNow[i] = this.unseen[i];
   }
 
-  /** The most this VM published for `slot` lately: its share of kvr.load's fleet count at most. */
-  reportedAt(slot: i32): f64 {
-    if (slot < 0 || slot >= this.unseen.length) return 0;
-    const a = this.reportedNow[slot];
-    const b = this.reportedBefore[slot];
-    return <f64>(a > b ? a : b);
+  /** Adds `n` unseen requests of another VM of this gateway at `slot`. */
+  addSiblings(slot: i32, n: u32): void {
+    if (slot < 0) return;
+    this.ensure(slot);
+    this.siblings[slot] += n;
+  }
+
+  /** This gateway reported up to `n` unseen requests at `slot` lately. */
+  setGatewayReported(slot: i32, n: u32): void {
+    if (slot < 0) return;
+    this.ensure(slot);
+    this.gatewayReported[slot] = n;
+  }
+
+  siblingsAt(slot: i32): f64 {
+    return slot >= 0 && slot < this.siblings.length ? <f64>this.siblings[slot] : 0;
+  }
+
+  gatewayReportedAt(slot: i32): f64 {
+    return slot >= 0 && slot < this.gatewayReported.length ? <f64>this.gatewayReported[slot] : 0;
+  }
+}
+
+/**
+ * The leader's side of kvr.ifr: the most it reported per slot in the current and the previous
+ * report horizon. A horizon covers the time a reported count can stay in kvr.load: until the
+ * next report replaces it and the sync brings the new sum (plus the ticks around it).
+ */
+export class ReportedMax {
+  private now: StaticArray<u32> = new StaticArray<u32>(0);
+  private before: StaticArray<u32> = new StaticArray<u32>(0);
+  private horizonEndsMs: u64 = 0;
+
+  get slots(): i32 {
+    return this.now.length;
+  }
+
+  /** Starts a report at `nowMs`: a new horizon when the current one is over. */
+  begin(nowMs: u64, horizonMs: u64): void {
+    if (nowMs < this.horizonEndsMs) return;
+    const old = this.before;
+    this.before = this.now;
+    for (let i = 0; i < old.length; i++) old[i] = 0;
+    this.now = old;
+    this.horizonEndsMs = nowMs + horizonMs;
+  }
+
+  /** The report carries `n` unseen requests at `slot`. */
+  record(slot: i32, n: u32): void {
+    if (slot < 0) return;
+    if (slot >= this.now.length) {
+      const size = slot + 64;
+      this.now = grownU32(this.now, size);
+      this.before = grownU32(this.before, size);
+    }
+    if (n > this.now[slot]) this.now[slot] = n;
+  }
+
+  at(slot: i32): u32 {
+    if (slot < 0 || slot >= this.now.length) return 0;
+    const a = this.now[slot];
+    const b = this.before[slot];
+    return a > b ? a : b;
   }
 }
 

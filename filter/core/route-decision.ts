@@ -6,8 +6,9 @@
 // shape of Dynamo's KV-router cost (REFERENCE §3), fed with what the gateway can see:
 //   overlapWeight  × tokens of the prompt s has not cached
 // + inflightWeight × prefill tokens queued at s: this VM's unanswered requests at their own
-//                    uncached size, the engine's other waiting requests and other gateways'
-//                    requests its metrics do not show yet at QUEUED_TOKENS each (queued-work.ts)
+//                    uncached size; the engine's other waiting requests, and the requests of this
+//                    gateway's other threads and of other gateways that its metrics do not show
+//                    yet, at QUEUED_TOKENS each (queued-work.ts)
 // + decodeWeight   × sequences decoding at s × DECODE_TOKENS
 // Tokens are estimated from bytes (BYTES_PER_TOKEN); weights come from the configuration.
 import {
@@ -168,21 +169,22 @@ export class Decider {
       const s = this.picks[i];
       const waiting = <f64>loads.waiting(s);
       const fleet = <f64>loads.inflight(s);
-      const reported = local !== null ? local.reportedAt(s) : 0;
+      const reported = local !== null ? local.gatewayReportedAt(s) : 0;
+      const siblings = local !== null ? local.siblingsAt(s) : 0;
       const seen = local !== null ? local.seenAt(s) : 0;
       const running = <f64>loads.running(s);
       let cost: f64;
       if (policy === POLICY_LEAST_LOAD) {
-        cost =
-          running + queuedRequests(waiting, fleet, reported, seen, local !== null ? local.countAt(s) : 0);
+        const own = local !== null ? local.countAt(s) : 0;
+        cost = running + queuedRequests(waiting, fleet, reported, siblings, seen, own);
       } else {
         const depth = s < depths.length ? depths[s] : 0;
         const cached = <f64>depth * <f64>cfg.chunkSize;
         const uncached = <f64>promptBytes > cached ? <f64>promptBytes - cached : 0;
+        const own = local !== null ? local.tokensAt(s) : 0;
         cost =
           <f64>cfg.overlapWeight * (uncached / BYTES_PER_TOKEN) +
-          <f64>cfg.inflightWeight *
-            queuedTokens(waiting, fleet, reported, seen, local !== null ? local.tokensAt(s) : 0) +
+          <f64>cfg.inflightWeight * queuedTokens(waiting, fleet, reported, siblings, seen, own) +
           <f64>cfg.decodeWeight * running * DECODE_TOKENS;
       }
       this.costs[i] = cost;

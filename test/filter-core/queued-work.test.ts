@@ -5,8 +5,22 @@ import { encodeLoadImage } from "../../control-plane/src/publish/images.ts";
 import { route, writeIo } from "./core-probes.ts";
 
 interface QueueProbes {
-  queuedRequestsOf(waiting: number, fleet: number, reported: number, seen: number, own: number): number;
-  queuedTokensOf(waiting: number, fleet: number, reported: number, seen: number, ownTokens: number): number;
+  queuedRequestsOf(
+    waiting: number,
+    fleet: number,
+    reported: number,
+    siblings: number,
+    seen: number,
+    own: number,
+  ): number;
+  queuedTokensOf(
+    waiting: number,
+    fleet: number,
+    reported: number,
+    siblings: number,
+    seen: number,
+    ownTokens: number,
+  ): number;
   localQueueReset(): void;
   localQueueAdd(slot: number, sig: bigint, tokens: number): number;
   localQueueObserve(slot: number, sig: bigint): void;
@@ -15,8 +29,12 @@ interface QueueProbes {
   localQueueSeen(slot: number): number;
   localQueueUnseen(slot: number): number;
   localQueueTokens(slot: number): number;
-  localQueuePublished(nowMs: bigint, horizonMs: bigint): void;
-  localQueueReported(slot: number): number;
+  localQueueGatewayView(siblingSlot: number, siblings: number, reportedSlot: number, reported: number): void;
+  localQueueSiblings(slot: number): number;
+  reportedMaxReset(): void;
+  reportedMaxBegin(nowMs: bigint, horizonMs: bigint): void;
+  reportedMaxRecord(slot: number, n: number): void;
+  reportedMaxAt(slot: number): number;
   loadSignatureIo(slot: number): bigint;
 }
 const q = route as unknown as typeof route & QueueProbes;
@@ -24,27 +42,31 @@ const Q = 512;
 
 describe("queued work charged to a slot", () => {
   // waiting: the engine's queue at its last scrape; fleet: kvr.load's count of requests gateways
-  // sent that the metrics did not show (this VM's last reported share included); reported: the
-  // most this VM published lately; seen / own: this VM's unanswered requests the last scrape
-  // shows / all of them; tokens: their uncached prompt tokens.
-  const table: Array<[string, number, number, number, number, number, number, number, number]> = [
-    // what                                                  waiting fleet reported seen own tokens → requests, tokens
-    ["idle slot, nothing anywhere", 0, 0, 0, 0, 0, 0, 0, 0],
-    ["our request ended; the fleet count still has it", 0, 1, 1, 0, 0, 0, 0, 0],
-    ["our request ended; the engine's last scrape has it waiting", 1, 0, 0, 0, 0, 0, 1, Q],
-    ["another gateway's unseen request", 0, 1, 0, 0, 0, 0, 1, Q],
-    ["our unseen request: its own uncached prompt", 0, 1, 1, 0, 1, 100, 1, 100],
-    ["our request the scrape shows waiting: not twice", 1, 0, 1, 1, 1, 100, 1, 100],
-    ["ours seen while it prefills (running): the queue has none of others", 0, 0, 0, 1, 1, 100, 1, 100],
-    ["our fully cached request costs no prefill", 0, 1, 1, 0, 1, 0, 1, 0],
-    ["the engine's queue at QUEUED_TOKENS each", 2, 0, 0, 0, 0, 0, 2, 2 * Q],
-    ["ours and two of others", 0, 3, 1, 0, 1, 100, 3, 2 * Q + 100],
-    ["fleet count behind our report (stale): none of others", 0, 1, 2, 0, 1, 100, 1, 100],
-    ["everything at once", 3, 5, 2, 1, 3, 300, 8, 5 * Q + 300],
+  // sent that the metrics did not show (this gateway's last reported share included); reported:
+  // the most this gateway's leader reported lately; siblings: this gateway's other threads'
+  // unseen requests now; seen / own: this VM's unanswered requests the last scrape shows / all of
+  // them; tokens: their uncached prompt tokens.
+  const table: Array<[string, number, number, number, number, number, number, number, number, number]> = [
+    // what                                                  waiting fleet reported siblings seen own tokens → requests, tokens
+    ["idle slot, nothing anywhere", 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    ["our request ended; the fleet count still has it", 0, 1, 1, 0, 0, 0, 0, 0, 0],
+    ["a sibling's request ended: gone from its count, still in the fleet's", 0, 1, 1, 0, 0, 0, 0, 0, 0],
+    ["a sibling's unseen request, not yet reported", 0, 0, 0, 1, 0, 0, 0, 1, Q],
+    ["a sibling's unseen request, reported: once", 0, 1, 1, 1, 0, 0, 0, 1, Q],
+    ["our request ended; the engine's last scrape has it waiting", 1, 0, 0, 0, 0, 0, 0, 1, Q],
+    ["another gateway's unseen request", 0, 1, 0, 0, 0, 0, 0, 1, Q],
+    ["our unseen request: its own uncached prompt", 0, 1, 1, 0, 0, 1, 100, 1, 100],
+    ["our request the scrape shows waiting: not twice", 1, 0, 1, 0, 1, 1, 100, 1, 100],
+    ["ours seen while it prefills (running): the queue has none of others", 0, 0, 0, 0, 1, 1, 100, 1, 100],
+    ["our fully cached request costs no prefill", 0, 1, 1, 0, 0, 1, 0, 1, 0],
+    ["the engine's queue at QUEUED_TOKENS each", 2, 0, 0, 0, 0, 0, 0, 2, 2 * Q],
+    ["ours and two of other gateways", 0, 3, 1, 0, 0, 1, 100, 3, 2 * Q + 100],
+    ["fleet count behind our report (stale): none of others", 0, 1, 2, 0, 0, 1, 100, 1, 100],
+    ["everything at once", 3, 5, 2, 2, 1, 3, 300, 10, 7 * Q + 300],
   ];
-  it.each(table)("%s", (_what, waiting, fleet, reported, seen, own, tokens, requests, work) => {
-    expect(q.queuedRequestsOf(waiting, fleet, reported, seen, own)).toBe(requests);
-    expect(q.queuedTokensOf(waiting, fleet, reported, seen, tokens)).toBe(work);
+  it.each(table)("%s", (_what, waiting, fleet, reported, siblings, seen, own, tokens, requests, work) => {
+    expect(q.queuedRequestsOf(waiting, fleet, reported, siblings, seen, own)).toBe(requests);
+    expect(q.queuedTokensOf(waiting, fleet, reported, siblings, seen, tokens)).toBe(work);
   });
 });
 
@@ -184,24 +206,43 @@ describe("this VM's queue", () => {
     );
   });
 
-  it("remembers the most it published for a report horizon, then forgets", () => {
+  it("keeps the gateway view apart from its own requests, and a tick replaces it", () => {
     q.localQueueReset();
-    const w = q.localQueueAdd(0, A, 100);
     q.localQueueAdd(0, A, 100);
-    q.localQueuePublished(1000n, 600n);
-    expect(q.localQueueReported(0)).toBe(2);
-    // Both answer: nothing unseen at once, but kvr.load may hold the 2 until the next report.
-    q.localQueueRemove(0, w, 100);
-    q.localQueueRemove(0, w, 100);
-    q.localQueuePublished(1100n, 600n);
-    expect([q.localQueueUnseen(0), q.localQueueReported(0)]).toEqual([0, 2]);
-    q.localQueuePublished(1599n, 600n);
-    expect(q.localQueueReported(0)).toBe(2);
+    q.localQueueGatewayView(0, 3, 1, 2);
+    expect([q.localQueueCount(0), q.localQueueUnseen(0), q.localQueueSiblings(0)]).toEqual([1, 1, 3]);
+    q.localQueueGatewayView(1, 1, 0, 0);
+    expect([q.localQueueSiblings(0), q.localQueueSiblings(1), q.localQueueCount(0)]).toEqual([0, 1, 1]);
+  });
+});
+
+describe("what the leader reported (kvr.ifr)", () => {
+  it("remembers the most it reported for a report horizon, then forgets", () => {
+    q.reportedMaxReset();
+    q.reportedMaxBegin(1000n, 600n);
+    q.reportedMaxRecord(0, 2);
+    expect(q.reportedMaxAt(0)).toBe(2);
+    // Both answer: the next report has none, but kvr.load may hold the 2 until it replaces them.
+    q.reportedMaxBegin(1100n, 600n);
+    q.reportedMaxRecord(0, 0);
+    expect(q.reportedMaxAt(0)).toBe(2);
+    q.reportedMaxBegin(1599n, 600n);
+    expect(q.reportedMaxAt(0)).toBe(2);
     // Next horizon: still remembered (the previous one), then gone.
-    q.localQueuePublished(1600n, 600n);
-    expect(q.localQueueReported(0)).toBe(2);
-    q.localQueuePublished(2200n, 600n);
-    expect(q.localQueueReported(0)).toBe(0);
+    q.reportedMaxBegin(1600n, 600n);
+    expect(q.reportedMaxAt(0)).toBe(2);
+    q.reportedMaxBegin(2200n, 600n);
+    expect(q.reportedMaxAt(0)).toBe(0);
+  });
+
+  it("keeps the larger of two counts in one horizon, per slot", () => {
+    q.reportedMaxReset();
+    q.reportedMaxBegin(0n, 600n);
+    q.reportedMaxRecord(3, 1);
+    q.reportedMaxRecord(3, 4);
+    q.reportedMaxRecord(3, 2);
+    q.reportedMaxRecord(70, 1);
+    expect([q.reportedMaxAt(3), q.reportedMaxAt(70), q.reportedMaxAt(5)]).toEqual([4, 1, 0]);
   });
 });
 

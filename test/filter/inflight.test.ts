@@ -1,6 +1,7 @@
 // The in-flight accounting end to end (filter/core/queued-work.ts): a gateway (build/kvroute.wasm
 // in the host, ticks by hand) synced from a real control plane that scrapes a fake engine and
-// takes the gateway's reports. A finished request stops counting at once on the VM that sent it;
+// takes the gateway's reports. A finished request stops counting at once on the VM that sent it,
+// and one tick later on the gateway's other VMs (kvr.if.<t>), long before the fleet count drops;
 // a request the engine's metrics show stops counting as unseen, in the fleet count too.
 import { afterEach, describe, expect, it } from "vitest";
 import { headers } from "../../host/host.ts";
@@ -64,6 +65,40 @@ describe("in-flight accounting", () => {
     // ended: within one report the slot is free for everyone.
     await roundsUntil(s, () => fleetCount(s, x) === 0, "the next report clears the fleet count");
     s.round();
+    const elsewhere = startCompletion(s.host, b, PROMPT);
+    expect(slotOf(s, elsewhere.sink)).toBe(x);
+  });
+
+  it("another thread's request counts on this gateway's other threads one tick after it is sent, before any report", async () => {
+    stack = await startManualStack(2);
+    const s = stack;
+    const [a, b] = s.host.threads as [WasmThread, WasmThread];
+    // Three requests of different prompts from thread a take three of the four ranks.
+    const taken = new Set<number>();
+    for (const tag of ["one", "two", "three"]) taken.add(slotOf(s, startCompletion(s.host, a, `${tag} ${PROMPT}`).sink));
+    expect(taken.size).toBe(3);
+    s.round([a]);
+    s.round([b]);
+    // The control plane has not been told yet (no report is answered without a turn of the event
+    // loop): thread b knows them from a's shared in-flight counts alone and takes the free rank.
+    for (const x of taken) expect(fleetCount(s, x)).toBe(0);
+    const next = slotOf(s, startCompletion(s.host, b, `four ${PROMPT}`).sink);
+    expect(taken.has(next)).toBe(false);
+  });
+
+  it("another thread's finished request stops counting one tick later on this gateway's other threads, though the fleet count still has it", async () => {
+    stack = await startManualStack(2);
+    const s = stack;
+    const [a, b] = s.host.threads as [WasmThread, WasmThread];
+    const first = startCompletion(s.host, a, PROMPT);
+    const x = slotOf(s, first.sink);
+    await roundsUntil(s, () => fleetCount(s, x) === 1, "the fleet count holds the request");
+    first.stream.encodeHeaders(headers([[":status", "200"]]), true);
+    // Thread a publishes that it has nothing unseen at x; thread b reads it on its tick. The count
+    // in kvr.load is this gateway's own report (kvr.ifr says so): no one else's request is there.
+    s.round([a]);
+    s.round([b]);
+    expect(fleetCount(s, x)).toBe(1);
     const elsewhere = startCompletion(s.host, b, PROMPT);
     expect(slotOf(s, elsewhere.sink)).toBe(x);
   });
