@@ -24,7 +24,8 @@ export function inflightFreshMs(tickMs: u32): u64 {
  */
 export function sumInflight(r: SharedValue, tickMs: u32, now: u64, exclude: i32, sums: Map<i32, u32>): void {
   getShared(THREADS_KEY, r);
-  const threads: u32 = r.value !== null && r.value!.byteLength === 4 ? load<u32>(changetype<usize>(r.value!)) : 0;
+  const threads: u32 =
+    r.value !== null && r.value!.byteLength === 4 ? load<u32>(changetype<usize>(r.value!)) : 0;
   const n = threads < MAX_THREADS ? threads : MAX_THREADS;
   const freshMs = inflightFreshMs(tickMs);
   for (let t: u32 = 0; t < n; t++) {

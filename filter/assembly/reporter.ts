@@ -8,15 +8,14 @@ import { ReportedMax } from "../core/queued-work";
 import { ReportWriter } from "../core/report-writer";
 import {
   getHeaderString,
-  getShared,
   HTTP_CALL_RESPONSE_HEADERS,
   LOG_WARN,
   log,
   OK,
   SharedValue,
 } from "./host";
-import { stats } from "./metrics";
 import { sumInflight, writeReported } from "./inflight-keys";
+import { stats } from "./metrics";
 import { ensureDrainCounter, markDrained } from "./report-queue";
 import { callControlPlane } from "./sync";
 

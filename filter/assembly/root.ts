@@ -22,9 +22,9 @@ import {
   setShared,
   setTickMs,
 } from "./host";
+import { MAX_THREADS, refreshGatewayView, THREADS_KEY, writeCounts } from "./inflight-keys";
 import { Leadership } from "./leader";
 import { stats } from "./metrics";
-import { MAX_THREADS, refreshGatewayView, THREADS_KEY, writeCounts } from "./inflight-keys";
 import { Reporter } from "./reporter";
 import { vm } from "./state";
 import { SyncPoller } from "./sync";

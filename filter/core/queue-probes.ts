@@ -31,7 +31,12 @@ export function localQueueReset(): void {
   queue = new LocalQueue();
 }
 
-export function localQueueGatewayView(siblingSlot: i32, siblings: u32, reportedSlot: i32, reportedCount: u32): void {
+export function localQueueGatewayView(
+  siblingSlot: i32,
+  siblings: u32,
+  reportedSlot: i32,
+  reportedCount: u32,
+): void {
   queue.clearGatewayView();
   queue.addSiblings(siblingSlot, siblings);
   queue.setGatewayReported(reportedSlot, reportedCount);

@@ -87,6 +87,8 @@ export interface ShippedFilterOptions {
   routing?: Record<string, unknown>;
   cache?: Record<string, unknown>;
   threads?: number;
+  /** More plugin configuration fields (tickMs and reportMs are the harness's). */
+  plugin?: Record<string, unknown>;
 }
 
 export class ShippedFilter {
@@ -131,7 +133,7 @@ export class ShippedFilter {
       mainThread: false,
       vmId: "kvroute",
       rootId: "kvroute",
-      pluginConfig: JSON.stringify({ tickMs: TICK_MS, reportMs: REPORT_MS }),
+      pluginConfig: JSON.stringify({ ...o.plugin, tickMs: TICK_MS, reportMs: REPORT_MS }),
       allowOnHeadersStopIteration: true,
       ticks: "manual",
       clock: () => this.clock.now,
@@ -216,11 +218,23 @@ export class ShippedFilter {
   }
 
   /** One request through the filter on worker `thread`; the stream stays open (see respond/finish). */
-  route(body: string, o: { headers?: Array<[string, string]>; thread?: number } = {}): Routed {
+  route(
+    body: string,
+    o: {
+      headers?: Array<[string, string]>;
+      thread?: number;
+      /** The stream's dynamic metadata (a GAIE subset hint, say). */
+      metadata?: Record<string, Record<string, unknown>>;
+    } = {},
+  ): Routed {
     const before = this.outcomes();
     const end = new End();
     const t = this.host.threads[o.thread ?? 0] as WasmThread;
-    const stream = this.host.newStream(t, end);
+    const stream = this.host.newStream(
+      t,
+      end,
+      o.metadata === undefined ? {} : { dynamicMetadata: o.metadata },
+    );
     stream.decodeHeaders(
       headers([
         [":method", "POST"],

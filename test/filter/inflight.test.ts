@@ -75,7 +75,8 @@ describe("in-flight accounting", () => {
     const [a, b] = s.host.threads as [WasmThread, WasmThread];
     // Three requests of different prompts from thread a take three of the four ranks.
     const taken = new Set<number>();
-    for (const tag of ["one", "two", "three"]) taken.add(slotOf(s, startCompletion(s.host, a, `${tag} ${PROMPT}`).sink));
+    for (const tag of ["one", "two", "three"])
+      taken.add(slotOf(s, startCompletion(s.host, a, `${tag} ${PROMPT}`).sink));
     expect(taken.size).toBe(3);
     s.round([a]);
     s.round([b]);
