@@ -1,20 +1,13 @@
 // The leader's POST /v1/report every reportMs (docs/wire-format.md §6): the batches the VMs left in
-// the report queue, plus the in-flight counts every VM publishes in kvr.if.<t>.
+// the report queue, plus the in-flight counts every VM publishes in kvr.un.<t>.
 import * as imports from "@gcoredev/proxy-wasm-sdk-as/assembly/imports";
 import { globalArrayBufferReference } from "@gcoredev/proxy-wasm-sdk-as/assembly/runtime";
 import { ByteBuf } from "../core/byte-buf";
 import { PluginConfig } from "../core/plugin-config";
 import { ReportedMax } from "../core/queued-work";
 import { ReportWriter } from "../core/report-writer";
-import {
-  getHeaderString,
-  HTTP_CALL_RESPONSE_HEADERS,
-  LOG_WARN,
-  log,
-  OK,
-  SharedValue,
-} from "./host";
-import { sumInflight, writeReported } from "./inflight-keys";
+import { getHeaderString, HTTP_CALL_RESPONSE_HEADERS, LOG_WARN, log, OK, SharedValue } from "./host";
+import { readSiblings, writeReported } from "./inflight-keys";
 import { stats } from "./metrics";
 import { ensureDrainCounter, markDrained } from "./report-queue";
 import { callControlPlane } from "./sync";
@@ -81,12 +74,12 @@ export class Reporter {
   }
 
   /**
-   * In-flight per slot over every VM's recent kvr.if.<t>, into the report; what it reports goes
+   * In-flight per slot over every VM's recent kvr.un.<t>, into the report; what it reports goes
    * into kvr.ifr, so every VM of this gateway can tell its own gateway's share of kvr.load's count.
    */
   private addInflight(cfg: PluginConfig, now: u64): void {
     const sums = new Map<i32, u32>();
-    sumInflight(this.read, cfg.tickMs, now, -1, sums);
+    readSiblings(this.read, cfg.tickMs, now, -1, null, sums);
     // A reported count stays in kvr.load until the next report replaces it and the sync brings
     // the new sum: a report interval and the ticks around it (a horizon lasts that long, and the
     // previous one's maximum still counts through the current one).

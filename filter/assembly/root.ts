@@ -22,7 +22,7 @@ import {
   setShared,
   setTickMs,
 } from "./host";
-import { MAX_THREADS, refreshGatewayView, THREADS_KEY, writeCounts } from "./inflight-keys";
+import { MAX_THREADS, THREADS_KEY } from "./inflight-keys";
 import { Leadership } from "./leader";
 import { stats } from "./metrics";
 import { Reporter } from "./reporter";
@@ -92,7 +92,7 @@ export class KvrouteRoot {
     return true;
   }
 
-  /** A slot in the kvr.if.<t> key space, by CAS on a shared counter. */
+  /** A slot in the kvr.un.<t> key space, by CAS on a shared counter. */
   private claimThreadIndex(): i32 {
     const r = this.read;
     const b = this.scratch;
@@ -174,8 +174,8 @@ export class KvrouteRoot {
    * VMs of this gateway and the leader's report; then theirs, for this VM's decisions.
    */
   private publishInflight(now: u64): void {
-    writeCounts(`kvr.if.${vm.thread}`, vm.queue.unseen, now, this.scratch);
-    refreshGatewayView(vm.queue, vm.thread, this.read, this.config.tickMs, now);
+    vm.publishQueue(now);
+    vm.readGateway(now);
   }
 
   /** An http-call answer for this root context: its poll's or its report's. */

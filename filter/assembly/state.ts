@@ -10,13 +10,15 @@ import { PrefixWalk } from "../core/prefix-walk";
 import { LocalQueue, loadSignature } from "../core/queued-work";
 import { RequestHasher } from "../core/request-hash";
 import { Decider } from "../core/route-decision";
+import { SharedValue } from "./host";
+import { refreshGatewayView, writeUnseen } from "./inflight-keys";
 import { ReportOutbox } from "./report-queue";
 import { KvrouteStream } from "./stream";
 
 export class VmState {
   /** The configuration of the root context whose stream (or tick) is running now. */
   config: PluginConfig = new PluginConfig();
-  /** This VM's index in the `kvr.if.<t>` key space: claimed once per VM, -1 before. */
+  /** This VM's index in the `kvr.un.<t>` key space: claimed once per VM, -1 before. */
   thread: i32 = -1;
   /** Token of the shared queue the leader drains for reports; 0 when unavailable. */
   reportQueue: u32 = 0;
@@ -37,12 +39,24 @@ export class VmState {
   streamConfigs: Map<u32, PluginConfig> = new Map();
   /** Streams holding their headers while waiting for the body, with the time they started. */
   waiting: Map<u32, u64> = new Map();
+  private unseenOut: ByteBuf = new ByteBuf(256);
+  private siblingsRead: SharedValue = new SharedValue();
   /** Whether the missing allow_on_headers_stop_iteration was already reported. */
   warnedNoBody: bool = false;
 
   /** The configuration stream `id` runs with. */
   configOf(id: u32, fallback: PluginConfig): PluginConfig {
     return this.streamConfigs.has(id) ? this.streamConfigs.get(id) : fallback;
+  }
+
+  /** This VM's requests into kvr.un.<t>: after every change, so the other VMs decide with them. */
+  publishQueue(now: u64): void {
+    if (this.thread >= 0) writeUnseen(this.thread, this.queue, now, this.unseenOut);
+  }
+
+  /** The other VMs' requests (kvr.un.<t>) and the leader's reported share (kvr.ifr), before a decision. */
+  readGateway(now: u64): void {
+    refreshGatewayView(this.queue, this.thread, this.siblingsRead, this.config.tickMs, now);
   }
 
   /** kvr.load as this VM has it now: requests the engines' metrics show are no longer unseen. */

@@ -119,6 +119,8 @@ export class KvrouteStream {
   private firstByteMs: u64 = 0;
   private status: u32 = 0;
   private requestId: ArrayBuffer | null = null;
+  /** Counted in vm.queue's decoding requests (after its first byte) until its end. */
+  private decoding: bool = false;
   /** Counted in vm.queue (queued-work.ts) until its first byte or its end. */
   private queued: bool = false;
   private queueWindow: u32 = 0;
@@ -385,6 +387,7 @@ export class KvrouteStream {
     }
     const prompt = h.renderer.out.len > 0 ? h.renderer.out.len : bodyLen;
     vm.observeLoad(load);
+    vm.readGateway(now);
     const outcome = d.decide(
       cfg,
       slots,
@@ -431,6 +434,7 @@ export class KvrouteStream {
     if ((cfg.pools[pool].flags & POOL_SGLANG_BODY_RANK) !== 0 && parsed && !truncated)
       this.writeBodyRank(body, bodyLen);
     this.enqueue(load);
+    vm.publishQueue(now);
     // The slot whose KV cache receives the prompt: the prefill worker's when disaggregated.
     const cacheSlot = d.prefillSlot >= 0 ? d.prefillSlot : d.slot;
     if (outcome === OUT_PINNED) {
@@ -590,14 +594,31 @@ export class KvrouteStream {
     this.queueWindow = q.add(this.slot, loadSignature(load, this.slot), p >= 0 ? 0 : this.uncachedTokens);
   }
 
-  /** No longer queued: its first byte came back (prefill done) or it ended. */
+  /** No longer queued: its first byte came back (prefill done); it decodes at its slot. */
   private dequeue(): void {
     if (!this.queued) return;
     this.queued = false;
+    this.decoding = true;
     const q = vm.queue;
     const p = this.prefillSlot;
-    if (p >= 0) q.remove(p, this.prefillQueueWindow, this.uncachedTokens);
-    q.remove(this.slot, this.queueWindow, p >= 0 ? 0 : this.uncachedTokens);
+    if (p >= 0) q.answer(p, this.prefillQueueWindow, this.uncachedTokens, false);
+    q.answer(this.slot, this.queueWindow, p >= 0 ? 0 : this.uncachedTokens, true);
+  }
+
+  /** Ended: out of the queue, unanswered or decoding. Whether it was in it. */
+  private leaveQueue(): bool {
+    const q = vm.queue;
+    const p = this.prefillSlot;
+    const tokens = p >= 0 ? 0 : this.uncachedTokens;
+    if (this.queued) {
+      this.queued = false;
+      if (p >= 0) q.end(p, this.prefillQueueWindow, this.uncachedTokens, false);
+      q.end(this.slot, this.queueWindow, tokens, false);
+    } else if (this.decoding) {
+      this.decoding = false;
+      q.end(this.slot, this.queueWindow, tokens, true);
+    } else return false;
+    return true;
   }
 
   onResponseHeaders(): u32 {
@@ -629,7 +650,7 @@ export class KvrouteStream {
       // Still unanswered: its queued work moves from the first pick to the slot that serves it.
       const q = vm.queue;
       const tokens = this.prefillSlot >= 0 ? 0 : this.uncachedTokens;
-      q.remove(this.slot, this.queueWindow, tokens);
+      q.end(this.slot, this.queueWindow, tokens, false);
       const load = cache.load;
       this.queueWindow = q.add(served, load === null ? 0 : loadSignature(load, served), tokens);
     }
@@ -640,6 +661,7 @@ export class KvrouteStream {
     if (this.firstByteMs === 0) {
       this.firstByteMs = nowMs();
       this.dequeue();
+      vm.publishQueue(this.firstByteMs);
     }
     return DATA_CONTINUE;
   }
@@ -649,7 +671,7 @@ export class KvrouteStream {
     // happens before the path is even looked at, and the control plane's `rejected` count must
     // see it too.
     if (this.endpoint === 0 && this.outcome !== REPORT_REJECTED) return;
-    this.dequeue();
+    if (this.leaveQueue()) vm.publishQueue(nowMs());
     // 0 = the upstream never answered (reset, refused): counts against the slot's health.
     if (this.slot >= 0 && (this.status === 0 || this.status === 502 || this.status === 503))
       stats.inc(stats.upstreamFailures);

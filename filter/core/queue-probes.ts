@@ -1,49 +1,58 @@
 // Probes into the queued term of the cost model (queued-work.ts) for Node tests: the pure
 // functions as they are, and one LocalQueue driven step by step. Numbers in, numbers out.
-import { LocalQueue, queuedRequests, queuedTokens, ReportedMax } from "./queued-work";
+import { elsewhereOf, LocalQueue, queuedRequests, queuedTokens, ReportedMax } from "./queued-work";
 
 let queue = new LocalQueue();
 let reported = new ReportedMax();
 
-export function queuedRequestsOf(
-  waiting: f64,
-  fleet: f64,
-  gatewayReported: f64,
-  siblings: f64,
-  ownSeen: f64,
-  ownCount: f64,
-): f64 {
-  return queuedRequests(waiting, fleet, gatewayReported, siblings, ownSeen, ownCount);
+export function queuedRequestsOf(waiting: f64, elsewhere: f64, seen: f64, count: f64): f64 {
+  return queuedRequests(waiting, elsewhere, seen, count);
 }
 
-export function queuedTokensOf(
-  waiting: f64,
-  fleet: f64,
-  gatewayReported: f64,
-  siblings: f64,
-  ownSeen: f64,
-  ownTokens: f64,
-): f64 {
-  return queuedTokens(waiting, fleet, gatewayReported, siblings, ownSeen, ownTokens);
+export function queuedTokensOf(waiting: f64, elsewhere: f64, seen: f64, tokens: f64): f64 {
+  return queuedTokens(waiting, elsewhere, seen, tokens);
+}
+
+export function elsewhereOfIo(fleet: f64, gatewayReported: f64): f64 {
+  return elsewhereOf(fleet, gatewayReported);
 }
 
 export function localQueueReset(): void {
   queue = new LocalQueue();
 }
 
+/** Another VM published (pending, tokens, unseen, decoding) at `slot`; the leader reported `reported` there. */
 export function localQueueGatewayView(
-  siblingSlot: i32,
-  siblings: u32,
-  reportedSlot: i32,
-  reportedCount: u32,
+  slot: i32,
+  pending: u32,
+  tokens: f64,
+  unseen: u32,
+  decoding: u32,
+  reported: u32,
 ): void {
   queue.clearGatewayView();
-  queue.addSiblings(siblingSlot, siblings);
-  queue.setGatewayReported(reportedSlot, reportedCount);
+  queue.addSiblings(slot, pending, tokens, unseen, decoding);
+  queue.setGatewayReported(slot, reported);
 }
 
-export function localQueueSiblings(slot: i32): f64 {
-  return queue.siblingsAt(slot);
+export function localQueueGatewayCount(slot: i32): f64 {
+  return queue.gatewayCountAt(slot);
+}
+
+export function localQueueGatewayTokens(slot: i32): f64 {
+  return queue.gatewayTokensAt(slot);
+}
+
+export function localQueueGatewaySeen(slot: i32): f64 {
+  return queue.gatewaySeenAt(slot);
+}
+
+export function localQueueUnseenRunning(slot: i32): f64 {
+  return queue.unseenRunningAt(slot);
+}
+
+export function localQueueGatewayReported(slot: i32): f64 {
+  return queue.gatewayReportedAt(slot);
 }
 
 export function localQueueAdd(slot: i32, sig: u64, tokens: f64): u32 {
@@ -54,8 +63,16 @@ export function localQueueObserve(slot: i32, sig: u64): void {
   queue.observe(slot, sig);
 }
 
-export function localQueueRemove(slot: i32, window: u32, tokens: f64): void {
-  queue.remove(slot, window, tokens);
+export function localQueueAnswer(slot: i32, window: u32, tokens: f64, decodes: bool): void {
+  queue.answer(slot, window, tokens, decodes);
+}
+
+export function localQueueEnd(slot: i32, window: u32, tokens: f64, answered: bool): void {
+  queue.end(slot, window, tokens, answered);
+}
+
+export function localQueueDecoding(slot: i32): f64 {
+  return <f64>queue.unseenDecodingAt(slot);
 }
 
 export function localQueueCount(slot: i32): f64 {
@@ -67,7 +84,7 @@ export function localQueueSeen(slot: i32): f64 {
 }
 
 export function localQueueUnseen(slot: i32): f64 {
-  return slot >= 0 && slot < queue.slots ? <f64>queue.unseen[slot] : 0;
+  return <f64>queue.unseenPendingAt(slot);
 }
 
 export function localQueueTokens(slot: i32): f64 {

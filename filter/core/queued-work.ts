@@ -1,57 +1,49 @@
-// The queued term of the cost model: prefill work waiting at a slot ahead of a new request.
+// The queued term of the cost model: prefill work waiting at a slot ahead of a new request, and
+// the decoding requests the engine's metrics do not count yet.
 //
-// Three sources, none counted twice:
-// - this VM's own requests not yet answered (sent, no first byte: their prefill is still ahead):
-//   each priced by its own uncached prompt, which this VM knows from its decision. One stops
-//   counting at its first byte or its end — at once, on the VM that sent it;
-// - the engine's `waiting` at its last scrape (prompts unknown → QUEUED_TOKENS each), less this
-//   VM's own requests that scrape already shows (counted above at their own size);
-// - requests the engine's metrics do not show yet (sent since the slot's load last changed: a
-//   newer scrape shows the rest) that are not this VM's. Every VM publishes its unseen count per
-//   slot in shared data (kvr.if.<t>) on every tick, so the other VMs of the same gateway see them
-//   one tick later, and a finished one leaves as fast. Other gateways' come from kvr.load's
-//   in-flight field, the control plane's sum of every gateway's last report, less what this
-//   gateway reported (the most its leader reported within a report horizon, kvr.ifr: a request
-//   of this gateway that ended since is never charged as another gateway's).
+// The gateway counts its own requests exactly: every VM keeps its requests per slot (LocalQueue)
+// and publishes them in shared data (kvr.un.<t>) whenever they change and on every tick, and reads
+// the other VMs' before each decision — so a gateway's threads decide as one. Per slot:
+// - the gateway's unanswered requests (routed, no first byte: their prefill is still ahead), each
+//   priced by its own uncached prompt, which the VM that routed it knows from its decision;
+// - the engine's `waiting` at its last scrape (prompts unknown → QUEUED_TOKENS each), less the
+//   gateway's unanswered requests that scrape may already show (counted above at their own size);
+// - other gateways' unanswered requests the engine's metrics do not show yet: kvr.load's in-flight
+//   field, the control plane's sum of every gateway's last report, less what this gateway reported
+//   (the most its leader reported within a report horizon, kvr.ifr: a request of this gateway
+//   that ended since is never charged as another gateway's), QUEUED_TOKENS each;
+// - running: the engine's count at its last scrape, plus the gateway's decoding requests that
+//   scrape may not show yet.
+// A request is "unseen" until the slot's load has changed twice since it was routed: the first
+// change may come from a scrape taken before the request reached the engine (the engine's stats
+// and the scrape both lag), the second cannot.
 import { LoadImage } from "./cache-images";
 
 /** Prefill work assumed for each queued request whose prompt this VM does not know (tokens). */
 export const QUEUED_TOKENS: f64 = 512;
 
-/** Requests at a slot that are not this VM's: waiting ones the engine shows, and unseen ones. */
-function othersOf(waiting: f64, fleet: f64, gatewayReported: f64, siblings: f64, ownSeen: f64): f64 {
-  const elsewhere = fleet > gatewayReported ? fleet - gatewayReported : 0;
-  const queued = waiting > ownSeen ? waiting - ownSeen : 0;
-  return queued + elsewhere + siblings;
+/** Requests the engine has queued that are not the gateway's, plus other gateways' unseen ones. */
+function othersOf(waiting: f64, elsewhere: f64, seen: f64): f64 {
+  return (waiting > seen ? waiting - seen : 0) + elsewhere;
 }
 
 /**
- * Requests queued at a slot ahead of a new one (least-load's count). `fleet`: every gateway's
- * unseen requests as last reported; `gatewayReported`: this gateway's share of it at most;
- * `siblings`: this gateway's other VMs' unseen requests now; `ownSeen`: this VM's unanswered
- * requests sent before the slot's last load change; `ownCount`: all of them.
+ * Requests queued at a slot ahead of a new one (least-load's count). `elsewhere`: other gateways'
+ * unseen requests; `seen`: the gateway's unanswered requests the engine's last scrape may show;
+ * `count`: all of the gateway's unanswered requests there.
  */
-export function queuedRequests(
-  waiting: f64,
-  fleet: f64,
-  gatewayReported: f64,
-  siblings: f64,
-  ownSeen: f64,
-  ownCount: f64,
-): f64 {
-  return othersOf(waiting, fleet, gatewayReported, siblings, ownSeen) + ownCount;
+export function queuedRequests(waiting: f64, elsewhere: f64, seen: f64, count: f64): f64 {
+  return othersOf(waiting, elsewhere, seen) + count;
 }
 
-/** Prefill tokens queued at a slot ahead of a new one: unknown prompts at QUEUED_TOKENS, ours at their own uncached size. */
-export function queuedTokens(
-  waiting: f64,
-  fleet: f64,
-  gatewayReported: f64,
-  siblings: f64,
-  ownSeen: f64,
-  ownTokens: f64,
-): f64 {
-  return othersOf(waiting, fleet, gatewayReported, siblings, ownSeen) * QUEUED_TOKENS + ownTokens;
+/** Prefill tokens queued at a slot ahead of a new one: unknown prompts at QUEUED_TOKENS, the gateway's at their own uncached size. */
+export function queuedTokens(waiting: f64, elsewhere: f64, seen: f64, tokens: f64): f64 {
+  return othersOf(waiting, elsewhere, seen) * QUEUED_TOKENS + tokens;
+}
+
+/** Other gateways' unseen requests: the fleet's count less this gateway's reported share. */
+export function elsewhereOf(fleet: f64, gatewayReported: f64): f64 {
+  return fleet > gatewayReported ? fleet - gatewayReported : 0;
 }
 
 /**
@@ -69,119 +61,207 @@ export function loadSignature(loads: LoadImage, s: i32): u64 {
 }
 
 /**
- * This VM's unanswered requests per slot and their uncached prompt tokens, and how many of them
- * the engine's metrics do not show yet. Requests sent while the slot's load read the same form
- * one window; a changed load signature closes it (a newer scrape shows them, waiting or running).
- * A request answering or ending leaves the unanswered count, and the unseen one if its window is
- * still open.
+ * This VM's requests per slot: those not answered yet (no first byte: their prefill is ahead) with
+ * their uncached prompt tokens, and of all it routed, those the engine's metrics may not show
+ * yet — split into unanswered and decoding ones. A request is unseen until the slot's load has
+ * changed twice since it was routed: the first change may come from a scrape taken before the
+ * request reached the engine (the engine's stats and the scrape both lag), the second cannot.
+ * The two most recent windows are kept per slot; a change drops the older one.
  */
 export class LocalQueue {
-  /** Unseen requests per slot (published in kvr.if.<t>). */
-  unseen: StaticArray<u32> = new StaticArray<u32>(0);
   private pending: StaticArray<u32> = new StaticArray<u32>(0);
   private tokens: StaticArray<f64> = new StaticArray<f64>(0);
+  /** Load changes seen per slot (a request's window is the count when it was routed). */
   private window: StaticArray<u32> = new StaticArray<u32>(0);
   private signature: StaticArray<u64> = new StaticArray<u64>(0);
-  /** This gateway's other VMs' unseen requests per slot, as of this VM's last tick. */
-  private siblings: StaticArray<u32> = new StaticArray<u32>(0);
+  /** Unseen unanswered / decoding requests routed in the current and the previous window. */
+  private pendingNow: StaticArray<u32> = new StaticArray<u32>(0);
+  private pendingBefore: StaticArray<u32> = new StaticArray<u32>(0);
+  private decodingNow: StaticArray<u32> = new StaticArray<u32>(0);
+  private decodingBefore: StaticArray<u32> = new StaticArray<u32>(0);
+  /** This gateway's other VMs' requests as they last published them: unanswered ones, their
+   * tokens, and the unanswered and decoding ones the engine's metrics may not show yet. */
+  private siblingsPending: StaticArray<u32> = new StaticArray<u32>(0);
+  private siblingsTokens: StaticArray<f64> = new StaticArray<f64>(0);
+  private siblingsUnseen: StaticArray<u32> = new StaticArray<u32>(0);
+  private siblingsDecoding: StaticArray<u32> = new StaticArray<u32>(0);
   /** The most this gateway's leader reported per slot lately (its share of kvr.load's count). */
   private gatewayReported: StaticArray<u32> = new StaticArray<u32>(0);
 
   get slots(): i32 {
-    return this.unseen.length;
+    return this.pending.length;
   }
 
   private ensure(slot: i32): void {
-    if (slot < this.unseen.length) return;
+    if (slot < this.pending.length) return;
     const n = slot + 64;
-    this.unseen = grownU32(this.unseen, n);
     this.pending = grownU32(this.pending, n);
     this.window = grownU32(this.window, n);
-    this.siblings = grownU32(this.siblings, n);
+    this.pendingNow = grownU32(this.pendingNow, n);
+    this.pendingBefore = grownU32(this.pendingBefore, n);
+    this.decodingNow = grownU32(this.decodingNow, n);
+    this.decodingBefore = grownU32(this.decodingBefore, n);
+    this.siblingsPending = grownU32(this.siblingsPending, n);
+    this.siblingsUnseen = grownU32(this.siblingsUnseen, n);
+    this.siblingsDecoding = grownU32(this.siblingsDecoding, n);
     this.gatewayReported = grownU32(this.gatewayReported, n);
     const tokens = new StaticArray<f64>(n);
+    const siblingsTokens = new StaticArray<f64>(n);
     const signature = new StaticArray<u64>(n);
     for (let i = 0; i < this.tokens.length; i++) {
       tokens[i] = this.tokens[i];
+      siblingsTokens[i] = this.siblingsTokens[i];
       signature[i] = this.signature[i];
     }
     this.tokens = tokens;
+    this.siblingsTokens = siblingsTokens;
     this.signature = signature;
   }
 
-  /** The slot's load now reads `sig`: if it changed since the window opened, the engine shows its requests. */
+  /** The slot's load now reads `sig`: on a change, the older window's requests are shown. */
   observe(slot: i32, sig: u64): void {
-    if (slot < 0 || slot >= this.unseen.length) return;
-    if (this.unseen[slot] === 0 || this.signature[slot] === sig) return;
-    this.unseen[slot] = 0;
+    if (slot < 0 || slot >= this.pending.length || this.signature[slot] === sig) return;
+    this.signature[slot] = sig;
     this.window[slot]++;
+    this.pendingBefore[slot] = this.pendingNow[slot];
+    this.decodingBefore[slot] = this.decodingNow[slot];
+    this.pendingNow[slot] = 0;
+    this.decodingNow[slot] = 0;
   }
 
-  /** A request was sent to `slot` while its load read `sig`; returns its window (for remove). */
+  /** A request was routed to `slot` while its load read `sig`; returns its window (for answer / end). */
   add(slot: i32, sig: u64, tokens: f64): u32 {
     if (slot < 0) return 0;
     this.ensure(slot);
     this.observe(slot, sig);
-    if (this.unseen[slot] === 0) this.signature[slot] = sig;
-    this.unseen[slot]++;
     this.pending[slot]++;
     this.tokens[slot] += tokens;
+    this.pendingNow[slot]++;
     return this.window[slot];
   }
 
-  /** The request sent in `window` answered (first byte: its prefill is done) or ended. Once per request. */
-  remove(slot: i32, window: u32, tokens: f64): void {
-    if (slot < 0 || slot >= this.unseen.length || this.pending[slot] === 0) return;
+  /**
+   * The request routed in `window` got its first byte: its prefill is done. It decodes at `slot`
+   * unless `slot` only prefilled it (a disaggregated pool's prefill slot). Once per request.
+   */
+  answer(slot: i32, window: u32, tokens: f64, decodes: bool): void {
+    if (!this.unanswer(slot, window, tokens)) return;
+    if (!decodes) return;
+    const w = this.window[slot];
+    if (window === w) this.decodingNow[slot]++;
+    else if (window + 1 === w) this.decodingBefore[slot]++;
+  }
+
+  /** The request routed in `window` ended; `answered`: after its first byte (answer was called). */
+  end(slot: i32, window: u32, tokens: f64, answered: bool): void {
+    if (!answered) {
+      this.unanswer(slot, window, tokens);
+      return;
+    }
+    if (slot < 0 || slot >= this.pending.length) return;
+    const w = this.window[slot];
+    if (window === w) this.decodingNow[slot] = dec(this.decodingNow[slot]);
+    else if (window + 1 === w) this.decodingBefore[slot] = dec(this.decodingBefore[slot]);
+  }
+
+  private unanswer(slot: i32, window: u32, tokens: f64): bool {
+    if (slot < 0 || slot >= this.pending.length || this.pending[slot] === 0) return false;
     this.pending[slot]--;
     const left = this.tokens[slot] - tokens;
     this.tokens[slot] = this.pending[slot] === 0 || left < 0 ? 0 : left;
-    if (this.window[slot] === window && this.unseen[slot] > 0) this.unseen[slot]--;
+    const w = this.window[slot];
+    if (window === w) this.pendingNow[slot] = dec(this.pendingNow[slot]);
+    else if (window + 1 === w) this.pendingBefore[slot] = dec(this.pendingBefore[slot]);
+    return true;
   }
 
   /** Unanswered requests at `slot`. */
   countAt(slot: i32): f64 {
-    return slot >= 0 && slot < this.unseen.length ? <f64>this.pending[slot] : 0;
-  }
-
-  /** Those of them the engine's metrics already show. */
-  seenAt(slot: i32): f64 {
-    return slot >= 0 && slot < this.unseen.length ? <f64>(this.pending[slot] - this.unseen[slot]) : 0;
+    return slot >= 0 && slot < this.pending.length ? <f64>this.pending[slot] : 0;
   }
 
   /** Their uncached prompt tokens. */
   tokensAt(slot: i32): f64 {
-    return slot >= 0 && slot < this.unseen.length ? this.tokens[slot] : 0;
+    return slot >= 0 && slot < this.pending.length ? this.tokens[slot] : 0;
   }
 
-  /** Forgets the gateway view before a tick reads it again (setSiblings / setGatewayReported). */
+  /** Unanswered requests at `slot` the engine's metrics may not show yet. */
+  unseenPendingAt(slot: i32): u32 {
+    return slot >= 0 && slot < this.pending.length ? this.pendingNow[slot] + this.pendingBefore[slot] : 0;
+  }
+
+  /** Decoding requests at `slot` the engine's metrics may not show yet. */
+  unseenDecodingAt(slot: i32): u32 {
+    return slot >= 0 && slot < this.pending.length ? this.decodingNow[slot] + this.decodingBefore[slot] : 0;
+  }
+
+  /** Unanswered requests at `slot` the last scrapes show (waiting or prefilling). */
+  seenAt(slot: i32): f64 {
+    return this.countAt(slot) - <f64>this.unseenPendingAt(slot);
+  }
+
+  /** Forgets the other VMs' counts before they are read again (addSiblings / setGatewayReported). */
   clearGatewayView(): void {
-    for (let i = 0; i < this.siblings.length; i++) {
-      this.siblings[i] = 0;
+    for (let i = 0; i < this.siblingsPending.length; i++) {
+      this.siblingsPending[i] = 0;
+      this.siblingsTokens[i] = 0;
+      this.siblingsUnseen[i] = 0;
+      this.siblingsDecoding[i] = 0;
       this.gatewayReported[i] = 0;
     }
   }
 
-  /** Adds `n` unseen requests of another VM of this gateway at `slot`. */
-  addSiblings(slot: i32, n: u32): void {
+  /** Adds another VM of this gateway's requests at `slot`, as it published them. */
+  addSiblings(slot: i32, pending: u32, tokens: f64, unseen: u32, decoding: u32): void {
     if (slot < 0) return;
     this.ensure(slot);
-    this.siblings[slot] += n;
+    this.siblingsPending[slot] += pending;
+    this.siblingsTokens[slot] += tokens;
+    this.siblingsUnseen[slot] += unseen;
+    this.siblingsDecoding[slot] += decoding;
   }
 
-  /** This gateway reported up to `n` unseen requests at `slot` lately. */
+  /** This gateway reported up to `n` unseen unanswered requests at `slot` lately. */
   setGatewayReported(slot: i32, n: u32): void {
     if (slot < 0) return;
     this.ensure(slot);
     this.gatewayReported[slot] = n;
   }
 
-  siblingsAt(slot: i32): f64 {
-    return slot >= 0 && slot < this.siblings.length ? <f64>this.siblings[slot] : 0;
-  }
-
   gatewayReportedAt(slot: i32): f64 {
     return slot >= 0 && slot < this.gatewayReported.length ? <f64>this.gatewayReported[slot] : 0;
   }
+
+  private has(slot: i32): bool {
+    return slot >= 0 && slot < this.pending.length;
+  }
+
+  /** The gateway's unanswered requests at `slot` (this VM's and the others'). */
+  gatewayCountAt(slot: i32): f64 {
+    return this.has(slot) ? <f64>this.pending[slot] + <f64>this.siblingsPending[slot] : 0;
+  }
+
+  /** Their uncached prompt tokens. */
+  gatewayTokensAt(slot: i32): f64 {
+    return this.has(slot) ? this.tokens[slot] + this.siblingsTokens[slot] : 0;
+  }
+
+  /** Those of them the engine's last scrapes may show (waiting or prefilling). */
+  gatewaySeenAt(slot: i32): f64 {
+    if (!this.has(slot)) return 0;
+    const unseen = <f64>this.unseenPendingAt(slot) + <f64>this.siblingsUnseen[slot];
+    const count = this.gatewayCountAt(slot);
+    return count > unseen ? count - unseen : 0;
+  }
+
+  /** The gateway's decoding requests at `slot` that the last scrape may not count as running. */
+  unseenRunningAt(slot: i32): f64 {
+    return this.has(slot) ? <f64>this.unseenDecodingAt(slot) + <f64>this.siblingsDecoding[slot] : 0;
+  }
+}
+
+function dec(n: u32): u32 {
+  return n > 0 ? n - 1 : 0;
 }
 
 /**

@@ -5,11 +5,11 @@
 // Cost of sending the request to slot s (lower is better), in prefill-token equivalents — the
 // shape of Dynamo's KV-router cost (REFERENCE §3), fed with what the gateway can see:
 //   overlapWeight  × tokens of the prompt s has not cached
-// + inflightWeight × prefill tokens queued at s: this VM's unanswered requests at their own
-//                    uncached size; the engine's other waiting requests, and the requests of this
-//                    gateway's other threads and of other gateways that its metrics do not show
-//                    yet, at QUEUED_TOKENS each (queued-work.ts)
-// + decodeWeight   × sequences decoding at s × DECODE_TOKENS
+// + inflightWeight × prefill tokens queued at s: the gateway's unanswered requests (all its
+//                    threads') at their own uncached size; the engine's other waiting requests and
+//                    other gateways' requests its metrics do not show yet at QUEUED_TOKENS each
+// + decodeWeight   × sequences decoding at s (scraped, plus the gateway's the scrape may not
+//                    show yet) × DECODE_TOKENS  (queued-work.ts)
 // Tokens are estimated from bytes (BYTES_PER_TOKEN); weights come from the configuration.
 import {
   CfgImage,
@@ -22,7 +22,7 @@ import {
   ROLE_PREFILL,
   SlotsImage,
 } from "./cache-images";
-import { LocalQueue, QUEUED_TOKENS, queuedRequests, queuedTokens } from "./queued-work";
+import { elsewhereOf, LocalQueue, QUEUED_TOKENS, queuedRequests, queuedTokens } from "./queued-work";
 
 export { QUEUED_TOKENS };
 
@@ -168,23 +168,22 @@ export class Decider {
     for (let i = 0; i < n; i++) {
       const s = this.picks[i];
       const waiting = <f64>loads.waiting(s);
-      const fleet = <f64>loads.inflight(s);
-      const reported = local !== null ? local.gatewayReportedAt(s) : 0;
-      const siblings = local !== null ? local.siblingsAt(s) : 0;
-      const seen = local !== null ? local.seenAt(s) : 0;
-      const running = <f64>loads.running(s);
+      const elsewhere = elsewhereOf(<f64>loads.inflight(s), local !== null ? local.gatewayReportedAt(s) : 0);
+      const seen = local !== null ? local.gatewaySeenAt(s) : 0;
+      // Scraped running, plus the gateway's decoding requests the scrape may not show yet.
+      const running = <f64>loads.running(s) + (local !== null ? local.unseenRunningAt(s) : 0);
       let cost: f64;
       if (policy === POLICY_LEAST_LOAD) {
-        const own = local !== null ? local.countAt(s) : 0;
-        cost = running + queuedRequests(waiting, fleet, reported, siblings, seen, own);
+        const count = local !== null ? local.gatewayCountAt(s) : 0;
+        cost = running + queuedRequests(waiting, elsewhere, seen, count);
       } else {
         const depth = s < depths.length ? depths[s] : 0;
         const cached = <f64>depth * <f64>cfg.chunkSize;
         const uncached = <f64>promptBytes > cached ? <f64>promptBytes - cached : 0;
-        const own = local !== null ? local.tokensAt(s) : 0;
+        const tokens = local !== null ? local.gatewayTokensAt(s) : 0;
         cost =
           <f64>cfg.overlapWeight * (uncached / BYTES_PER_TOKEN) +
-          <f64>cfg.inflightWeight * queuedTokens(waiting, fleet, reported, siblings, seen, own) +
+          <f64>cfg.inflightWeight * queuedTokens(waiting, elsewhere, seen, tokens) +
           <f64>cfg.decodeWeight * running * DECODE_TOKENS;
       }
       this.costs[i] = cost;

@@ -5,32 +5,32 @@ import { encodeLoadImage } from "../../control-plane/src/publish/images.ts";
 import { route, writeIo } from "./core-probes.ts";
 
 interface QueueProbes {
-  queuedRequestsOf(
-    waiting: number,
-    fleet: number,
-    reported: number,
-    siblings: number,
-    seen: number,
-    own: number,
-  ): number;
-  queuedTokensOf(
-    waiting: number,
-    fleet: number,
-    reported: number,
-    siblings: number,
-    seen: number,
-    ownTokens: number,
-  ): number;
+  queuedRequestsOf(waiting: number, elsewhere: number, seen: number, count: number): number;
+  queuedTokensOf(waiting: number, elsewhere: number, seen: number, tokens: number): number;
+  elsewhereOfIo(fleet: number, gatewayReported: number): number;
   localQueueReset(): void;
   localQueueAdd(slot: number, sig: bigint, tokens: number): number;
   localQueueObserve(slot: number, sig: bigint): void;
-  localQueueRemove(slot: number, window: number, tokens: number): void;
+  localQueueAnswer(slot: number, window: number, tokens: number, decodes: boolean): void;
+  localQueueEnd(slot: number, window: number, tokens: number, answered: boolean): void;
   localQueueCount(slot: number): number;
   localQueueSeen(slot: number): number;
   localQueueUnseen(slot: number): number;
+  localQueueDecoding(slot: number): number;
   localQueueTokens(slot: number): number;
-  localQueueGatewayView(siblingSlot: number, siblings: number, reportedSlot: number, reported: number): void;
-  localQueueSiblings(slot: number): number;
+  localQueueGatewayView(
+    slot: number,
+    pending: number,
+    tokens: number,
+    unseen: number,
+    decoding: number,
+    reported: number,
+  ): void;
+  localQueueGatewayCount(slot: number): number;
+  localQueueGatewayTokens(slot: number): number;
+  localQueueGatewaySeen(slot: number): number;
+  localQueueUnseenRunning(slot: number): number;
+  localQueueGatewayReported(slot: number): number;
   reportedMaxReset(): void;
   reportedMaxBegin(nowMs: bigint, horizonMs: bigint): void;
   reportedMaxRecord(slot: number, n: number): void;
@@ -41,49 +41,55 @@ const q = route as unknown as typeof route & QueueProbes;
 const Q = 512;
 
 describe("queued work charged to a slot", () => {
-  // waiting: the engine's queue at its last scrape; fleet: kvr.load's count of requests gateways
-  // sent that the metrics did not show (this gateway's last reported share included); reported:
-  // the most this gateway's leader reported lately; siblings: this gateway's other threads'
-  // unseen requests now; seen / own: this VM's unanswered requests the last scrape shows / all of
-  // them; tokens: their uncached prompt tokens.
-  const table: Array<[string, number, number, number, number, number, number, number, number, number]> = [
-    // what                                                  waiting fleet reported siblings seen own tokens → requests, tokens
-    ["idle slot, nothing anywhere", 0, 0, 0, 0, 0, 0, 0, 0, 0],
-    ["our request ended; the fleet count still has it", 0, 1, 1, 0, 0, 0, 0, 0, 0],
-    ["a sibling's request ended: gone from its count, still in the fleet's", 0, 1, 1, 0, 0, 0, 0, 0, 0],
-    ["a sibling's unseen request, not yet reported", 0, 0, 0, 1, 0, 0, 0, 1, Q],
-    ["a sibling's unseen request, reported: once", 0, 1, 1, 1, 0, 0, 0, 1, Q],
-    ["our request ended; the engine's last scrape has it waiting", 1, 0, 0, 0, 0, 0, 0, 1, Q],
-    ["another gateway's unseen request", 0, 1, 0, 0, 0, 0, 0, 1, Q],
-    ["our unseen request: its own uncached prompt", 0, 1, 1, 0, 0, 1, 100, 1, 100],
-    ["our request the scrape shows waiting: not twice", 1, 0, 1, 0, 1, 1, 100, 1, 100],
-    ["ours seen while it prefills (running): the queue has none of others", 0, 0, 0, 0, 1, 1, 100, 1, 100],
-    ["our fully cached request costs no prefill", 0, 1, 1, 0, 0, 1, 0, 1, 0],
-    ["the engine's queue at QUEUED_TOKENS each", 2, 0, 0, 0, 0, 0, 0, 2, 2 * Q],
-    ["ours and two of other gateways", 0, 3, 1, 0, 0, 1, 100, 3, 2 * Q + 100],
-    ["fleet count behind our report (stale): none of others", 0, 1, 2, 0, 0, 1, 100, 1, 100],
-    ["everything at once", 3, 5, 2, 2, 1, 3, 300, 10, 7 * Q + 300],
+  // waiting: the engine's queue at its last scrape; elsewhere: other gateways' unseen requests;
+  // seen / count: the gateway's unanswered requests the last scrapes may show / all of them;
+  // tokens: their uncached prompt tokens.
+  const table: Array<[string, number, number, number, number, number, number, number]> = [
+    // what                                                   waiting elsewhere seen count tokens → requests, tokens
+    ["idle slot, nothing anywhere", 0, 0, 0, 0, 0, 0, 0],
+    ["a request of ours ended; the engine's last scrape has it waiting", 1, 0, 0, 0, 0, 1, Q],
+    ["another gateway's unseen request", 0, 1, 0, 0, 0, 1, Q],
+    ["our unseen request: its own uncached prompt", 0, 0, 0, 1, 100, 1, 100],
+    ["our request the scrape shows waiting: not twice", 1, 0, 1, 1, 100, 1, 100],
+    ["ours seen while it prefills (running): the queue has none of others", 0, 0, 1, 1, 100, 1, 100],
+    ["our fully cached request costs no prefill", 0, 0, 0, 1, 0, 1, 0],
+    ["the engine's queue at QUEUED_TOKENS each", 2, 0, 0, 0, 0, 2, 2 * Q],
+    ["ours and two of other gateways", 0, 2, 0, 1, 100, 3, 2 * Q + 100],
+    ["everything at once", 3, 2, 1, 3, 300, 7, 4 * Q + 300],
   ];
-  it.each(table)("%s", (_what, waiting, fleet, reported, siblings, seen, own, tokens, requests, work) => {
-    expect(q.queuedRequestsOf(waiting, fleet, reported, siblings, seen, own)).toBe(requests);
-    expect(q.queuedTokensOf(waiting, fleet, reported, siblings, seen, tokens)).toBe(work);
+  it.each(table)("%s", (_what, waiting, elsewhere, seen, count, tokens, requests, work) => {
+    expect(q.queuedRequestsOf(waiting, elsewhere, seen, count)).toBe(requests);
+    expect(q.queuedTokensOf(waiting, elsewhere, seen, tokens)).toBe(work);
+  });
+
+  it.each([
+    ["no report anywhere", 0, 0, 0],
+    ["our own report, the request since ended", 1, 1, 0],
+    ["another gateway's request", 1, 0, 1],
+    ["the fleet count behind our report (stale): none of others", 1, 2, 0],
+    ["ours and two of another's", 3, 1, 2],
+  ])("other gateways' unseen requests: %s", (_what, fleet, reported, elsewhere) => {
+    expect(q.elsewhereOfIo(fleet, reported)).toBe(elsewhere);
   });
 });
 
 type Step =
   | ["add", number, bigint, number]
   | ["observe", number, bigint]
-  | ["remove", number, number, number];
+  | ["answer", number, number, number, boolean]
+  | ["end", number, number, number, boolean];
 
 describe("this VM's queue", () => {
-  // Each row: steps on slots 0..2 (`remove` names the add, by its index among the steps, that
-  // answered or ended), then slot 0's unanswered requests, how many of them the engine shows,
-  // how many it does not (published), and their tokens.
+  // Each row: steps on slots 0..2 (`answer` / `end` name the add, by its index among the steps),
+  // then slot 0's unanswered requests, how many of them the scrapes may show, how many they may
+  // not, the decoding ones they may not, and the unanswered ones' tokens. A request is unseen
+  // until the slot's load changed twice after it was routed.
   const A = 0x1_0000_0001n;
   const B = 0x1_0000_0002n;
-  const table: Array<[string, Step[], number, number, number, number]> = [
+  const C = 0x1_0000_0003n;
+  const table: Array<[string, Step[], number, number, number, number, number]> = [
     [
-      "sent: unanswered and unseen",
+      "routed: unanswered and unseen",
       [
         ["add", 0, A, 100],
         ["observe", 0, A],
@@ -91,37 +97,105 @@ describe("this VM's queue", () => {
       1,
       0,
       1,
+      0,
       100,
     ],
     [
-      "a newer scrape (the load changed) shows it: seen, still unanswered",
+      "one load change: the scrape may predate it, still unseen",
       [
         ["add", 0, A, 100],
         ["observe", 0, B],
       ],
       1,
+      0,
       1,
       0,
       100,
     ],
     [
-      "its first byte or its end takes it out at once",
+      "two load changes: seen, still unanswered",
       [
         ["add", 0, A, 100],
-        ["remove", 0, 0, 100],
+        ["observe", 0, B],
+        ["observe", 0, C],
       ],
+      1,
+      1,
+      0,
+      0,
+      100,
+    ],
+    [
+      "the same load read again is no change",
+      [
+        ["add", 0, A, 100],
+        ["observe", 0, B],
+        ["observe", 0, B],
+      ],
+      1,
+      0,
+      1,
+      0,
+      100,
+    ],
+    [
+      "its first byte: out of the queue, decoding unseen",
+      [
+        ["add", 0, A, 100],
+        ["answer", 0, 0, 100, true],
+      ],
+      0,
+      0,
+      0,
+      1,
+      0,
+    ],
+    [
+      "answered at a prefill-only slot: nothing decodes there",
+      [
+        ["add", 0, A, 100],
+        ["answer", 0, 0, 100, false],
+      ],
+      0,
       0,
       0,
       0,
       0,
     ],
     [
-      "answered after the engine showed it",
+      "decoding, then two load changes: the scrape counts it running",
       [
         ["add", 0, A, 100],
+        ["answer", 0, 0, 100, true],
         ["observe", 0, B],
-        ["remove", 0, 0, 100],
+        ["observe", 0, C],
       ],
+      0,
+      0,
+      0,
+      0,
+      0,
+    ],
+    [
+      "decoding, then its end",
+      [
+        ["add", 0, A, 100],
+        ["answer", 0, 0, 100, true],
+        ["end", 0, 0, 100, true],
+      ],
+      0,
+      0,
+      0,
+      0,
+      0,
+    ],
+    [
+      "ended unanswered (reset, local reply upstream)",
+      [
+        ["add", 0, A, 100],
+        ["end", 0, 0, 100, false],
+      ],
+      0,
       0,
       0,
       0,
@@ -132,44 +206,62 @@ describe("this VM's queue", () => {
       [
         ["add", 0, A, 100],
         ["add", 0, A, 40],
-        ["remove", 0, 1, 40],
+        ["answer", 0, 1, 40, true],
       ],
       1,
       0,
+      1,
       1,
       100,
     ],
     [
-      "an old request answering leaves the new window's unseen count alone",
+      "an old request answering after its window closed leaves the new ones alone",
       [
         ["add", 0, A, 100],
         ["observe", 0, B],
-        ["add", 0, B, 30],
-        ["remove", 0, 0, 100],
+        ["observe", 0, C],
+        ["add", 0, C, 30],
+        ["answer", 0, 0, 100, true],
       ],
       1,
       0,
       1,
+      0,
       30,
     ],
     [
-      "sent after the load changed: the first is seen, the second not",
+      "routed before and after a change: both unseen, one window apart",
       [
         ["add", 0, A, 100],
         ["add", 0, B, 30],
       ],
       2,
-      1,
-      1,
+      0,
+      2,
+      0,
       130,
     ],
     [
-      "removing twice never goes negative",
+      "routed before and after a change, then another change: the older one is seen",
       [
         ["add", 0, A, 100],
-        ["remove", 0, 0, 100],
-        ["remove", 0, 0, 100],
+        ["add", 0, B, 30],
+        ["observe", 0, C],
       ],
+      2,
+      1,
+      1,
+      0,
+      130,
+    ],
+    [
+      "ending twice never goes negative",
+      [
+        ["add", 0, A, 100],
+        ["end", 0, 0, 100, false],
+        ["end", 0, 0, 100, false],
+      ],
+      0,
       0,
       0,
       0,
@@ -186,33 +278,50 @@ describe("this VM's queue", () => {
       0,
       0,
       0,
+      0,
     ],
   ];
-  it.each(table)("%s", (_what, steps, count, seen, unseen, tokens) => {
+  it.each(table)("%s", (_what, steps, count, seen, unseen, decoding, tokens) => {
     q.localQueueReset();
     const windows: number[] = [];
     for (const s of steps) {
       if (s[0] === "add") windows.push(q.localQueueAdd(s[1], s[2], s[3]));
-      else if (s[0] === "observe") {
+      else {
         windows.push(-1);
-        q.localQueueObserve(s[1], s[2]);
-      } else if (s[0] === "remove") {
-        windows.push(-1);
-        q.localQueueRemove(s[1], windows[s[2]] as number, s[3]);
+        if (s[0] === "observe") q.localQueueObserve(s[1], s[2]);
+        else if (s[0] === "answer") q.localQueueAnswer(s[1], windows[s[2]] as number, s[3], s[4]);
+        else q.localQueueEnd(s[1], windows[s[2]] as number, s[3], s[4]);
       }
     }
-    expect([q.localQueueCount(0), q.localQueueSeen(0), q.localQueueUnseen(0), q.localQueueTokens(0)]).toEqual(
-      [count, seen, unseen, tokens],
-    );
+    expect([
+      q.localQueueCount(0),
+      q.localQueueSeen(0),
+      q.localQueueUnseen(0),
+      q.localQueueDecoding(0),
+      q.localQueueTokens(0),
+    ]).toEqual([count, seen, unseen, decoding, tokens]);
   });
 
-  it("keeps the gateway view apart from its own requests, and a tick replaces it", () => {
+  it("adds the other VMs' requests to its own: the gateway decides as one", () => {
     q.localQueueReset();
-    q.localQueueAdd(0, A, 100);
-    q.localQueueGatewayView(0, 3, 1, 2);
-    expect([q.localQueueCount(0), q.localQueueUnseen(0), q.localQueueSiblings(0)]).toEqual([1, 1, 3]);
-    q.localQueueGatewayView(1, 1, 0, 0);
-    expect([q.localQueueSiblings(0), q.localQueueSiblings(1), q.localQueueCount(0)]).toEqual([0, 1, 1]);
+    const A2 = 0x1_0000_0001n;
+    q.localQueueAdd(0, A2, 100);
+    // Another VM: 3 unanswered (2 unseen) worth 900 tokens, 4 decoding unseen; the leader reported 5.
+    q.localQueueGatewayView(0, 3, 900, 2, 4, 5);
+    expect([
+      q.localQueueGatewayCount(0),
+      q.localQueueGatewayTokens(0),
+      q.localQueueGatewaySeen(0),
+      q.localQueueUnseenRunning(0),
+      q.localQueueGatewayReported(0),
+    ]).toEqual([4, 1000, 1, 4, 5]);
+    // The next read replaces the view; this VM's own requests stay.
+    q.localQueueGatewayView(1, 1, 10, 1, 0, 0);
+    expect([
+      q.localQueueGatewayCount(0),
+      q.localQueueGatewayTokens(0),
+      q.localQueueGatewayReported(0),
+    ]).toEqual([1, 100, 0]);
   });
 });
 

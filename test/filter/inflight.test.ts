@@ -1,7 +1,7 @@
 // The in-flight accounting end to end (filter/core/queued-work.ts): a gateway (build/kvroute.wasm
 // in the host, ticks by hand) synced from a real control plane that scrapes a fake engine and
 // takes the gateway's reports. A finished request stops counting at once on the VM that sent it,
-// and one tick later on the gateway's other VMs (kvr.if.<t>), long before the fleet count drops;
+// and at once on the gateway's other VMs (kvr.un.<t>), long before the fleet count drops;
 // a request the engine's metrics show stops counting as unseen, in the fleet count too.
 import { afterEach, describe, expect, it } from "vitest";
 import { headers } from "../../host/host.ts";
@@ -34,6 +34,28 @@ function fleetCount(s: ManualStack, slot: number): number {
   const b = Buffer.from(v.value);
   const stride = b.readUInt16LE(8);
   return b.readUInt32LE(12 + slot * stride + 8);
+}
+
+/** The running count kvr.load holds for `slot`. */
+function loadRunning(s: ManualStack, slot: number): number {
+  const v = s.host.sharedData("kvr.load");
+  if (v === null) return -1;
+  const b = Buffer.from(v.value);
+  const stride = b.readUInt16LE(8);
+  return b.readUInt16LE(12 + slot * stride + 2);
+}
+
+/** The unanswered requests the VMs publish as unseen at `slot` (kvr.un.<t>, every VM slot t). */
+function unseenAt(s: ManualStack, slot: number): number {
+  let n = 0;
+  for (let t = 0; t < 8; t++) {
+    const v = s.host.sharedData(`kvr.un.${t}`);
+    if (v === null) continue;
+    const b = Buffer.from(v.value);
+    for (let at = 8; at + 18 <= b.length; at += 18)
+      if (b.readUInt16LE(at) === slot) n += b.readUInt32LE(at + 10);
+  }
+  return n;
 }
 
 /** Rounds of ticks until `cond`, letting the control plane's sockets and timers run between them. */
@@ -69,7 +91,7 @@ describe("in-flight accounting", () => {
     expect(slotOf(s, elsewhere.sink)).toBe(x);
   });
 
-  it("another thread's request counts on this gateway's other threads one tick after it is sent, before any report", async () => {
+  it("another thread's request counts on this gateway's other threads at once, before any report", async () => {
     stack = await startManualStack(2);
     const s = stack;
     const [a, b] = s.host.threads as [WasmThread, WasmThread];
@@ -78,16 +100,14 @@ describe("in-flight accounting", () => {
     for (const tag of ["one", "two", "three"])
       taken.add(slotOf(s, startCompletion(s.host, a, `${tag} ${PROMPT}`).sink));
     expect(taken.size).toBe(3);
-    s.round([a]);
-    s.round([b]);
-    // The control plane has not been told yet (no report is answered without a turn of the event
-    // loop): thread b knows them from a's shared in-flight counts alone and takes the free rank.
+    // No tick since, and the control plane has not been told (no report is answered without a
+    // turn of the event loop): thread b knows them from a's kvr.un.<t> alone and takes the free rank.
     for (const x of taken) expect(fleetCount(s, x)).toBe(0);
     const next = slotOf(s, startCompletion(s.host, b, `four ${PROMPT}`).sink);
     expect(taken.has(next)).toBe(false);
   });
 
-  it("another thread's finished request stops counting one tick later on this gateway's other threads, though the fleet count still has it", async () => {
+  it("another thread's finished request stops counting at once on this gateway's other threads, though the fleet count still has it", async () => {
     stack = await startManualStack(2);
     const s = stack;
     const [a, b] = s.host.threads as [WasmThread, WasmThread];
@@ -95,10 +115,8 @@ describe("in-flight accounting", () => {
     const x = slotOf(s, first.sink);
     await roundsUntil(s, () => fleetCount(s, x) === 1, "the fleet count holds the request");
     first.stream.encodeHeaders(headers([[":status", "200"]]), true);
-    // Thread a publishes that it has nothing unseen at x; thread b reads it on its tick. The count
-    // in kvr.load is this gateway's own report (kvr.ifr says so): no one else's request is there.
-    s.round([a]);
-    s.round([b]);
+    // Thread a publishes at once that it has nothing at x; thread b reads it before deciding. The
+    // count in kvr.load is this gateway's own report (kvr.ifr says so): no one else's request.
     expect(fleetCount(s, x)).toBe(1);
     const elsewhere = startCompletion(s.host, b, PROMPT);
     expect(slotOf(s, elsewhere.sink)).toBe(x);
@@ -111,12 +129,18 @@ describe("in-flight accounting", () => {
     const r = startCompletion(s.host, t, PROMPT);
     const x = slotOf(s, r.sink);
     await roundsUntil(s, () => fleetCount(s, x) === 1, "the fleet count holds the unseen request");
-    // The engine's next scrape shows it running; the VM sees the slot's load change, the request
-    // leaves its unseen count, and the next report takes it out of the fleet count — while the
-    // request is still open.
+    // The engine's next scrape shows it running. One load change is not enough (that scrape may
+    // predate the request); the VM still publishes it as unseen.
     const rank = s.cp.slots.get(x)?.globalRank as number;
     s.engine.running[rank] = 1;
+    await roundsUntil(s, () => loadRunning(s, x) === 1, "the gateway has the changed load");
+    s.round();
+    expect(unseenAt(s, x)).toBe(1);
+    // A second change: now the scrapes show it; the next report takes it out of the fleet count —
+    // while the request is still open.
+    s.engine.running[rank] = 2;
     await roundsUntil(s, () => fleetCount(s, x) === 0, "the report no longer counts it");
+    expect(unseenAt(s, x)).toBe(0);
     expect(r.stream.completed).toBe(false);
   });
 });
