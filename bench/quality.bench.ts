@@ -1,8 +1,12 @@
 // Routing quality in virtual time (issue 8 §1, issue 15): every policy × workload × rate × seed
-// on the simulated cluster, kvroute's real routing core and control-plane index in the loop.
-// Writes bench/results/quality.md (medians over seeds with 95% intervals) and the PNG charts
-// (medians) next to it. Deterministic for a first seed and a seed count.
+// on the simulated cluster. kvroute's rows come from the shipped filter (build/kvroute.wasm) in
+// the Proxy-Wasm host — several gateways of several worker threads — synced from its control
+// plane, all on the simulator's clock (quality/kvroute/). Writes quality.md (medians over seeds
+// with 95% intervals) and the PNG charts (to bench/results/ unless --out). Deterministic for a
+// first seed and a seed count.
 //   npx tsx bench/quality.bench.ts [--quick] [--seed FIRST] [--seeds N] [--kv-delay-ms N] [--out DIR]
+//     [--gateways N] [--threads N] [--latency-ms N] [--only kvroute,round-robin]
+// (through `npm run bench -- quality`, write values as --flag=N.)
 import { mkdirSync, writeFileSync } from "node:fs";
 import { baselineNotes, closingNotes } from "./quality/analysis.ts";
 import { writeCharts } from "./quality/charts.ts";
@@ -15,6 +19,7 @@ import {
   workloads,
 } from "./quality/config.ts";
 import { runOne } from "./quality/harness.ts";
+import { kvrouteGeometry } from "./quality/policies/kvroute.ts";
 import type { PolicyFactory, RoutingPolicy } from "./quality/policies/types.ts";
 import { BOUND, pointsOf, type ResultRow, renderReport, SUBJECT } from "./quality/report.ts";
 import { benchTokenizer } from "./quality/tokens.ts";
@@ -22,9 +27,16 @@ import type { Workload } from "./quality/workloads/types.ts";
 
 const argv = process.argv.slice(2);
 const quick = argv.includes("--quick") || process.env.KVROUTE_BENCH_QUICK === "1";
-const option = (name: string, fallback: number): number => {
+/** `--name value` or `--name=value`. */
+const text = (name: string): string | undefined => {
+  const eq = argv.find((a) => a.startsWith(`${name}=`));
+  if (eq !== undefined) return eq.slice(name.length + 1);
   const i = argv.indexOf(name);
-  const v = i >= 0 ? Number(argv[i + 1]) : fallback;
+  return i >= 0 ? argv[i + 1] : undefined;
+};
+const option = (name: string, fallback: number): number => {
+  const t = text(name);
+  const v = t === undefined ? fallback : Number(t);
   if (!Number.isFinite(v)) throw new Error(`${name} needs a number`);
   return v;
 };
@@ -32,9 +44,12 @@ const firstSeed = option("--seed", 1);
 const seedCount = option("--seeds", benchSeeds(quick).length);
 const seeds = Array.from({ length: seedCount }, (_, i) => firstSeed + i);
 const kvDelayMs = option("--kv-delay-ms", 50);
-const outAt = argv.indexOf("--out");
-const resultsDir =
-  outAt >= 0 ? `${argv[outAt + 1] ?? "."}/` : new URL("./results/", import.meta.url).pathname;
+kvrouteGeometry.gateways = option("--gateways", kvrouteGeometry.gateways);
+kvrouteGeometry.threadsPerGateway = option("--threads", kvrouteGeometry.threadsPerGateway);
+kvrouteGeometry.latencyMs = option("--latency-ms", kvrouteGeometry.latencyMs);
+const only = text("--only")?.split(",");
+const out = text("--out");
+const resultsDir = out !== undefined ? `${out}/` : new URL("./results/", import.meta.url).pathname;
 
 const started = performance.now();
 const tok = benchTokenizer();
@@ -42,7 +57,7 @@ const rows: ResultRow[] = [];
 const sensitivity: ResultRow[] = [];
 let config = benchConfig(quick, firstSeed, kvDelayMs);
 let wls: Workload[] = [];
-const pols = policies(config);
+const pols = policies(config).filter((p) => only === undefined || only.includes(p.name));
 
 /** Runs one point; a bound (the ideal policy) replaces the run's metrics with its own. */
 function measure(w: Workload, qps: number, p: PolicyFactory, seed: number): ResultRow {
@@ -79,6 +94,7 @@ for (const seed of seeds) {
     const qps = Math.max(...w.qps);
     const here = rows.filter((r) => r.seed === seed && r.workload === name && r.qps === qps);
     sensitivity.push(...here.filter((r) => r.policy === SUBJECT || r.policy === BOUND));
+    if (only !== undefined && !only.includes(SUBJECT)) continue;
     for (const p of kvrouteVariants(config)) sensitivity.push(measure(w, qps, p, seed));
   }
 }
@@ -116,7 +132,10 @@ const report = renderReport({
   workloads: wls,
   policies: pols,
   rows,
-  command: `npx tsx bench/quality.bench.ts${quick ? " --quick" : ""} --seed ${firstSeed} --seeds ${seeds.length} --kv-delay-ms ${kvDelayMs}`,
+  command:
+    `npx tsx bench/quality.bench.ts${quick ? " --quick" : ""} --seed ${firstSeed} --seeds ${seeds.length} --kv-delay-ms ${kvDelayMs}` +
+    ` --gateways ${kvrouteGeometry.gateways} --threads ${kvrouteGeometry.threadsPerGateway}` +
+    ` --latency-ms ${kvrouteGeometry.latencyMs}`,
   wallS: (performance.now() - started) / 1000,
   notes,
   charts,

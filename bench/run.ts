@@ -1,8 +1,10 @@
 // `npm run bench`: runs every bench/*.bench.ts, one child process each (a fresh JIT and heap, so
 // one bench cannot skew the next), in name order, with its output streamed through.
-//   tsx bench/run.ts [--quick] [name-substring ...]
+//   tsx bench/run.ts [--quick] [--flag=value ...] [name-substring ...]
 // A bench is any script that runs itself when executed (`tsx bench/x.bench.ts`); `--quick` and
-// KVROUTE_BENCH_QUICK=1 are passed on so it may shorten its runs. Adding a bench = adding a file.
+// KVROUTE_BENCH_QUICK=1 are passed on so it may shorten its runs, and every other `--flag` or
+// `--flag=value` is passed on as written (a bench ignores flags it does not know), e.g.
+// `npm run bench -- quality --quick --out=/tmp/q --seed=2`. Adding a bench = adding a file.
 import { spawnSync } from "node:child_process";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
@@ -11,6 +13,7 @@ const dir = new URL(".", import.meta.url).pathname;
 const args = process.argv.slice(2);
 const quick = args.includes("--quick");
 const only = args.filter((a) => !a.startsWith("--"));
+const passed = args.filter((a) => a.startsWith("--") && a !== "--quick");
 const benches = readdirSync(dir)
   .filter((f) => f.endsWith(".bench.ts"))
   .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
@@ -24,10 +27,14 @@ const failed: string[] = [];
 for (const file of benches) {
   process.stdout.write(`\n== ${file}${quick ? " (quick)" : ""}\n`);
   const started = performance.now();
-  const r = spawnSync(process.execPath, ["--import", "tsx", join(dir, file), ...(quick ? ["--quick"] : [])], {
-    stdio: "inherit",
-    env: { ...process.env, ...(quick ? { KVROUTE_BENCH_QUICK: "1" } : {}) },
-  });
+  const r = spawnSync(
+    process.execPath,
+    ["--import", "tsx", join(dir, file), ...(quick ? ["--quick"] : []), ...passed],
+    {
+      stdio: "inherit",
+      env: { ...process.env, ...(quick ? { KVROUTE_BENCH_QUICK: "1" } : {}) },
+    },
+  );
   const seconds = ((performance.now() - started) / 1000).toFixed(1);
   if (r.status !== 0) failed.push(file);
   process.stdout.write(

@@ -2,6 +2,7 @@
 // process-wide shared data, shared queues and stats, the cluster table, logs, and the scheduler
 // that interleaves the threads.
 import { readFileSync } from "node:fs";
+import type { Pairs } from "./abi/constants.ts";
 import { encodeUtf8 } from "./abi/memory.ts";
 import { StatsStore } from "./metrics.ts";
 import { SharedDataStore } from "./shared-data.ts";
@@ -22,6 +23,27 @@ export interface ClusterAddress {
   host: string;
   port: number;
 }
+
+/** One proxy_http_call as an in-process cluster handler receives it (header names lower-cased). */
+export interface InProcessCall {
+  headers: Pairs;
+  body: Uint8Array;
+  trailers: Pairs;
+  /** The call's timeout (ms, 0 = none): the handler owns time, so it must answer by then itself. */
+  timeoutMs: number;
+}
+
+/** What an in-process cluster answers: the response (":status" among the headers), or null for a
+ * reset after the response started (Envoy's onHttpCallFailure). */
+export type InProcessAnswer = { headers: Pairs; body: Uint8Array; trailers: Pairs } | null;
+
+/**
+ * An upstream cluster served inside this process instead of over a loopback socket: a simulator
+ * in virtual time answers the module's calls when its clock says so. `respond` may be called at
+ * any later point (once; later calls are ignored); the answer still reaches the calling root
+ * asynchronously, posted to its thread like a socket's answer.
+ */
+export type ClusterHandler = (call: InProcessCall, respond: (answer: InProcessAnswer) => void) => void;
 
 export interface NodeInfo {
   id?: string;
@@ -53,6 +75,8 @@ export interface HostOptions {
   envs?: Record<string, string>;
   /** Cluster name → loopback address ("127.0.0.1:8080" or {host, port}). */
   clusters?: Record<string, string | ClusterAddress>;
+  /** Cluster name → an in-process upstream (see ClusterHandler); wins over `clusters`. */
+  clusterHandlers?: Record<string, ClusterHandler>;
   /** Default FAIL_RELOAD, like Envoy >= 1.33 with no policy set (see FailurePolicy). */
   failurePolicy?: FailurePolicy;
   /**
@@ -129,6 +153,7 @@ export class HostCore {
   readonly vmConfig: Uint8Array;
   readonly envs: Record<string, string>;
   readonly clusters = new Map<string, ClusterAddress>();
+  readonly clusterHandlers = new Map<string, ClusterHandler>();
   readonly failurePolicy: FailurePolicy;
   readonly allowOnHeadersStopIteration: boolean;
   readonly reloadBackoffMs: number;
@@ -156,6 +181,8 @@ export class HostCore {
     for (const [name, addr] of Object.entries(o.clusters ?? {})) {
       this.clusters.set(name, typeof addr === "string" ? parseHostPort(addr) : addr);
     }
+    for (const [name, handler] of Object.entries(o.clusterHandlers ?? {}))
+      this.clusterHandlers.set(name, handler);
     this.failurePolicy = o.failurePolicy ?? "FAIL_RELOAD";
     this.allowOnHeadersStopIteration = o.allowOnHeadersStopIteration ?? false;
     this.reloadBackoffMs = o.reloadBackoffMs ?? 1000;

@@ -9,8 +9,11 @@
 // *successful* call with the router's 503 local reply, a timeout a 504 "upstream request timeout";
 // only a reset after the response started (or a body over the async client's buffer limit) is a
 // failure: sizes 0 and proxy_get_status → (11 BrokenConnection, "reset").
+// A cluster with an in-process handler (HostOptions.clusterHandlers) gets the call as a function
+// call instead of a socket; its answer is delivered the same way, posted to the calling thread.
 import http from "node:http";
 import { type Pairs, WasmResult } from "./abi/constants.ts";
+import type { ClusterHandler } from "./core.ts";
 import type { HttpCallResponse, WasmThread } from "./thread.ts";
 
 /** Envoy's default async-client response buffer limit. */
@@ -38,8 +41,9 @@ export function startHttpCall(
   timeoutMs: number,
 ): { code: number; token?: number } {
   if (timeoutMs < 0) return { code: WasmResult.BadArgument };
+  const handler = t.core.clusterHandlers.get(cluster);
   const addr = t.core.clusters.get(cluster);
-  if (!addr) return { code: WasmResult.BadArgument };
+  if (!addr && !handler) return { code: WasmResult.BadArgument };
   const lower: Pairs = headers.map(([k, v]) => [k.toLowerCase(), v]);
   const get = (k: string) => lower.find((e) => e[0] === k)?.[1];
   const method = get(":method");
@@ -49,6 +53,9 @@ export function startHttpCall(
     return { code: WasmResult.BadArgument };
 
   const token = t.nextHttpCallId();
+  if (handler)
+    return callInProcess(t, rootId, token, handler, { headers: lower, path, body, trailers, timeoutMs });
+  if (!addr) return { code: WasmResult.BadArgument };
   let settled = false;
   const deliver = (r: HttpCallResponse | null) => {
     if (settled) return;
@@ -128,5 +135,32 @@ export function startHttpCall(
       req.destroy();
     },
   });
+  return { code: WasmResult.Ok, token };
+}
+
+/** The call goes to an in-process handler; its answer is posted to the thread like a socket's. */
+function callInProcess(
+  t: WasmThread,
+  rootId: number,
+  token: number,
+  handler: ClusterHandler,
+  call: { headers: Pairs; path: string; body: Uint8Array; trailers: Pairs; timeoutMs: number },
+): { code: number; token: number } {
+  let settled = false;
+  t.httpCalls.set(token, {
+    rootId,
+    path: call.path,
+    cancel: () => {
+      settled = true;
+    },
+  });
+  handler(
+    { headers: call.headers, body: call.body.slice(), trailers: call.trailers, timeoutMs: call.timeoutMs },
+    (answer) => {
+      if (settled) return;
+      settled = true;
+      t.post(() => t.deliverHttpCallResponse(token, answer));
+    },
+  );
   return { code: WasmResult.Ok, token };
 }

@@ -1,7 +1,16 @@
 // Public entry of the Node Proxy-Wasm host (see docs/host.md).
 export type { Pairs } from "./abi/constants.ts";
 export { WasmResult } from "./abi/constants.ts";
-export type { ClusterAddress, FailurePolicy, HostOptions, LogRecord, NodeInfo } from "./core.ts";
+export type {
+  ClusterAddress,
+  ClusterHandler,
+  FailurePolicy,
+  HostOptions,
+  InProcessAnswer,
+  InProcessCall,
+  LogRecord,
+  NodeInfo,
+} from "./core.ts";
 export {
   type ConnectionManagerAddressing,
   ENVOY_DEFAULT_ADDRESSING,

@@ -1,7 +1,9 @@
 // Runs one (workload, rate, policy) on a fresh simulated cluster in virtual time. Arrivals are
 // submitted when their time comes (so closed-loop turns and the ideal bound see requests in
 // arrival order) and the clock advances in ticks; at every tick the policy may take a metrics
-// snapshot, so routers that scrape see loads as stale as their scrape interval.
+// snapshot, so routers that scrape see loads as stale as their scrape interval. A policy with a
+// clock of its own (kvroute's gateways and control plane) also stops the clock whenever it has
+// something due, and hears each request's first token, at the engines' virtual times.
 import { createSimCluster, type SimRequestResult } from "../../control-plane/sim/virtual-cluster.ts";
 import { type RunMetrics, summarize } from "./metrics.ts";
 import type { PolicyContext, PolicyFactory, RoutingPolicy } from "./policies/types.ts";
@@ -80,6 +82,7 @@ export function runOne(
     balancerRule: "legacy",
     statsIntervalMs: cfg.statsIntervalMs,
     onKvEvents: (rank, events, at) => policy?.kvEvents?.(rank, events, at),
+    onFirstToken: (id, rank, at) => policy?.firstToken?.(id, rank, at),
     onRequestDone: (result) => {
       results.push(result);
       const request = requests.get(result.id) as BenchRequest;
@@ -101,26 +104,32 @@ export function runOne(
   let submitted = 0;
   let t = 0;
   p.tick?.(0, cluster.loads());
-  while (queue.size > 0 || results.length < submitted) {
-    if (t > cfg.maxVirtualMs) break;
-    for (const a of queue.takeUntil(t + cfg.tickMs)) {
-      requests.set(a.request.id, a.request);
-      const tokens = p.submitTokens?.(a.request) ?? a.request.tokens;
-      const request = a.request;
-      cluster.submit(
-        {
-          id: request.id,
-          tokens,
-          maxTokens: request.maxTokens,
-          rank: chooser === undefined ? undefined : (view) => chooser(view, request),
-        },
-        Math.max(a.atMs, t),
-      );
-      submitted++;
+  try {
+    while (queue.size > 0 || results.length < submitted) {
+      if (t > cfg.maxVirtualMs) break;
+      for (const a of queue.takeUntil(t + cfg.tickMs)) {
+        requests.set(a.request.id, a.request);
+        const tokens = p.submitTokens?.(a.request) ?? a.request.tokens;
+        const request = a.request;
+        cluster.submit(
+          {
+            id: request.id,
+            tokens,
+            maxTokens: request.maxTokens,
+            rank: chooser === undefined ? undefined : (view) => chooser(view, request),
+          },
+          Math.max(a.atMs, t),
+        );
+        submitted++;
+      }
+      // The next tick, or earlier when the policy's own clock has something due.
+      const due = p.nextEventMs?.() ?? Number.POSITIVE_INFINITY;
+      t = due > t && due < t + cfg.tickMs ? due : t + cfg.tickMs;
+      cluster.advanceTo(t);
+      p.tick?.(t, cluster.loads());
     }
-    t += cfg.tickMs;
-    cluster.advanceTo(t);
-    p.tick?.(t, cluster.loads());
+  } finally {
+    p.close?.();
   }
   const metrics = summarize(
     results,

@@ -32,6 +32,8 @@ export interface SimClusterOptions {
   statsIntervalMs?: number;
   /** Observes every KV event batch as an engine would publish it, stamped with virtual time. */
   onKvEvents?: (rank: number, events: KvEvent[], virtualTimeMs: number) => void;
+  /** Observes each request's first output token (the first streamed byte a client sees). */
+  onFirstToken?: (id: string, rank: number, virtualTimeMs: number) => void;
   /** Observes each finished request. */
   onRequestDone?: (result: SimRequestResult) => void;
 }
@@ -236,7 +238,10 @@ export class SimCluster {
         const engine = this.engines[ev.rank] as Engine;
         const result = engine.complete(ev.step, this.now);
         if (result.events.length > 0) this.opts.onKvEvents?.(ev.rank, result.events, this.now);
-        for (const out of result.outputs) if (out.finished) this.finish(ev.rank, out.request);
+        for (const out of result.outputs) {
+          if (out.first) this.opts.onFirstToken?.(out.request.spec.id, ev.rank, this.now);
+          if (out.finished) this.finish(ev.rank, out.request);
+        }
         this.startStep(ev.rank);
         break;
       }

@@ -23,16 +23,15 @@ import { Fleet } from "./model/fleet.ts";
 import { LoadModel } from "./model/slot-load.ts";
 import { type Slot, SlotTable } from "./model/slot-table.ts";
 import { loadPoolTokens, type PoolTokens } from "./pools/pool-tokens.ts";
-import { encodeCfgImage, encodeLoadImage, encodeSlotsImage } from "./publish/images.ts";
+import { encodeCfgImage } from "./publish/images.ts";
+import { Publisher } from "./publish/publisher.ts";
+import { applyReport as applyReportTo } from "./reports/apply-report.ts";
 import { RecentDecisions } from "./reports/recent-decisions.ts";
 import type { Report } from "./reports/report-codec.ts";
 import { createReportHandler } from "./reports/report-handler.ts";
 import { GatewayRegistry } from "./sync/gateways.ts";
 import { createSyncHandler } from "./sync/sync-handler.ts";
 import { SyncLog } from "./sync/sync-log.ts";
-
-/** A gateway that has not reported for this long is gone: its in-flight counts no longer apply. */
-const GATEWAY_SILENCE_MS = 10_000;
 
 export interface ControlPlaneOptions {
   logger?: Logger;
@@ -144,39 +143,13 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
   });
 
   const renderings = new Map([...poolTokens].map(([name, t]) => [name, t.rendering]));
-  const publish = () => {
-    const now = Date.now();
-    index.chunks.expire(now);
-    load.expireGateways(now, GATEWAY_SILENCE_MS);
-    const changes: Array<[string, Uint8Array]> = [];
-    const slotsChanged = slots.takeChanged();
-    if (slotsChanged) changes.push(["kvr.slots", encodeSlotsImage(slots.all(), poolIndex)]);
-    // A new slot needs its row in the load image even when its load reads like the default:
-    // gateways treat slots past the image's end as unhealthy.
-    if (load.takeChanged() || slotsChanged)
-      changes.push(["kvr.load", encodeLoadImage(slots.all(), (id) => load.get(id))]);
-    changes.push(...index.takeDirtyImages());
-    if (changes.length > 0) log.publish(changes);
-  };
-  // The whole key space once per epoch, configuration and slots first so a resyncing gateway
-  // never reads bucket bitmaps against a slot table from another epoch.
-  log.publish([["kvr.cfg", encodeCfgImage(cfg, index.slotWords, renderings)]]);
-  publish();
-  log.publish(index.allImages());
+  const publisher = new Publisher({ log, index, slots, load, poolIndex });
+  const publish = () => publisher.publish(Date.now());
+  publisher.start(encodeCfgImage(cfg, index.slotWords, renderings), Date.now());
   const published = true;
 
-  const applyReport = (report: Report) => {
-    load.gatewayInflight(report.gateway, report.inflight);
-    const now = Date.now();
-    for (const f of report.finished) {
-      if (f.ttftMs > 0) load.ttftObserved(f.slot, f.ttftMs);
-      if (f.status === 0) load.failed(f.slot);
-      decisions.add({ ...f, gateway: report.gateway, atMs: now });
-    }
-    for (const s of report.speculative) {
-      if (slots.get(s.slot)?.present) index.chunks.speculate(s.hash, s.depth, s.slot, now, now + s.ttlMs);
-    }
-  };
+  const applyReport = (report: Report) =>
+    applyReportTo({ load, slots, index, decisions }, report, Date.now());
 
   const reports = new ReportStats((id) => slots.get(id)?.pool ?? "unknown");
   const statusInput = {

@@ -1,34 +1,20 @@
 // The leader's POST /v1/report every reportMs (docs/wire-format.md §6): the batches the VMs left in
-// the report queue, plus the in-flight counts every VM publishes in kvr.if.<t>.
+// the report queue, plus the in-flight counts every VM publishes in kvr.un.<t>.
 import * as imports from "@gcoredev/proxy-wasm-sdk-as/assembly/imports";
 import { globalArrayBufferReference } from "@gcoredev/proxy-wasm-sdk-as/assembly/runtime";
+import { ByteBuf } from "../core/byte-buf";
 import { PluginConfig } from "../core/plugin-config";
+import { ReportedMax } from "../core/queued-work";
 import { ReportWriter } from "../core/report-writer";
-import {
-  getHeaderString,
-  getShared,
-  HTTP_CALL_RESPONSE_HEADERS,
-  LOG_WARN,
-  log,
-  OK,
-  SharedValue,
-} from "./host";
+import { getHeaderString, HTTP_CALL_RESPONSE_HEADERS, LOG_WARN, log, OK, SharedValue } from "./host";
+import { readSiblings, writeReported } from "./inflight-keys";
 import { stats } from "./metrics";
 import { ensureDrainCounter, markDrained } from "./report-queue";
 import { callControlPlane } from "./sync";
 
-export const THREADS_KEY = "kvr.threads";
-/** In-flight keys kvr.if.<t> are bounded by this many VM slots (more wrap around). */
-export const MAX_THREADS: u32 = 1024;
 const QUEUE_EMPTY: u32 = 7;
 /** A report stops taking queued batches past this many record bytes (the control plane takes 16 MiB). */
 const MAX_REPORT_BYTES: i32 = 8 * 1024 * 1024;
-
-/** A VM's in-flight counts count while their stamp is this recent: 5 ticks, at least 500 ms. */
-export function inflightFreshMs(tickMs: u32): u64 {
-  const five = <u64>tickMs * 5;
-  return five > 500 ? five : 500;
-}
 
 export class Reporter {
   /** Token of the outstanding report, 0 when none. */
@@ -36,6 +22,8 @@ export class Reporter {
   private nextMs: u64 = 0;
   private writer: ReportWriter = new ReportWriter();
   private read: SharedValue = new SharedValue();
+  private reported: ReportedMax = new ReportedMax();
+  private scratch: ByteBuf = new ByteBuf(256);
   private counterChecked: bool = false;
 
   /** On a leader's tick: reports unless one is out or it is not time yet. */
@@ -67,7 +55,7 @@ export class Reporter {
     }
     // Only a drain that reached the end lets the VMs send their next batches.
     if (emptied && taken > 0) markDrained();
-    this.sumInflight(cfg.tickMs, now);
+    this.addInflight(cfg, now);
     this.nextMs = now + <u64>cfg.reportMs;
     w.finish(gateway);
     const body = new ArrayBuffer(w.out.len);
@@ -86,31 +74,21 @@ export class Reporter {
   }
 
   /**
-   * In-flight per slot over every VM's recent kvr.if.<t>. A VM publishes on every tick; one that
-   * stopped (its VM failed and was replaced, its thread stalls) drops out after a few ticks, so
-   * the requests of a failed VM are not counted next to its replacement's for long.
+   * In-flight per slot over every VM's recent kvr.un.<t>, into the report; what it reports goes
+   * into kvr.ifr, so every VM of this gateway can tell its own gateway's share of kvr.load's count.
    */
-  private sumInflight(tickMs: u32, now: u64): void {
-    const r = this.read;
-    getShared(THREADS_KEY, r);
-    const threads: u32 =
-      r.value !== null && r.value!.byteLength === 4 ? load<u32>(changetype<usize>(r.value!)) : 0;
-    const n = threads < MAX_THREADS ? threads : MAX_THREADS;
+  private addInflight(cfg: PluginConfig, now: u64): void {
     const sums = new Map<i32, u32>();
-    const freshMs = inflightFreshMs(tickMs);
-    for (let t: u32 = 0; t < n; t++) {
-      getShared(`kvr.if.${t}`, r);
-      const v = r.value;
-      if (v === null || v.byteLength < 8) continue;
-      const p = changetype<usize>(v);
-      if (load<u64>(p) + freshMs < now) continue;
-      for (let at = 8; at + 6 <= v.byteLength; at += 6) {
-        const slot = <i32>load<u16>(p + <usize>at);
-        const c = load<u32>(p + <usize>at + 2);
-        sums.set(slot, (sums.has(slot) ? sums.get(slot) : 0) + c);
-      }
-    }
+    readSiblings(this.read, cfg.tickMs, now, -1, null, sums);
+    // A reported count stays in kvr.load until the next report replaces it and the sync brings
+    // the new sum: a report interval and the ticks around it (a horizon lasts that long, and the
+    // previous one's maximum still counts through the current one).
+    this.reported.begin(now, <u64>cfg.reportMs + 3 * <u64>cfg.tickMs);
     const keys = sums.keys();
-    for (let i = 0; i < keys.length; i++) this.writer.addInflight(keys[i], sums.get(keys[i]));
+    for (let i = 0; i < keys.length; i++) {
+      this.writer.addInflight(keys[i], sums.get(keys[i]));
+      this.reported.record(keys[i], sums.get(keys[i]));
+    }
+    writeReported(this.reported, now, this.scratch);
   }
 }

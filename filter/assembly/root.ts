@@ -6,6 +6,7 @@
 import * as imports from "@gcoredev/proxy-wasm-sdk-as/assembly/imports";
 import { ByteBuf } from "../core/byte-buf";
 import { PluginConfig, parsePluginConfig, pluginConfigError } from "../core/plugin-config";
+import { Decider } from "../core/route-decision";
 import { cache } from "./cache-view";
 import {
   getBuffer,
@@ -21,9 +22,10 @@ import {
   setShared,
   setTickMs,
 } from "./host";
+import { MAX_THREADS, THREADS_KEY } from "./inflight-keys";
 import { Leadership } from "./leader";
 import { stats } from "./metrics";
-import { MAX_THREADS, Reporter, THREADS_KEY } from "./reporter";
+import { Reporter } from "./reporter";
 import { vm } from "./state";
 import { SyncPoller } from "./sync";
 
@@ -69,6 +71,16 @@ export class KvrouteRoot {
           : "envoy";
     // Unique per root context of this process: thread slot, context id and the clock.
     const me = ((<u64>vm.thread) << 48) ^ ((<u64>this.id) << 32) ^ nowMs();
+    // Every VM samples and breaks ties with its own sequence: with one seed for all, the threads
+    // and gateways that share a stale view of the load would all pick alike. A configured seed
+    // trades that for reproducible decisions (reseeded whenever a configuration sets one).
+    if (cfg.seed !== 0) {
+      vm.decider = new Decider(<u64>cfg.seed);
+      vm.seeded = true;
+    } else if (!vm.seeded) {
+      vm.decider = new Decider(me ^ 0x9e3779b97f4a7c15);
+      vm.seeded = true;
+    }
     const leaseMs = <u64>(cfg.tickMs * 3 > 1000 ? cfg.tickMs * 3 : 1000);
     this.leadership = new Leadership(me === 0 ? 1 : me, leaseMs);
     setTickMs(cfg.tickMs);
@@ -80,7 +92,7 @@ export class KvrouteRoot {
     return true;
   }
 
-  /** A slot in the kvr.if.<t> key space, by CAS on a shared counter. */
+  /** A slot in the kvr.un.<t> key space, by CAS on a shared counter. */
   private claimThreadIndex(): i32 {
     const r = this.read;
     const b = this.scratch;
@@ -110,6 +122,7 @@ export class KvrouteRoot {
     }
     vm.config = this.config;
     cache.refresh();
+    vm.observeLoad(cache.load);
     this.rescueWaitingStreams(now);
     this.publishInflight(now);
     vm.outbox.flush(vm.reportQueue);
@@ -156,22 +169,13 @@ export class KvrouteRoot {
     imports.proxy_set_effective_context(this.id);
   }
 
-  /** This VM's in-flight counts, stamped, for the leader's report. */
+  /**
+   * This VM's requests the engines' metrics do not show yet (vm.queue), stamped, for the other
+   * VMs of this gateway and the leader's report; then theirs, for this VM's decisions.
+   */
   private publishInflight(now: u64): void {
-    const counts = vm.inflight;
-    const b = this.scratch;
-    b.len = 0;
-    b.reserve(8 + counts.length * 6);
-    store<u64>(b.ptr, now);
-    b.len = 8;
-    for (let s = 0; s < counts.length; s++) {
-      const n = counts[s];
-      if (n === 0) continue;
-      store<u16>(b.ptr + <usize>b.len, <u16>s);
-      store<u32>(b.ptr + <usize>b.len + 2, n);
-      b.len += 6;
-    }
-    setShared(`kvr.if.${vm.thread}`, b.ptr, b.len, 0);
+    vm.publishQueue(now);
+    vm.readGateway(now);
   }
 
   /** An http-call answer for this root context: its poll's or its report's. */

@@ -1,28 +1,35 @@
 // Per-VM state shared by the root contexts and the HTTP contexts of one worker thread: the plugin
 // configuration of the stream being served, the reusable request hasher, walker and decider, this
-// thread's in-flight counts, its report outbox and the report queue token. A VM can hold several
-// root contexts (a config update adds one); what belongs to one of them lives in KvrouteRoot.
+// thread's unanswered requests (queued-work.ts), its report outbox and the report queue token. A
+// VM can hold several root contexts (a config update adds one); what belongs to one of them lives
+// in KvrouteRoot.
 import { ByteBuf } from "../core/byte-buf";
+import { LoadImage } from "../core/cache-images";
 import { PluginConfig } from "../core/plugin-config";
 import { PrefixWalk } from "../core/prefix-walk";
+import { LocalQueue, loadSignature } from "../core/queued-work";
 import { RequestHasher } from "../core/request-hash";
 import { Decider } from "../core/route-decision";
+import { SharedValue } from "./host";
+import { refreshGatewayView, writeUnseen } from "./inflight-keys";
 import { ReportOutbox } from "./report-queue";
 import { KvrouteStream } from "./stream";
 
 export class VmState {
   /** The configuration of the root context whose stream (or tick) is running now. */
   config: PluginConfig = new PluginConfig();
-  /** This VM's index in the `kvr.if.<t>` key space: claimed once per VM, -1 before. */
+  /** This VM's index in the `kvr.un.<t>` key space: claimed once per VM, -1 before. */
   thread: i32 = -1;
   /** Token of the shared queue the leader drains for reports; 0 when unavailable. */
   reportQueue: u32 = 0;
   hasher: RequestHasher = new RequestHasher();
   walker: PrefixWalk = new PrefixWalk(256, 4);
+  /** Reseeded once per VM by its first root context (root.ts). */
   decider: Decider = new Decider(0);
+  seeded: bool = false;
   buckets: ByteBuf = new ByteBuf(1024);
-  /** Requests this thread sent per slot and has not seen finish. */
-  inflight: StaticArray<u32> = new StaticArray<u32>(256);
+  /** Requests this thread sent per slot and not yet answered, and which the engines do not show yet (queued-work.ts). */
+  queue: LocalQueue = new LocalQueue();
   message: ByteBuf = new ByteBuf(64);
   /** Report records waiting for this VM's next batch to the leader. */
   outbox: ReportOutbox = new ReportOutbox();
@@ -32,6 +39,8 @@ export class VmState {
   streamConfigs: Map<u32, PluginConfig> = new Map();
   /** Streams holding their headers while waiting for the body, with the time they started. */
   waiting: Map<u32, u64> = new Map();
+  private unseenOut: ByteBuf = new ByteBuf(256);
+  private siblingsRead: SharedValue = new SharedValue();
   /** Whether the missing allow_on_headers_stop_iteration was already reported. */
   warnedNoBody: bool = false;
 
@@ -40,15 +49,21 @@ export class VmState {
     return this.streamConfigs.has(id) ? this.streamConfigs.get(id) : fallback;
   }
 
-  @inline inflightAdd(slot: i32, delta: i32): void {
-    if (slot < 0) return;
-    if (slot >= this.inflight.length) {
-      const grown = new StaticArray<u32>(slot + 64);
-      for (let i = 0; i < this.inflight.length; i++) grown[i] = this.inflight[i];
-      this.inflight = grown;
-    }
-    const v = <i64>this.inflight[slot] + <i64>delta;
-    this.inflight[slot] = v < 0 ? 0 : <u32>v;
+  /** This VM's requests into kvr.un.<t>: after every change, so the other VMs decide with them. */
+  publishQueue(now: u64): void {
+    if (this.thread >= 0) writeUnseen(this.thread, this.queue, now, this.unseenOut);
+  }
+
+  /** The other VMs' requests (kvr.un.<t>) and the leader's reported share (kvr.ifr), before a decision. */
+  readGateway(now: u64): void {
+    refreshGatewayView(this.queue, this.thread, this.siblingsRead, this.config.tickMs, now);
+  }
+
+  /** kvr.load as this VM has it now: requests the engines' metrics show are no longer unseen. */
+  observeLoad(load: LoadImage | null): void {
+    if (load === null) return;
+    const q = this.queue;
+    for (let s = 0; s < q.slots; s++) q.observe(s, loadSignature(load, s));
   }
 }
 

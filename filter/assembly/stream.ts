@@ -9,6 +9,7 @@ import {
   DP_EXTERNAL,
   ENGINE_DYNAMO,
   ENGINE_SGLANG,
+  LoadImage,
   POOL_DYNAMO_LEGACY,
   POOL_SGLANG_BODY_RANK,
   RANK_HONOR,
@@ -20,11 +21,19 @@ import { fallbackLimit } from "../core/fallback-limit";
 import { decodeString } from "../core/json-string";
 import { MAX_DESTINATION_FALLBACKS } from "../core/plugin-config";
 import { PrefixWalk } from "../core/prefix-walk";
+import { loadSignature } from "../core/queued-work";
 import { parseRank, RANK_INVALID } from "../core/rank-header";
 import { RENDER_NONE } from "../core/render";
 import { writeFinished, writeSpeculative } from "../core/report-writer";
 import { ENDPOINT_CHAT, ENDPOINT_COMPLETIONS } from "../core/request-hash";
-import { findPool, OUT_BAD_PIN, OUT_NO_SLOT, OUT_PINNED, OUT_PREFIX_HIT } from "../core/route-decision";
+import {
+  BYTES_PER_TOKEN,
+  findPool,
+  OUT_BAD_PIN,
+  OUT_NO_SLOT,
+  OUT_PINNED,
+  OUT_PREFIX_HIT,
+} from "../core/route-decision";
 import { servedSlot } from "../core/served-slot";
 import { cache, SharedBuckets } from "./cache-view";
 import {
@@ -110,6 +119,13 @@ export class KvrouteStream {
   private firstByteMs: u64 = 0;
   private status: u32 = 0;
   private requestId: ArrayBuffer | null = null;
+  /** Counted in vm.queue's decoding requests (after its first byte) until its end. */
+  private decoding: bool = false;
+  /** Counted in vm.queue (queued-work.ts) until its first byte or its end. */
+  private queued: bool = false;
+  private queueWindow: u32 = 0;
+  private prefillQueueWindow: u32 = 0;
+  private uncachedTokens: f64 = 0;
 
   onRequestHeaders(endOfStream: bool): u32 {
     this.startMs = nowMs();
@@ -370,6 +386,8 @@ export class KvrouteStream {
       else specDepth = 0;
     }
     const prompt = h.renderer.out.len > 0 ? h.renderer.out.len : bodyLen;
+    vm.observeLoad(load);
+    vm.readGateway(now);
     const outcome = d.decide(
       cfg,
       slots,
@@ -380,7 +398,7 @@ export class KvrouteStream {
       walker.depth,
       prompt,
       this.pin,
-      vm.inflight,
+      vm.queue,
       bitmaps.ptr + <usize>(words * 8),
     );
     if (outcome === OUT_BAD_PIN) {
@@ -415,8 +433,8 @@ export class KvrouteStream {
     this.writeHeaders(cfg.pools[pool].engine, cfg.pools[pool].dpMode, cfg.pools[pool].flags);
     if ((cfg.pools[pool].flags & POOL_SGLANG_BODY_RANK) !== 0 && parsed && !truncated)
       this.writeBodyRank(body, bodyLen);
-    vm.inflightAdd(this.slot, 1);
-    if (this.prefillSlot >= 0) vm.inflightAdd(this.prefillSlot, 1);
+    this.enqueue(load);
+    vm.publishQueue(now);
     // The slot whose KV cache receives the prompt: the prefill worker's when disaggregated.
     const cacheSlot = d.prefillSlot >= 0 ? d.prefillSlot : d.slot;
     if (outcome === OUT_PINNED) {
@@ -566,6 +584,43 @@ export class KvrouteStream {
     vm.outbox.add(m);
   }
 
+  /** Queued at its slot (its prompt's prefill at the prefill slot when disaggregated). */
+  private enqueue(load: LoadImage): void {
+    const q = vm.queue;
+    this.uncachedTokens = <f64>(this.promptBytes - this.cachedBytes) / BYTES_PER_TOKEN;
+    this.queued = true;
+    const p = this.prefillSlot;
+    if (p >= 0) this.prefillQueueWindow = q.add(p, loadSignature(load, p), this.uncachedTokens);
+    this.queueWindow = q.add(this.slot, loadSignature(load, this.slot), p >= 0 ? 0 : this.uncachedTokens);
+  }
+
+  /** No longer queued: its first byte came back (prefill done); it decodes at its slot. */
+  private dequeue(): void {
+    if (!this.queued) return;
+    this.queued = false;
+    this.decoding = true;
+    const q = vm.queue;
+    const p = this.prefillSlot;
+    if (p >= 0) q.answer(p, this.prefillQueueWindow, this.uncachedTokens, false);
+    q.answer(this.slot, this.queueWindow, p >= 0 ? 0 : this.uncachedTokens, true);
+  }
+
+  /** Ended: out of the queue, unanswered or decoding. Whether it was in it. */
+  private leaveQueue(): bool {
+    const q = vm.queue;
+    const p = this.prefillSlot;
+    const tokens = p >= 0 ? 0 : this.uncachedTokens;
+    if (this.queued) {
+      this.queued = false;
+      if (p >= 0) q.end(p, this.prefillQueueWindow, this.uncachedTokens, false);
+      q.end(this.slot, this.queueWindow, tokens, false);
+    } else if (this.decoding) {
+      this.decoding = false;
+      q.end(this.slot, this.queueWindow, tokens, true);
+    } else return false;
+    return true;
+  }
+
   onResponseHeaders(): u32 {
     const s = getHeaderString(RESPONSE_HEADERS, ":status");
     if (s !== null && this.status === 0) this.status = <u32>I32.parseInt(s);
@@ -591,13 +646,23 @@ export class KvrouteStream {
       return;
     }
     stats.inc(stats.servedElsewhere);
-    vm.inflightAdd(this.slot, -1);
-    vm.inflightAdd(served, 1);
+    if (this.queued) {
+      // Still unanswered: its queued work moves from the first pick to the slot that serves it.
+      const q = vm.queue;
+      const tokens = this.prefillSlot >= 0 ? 0 : this.uncachedTokens;
+      q.end(this.slot, this.queueWindow, tokens, false);
+      const load = cache.load;
+      this.queueWindow = q.add(served, load === null ? 0 : loadSignature(load, served), tokens);
+    }
     this.slot = served;
   }
 
   onResponseBody(): u32 {
-    if (this.firstByteMs === 0) this.firstByteMs = nowMs();
+    if (this.firstByteMs === 0) {
+      this.firstByteMs = nowMs();
+      this.dequeue();
+      vm.publishQueue(this.firstByteMs);
+    }
     return DATA_CONTINUE;
   }
 
@@ -606,8 +671,7 @@ export class KvrouteStream {
     // happens before the path is even looked at, and the control plane's `rejected` count must
     // see it too.
     if (this.endpoint === 0 && this.outcome !== REPORT_REJECTED) return;
-    vm.inflightAdd(this.slot, -1);
-    if (this.prefillSlot >= 0) vm.inflightAdd(this.prefillSlot, -1);
+    if (this.leaveQueue()) vm.publishQueue(nowMs());
     // 0 = the upstream never answered (reset, refused): counts against the slot's health.
     if (this.slot >= 0 && (this.status === 0 || this.status === 502 || this.status === 503))
       stats.inc(stats.upstreamFailures);

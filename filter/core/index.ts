@@ -237,4 +237,5 @@ export function parseRankIo(len: i32): i64 {
 }
 
 // Routing pieces (cache images, prefix walk) for Node tests and benchmarks.
-export * from "./route-io";
+export * from "./image-probes";
+export * from "./queue-probes";

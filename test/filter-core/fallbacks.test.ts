@@ -1,15 +1,16 @@
 // The fallback list of a decision (filter/core route-decision.ts `Decider.fallbacks`, with the
 // per-engine limit of fallback-limit.ts), one table: which slots follow the pick, in which
-// order. The filter writes their addresses after the pick's in x-gateway-destination-endpoint.
-import { describe, expect, it } from "vitest";
-import { parseConfig } from "../../control-plane/src/config/load-config.ts";
-import { RoutingCore } from "../../control-plane/src/core/route-core.ts";
-import { LoadModel } from "../../control-plane/src/model/slot-load.ts";
-import { SlotTable } from "../../control-plane/src/model/slot-table.ts";
-import { encodeCfgImage, encodeLoadImage, encodeSlotsImage } from "../../control-plane/src/publish/images.ts";
+// order. The shipped filter (build/kvroute.wasm in the host) writes their addresses after the
+// pick's in x-gateway-destination-endpoint; the table names each as `<address>#<rank>`.
+import { afterEach, describe, expect, it } from "vitest";
+import { chat, ShippedFilter } from "./shipped-filter.ts";
 
-const ENGINE = { vllm: 0, sglang: 1, dynamo: 2 } as const;
-const noTokens = { bosText: "", segmentTemplate: new Uint8Array() };
+let filter: ShippedFilter | null = null;
+afterEach(() => {
+  filter?.close();
+  filter = null;
+});
+
 const at = (i: number) => `10.0.0.${i}:8000`;
 
 interface Case {
@@ -138,38 +139,45 @@ const cases: Case[] = [
 ];
 
 function run(c: Case) {
-  const cfg = parseConfig(
-    { pools: [{ name: "p", models: ["m"], ...c.pool }], cache: { buckets: 64, ways: 16 } },
-    "t",
-    {},
-  );
-  const pool = cfg.pools[0];
-  if (pool === undefined) throw new Error("no pool");
-  const slots = new SlotTable(64);
-  for (const ep of pool.endpoints) slots.setEndpointRanks(pool, ep, ep.ranks as number[]);
-  const load = new LoadModel(1);
+  const f = new ShippedFilter({
+    pools: [{ name: "p", models: ["m"], ...c.pool }],
+    cache: { buckets: 256, ways: 16 },
+    plugin: { destinationFallbacks: c.destinationFallbacks },
+  });
+  filter = f;
   const name = (id: number) => {
-    const key = slots.get(id)?.key ?? "";
+    const key = f.slots.get(id)?.key ?? "";
     return key.slice(key.indexOf("/") + 1);
   };
-  for (const s of slots.all())
-    load.scraped(s.id, { running: c.running?.[name(s.id)] ?? 0, waiting: 0, kvUsage: 0 }, 0);
-  const core = new RoutingCore();
-  core.setImages({
-    cfg: encodeCfgImage(cfg, 1, new Map([["p", noTokens]])),
-    slots: encodeSlotsImage(slots.all(), () => 0),
-    load: encodeLoadImage(slots.all(), (id) => load.get(id)),
+  for (const s of f.slots.all())
+    f.load.scraped(s.id, { running: c.running?.[name(s.id)] ?? 0, waiting: 0, kvUsage: 0 }, 0);
+  f.publishLoad();
+  f.tick();
+  const subset = c.subset?.map((n) => n.slice(0, n.indexOf("#")));
+  const r = f.route(chat("", "hello", "m"), {
+    ...(subset === undefined
+      ? {}
+      : { metadata: { "envoy.lb.subset_hint": { "x-gateway-destination-endpoint-subset": subset } } }),
   });
-  const idOf = (n: string) => {
-    const s = slots.all().find((x) => name(x.id) === n);
-    if (s === undefined) throw new Error(`no slot ${n}`);
-    return s.id;
+  const listed = (r.forwarded?.get("x-gateway-destination-endpoint") ?? "").split(",");
+  // The pick: the slot the filter's headers name (its rank header, or Dynamo's worker and rank).
+  const rank = r.forwarded?.get("x-data-parallel-rank");
+  const pick =
+    r.slot >= 0
+      ? r.slot
+      : (f.slots
+          .all()
+          .find((s) => s.address === listed[0] && (rank === undefined || s.headerRank === Number(rank)))
+          ?.id ?? -1);
+  const pickRank = f.slots.get(pick)?.globalRank;
+  // A fallback endpoint runs the request under the pick's rank header: its slot of that rank, or
+  // its only slot (external LB: one rank per endpoint, no rank header).
+  const slotAt = (address: string) => {
+    const there = f.slots.all().filter((s) => s.present && s.address === address);
+    return (there.length === 1 ? there[0] : there.find((s) => s.globalRank === pickRank))?.id ?? -1;
   };
-  core.allowSlots(c.subset === undefined ? null : c.subset.map(idOf));
-  const body = new TextEncoder().encode(JSON.stringify({ model: "m", prompt: "hello" }));
-  const d = core.route(body, "completions", () => undefined);
-  const engine = ENGINE[(pool.engine ?? "vllm") as keyof typeof ENGINE];
-  return { pick: name(d.slot), fallbacks: core.fallbacks(engine, c.destinationFallbacks).map(name) };
+  expect(listed[0]).toBe(f.slots.get(pick)?.address);
+  return { pick: name(pick), fallbacks: listed.slice(1).map((a) => name(slotAt(a))) };
 }
 
 describe("fallbacks()", () => {

@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { encodeBucket } from "../../control-plane/src/index/bucket-image.ts";
 import { ChunkIndex } from "../../control-plane/src/index/chunk-index.ts";
-import { walk } from "./route-core.ts";
+import { walk } from "./core-probes.ts";
 
 const BUCKETS = 64;
 

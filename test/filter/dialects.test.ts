@@ -232,10 +232,9 @@ describe("client routing headers never reach an engine", () => {
 });
 
 describe("Dynamo cache salt: x-tenant-id", () => {
-  // Long enough that a cached prefix outweighs one request's worth of in-flight load: the fleet
-  // in-flight count the control plane publishes lags a finished request by up to a report and a
-  // sync interval, and a short prefix lost to that phantom load under a busy machine.
-  const system = `${"You are the tenant-salted assistant of a test. ".repeat(80)}`;
+  // A short prefix: worth less than one queued request of unknown size (QUEUED_TOKENS), so a
+  // finished request still in the fleet count (it lags by a report) must not be charged to it.
+  const system = `${"You are the tenant-salted assistant of a test. ".repeat(12)}`;
   const hit = async (model: string, headers: Record<string, string>, salt?: string) => {
     const before = Number(stack.gateway.host.counter("kvroute.requests.load_only") ?? 0);
     const body = JSON.parse(chatBody(system, "same question", model)) as Record<string, unknown>;

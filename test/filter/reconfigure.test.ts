@@ -44,7 +44,7 @@ const threadSlots = (h: Host) =>
 const inflightKeys = (h: Host) =>
   h
     .sharedDataKeys()
-    .filter((k) => k.startsWith("kvr.if."))
+    .filter((k) => k.startsWith("kvr.un."))
     .sort();
 
 /** A chat request on `t` with no routing cache (decided by the configuration's failMode), then answered 200 upstream if it got there. */
@@ -93,10 +93,10 @@ describe("a configuration update (second root context in the running VMs)", () =
     const after = coldRequest(h, worker);
     expect(after.of("reqHeaders")).toHaveLength(0);
     expect(after.of("respHeaders")[0]?.headers).toContainEqual([":status", "503"]);
-    // One thread slot per VM, one kvr.if.<t> per VM: the VM's counts are published once.
+    // One thread slot per VM, one kvr.un.<t> per VM: the VM's counts are published once.
     expect(threadSlots(h)).toBe(3);
     rounds(h, clock, 2);
-    expect(inflightKeys(h)).toEqual(["kvr.if.0", "kvr.if.1", "kvr.if.2"]);
+    expect(inflightKeys(h)).toEqual(["kvr.un.0", "kvr.un.1", "kvr.un.2"]);
   });
 
   it("while an old root still drains its streams it keeps ticking but does not lead, and the answer to its last poll is dropped", async () => {

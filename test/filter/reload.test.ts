@@ -44,7 +44,7 @@ describe("a worker VM replaced after a trap (FAIL_RELOAD)", () => {
     expect(h.core.failurePolicy).toBe("FAIL_RELOAD");
     const worker = h.threads[0] as WasmThread;
     expect(s.leader).not.toBe(worker);
-    // A request in flight on the worker: counted in its kvr.if.<t> and, via the leader, upstream.
+    // A request in flight on the worker: counted in its kvr.un.<t> and, via the leader, upstream.
     const held = startCompletion(h, worker, "held while the VM dies");
     const dest = destination(held.sink);
     const rank = held.sink.of("reqHeaders")[0]?.headers.find(([k]) => k === "x-data-parallel-rank")?.[1];

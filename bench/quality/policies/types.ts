@@ -27,8 +27,15 @@ export interface RoutingPolicy {
   /** Every harness tick (virtual time), with the exact loads then: metric scrapes happen here. */
   tick?(nowMs: number, loads: readonly EngineLoad[]): void;
   kvEvents?(rank: number, events: KvEvent[], atMs: number): void;
+  /** A request's first output token, at its virtual time (the first byte its client sees). */
+  firstToken?(id: string, rank: number, atMs: number): void;
   done?(result: SimRequestResult, request: BenchRequest): void;
-  /** Prompt tokens counted as cache hits beyond what the simulator reports. */
+  /** A policy with its own virtual clock (kvroute's gateways): when it next needs the harness to
+   * stop, so what it reads of the engines (a scrape) is their state at that time. */
+  nextEventMs?(): number;
+  /** The run is over: release what the policy holds (hosts, VMs). */
+  close?(): void;
+  /** Prompt tokens counted as cache hits beyond what the simulator reports (the ideal bound). */
   extraCachedTokens?(request: BenchRequest): number;
   /** A bound, not a router (the ideal bound): its metrics replace the run's, given the run's. */
   bound?(run: RunMetrics): RunMetrics;

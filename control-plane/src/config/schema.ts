@@ -301,6 +301,8 @@ const eppSchema = z.strictObject({
    * the gateway's retries): the next best endpoints of the pool that take the same rank headers.
    */
   destinationFallbacks: z.number().int().min(0).max(7).default(3),
+  /** The embedded filter's `seed`: 0 = its own per thread; non-zero = reproducible picks. */
+  seed: z.number().int().min(0).max(0xffffffff).default(0),
 });
 
 export const configSchema = z

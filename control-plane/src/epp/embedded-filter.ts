@@ -31,6 +31,8 @@ export interface EmbeddedFilterOptions {
   gatewayId?: string;
   /** Fallback endpoints after the best one in the destination (GAIE's ordered list). */
   destinationFallbacks?: number;
+  /** The filter's `seed` (0: each thread its own). */
+  seed?: number;
 }
 
 export const CONTROL_PLANE_CLUSTER = "kvroute_control_plane";
@@ -59,6 +61,7 @@ export class EmbeddedFilter {
       failMode: "closed",
       inferencePaths: this.inferencePaths,
       destinationFallbacks: opts.destinationFallbacks ?? 0,
+      seed: opts.seed ?? 0,
       gatewayId: opts.gatewayId ?? "kvroute-epp",
     };
     this.host = createHost({

@@ -44,6 +44,7 @@ export function startEppPart(cfg: Config, epp: EppConfig, input: EppPartInput): 
       longPollMs: cfg.sync.longPollMs,
       maxBodyBytes: cfg.routing.maxBodyBytes,
       destinationFallbacks: epp.destinationFallbacks,
+      seed: epp.seed,
     },
     requestBodyMode: BodySendMode[epp.requestBodyMode],
     responseBodyMode: BodySendMode[epp.responseBodyMode],

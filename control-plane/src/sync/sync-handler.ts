@@ -21,52 +21,73 @@ export interface SyncHandlerOptions {
 
 const DECIMAL_U64 = /^(0|[1-9]\d{0,19})$/;
 
+/** The answer to one poll, given the log as it is now: a page, or "wait for news" (long poll). */
+export type SyncAnswer = { wait: true } | { wait: false; body: Uint8Array; version: number; reset: boolean };
+
+/**
+ * Decides a poll from its query (epoch, version, max_bytes): a reset from version 0 for another
+ * epoch or a version ahead of ours, "wait" when the client is current, else the next page. Pure
+ * over the log, so the quality bench's virtual-time control plane answers polls as this handler
+ * does. Null when the query is malformed.
+ */
+export function syncAnswer(
+  opts: Pick<SyncHandlerOptions, "log" | "epoch" | "pageBytes">,
+  query: URLSearchParams,
+  mayWait: boolean,
+): SyncAnswer | null {
+  const epochText = query.get("epoch") ?? "0";
+  const versionText = query.get("version") ?? "0";
+  if (!DECIMAL_U64.test(epochText) || !DECIMAL_U64.test(versionText)) return null;
+  const maxBytesText = query.get("max_bytes");
+  const pageBytes =
+    maxBytesText !== null && /^\d{1,10}$/.test(maxBytesText)
+      ? Math.min(Number(maxBytesText), opts.pageBytes)
+      : opts.pageBytes;
+
+  let since = Number(versionText);
+  let flags = 0;
+  if (BigInt(epochText) !== opts.epoch || since > opts.log.version) {
+    since = 0;
+    flags |= SyncFlags.reset;
+  }
+  if (mayWait && since === opts.log.version && flags === 0) return { wait: true };
+
+  const { entries, more } = opts.log.changesSince(since, pageBytes);
+  if (more) flags |= SyncFlags.more;
+  const version = entries.length > 0 ? (entries[entries.length - 1] as { version: number }).version : since;
+  const body = encodeSyncPage({ flags, epoch: opts.epoch, version, entries });
+  return { wait: false, body, version, reset: (flags & SyncFlags.reset) !== 0 };
+}
+
 export function createSyncHandler(opts: SyncHandlerOptions) {
   return async (req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> => {
     if (!hasValidBearer(req, opts.authToken)) {
       sendUnauthorized(res);
       return;
     }
-    const epochText = url.searchParams.get("epoch") ?? "0";
-    const versionText = url.searchParams.get("version") ?? "0";
-    if (!DECIMAL_U64.test(epochText) || !DECIMAL_U64.test(versionText)) {
+    let answer = syncAnswer(opts, url.searchParams, true);
+    if (answer === null) {
       sendJsonError(res, 400, "epoch and version must be unsigned decimal integers", "bad_request");
       return;
     }
-    const maxBytesText = url.searchParams.get("max_bytes");
-    const pageBytes =
-      maxBytesText !== null && /^\d{1,10}$/.test(maxBytesText)
-        ? Math.min(Number(maxBytesText), opts.pageBytes)
-        : opts.pageBytes;
-
-    let since = Number(versionText);
-    let flags = 0;
-    if (BigInt(epochText) !== opts.epoch || since > opts.log.version) {
-      since = 0;
-      flags |= SyncFlags.reset;
-    }
-
-    if (since === opts.log.version && flags === 0) {
+    if (answer.wait) {
       const closed = new AbortController();
       res.once("close", () => closed.abort());
-      await opts.log.waitForChange(since, opts.longPollMs, closed.signal);
+      await opts.log.waitForChange(opts.log.version, opts.longPollMs, closed.signal);
       if (closed.signal.aborted) return;
+      answer = syncAnswer(opts, url.searchParams, false) as Exclude<SyncAnswer, { wait: true }>;
     }
-
-    const { entries, more } = opts.log.changesSince(since, pageBytes);
-    if (more) flags |= SyncFlags.more;
-    const version = entries.length > 0 ? (entries[entries.length - 1] as { version: number }).version : since;
+    if (answer.wait) return;
     const gatewayId = req.headers["x-kvroute-gateway"];
     opts.gateways.seen(
       typeof gatewayId === "string" && gatewayId.length > 0
         ? gatewayId.slice(0, 128)
         : (req.socket.remoteAddress ?? "unknown"),
       req.socket.remoteAddress ?? "unknown",
-      version,
-      (flags & SyncFlags.reset) !== 0,
+      answer.version,
+      answer.reset,
     );
-    const body = encodeSyncPage({ flags, epoch: opts.epoch, version, entries });
-    res.writeHead(200, { "content-type": "application/octet-stream", "content-length": body.length });
-    res.end(body);
+    res.writeHead(200, { "content-type": "application/octet-stream", "content-length": answer.body.length });
+    res.end(answer.body);
   };
 }

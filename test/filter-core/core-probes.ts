@@ -1,5 +1,5 @@
-// The routing pieces of the core (filter/core/route-io.ts, exported by the core's index) for
-// tests, in their own instance of build/kvroute-core.wasm.
+// Probes into the routing pieces of the core (filter/core/image-probes.ts, exported by the core's
+// index) for tests, in their own instance of build/kvroute-core.wasm.
 import { readFileSync } from "node:fs";
 import { instantiateSync } from "@assemblyscript/loader";
 

@@ -1,0 +1,49 @@
+// Turns the model into shared-data publications in the sync log: the whole key space once per
+// epoch (configuration and slots first, so a resyncing gateway never reads bucket bitmaps against
+// a slot table from another epoch), then on every publish the images that changed. The HTTP
+// service runs publish() on a short timer; the quality bench's virtual-time control plane on its
+// virtual clock.
+import type { PrefixIndex } from "../index/prefix-index.ts";
+import type { LoadModel } from "../model/slot-load.ts";
+import type { SlotTable } from "../model/slot-table.ts";
+import type { SyncLog } from "../sync/sync-log.ts";
+import { encodeLoadImage, encodeSlotsImage } from "./images.ts";
+
+/** A gateway that has not reported for this long is gone: its in-flight counts no longer apply. */
+export const GATEWAY_SILENCE_MS = 10_000;
+
+export interface PublisherParts {
+  log: SyncLog;
+  index: PrefixIndex;
+  slots: SlotTable;
+  load: LoadModel;
+  /** Pool name → its index in kvr.cfg. */
+  poolIndex: (name: string) => number;
+}
+
+export class Publisher {
+  constructor(private readonly p: PublisherParts) {}
+
+  /** The start of an epoch: kvr.cfg, then everything publish() covers, then every bucket. */
+  start(cfgImage: Uint8Array, nowMs: number): void {
+    this.p.log.publish([["kvr.cfg", cfgImage]]);
+    this.publish(nowMs);
+    this.p.log.publish(this.p.index.allImages());
+  }
+
+  /** Expires speculative routes and silent gateways, then publishes the images that changed. */
+  publish(nowMs: number): void {
+    const { log, index, slots, load, poolIndex } = this.p;
+    index.chunks.expire(nowMs);
+    load.expireGateways(nowMs, GATEWAY_SILENCE_MS);
+    const changes: Array<[string, Uint8Array]> = [];
+    const slotsChanged = slots.takeChanged();
+    if (slotsChanged) changes.push(["kvr.slots", encodeSlotsImage(slots.all(), poolIndex)]);
+    // A new slot needs its row in the load image even when its load reads like the default:
+    // gateways treat slots past the image's end as unhealthy.
+    if (load.takeChanged() || slotsChanged)
+      changes.push(["kvr.load", encodeLoadImage(slots.all(), (id) => load.get(id))]);
+    changes.push(...index.takeDirtyImages());
+    if (changes.length > 0) log.publish(changes);
+  }
+}

@@ -1,0 +1,29 @@
+// What a gateway's report changes in the model: its in-flight counts (replacing its previous
+// ones), TTFT and connection failures per slot, the recent-decisions feed, and its speculative
+// routes, which enter the prefix index until their TTL ends. One function, so the HTTP service and
+// the quality bench's virtual-time control plane apply reports the same way.
+import type { PrefixIndex } from "../index/prefix-index.ts";
+import type { LoadModel } from "../model/slot-load.ts";
+import type { SlotTable } from "../model/slot-table.ts";
+import type { RecentDecisions } from "./recent-decisions.ts";
+import type { Report } from "./report-codec.ts";
+
+export interface ReportTargets {
+  load: LoadModel;
+  slots: SlotTable;
+  index: PrefixIndex;
+  decisions?: RecentDecisions;
+}
+
+export function applyReport(t: ReportTargets, report: Report, nowMs: number): void {
+  t.load.gatewayInflight(report.gateway, report.inflight, nowMs);
+  for (const f of report.finished) {
+    if (f.ttftMs > 0) t.load.ttftObserved(f.slot, f.ttftMs);
+    if (f.status === 0) t.load.failed(f.slot);
+    t.decisions?.add({ ...f, gateway: report.gateway, atMs: nowMs });
+  }
+  for (const s of report.speculative) {
+    if (t.slots.get(s.slot)?.present)
+      t.index.chunks.speculate(s.hash, s.depth, s.slot, nowMs, nowMs + s.ttlMs);
+  }
+}

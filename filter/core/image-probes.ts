@@ -1,0 +1,222 @@
+// Probes into the routing pieces of the core for Node tests: the cache-image decoders and the
+// prefix walk, each alone. Like index.ts: numbers in, numbers out, bytes through one reusable I/O
+// region. Not a request path — the filter's decision is tested and measured as it ships
+// (build/kvroute.wasm in the Proxy-Wasm host).
+import { ByteBuf } from "./byte-buf";
+import {
+  CfgImage,
+  decodeCfg,
+  decodeLoad,
+  decodeSlots,
+  imageError,
+  LoadImage,
+  SlotsImage,
+} from "./cache-images";
+import { BucketSource, PrefixWalk } from "./prefix-walk";
+import { loadSignature } from "./queued-work";
+
+const io = new ByteBuf(64 << 10);
+const out = new ByteBuf(4096);
+let cfg: CfgImage | null = null;
+let slots: SlotsImage | null = null;
+let loadImage: LoadImage | null = null;
+
+export function routeIoReserve(n: i32): usize {
+  if (n > io.cap) {
+    io.len = 0;
+    io.grow(n);
+  }
+  return io.ptr;
+}
+
+export function routeOutPtr(): usize {
+  return out.ptr;
+}
+
+/** Decodes io[0, len) as kvr.cfg: the pool count, or a negative IMG_ERR_* code. */
+export function cfgDecodeIo(len: i32): i32 {
+  cfg = decodeCfg(io.ptr, len);
+  return cfg == null ? imageError : cfg!.pools.length;
+}
+
+/** A numeric field of the last decoded cfg (tests read the image back through this). */
+export function cfgField(which: i32): f64 {
+  const c = cfg;
+  if (c == null) return -1;
+  switch (which) {
+    case 0:
+      return c.chunkSize;
+    case 1:
+      return c.buckets;
+    case 2:
+      return c.ways;
+    case 3:
+      return c.slotWords;
+    case 4:
+      return c.speculativeTtlMs;
+    case 5:
+      return c.maxBodyBytes;
+    case 6:
+      return c.overlapWeight;
+    case 7:
+      return c.decodeWeight;
+    case 8:
+      return c.inflightWeight;
+    case 9:
+      return c.temperature;
+    case 10:
+      return c.rankPolicy;
+    case 11:
+      return c.failClosed ? 1 : 0;
+    case 12:
+      return c.defaultPool;
+    case 13:
+      return c.trustedCidrs.length;
+    default:
+      return -1;
+  }
+}
+
+/** A field of pool p of the last decoded cfg: 0 engine, 1 dpMode, 2 policy, 3 flags, 4 blockSize, 5 models, 6 bos length, 7 has template. */
+export function cfgPoolField(p: i32, which: i32): i32 {
+  const c = cfg;
+  if (c == null || p < 0 || p >= c.pools.length) return -1;
+  const pool = c.pools[p];
+  switch (which) {
+    case 0:
+      return pool.engine;
+    case 1:
+      return pool.dpMode;
+    case 2:
+      return pool.policy;
+    case 3:
+      return pool.flags;
+    case 4:
+      return <i32>pool.blockSize;
+    case 5:
+      return pool.models.length;
+    case 6:
+      return pool.bosText.byteLength;
+    case 7:
+      return pool.template != null ? 1 : 0;
+    default:
+      return -1;
+  }
+}
+
+/** Decodes io[0, len) as kvr.slots against the last cfg's pool count: the slot count or an error. */
+export function slotsDecodeIo(len: i32): i32 {
+  slots = decodeSlots(io.ptr, len, cfg == null ? 0 : cfg!.pools.length);
+  return slots == null ? imageError : slots!.count;
+}
+
+/** A field of slot s: 0 pool, 1 flags, 2 global rank, 3 header rank, 4 address length. */
+export function slotField(s: i32, which: i32): i64 {
+  const t = slots;
+  if (t == null || s < 0 || s >= t.count) return -1;
+  switch (which) {
+    case 0:
+      return t.pool[s];
+    case 1:
+      return t.flags[s];
+    case 2:
+      return t.globalRank[s];
+    case 3:
+      return t.headerRank[s];
+    case 4:
+      return String.UTF8.byteLength(t.address[s]);
+    default:
+      return -1;
+  }
+}
+
+export function slotWorkerId(s: i32): u64 {
+  const t = slots;
+  return t == null || s < 0 || s >= t.count ? 0 : t.workerId[s];
+}
+
+/** Decodes io[0, len) as kvr.load: the slot count or an error. */
+export function loadDecodeIo(len: i32): i32 {
+  loadImage = decodeLoad(io.ptr, len);
+  return loadImage == null ? imageError : loadImage!.count;
+}
+
+/** The load signature (queued-work.ts) of slot s in the last decoded load; 0 without one. */
+export function loadSignatureIo(s: i32): u64 {
+  const l = loadImage;
+  return l == null ? 0 : loadSignature(l, s);
+}
+
+/** A field of slot s in the last load: 0 healthy, 1 running, 2 waiting, 3 KV per mille, 4 in-flight, 5 TTFT ms. */
+export function loadField(s: i32, which: i32): i64 {
+  const l = loadImage;
+  if (l == null) return -1;
+  switch (which) {
+    case 0:
+      return l.healthy(s) ? 1 : 0;
+    case 1:
+      return l.running(s);
+    case 2:
+      return l.waiting(s);
+    case 3:
+      return l.kvPermille(s);
+    case 4:
+      return l.inflight(s);
+    case 5:
+      return l.ttftMs(s);
+    default:
+      return -1;
+  }
+}
+
+/** Bucket images laid out in the I/O region behind a directory of (offset, length) pairs. */
+class TableBucketSource extends BucketSource {
+  base: usize = 0;
+  dir: usize = 0;
+  buckets: u32 = 0;
+  limit: usize = 0;
+  fetch(index: u32): bool {
+    if (index >= this.buckets) return false;
+    const off = load<u32>(this.dir + ((<usize>index) << 3));
+    const len = load<u32>(this.dir + ((<usize>index) << 3), 4);
+    if (len === 0 || <usize>off + <usize>len > this.limit) return false;
+    this.ptr = this.base + <usize>off;
+    this.len = <i32>len;
+    return true;
+  }
+}
+
+const table = new TableBucketSource();
+let walker = new PrefixWalk(256, 4);
+
+/**
+ * io = [count hashes u64][candidates: words u64][directory: buckets × (offset u32, length u32)]
+ * [bucket images at their offsets, relative to io]. Depths land at routeOutPtr() as i32 per slot;
+ * returns the number of bucket reads, or -1 when the arguments do not fit.
+ */
+export function walkIo(count: i32, buckets: u32, words: i32, slotCount: i32, totalLen: i32): i32 {
+  if (
+    count < 0 ||
+    words < 1 ||
+    words > 64 ||
+    slotCount < 0 ||
+    slotCount > words * 64 ||
+    buckets === 0 ||
+    buckets > 1 << 24
+  )
+    return -1;
+  if (walker.depth.length < slotCount || (walker.depth.length + 63) / 64 < words)
+    walker = new PrefixWalk(words * 64, words);
+  const hashes = io.ptr;
+  const candidates = hashes + ((<usize>count) << 3);
+  table.base = io.ptr;
+  table.dir = candidates + <usize>(words * 8);
+  table.buckets = buckets;
+  table.limit = <usize>totalLen;
+  if (<u64>count * 8 + <u64>words * 8 + <u64>buckets * 8 > <u64>totalLen) return -1;
+  if (!walker.run(hashes, count, buckets, words, slotCount, candidates, table)) return -1;
+  out.len = 0;
+  out.reserve(slotCount * 4);
+  for (let s = 0; s < slotCount; s++) store<i32>(out.ptr + <usize>(s * 4), walker.depth[s]);
+  return walker.lookups;
+}

@@ -1,0 +1,314 @@
+// The queued term of the cost model: prefill work waiting at a slot ahead of a new request, and
+// the decoding requests the engine's metrics do not count yet.
+//
+// The gateway counts its own requests exactly: every VM keeps its requests per slot (LocalQueue)
+// and publishes them in shared data (kvr.un.<t>) whenever they change and on every tick, and reads
+// the other VMs' before each decision — so a gateway's threads decide as one. Per slot:
+// - the gateway's unanswered requests (routed, no first byte: their prefill is still ahead), each
+//   priced by its own uncached prompt, which the VM that routed it knows from its decision;
+// - the engine's `waiting` at its last scrape (prompts unknown → QUEUED_TOKENS each), less the
+//   gateway's unanswered requests that scrape may already show (counted above at their own size);
+// - other gateways' unanswered requests the engine's metrics do not show yet: kvr.load's in-flight
+//   field, the control plane's sum of every gateway's last report, less what this gateway reported
+//   (the most its leader reported within a report horizon, kvr.ifr: a request of this gateway
+//   that ended since is never charged as another gateway's), QUEUED_TOKENS each;
+// - running: the engine's count at its last scrape, plus the gateway's decoding requests that
+//   scrape may not show yet.
+// A request is "unseen" until the slot's load has changed twice since it was routed: the first
+// change may come from a scrape taken before the request reached the engine (the engine's stats
+// and the scrape both lag), the second cannot.
+import { LoadImage } from "./cache-images";
+
+/** Prefill work assumed for each queued request whose prompt this VM does not know (tokens). */
+export const QUEUED_TOKENS: f64 = 512;
+
+/** Requests the engine has queued that are not the gateway's, plus other gateways' unseen ones. */
+function othersOf(waiting: f64, elsewhere: f64, seen: f64): f64 {
+  return (waiting > seen ? waiting - seen : 0) + elsewhere;
+}
+
+/**
+ * Requests queued at a slot ahead of a new one (least-load's count). `elsewhere`: other gateways'
+ * unseen requests; `seen`: the gateway's unanswered requests the engine's last scrape may show;
+ * `count`: all of the gateway's unanswered requests there.
+ */
+export function queuedRequests(waiting: f64, elsewhere: f64, seen: f64, count: f64): f64 {
+  return othersOf(waiting, elsewhere, seen) + count;
+}
+
+/** Prefill tokens queued at a slot ahead of a new one: unknown prompts at QUEUED_TOKENS, the gateway's at their own uncached size. */
+export function queuedTokens(waiting: f64, elsewhere: f64, seen: f64, tokens: f64): f64 {
+  return othersOf(waiting, elsewhere, seen) * QUEUED_TOKENS + tokens;
+}
+
+/** Other gateways' unseen requests: the fleet's count less this gateway's reported share. */
+export function elsewhereOf(fleet: f64, gatewayReported: f64): f64 {
+  return fleet > gatewayReported ? fleet - gatewayReported : 0;
+}
+
+/**
+ * What the engine's metrics say about slot s, as one number: it changes whenever a scrape finds
+ * anything different (a request admitted, queued, finished; KV usage moving with every step).
+ * Health is part of it, so a slot coming back starts a fresh count.
+ */
+export function loadSignature(loads: LoadImage, s: i32): u64 {
+  return (
+    <u64>loads.running(s) |
+    ((<u64>loads.waiting(s)) << 16) |
+    ((<u64>loads.kvPermille(s)) << 32) |
+    ((<u64>(loads.healthy(s) ? 1 : 0)) << 48)
+  );
+}
+
+/**
+ * This VM's requests per slot: those not answered yet (no first byte: their prefill is ahead) with
+ * their uncached prompt tokens, and of all it routed, those the engine's metrics may not show
+ * yet — split into unanswered and decoding ones. A request is unseen until the slot's load has
+ * changed twice since it was routed: the first change may come from a scrape taken before the
+ * request reached the engine (the engine's stats and the scrape both lag), the second cannot.
+ * The two most recent windows are kept per slot; a change drops the older one.
+ */
+export class LocalQueue {
+  private pending: StaticArray<u32> = new StaticArray<u32>(0);
+  private tokens: StaticArray<f64> = new StaticArray<f64>(0);
+  /** Load changes seen per slot (a request's window is the count when it was routed). */
+  private window: StaticArray<u32> = new StaticArray<u32>(0);
+  private signature: StaticArray<u64> = new StaticArray<u64>(0);
+  /** Unseen unanswered / decoding requests routed in the current and the previous window. */
+  private pendingNow: StaticArray<u32> = new StaticArray<u32>(0);
+  private pendingBefore: StaticArray<u32> = new StaticArray<u32>(0);
+  private decodingNow: StaticArray<u32> = new StaticArray<u32>(0);
+  private decodingBefore: StaticArray<u32> = new StaticArray<u32>(0);
+  /** This gateway's other VMs' requests as they last published them: unanswered ones, their
+   * tokens, and the unanswered and decoding ones the engine's metrics may not show yet. */
+  private siblingsPending: StaticArray<u32> = new StaticArray<u32>(0);
+  private siblingsTokens: StaticArray<f64> = new StaticArray<f64>(0);
+  private siblingsUnseen: StaticArray<u32> = new StaticArray<u32>(0);
+  private siblingsDecoding: StaticArray<u32> = new StaticArray<u32>(0);
+  /** The most this gateway's leader reported per slot lately (its share of kvr.load's count). */
+  private gatewayReported: StaticArray<u32> = new StaticArray<u32>(0);
+
+  get slots(): i32 {
+    return this.pending.length;
+  }
+
+  private ensure(slot: i32): void {
+    if (slot < this.pending.length) return;
+    const n = slot + 64;
+    this.pending = grownU32(this.pending, n);
+    this.window = grownU32(this.window, n);
+    this.pendingNow = grownU32(this.pendingNow, n);
+    this.pendingBefore = grownU32(this.pendingBefore, n);
+    this.decodingNow = grownU32(this.decodingNow, n);
+    this.decodingBefore = grownU32(this.decodingBefore, n);
+    this.siblingsPending = grownU32(this.siblingsPending, n);
+    this.siblingsUnseen = grownU32(this.siblingsUnseen, n);
+    this.siblingsDecoding = grownU32(this.siblingsDecoding, n);
+    this.gatewayReported = grownU32(this.gatewayReported, n);
+    const tokens = new StaticArray<f64>(n);
+    const siblingsTokens = new StaticArray<f64>(n);
+    const signature = new StaticArray<u64>(n);
+    for (let i = 0; i < this.tokens.length; i++) {
+      tokens[i] = this.tokens[i];
+      siblingsTokens[i] = this.siblingsTokens[i];
+      signature[i] = this.signature[i];
+    }
+    this.tokens = tokens;
+    this.siblingsTokens = siblingsTokens;
+    this.signature = signature;
+  }
+
+  /** The slot's load now reads `sig`: on a change, the older window's requests are shown. */
+  observe(slot: i32, sig: u64): void {
+    if (slot < 0 || slot >= this.pending.length || this.signature[slot] === sig) return;
+    this.signature[slot] = sig;
+    this.window[slot]++;
+    this.pendingBefore[slot] = this.pendingNow[slot];
+    this.decodingBefore[slot] = this.decodingNow[slot];
+    this.pendingNow[slot] = 0;
+    this.decodingNow[slot] = 0;
+  }
+
+  /** A request was routed to `slot` while its load read `sig`; returns its window (for answer / end). */
+  add(slot: i32, sig: u64, tokens: f64): u32 {
+    if (slot < 0) return 0;
+    this.ensure(slot);
+    this.observe(slot, sig);
+    this.pending[slot]++;
+    this.tokens[slot] += tokens;
+    this.pendingNow[slot]++;
+    return this.window[slot];
+  }
+
+  /**
+   * The request routed in `window` got its first byte: its prefill is done. It decodes at `slot`
+   * unless `slot` only prefilled it (a disaggregated pool's prefill slot). Once per request.
+   */
+  answer(slot: i32, window: u32, tokens: f64, decodes: bool): void {
+    if (!this.unanswer(slot, window, tokens)) return;
+    if (!decodes) return;
+    const w = this.window[slot];
+    if (window === w) this.decodingNow[slot]++;
+    else if (window + 1 === w) this.decodingBefore[slot]++;
+  }
+
+  /** The request routed in `window` ended; `answered`: after its first byte (answer was called). */
+  end(slot: i32, window: u32, tokens: f64, answered: bool): void {
+    if (!answered) {
+      this.unanswer(slot, window, tokens);
+      return;
+    }
+    if (slot < 0 || slot >= this.pending.length) return;
+    const w = this.window[slot];
+    if (window === w) this.decodingNow[slot] = dec(this.decodingNow[slot]);
+    else if (window + 1 === w) this.decodingBefore[slot] = dec(this.decodingBefore[slot]);
+  }
+
+  private unanswer(slot: i32, window: u32, tokens: f64): bool {
+    if (slot < 0 || slot >= this.pending.length || this.pending[slot] === 0) return false;
+    this.pending[slot]--;
+    const left = this.tokens[slot] - tokens;
+    this.tokens[slot] = this.pending[slot] === 0 || left < 0 ? 0 : left;
+    const w = this.window[slot];
+    if (window === w) this.pendingNow[slot] = dec(this.pendingNow[slot]);
+    else if (window + 1 === w) this.pendingBefore[slot] = dec(this.pendingBefore[slot]);
+    return true;
+  }
+
+  /** Unanswered requests at `slot`. */
+  countAt(slot: i32): f64 {
+    return slot >= 0 && slot < this.pending.length ? <f64>this.pending[slot] : 0;
+  }
+
+  /** Their uncached prompt tokens. */
+  tokensAt(slot: i32): f64 {
+    return slot >= 0 && slot < this.pending.length ? this.tokens[slot] : 0;
+  }
+
+  /** Unanswered requests at `slot` the engine's metrics may not show yet. */
+  unseenPendingAt(slot: i32): u32 {
+    return slot >= 0 && slot < this.pending.length ? this.pendingNow[slot] + this.pendingBefore[slot] : 0;
+  }
+
+  /** Decoding requests at `slot` the engine's metrics may not show yet. */
+  unseenDecodingAt(slot: i32): u32 {
+    return slot >= 0 && slot < this.pending.length ? this.decodingNow[slot] + this.decodingBefore[slot] : 0;
+  }
+
+  /** Unanswered requests at `slot` the last scrapes show (waiting or prefilling). */
+  seenAt(slot: i32): f64 {
+    return this.countAt(slot) - <f64>this.unseenPendingAt(slot);
+  }
+
+  /** Forgets the other VMs' counts before they are read again (addSiblings / setGatewayReported). */
+  clearGatewayView(): void {
+    for (let i = 0; i < this.siblingsPending.length; i++) {
+      this.siblingsPending[i] = 0;
+      this.siblingsTokens[i] = 0;
+      this.siblingsUnseen[i] = 0;
+      this.siblingsDecoding[i] = 0;
+      this.gatewayReported[i] = 0;
+    }
+  }
+
+  /** Adds another VM of this gateway's requests at `slot`, as it published them. */
+  addSiblings(slot: i32, pending: u32, tokens: f64, unseen: u32, decoding: u32): void {
+    if (slot < 0) return;
+    this.ensure(slot);
+    this.siblingsPending[slot] += pending;
+    this.siblingsTokens[slot] += tokens;
+    this.siblingsUnseen[slot] += unseen;
+    this.siblingsDecoding[slot] += decoding;
+  }
+
+  /** This gateway reported up to `n` unseen unanswered requests at `slot` lately. */
+  setGatewayReported(slot: i32, n: u32): void {
+    if (slot < 0) return;
+    this.ensure(slot);
+    this.gatewayReported[slot] = n;
+  }
+
+  gatewayReportedAt(slot: i32): f64 {
+    return slot >= 0 && slot < this.gatewayReported.length ? <f64>this.gatewayReported[slot] : 0;
+  }
+
+  private has(slot: i32): bool {
+    return slot >= 0 && slot < this.pending.length;
+  }
+
+  /** The gateway's unanswered requests at `slot` (this VM's and the others'). */
+  gatewayCountAt(slot: i32): f64 {
+    return this.has(slot) ? <f64>this.pending[slot] + <f64>this.siblingsPending[slot] : 0;
+  }
+
+  /** Their uncached prompt tokens. */
+  gatewayTokensAt(slot: i32): f64 {
+    return this.has(slot) ? this.tokens[slot] + this.siblingsTokens[slot] : 0;
+  }
+
+  /** Those of them the engine's last scrapes may show (waiting or prefilling). */
+  gatewaySeenAt(slot: i32): f64 {
+    if (!this.has(slot)) return 0;
+    const unseen = <f64>this.unseenPendingAt(slot) + <f64>this.siblingsUnseen[slot];
+    const count = this.gatewayCountAt(slot);
+    return count > unseen ? count - unseen : 0;
+  }
+
+  /** The gateway's decoding requests at `slot` that the last scrape may not count as running. */
+  unseenRunningAt(slot: i32): f64 {
+    return this.has(slot) ? <f64>this.unseenDecodingAt(slot) + <f64>this.siblingsDecoding[slot] : 0;
+  }
+}
+
+function dec(n: u32): u32 {
+  return n > 0 ? n - 1 : 0;
+}
+
+/**
+ * The leader's side of kvr.ifr: the most it reported per slot in the current and the previous
+ * report horizon. A horizon covers the time a reported count can stay in kvr.load: until the
+ * next report replaces it and the sync brings the new sum (plus the ticks around it).
+ */
+export class ReportedMax {
+  private now: StaticArray<u32> = new StaticArray<u32>(0);
+  private before: StaticArray<u32> = new StaticArray<u32>(0);
+  private horizonEndsMs: u64 = 0;
+
+  get slots(): i32 {
+    return this.now.length;
+  }
+
+  /** Starts a report at `nowMs`: a new horizon when the current one is over. */
+  begin(nowMs: u64, horizonMs: u64): void {
+    if (nowMs < this.horizonEndsMs) return;
+    const old = this.before;
+    this.before = this.now;
+    for (let i = 0; i < old.length; i++) old[i] = 0;
+    this.now = old;
+    this.horizonEndsMs = nowMs + horizonMs;
+  }
+
+  /** The report carries `n` unseen requests at `slot`. */
+  record(slot: i32, n: u32): void {
+    if (slot < 0) return;
+    if (slot >= this.now.length) {
+      const size = slot + 64;
+      this.now = grownU32(this.now, size);
+      this.before = grownU32(this.before, size);
+    }
+    if (n > this.now[slot]) this.now[slot] = n;
+  }
+
+  at(slot: i32): u32 {
+    if (slot < 0 || slot >= this.now.length) return 0;
+    const a = this.now[slot];
+    const b = this.before[slot];
+    return a > b ? a : b;
+  }
+}
+
+function grownU32(a: StaticArray<u32>, n: i32): StaticArray<u32> {
+  const out = new StaticArray<u32>(n);
+  for (let i = 0; i < a.length; i++) out[i] = a[i];
+  return out;
+}
