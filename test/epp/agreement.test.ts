@@ -97,6 +97,12 @@ describe("the picker and the inline filter decide the same", () => {
       // it still counts as decoding at its slot, and the two data planes would not see the same.
       const picker = s.cp.epp?.filter.host;
       if (picker !== undefined) await until(() => nothingQueued(picker), "the picker's last request ended");
+      // …and until its reports say so: the fleet count of unseen requests is another gateway's
+      // load to the inline filter (the picker subtracts its own share), so both must read 0.
+      await until(
+        () => s.cp.slots.all().every((x) => s.cp.load.get(x.id).inflight === 0),
+        "the picker's reports show no request in flight",
+      );
       const version = await bothSynced(s);
       const inline = inlineDecision(body);
       const r = await s.client.exchange(
