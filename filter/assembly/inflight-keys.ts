@@ -20,6 +20,13 @@ export function inflightFreshMs(tickMs: u32): u64 {
 
 const ENTRY = 18;
 
+/** `kvr.un.<t>` for each VM slot, built once: every decision reads the siblings' keys. */
+const unseenKeys = new Array<string>(0);
+function unseenKey(t: u32): string {
+  while (<u32>unseenKeys.length <= t) unseenKeys.push(`kvr.un.${unseenKeys.length}`);
+  return unseenKeys[t];
+}
+
 /**
  * Reads every fresh kvr.un.<t> but `exclude`'s: into `queue`'s gateway view when given, and the
  * unseen unanswered requests into `unseen` (slot → requests) when given. A VM that stopped
@@ -41,7 +48,7 @@ export function readSiblings(
   const freshMs = inflightFreshMs(tickMs);
   for (let t: u32 = 0; t < n; t++) {
     if (<i32>t === exclude) continue;
-    getShared(`kvr.un.${t}`, r);
+    getShared(unseenKey(t), r);
     const v = r.value;
     if (v === null || v.byteLength < 8) continue;
     const p = changetype<usize>(v);
@@ -77,7 +84,7 @@ export function writeUnseen(thread: i32, queue: LocalQueue, now: u64, b: ByteBuf
     store<u32>(e + 14, decoding);
     b.len += ENTRY;
   }
-  setShared(`kvr.un.${thread}`, b.ptr, b.len, 0);
+  setShared(unseenKey(<u32>thread), b.ptr, b.len, 0);
 }
 
 /** Writes `counts` (non-zero slots) stamped `now` under `key`. */
