@@ -6,8 +6,14 @@
 // first seed and a seed count.
 //   npx tsx bench/quality.bench.ts [--quick] [--seed FIRST] [--seeds N] [--kv-delay-ms N] [--out DIR]
 //     [--gateways N] [--threads N] [--latency-ms N] [--only kvroute,round-robin]
+//     [--rows FILE.jsonl] [--shard K/N]
 // (through `npm run bench -- quality`, write values as --flag=N.)
-import { mkdirSync, writeFileSync } from "node:fs";
+// --rows keeps every finished run in FILE (one JSON line) and reads back the runs it already has
+// for the same configuration and build, so a stopped run resumes; --shard K/N measures only every
+// N-th run from the K-th (0-based) and writes no report — run N shards side by side on one rows
+// file, then once more without --shard to write the report from it.
+import { createHash } from "node:crypto";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { baselineNotes, closingNotes } from "./quality/analysis.ts";
 import { writeCharts } from "./quality/charts.ts";
 import {
@@ -22,6 +28,7 @@ import { runOne } from "./quality/harness.ts";
 import { kvrouteGeometry } from "./quality/policies/kvroute.ts";
 import type { PolicyFactory, RoutingPolicy } from "./quality/policies/types.ts";
 import { BOUND, pointsOf, type ResultRow, renderReport, SUBJECT } from "./quality/report.ts";
+import { RowStore } from "./quality/row-store.ts";
 import { benchTokenizer } from "./quality/tokens.ts";
 import type { Workload } from "./quality/workloads/types.ts";
 
@@ -50,6 +57,23 @@ kvrouteGeometry.latencyMs = option("--latency-ms", kvrouteGeometry.latencyMs);
 const only = text("--only")?.split(",");
 const out = text("--out");
 const resultsDir = out !== undefined ? `${out}/` : new URL("./results/", import.meta.url).pathname;
+const shardText = text("--shard");
+const shard = shardText === undefined ? undefined : parseShard(shardText);
+const build = createHash("sha256")
+  .update(readFileSync(new URL("../build/kvroute.wasm", import.meta.url)))
+  .digest("hex")
+  .slice(0, 16);
+const store = new RowStore(text("--rows"), JSON.stringify({ quick, kvDelayMs, ...kvrouteGeometry, build }));
+if (store.size > 0) console.log(`${store.size} runs read back from ${store.path}`);
+function parseShard(t: string): { k: number; n: number } {
+  const m = /^(\d+)\/(\d+)$/.exec(t);
+  const k = Number(m?.[1]);
+  const n = Number(m?.[2]);
+  if (m === null || k >= n) throw new Error(`--shard needs K/N with 0 <= K < N, not ${t}`);
+  return { k, n };
+}
+/** Runs in the order they are met; a shard measures only its own, the others are skipped. */
+let task = 0;
 
 const started = performance.now();
 const tok = benchTokenizer();
@@ -59,8 +83,11 @@ let config = benchConfig(quick, firstSeed, kvDelayMs);
 let wls: Workload[] = [];
 const pols = policies(config).filter((p) => only === undefined || only.includes(p.name));
 
-/** Runs one point; a bound (the ideal policy) replaces the run's metrics with its own. */
-function measure(w: Workload, qps: number, p: PolicyFactory, seed: number): ResultRow {
+/** Runs one point (or reads it back); a bound (the ideal policy) replaces the run's metrics with its own. */
+function measure(w: Workload, qps: number, p: PolicyFactory, seed: number): ResultRow | undefined {
+  const mine = shard === undefined || task++ % shard.n === shard.k;
+  const stored = store.get(w.name, qps, p.name, seed);
+  if (stored !== undefined || !mine) return stored;
   const t0 = performance.now();
   let created: RoutingPolicy | undefined;
   const capture: PolicyFactory = {
@@ -78,15 +105,20 @@ function measure(w: Workload, qps: number, p: PolicyFactory, seed: number): Resu
       `${metrics.ttftP90.toFixed(0)}/${metrics.ttftP99.toFixed(0)} ms  ${metrics.outputTokPerS.toFixed(0)} tok/s  ` +
       `hit ${(metrics.hitRate * 100).toFixed(1)}%${metrics.saturated ? "  backlog grew" : ""}  (${wallS.toFixed(1)} s)`,
   );
-  return { workload: w.name, qps, policy: p.name, seed, metrics, unfinished: out.unfinished, wallS };
+  const row = { workload: w.name, qps, policy: p.name, seed, metrics, unfinished: out.unfinished, wallS };
+  store.add(row);
+  return row;
 }
+
+const found = (r: ResultRow | undefined): r is ResultRow => r !== undefined;
 
 for (const seed of seeds) {
   config = benchConfig(quick, seed, kvDelayMs);
   const t0 = performance.now();
   wls = workloads(tok, config);
   console.log(`seed ${seed}: workloads ready in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-  for (const w of wls) for (const qps of w.qps) for (const p of pols) rows.push(measure(w, qps, p, seed));
+  for (const w of wls)
+    for (const qps of w.qps) for (const p of pols) rows.push(...[measure(w, qps, p, seed)].filter(found));
   // Sensitivity: kvroute variants at each chosen workload's heaviest rate, beside the default.
   for (const name of sensitivityWorkloads(config)) {
     const w = wls.find((x) => x.name === name);
@@ -95,8 +127,12 @@ for (const seed of seeds) {
     const here = rows.filter((r) => r.seed === seed && r.workload === name && r.qps === qps);
     sensitivity.push(...here.filter((r) => r.policy === SUBJECT || r.policy === BOUND));
     if (only !== undefined && !only.includes(SUBJECT)) continue;
-    for (const p of kvrouteVariants(config)) sensitivity.push(measure(w, qps, p, seed));
+    for (const p of kvrouteVariants(config)) sensitivity.push(...[measure(w, qps, p, seed)].filter(found));
   }
+}
+if (shard !== undefined) {
+  console.log(`shard ${shard.k}/${shard.n} done; write the report with the same flags and no --shard`);
+  process.exit(0);
 }
 
 mkdirSync(resultsDir, { recursive: true });

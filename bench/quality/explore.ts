@@ -1,0 +1,91 @@
+// Tries kvroute variants (scoring weights, plugin timings, gateway geometry) against chosen peers
+// on chosen points of the quality bench, one line per run — how a scoring change is measured on
+// every workload before it ships. Not a bench of its own (npm run bench skips it): a lab tool.
+//   npx tsx bench/quality/explore.ts [--full] [--seeds 1,2] [--points no-sharing@192,rag@96|all]
+//     [--peers round-robin,dynamo] [--variants '{"default":{},"t0.1":{"routing":{"temperature":0.1}}}']
+// Variants are KvrouteOptions overrides (routing, load, plugin, gateways, threadsPerGateway, ...).
+import { benchConfig, policies, workloads } from "./config.ts";
+import { runOne } from "./harness.ts";
+import { type KvrouteOptions, kvroutePolicy } from "./policies/kvroute.ts";
+import type { PolicyFactory } from "./policies/types.ts";
+import { benchTokenizer } from "./tokens.ts";
+
+const argv = process.argv.slice(2);
+const text = (name: string): string | undefined => {
+  const eq = argv.find((a) => a.startsWith(`${name}=`));
+  if (eq !== undefined) return eq.slice(name.length + 1);
+  const i = argv.indexOf(name);
+  return i >= 0 ? argv[i + 1] : undefined;
+};
+const quick = !argv.includes("--full");
+const seeds = (text("--seeds") ?? "1").split(",").map(Number);
+const pointsArg = text("--points") ?? "all";
+const peers = (text("--peers") ?? "").split(",").filter((p) => p !== "");
+const variants = JSON.parse(text("--variants") ?? '{"kvroute":{}}') as Record<
+  string,
+  Partial<KvrouteOptions>
+>;
+
+const tok = benchTokenizer();
+const rows: { point: string; name: string; p90: number[]; p99: number[]; hit: number[] }[] = [];
+const row = (point: string, name: string) => {
+  let r = rows.find((x) => x.point === point && x.name === name);
+  if (r === undefined) {
+    r = { point, name, p90: [], p99: [], hit: [] };
+    rows.push(r);
+  }
+  return r;
+};
+
+for (const seed of seeds) {
+  const config = benchConfig(quick, seed, 50);
+  const wls = workloads(tok, config);
+  const peerPolicies = policies(config).filter((p) => peers.includes(p.name));
+  const chosen =
+    pointsArg === "all"
+      ? wls.flatMap((w) => w.qps.map((q) => ({ w, qps: q })))
+      : pointsArg.split(",").map((p) => {
+          const [name, qps] = p.split("@");
+          const w = wls.find((x) => x.name === name);
+          if (w === undefined) throw new Error(`no workload ${name}: ${wls.map((x) => x.name).join(", ")}`);
+          return { w, qps: Number(qps) };
+        });
+  for (const { w, qps } of chosen) {
+    const point = `${w.name}@${qps}`;
+    const candidates: PolicyFactory[] = [
+      ...peerPolicies,
+      ...Object.entries(variants).map(([name, v]) =>
+        kvroutePolicy(
+          {
+            workers: config.cluster.workers,
+            ranksPerWorker: config.cluster.ranksPerWorker,
+            speculative: true,
+            ...v,
+          },
+          name,
+        ),
+      ),
+    ];
+    for (const p of candidates) {
+      const t0 = performance.now();
+      const out = runOne(w.run(qps), p, config.cluster, seed, tok.wordIds);
+      const m = out.metrics;
+      const r = row(point, p.name);
+      r.p90.push(m.ttftP90);
+      r.p99.push(m.ttftP99);
+      r.hit.push(m.hitRate);
+      console.log(
+        `seed ${seed} ${point.padEnd(40)} ${p.name.padEnd(22)} TTFT p50/p90/p99 ${m.ttftP50.toFixed(0)}/` +
+          `${m.ttftP90.toFixed(0)}/${m.ttftP99.toFixed(0)} ms  hit ${(m.hitRate * 100).toFixed(1)}%  ` +
+          `(${((performance.now() - t0) / 1000).toFixed(1)} s)`,
+      );
+    }
+  }
+}
+
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+console.log(`\nmeans over seeds ${seeds.join(",")}: point | name | TTFT p90 | p99 | hit`);
+for (const r of rows)
+  console.log(
+    `${r.point.padEnd(40)} ${r.name.padEnd(22)} ${mean(r.p90).toFixed(0).padStart(6)} ${mean(r.p99).toFixed(0).padStart(6)} ${(mean(r.hit) * 100).toFixed(1).padStart(6)}%`,
+  );
