@@ -27,6 +27,8 @@ export interface ClusterConfig {
 
 export interface RunOutput {
   metrics: RunMetrics;
+  /** Every finished request, in completion order (for analyses beyond the summary). */
+  results: SimRequestResult[];
   unfinished: number;
   virtualMs: number;
 }
@@ -139,5 +141,5 @@ export function runOne(
       ? undefined
       : (id) => p.extraCachedTokens?.(requests.get(id) as BenchRequest) ?? 0,
   );
-  return { metrics, unfinished: submitted - results.length + queue.size, virtualMs: t };
+  return { metrics, results, unfinished: submitted - results.length + queue.size, virtualMs: t };
 }
