@@ -35,6 +35,7 @@ import {
   OUT_PREFIX_HIT,
 } from "../core/route-decision";
 import { servedSlot } from "../core/served-slot";
+import { USAGE_JSON, USAGE_SSE, UsageScan } from "../core/usage-scan";
 import { cache, SharedBuckets } from "./cache-view";
 import {
   getBuffer,
@@ -46,6 +47,7 @@ import {
   nowNs,
   REQUEST_BODY,
   REQUEST_HEADERS,
+  RESPONSE_BODY,
   RESPONSE_HEADERS,
   removeHeader,
   sendJson,
@@ -126,6 +128,8 @@ export class KvrouteStream {
   private queueWindow: u32 = 0;
   private prefillQueueWindow: u32 = 0;
   private uncachedTokens: f64 = 0;
+  /** Reads the engine's served cached tokens from a routed request's answer (null: not read). */
+  private usage: UsageScan | null = null;
 
   onRequestHeaders(endOfStream: bool): u32 {
     this.startMs = nowMs();
@@ -624,8 +628,34 @@ export class KvrouteStream {
   onResponseHeaders(): u32 {
     const s = getHeaderString(RESPONSE_HEADERS, ":status");
     if (s !== null && this.status === 0) this.status = <u32>I32.parseInt(s);
-    if (this.slot >= 0) this.followServedEndpoint();
+    if (this.slot >= 0) {
+      this.followServedEndpoint();
+      this.startUsageScan();
+    }
     return HEADERS_CONTINUE;
+  }
+
+  /**
+   * A routed request's successful answer, JSON or server-sent events and not compressed, is read
+   * as it passes for the engine's served cached tokens (usage-scan.ts), up to usageScanBytes.
+   */
+  private startUsageScan(): void {
+    const budget = vm.config.usageScanBytes;
+    if (budget === 0 || this.status < 200 || this.status >= 300) return;
+    const encoding = getHeaderString(RESPONSE_HEADERS, "content-encoding");
+    if (encoding !== null && encoding.trim().toLowerCase() !== "identity") return;
+    const type = getHeaderString(RESPONSE_HEADERS, "content-type");
+    if (type === null) return;
+    const t = type.trim().toLowerCase();
+    const mode = t.startsWith("text/event-stream")
+      ? USAGE_SSE
+      : t.startsWith("application/json")
+        ? USAGE_JSON
+        : 0;
+    if (mode === 0) return;
+    const u = new UsageScan();
+    u.begin(mode, budget);
+    this.usage = u;
   }
 
   /**
@@ -657,11 +687,22 @@ export class KvrouteStream {
     this.slot = served;
   }
 
-  onResponseBody(): u32 {
+  onResponseBody(size: u32, endOfStream: bool): u32 {
     if (this.firstByteMs === 0) {
       this.firstByteMs = nowMs();
       this.dequeue();
       vm.publishQueue(this.firstByteMs);
+    }
+    const u = this.usage;
+    if (u !== null) {
+      // Only this chunk's bytes (the callback continues, so nothing accumulates), within budget.
+      if (u.active && size > 0) {
+        const n = size < u.budget ? size : u.budget;
+        const chunk = getBuffer(RESPONSE_BODY, 0, n);
+        if (chunk !== null) u.feed(changetype<usize>(chunk), chunk.byteLength);
+        if (n < size) u.cut();
+      }
+      if (endOfStream) u.finish();
     }
     return DATA_CONTINUE;
   }
@@ -680,6 +721,8 @@ export class KvrouteStream {
     const end = nowMs();
     const id = this.requestId;
     const m = vm.message;
+    const u = this.usage;
+    if (u !== null) u.finish();
     writeFinished(
       m,
       this.slot,
@@ -689,6 +732,8 @@ export class KvrouteStream {
       this.cachedBytes,
       this.firstByteMs > 0 ? <u32>(this.firstByteMs - this.startMs) : 0,
       <u32>(end - this.startMs),
+      u === null ? 0 : u.flags,
+      u === null ? 0 : u.cached,
       id === null ? 0 : changetype<usize>(id),
       id === null ? 0 : id.byteLength,
     );

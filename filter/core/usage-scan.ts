@@ -155,6 +155,12 @@ export class UsageScan {
     else this.feedJson(p, end);
   }
 
+  /** Bytes went past that the scan did not look at (its budget ran out). */
+  cut(): void {
+    this.flags |= SERVED_CUT;
+    this.budget = 0;
+  }
+
   /** The body ended (or the stream did): a last document without its newline still counts. */
   finish(): void {
     if (this.mode === USAGE_JSON || (this.mode === USAGE_SSE && this.line === L_PAYLOAD)) this.endDoc();
