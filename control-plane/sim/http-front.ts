@@ -17,6 +17,7 @@ import {
   parseRequest,
   type ResponseMeta,
   streamChunk,
+  continuousUsageOf,
   usageChunk,
   usageOf,
 } from "./openai.ts";
@@ -167,7 +168,7 @@ export function runOnEngine(
             res.write(
               streamChunk("chat", meta, "", null, {
                 role: true,
-                usage: parsed.includeUsage && parsed.continuousUsage ? usage() : undefined,
+                usage: parsed.includeUsage && parsed.continuousUsage ? continuousUsageOf(usage()) : undefined,
               }),
             );
           }
@@ -179,7 +180,7 @@ export function runOnEngine(
         const cont = parsed.includeUsage && parsed.continuousUsage;
         res.write(
           streamChunk(parsed.endpoint, meta, delta, out.finished ? "length" : null, {
-            usage: cont ? usage() : undefined,
+            usage: cont ? continuousUsageOf(usage()) : undefined,
           }),
         );
         if (out.finished) {
