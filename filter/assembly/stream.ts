@@ -696,10 +696,12 @@ export class KvrouteStream {
     const u = this.usage;
     if (u !== null) {
       // Only this chunk's bytes (the callback continues, so nothing accumulates), within budget.
-      if (u.active && size > 0) {
+      if (u.mode !== 0 && size > 0) {
         const n = size < u.budget ? size : u.budget;
-        const chunk = getBuffer(RESPONSE_BODY, 0, n);
-        if (chunk !== null) u.feed(changetype<usize>(chunk), chunk.byteLength);
+        if (n > 0) {
+          const chunk = getBuffer(RESPONSE_BODY, 0, n);
+          if (chunk !== null) u.feed(changetype<usize>(chunk), chunk.byteLength);
+        }
         if (n < size) u.cut();
       }
       if (endOfStream) u.finish();

@@ -67,7 +67,7 @@ function isSpace(c: u32): bool {
 }
 
 export class UsageScan {
-  /** 0 = not scanning (nothing is read), USAGE_JSON or USAGE_SSE. */
+  /** 0 = not scanning (nothing is read; also once finished), USAGE_JSON or USAGE_SSE. */
   mode: i32 = 0;
   /** Bytes the scan may still look at. */
   budget: u32 = 0;
@@ -133,11 +133,6 @@ export class UsageScan {
       }
     }
     this.beginDoc();
-  }
-
-  /** Whether more bytes would be looked at. */
-  get active(): bool {
-    return this.mode !== 0 && this.budget > 0;
   }
 
   /** The next n bytes of the body at p. */
