@@ -96,6 +96,9 @@ const fallbackSlots = new StaticArray<i32>(<i32>MAX_DESTINATION_FALLBACKS);
 /** Bitmap of the slots a subset hint allows (words × u64), reused per request. */
 const allowedBitmap = new ByteBuf(64);
 const speculation = new Speculation();
+/** Idle response scanners (unmanaged, usage-scan.ts), reused by the next answers. */
+const idleScans: UsageScan[] = [];
+const MAX_IDLE_SCANS: i32 = 1024;
 /** How much of an over-limit body is scanned for its `model`. */
 const HEAD_BYTES: u32 = 64 * 1024;
 
@@ -653,9 +656,18 @@ export class KvrouteStream {
         ? USAGE_JSON
         : 0;
     if (mode === 0) return;
-    const u = new UsageScan();
+    const u = idleScans.length > 0 ? idleScans.pop() : new UsageScan();
     u.begin(mode, budget);
     this.usage = u;
+  }
+
+  /** Hands the usage scanner back to the pool (after the report, or when the stream is deleted). */
+  releaseUsageScan(): void {
+    const u = this.usage;
+    if (u === null) return;
+    this.usage = null;
+    if (idleScans.length < MAX_IDLE_SCANS) idleScans.push(u);
+    else heap.free(changetype<usize>(u));
   }
 
   /**
@@ -714,6 +726,11 @@ export class KvrouteStream {
     // happens before the path is even looked at, and the control plane's `rejected` count must
     // see it too.
     if (this.endpoint === 0 && this.outcome !== REPORT_REJECTED) return;
+    this.report();
+    this.releaseUsageScan();
+  }
+
+  private report(): void {
     if (this.leaveQueue()) vm.publishQueue(nowMs());
     // 0 = the upstream never answered (reset, refused): counts against the slot's health.
     if (this.slot >= 0 && (this.status === 0 || this.status === 502 || this.status === 503))

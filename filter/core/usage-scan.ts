@@ -66,6 +66,80 @@ function isSpace(c: u32): bool {
   return c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
 }
 
+// Eight bytes at a time (SWAR; SIMD is not enabled in our build): the high bit of each byte of
+// zeroBytes(x) that is 0 — exact for the lowest one, which is the one wanted.
+const ONES: u64 = 0x0101010101010101;
+const HIGHS: u64 = 0x8080808080808080;
+const QUOTES: u64 = 0x2222222222222222;
+const BACKSLASHES: u64 = 0x5c5c5c5c5c5c5c5c;
+const SPACES: u64 = 0x2020202020202020;
+const LFS: u64 = 0x0a0a0a0a0a0a0a0a;
+const CRS: u64 = 0x0d0d0d0d0d0d0d0d;
+const US: u64 = 0x7575757575757575;
+
+function zeroBytes(x: u64): u64 {
+  return (x - ONES) & ~x & HIGHS;
+}
+
+/** The first byte at or after p that is a quote, a backslash or a control character, or end. */
+function stringStop(p: usize, end: usize): usize {
+  while (p + 8 <= end) {
+    const w = load<u64>(p);
+    const hit = zeroBytes(w ^ QUOTES) | zeroBytes(w ^ BACKSLASHES) | ((w - SPACES) & ~w & HIGHS);
+    if (hit !== 0) return p + <usize>(ctz<u64>(hit) >> 3);
+    p += 8;
+  }
+  while (p < end) {
+    const d = <u32>load<u8>(p);
+    if (d === 0x22 || d === 0x5c || d < 0x20) break;
+    p++;
+  }
+  return p;
+}
+
+/** The first line break at or after p, or end. */
+function lineStop(p: usize, end: usize): usize {
+  while (p + 8 <= end) {
+    const w = load<u64>(p);
+    const hit = zeroBytes(w ^ LFS) | zeroBytes(w ^ CRS);
+    if (hit !== 0) return p + <usize>(ctz<u64>(hit) >> 3);
+    p += 8;
+  }
+  while (p < end) {
+    const d = load<u8>(p);
+    if (d === 0x0a || d === 0x0d) break;
+    p++;
+  }
+  return p;
+}
+
+/**
+ * The line break ending the line that starts at p, when it lies before end and the line has no
+ * "usage" in it; 0 otherwise (the line must be read through the state machine).
+ */
+function plainLineEnd(p: usize, end: usize): usize {
+  while (p < end) {
+    if (p + 8 <= end) {
+      const w = load<u64>(p);
+      const hit = zeroBytes(w ^ LFS) | zeroBytes(w ^ CRS) | zeroBytes(w ^ US);
+      if (hit === 0) {
+        p += 8;
+        continue;
+      }
+      p += <usize>(ctz<u64>(hit) >> 3);
+    }
+    const c = <u32>load<u8>(p);
+    if (c === 0x0a || c === 0x0d) return p;
+    // "sage" after a 'u' (0x65676173 little-endian); a 'u' too near the end counts as a match.
+    if (c === 0x75 && (p + 5 > end || load<u32>(p + 1) === 0x65676173)) return 0;
+    p++;
+  }
+  return 0;
+}
+
+// Unmanaged, like json-scan's RequestScan: a GC-managed `this` costs shadow-stack spills on every
+// byte's path. The filter keeps a pool of them (one per answer being read).
+@unmanaged
 export class UsageScan {
   /** 0 = not scanning (nothing is read; also once finished), USAGE_JSON or USAGE_SSE. */
   mode: i32 = 0;
@@ -169,6 +243,12 @@ export class UsageScan {
 
   private feedSse(p: usize, end: usize): void {
     while (p < end) {
+      if (this.line === 0) {
+        // A line that ends in this chunk without ever spelling "usage" cannot carry the value
+        // (the path's first key, unescaped): one tight pass skips it — most events of a stream.
+        const eol = plainLineEnd(p, end);
+        if (eol !== 0) p = eol;
+      }
       const c = <u32>load<u8>(p);
       if (c === 0x0a || c === 0x0d) {
         // A raw line break ends the line whatever the JSON state: a JSON string cannot hold one.
@@ -181,12 +261,7 @@ export class UsageScan {
       if (line === L_PAYLOAD) {
         p = this.json(p, end, true);
       } else if (line === L_SKIP) {
-        p++;
-        while (p < end) {
-          const d = load<u8>(p);
-          if (d === 0x0a || d === 0x0d) break;
-          p++;
-        }
+        p = lineStop(p + 1, end);
       } else {
         this.line =
           c === <u32>load<u8>(DATA_PREFIX + <usize>line) ? (line === 4 ? L_PAYLOAD : line + 1) : L_SKIP;
@@ -203,43 +278,45 @@ export class UsageScan {
     while (p < end) {
       const c = <u32>load<u8>(p);
       const state = this.state;
-      if (state === S_STRING) {
-        // The hot path: content strings are most of a response's bytes.
+      // The hot path: content strings — and keys once they cannot be the path's — are most of a
+      // response's bytes.
+      if (state === S_STRING || (state === S_KEYSTR && this.keyAt < 0)) {
         if (this.escape) {
           this.escape = false;
           p++;
           continue;
         }
-        while (p < end) {
-          const d = <u32>load<u8>(p);
-          if (d === 0x22 || d === 0x5c || d < 0x20) break;
-          p++;
-        }
+        p = stringStop(p, end);
         if (p >= end) return p;
         const d = <u32>load<u8>(p);
         if (d === 0x5c) this.escape = true;
-        else if (d === 0x22) this.state = S_AFTER;
-        else if (sse && (d === 0x0a || d === 0x0d)) return p;
+        else if (d === 0x22) {
+          if (state === S_KEYSTR) {
+            this.keyOk = false;
+            this.state = S_COLON;
+          } else this.state = S_AFTER;
+        } else if (sse && (d === 0x0a || d === 0x0d)) return p;
         else this.state = S_BAD;
         p++;
+        continue;
+      }
+      if (state === S_SCALAR) {
+        // A number or literal nobody asked for: up to its delimiter, which the structure reads.
+        while (p < end) {
+          const d = <u32>load<u8>(p);
+          if (d === 0x2c || d === 0x7d || d === 0x5d || isSpace(d)) break;
+          p++;
+        }
+        if (p < end) this.state = S_AFTER;
         continue;
       }
       if (sse && (c === 0x0a || c === 0x0d)) return p;
       p++;
       if (state === S_KEYSTR) this.keyByte(c);
       else if (state === S_NUMBER) this.numberByte(c);
-      else if (state === S_SCALAR) {
-        if (c === 0x2c || c === 0x7d || c === 0x5d || isSpace(c)) {
-          this.state = S_AFTER;
-          p--;
-        }
-      } else if (state === S_BAD) {
+      else if (state === S_BAD) {
         if (!sse) return end;
-        while (p < end) {
-          const d = load<u8>(p);
-          if (d === 0x0a || d === 0x0d) break;
-          p++;
-        }
+        p = lineStop(p, end);
       } else if (!isSpace(c)) {
         this.structural(state, c);
       }

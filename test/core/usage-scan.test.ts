@@ -64,6 +64,20 @@ describe("scanServedUsage: the path", () => {
     }
   });
 
+  it("reads through long non-ASCII content, and refuses a raw control byte deep in a long string", () => {
+    // Escaped quotes and backslashes among multi-byte characters, in strings longer than a word.
+    const content = `${"中文 emoji 🌍 é ".repeat(50)}\\\\ \\" ${"x".repeat(17)}`;
+    const body = `{"choices":[{"message":{"content":"${content}"}}],"usage":{"prompt_tokens_details":{"cached_tokens":11}}}`;
+    expect(JSON.parse(body).usage.prompt_tokens_details.cached_tokens).toBe(11);
+    for (let i = 0; i < body.length; i += 13)
+      expect(cached(json([body.slice(0, i), body.slice(i)]))).toBe(11);
+    // An escaped control character is JSON; a raw one is not (and spoils only its own SSE event).
+    expect(cached(json(body.replace("x".repeat(17), `${"x".repeat(9)}\\u0001`)))).toBe(11);
+    const raw = body.replace("x".repeat(17), `${"x".repeat(9)}\x01${"x".repeat(7)}`);
+    expect(cached(json(raw))).toBeUndefined();
+    expect(cached(sse(`data: ${raw}\n\ndata: ${body}\n\n`))).toBe(11);
+  });
+
   it("counts only the exact path, not the same keys elsewhere in the tree", () => {
     const miss = [
       '{"cached_tokens":5}',
