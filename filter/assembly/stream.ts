@@ -35,7 +35,7 @@ import {
   OUT_PREFIX_HIT,
 } from "../core/route-decision";
 import { servedSlot } from "../core/served-slot";
-import { USAGE_JSON, USAGE_SSE, UsageScan } from "../core/usage-scan";
+import { UsageScan, usageModeOf } from "../core/usage-scan";
 import { cache, SharedBuckets } from "./cache-view";
 import {
   getBuffer,
@@ -645,16 +645,14 @@ export class KvrouteStream {
   private startUsageScan(): void {
     const budget = vm.config.usageScanBytes;
     if (budget === 0 || this.status < 200 || this.status >= 300) return;
-    const encoding = getHeaderString(RESPONSE_HEADERS, "content-encoding");
-    if (encoding !== null && encoding.trim().toLowerCase() !== "identity") return;
-    const type = getHeaderString(RESPONSE_HEADERS, "content-type");
-    if (type === null) return;
-    const t = type.trim().toLowerCase();
-    const mode = t.startsWith("text/event-stream")
-      ? USAGE_SSE
-      : t.startsWith("application/json")
-        ? USAGE_JSON
-        : 0;
+    const encoding = getHeader(RESPONSE_HEADERS, "content-encoding");
+    const type = getHeader(RESPONSE_HEADERS, "content-type");
+    const mode = usageModeOf(
+      type === null ? 0 : changetype<usize>(type),
+      type === null ? -1 : type.byteLength,
+      encoding === null ? 0 : changetype<usize>(encoding),
+      encoding === null ? -1 : encoding.byteLength,
+    );
     if (mode === 0) return;
     const u = idleScans.length > 0 ? idleScans.pop() : new UsageScan();
     u.begin(mode, budget);

@@ -14,7 +14,7 @@ import { parseRank } from "./rank-header";
 import { RENDER_NONE } from "./render";
 import { ENDPOINT_CHAT, ENDPOINT_COMPLETIONS, RequestHasher } from "./request-hash";
 import { decodeSegmentTemplate, SegmentTemplate, templateError } from "./segment-template";
-import { UsageScan } from "./usage-scan";
+import { UsageScan, usageModeOf } from "./usage-scan";
 import { xxh64 } from "./xxh64";
 
 export const PROTOCOL_VERSION: u32 = 1;
@@ -261,6 +261,13 @@ export function usageFinish(): i32 {
 /** The served cached tokens (with SERVED_CACHED), as f64 so every u32 crosses exactly. */
 export function usageCached(): f64 {
   return <f64>usage.cached;
+}
+
+/** usageModeOf over io: content-type io[0, typeLen), content-encoding after it (-1 = absent). */
+export function usageModeIo(typeLen: i32, encodingLen: i32): i32 {
+  const t = typeLen < 0 ? 0 : typeLen;
+  if (!ioHolds(<i64>t + (encodingLen < 0 ? 0 : encodingLen))) return ERR_ARGUMENT;
+  return usageModeOf(io.ptr, typeLen, io.ptr + <usize>t, encodingLen);
 }
 
 /** Bytes the scan looked at. */

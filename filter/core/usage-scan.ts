@@ -137,6 +137,57 @@ function plainLineEnd(p: usize, end: usize): usize {
   return 0;
 }
 
+/** Does the n bytes at p start with the ASCII literal `lit` (lower case), ignoring case? */
+function startsWithNoCase(p: usize, n: i32, lit: string): bool {
+  if (n < lit.length) return false;
+  for (let i = 0; i < lit.length; i++) {
+    let c = <u32>load<u8>(p + <usize>i);
+    if (c - 0x41 < 26) c |= 0x20;
+    if (c !== <u32>lit.charCodeAt(i)) return false;
+  }
+  return true;
+}
+
+/** The n bytes at p without the spaces and tabs around them: the start in `trimmedAt`. */
+let trimmedAt: usize = 0;
+function trimmedLength(p: usize, n: i32): i32 {
+  let a = 0;
+  let b = n;
+  while (a < b && (load<u8>(p + <usize>a) === 0x20 || load<u8>(p + <usize>a) === 0x09)) a++;
+  while (b > a && (load<u8>(p + <usize>(b - 1)) === 0x20 || load<u8>(p + <usize>(b - 1)) === 0x09)) b--;
+  trimmedAt = p + <usize>a;
+  return b - a;
+}
+
+/**
+ * Which answers are read, from their headers: `content-type` (at p, n bytes; n < 0 = absent) and
+ * `content-encoding` (at e, en bytes; en < 0 = absent). USAGE_JSON for application/json,
+ * USAGE_SSE for text/event-stream (parameters allowed, any case), 0 for anything else or a
+ * compressed body.
+ */
+export function usageModeOf(p: usize, n: i32, e: usize, en: i32): i32 {
+  if (en >= 0) {
+    const len = trimmedLength(e, en);
+    if (len !== 8 || !startsWithNoCase(trimmedAt, len, "identity")) return 0;
+  }
+  if (n < 0) return 0;
+  const len = trimmedLength(p, n);
+  const at = trimmedAt;
+  const mode = startsWithNoCase(at, len, "application/json")
+    ? USAGE_JSON
+    : startsWithNoCase(at, len, "text/event-stream")
+      ? USAGE_SSE
+      : 0;
+  if (mode === 0) return 0;
+  // The media type ends there: "application/jsonl" is another type.
+  const k = mode === USAGE_JSON ? 16 : 17;
+  if (len > k) {
+    const c = load<u8>(at + <usize>k);
+    if (c !== 0x3b && c !== 0x20 && c !== 0x09) return 0;
+  }
+  return mode;
+}
+
 // Unmanaged, like json-scan's RequestScan: a GC-managed `this` costs shadow-stack spills on every
 // byte's path. The filter keeps a pool of them (one per answer being read).
 @unmanaged

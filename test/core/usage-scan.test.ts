@@ -3,7 +3,7 @@
 // usage.prompt_tokens_details.cached_tokens of a complete document counts, wherever the chunks
 // are cut, and no input traps.
 import { describe, expect, it } from "vitest";
-import { scanServedUsage } from "../../control-plane/src/core/kvroute-core.ts";
+import { scanServedUsage, servedUsageMode } from "../../control-plane/src/core/kvroute-core.ts";
 
 const usageJson = (cached: string) =>
   `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"}}],` +
@@ -251,5 +251,28 @@ describe("scanServedUsage: chunking and truncation", () => {
     const deep = `{"usage":${"[".repeat(200_000)}`;
     expect(json(deep).usage).toBe(false);
     expect(sse(`data: ${deep}\n\n`).usage).toBe(false);
+  });
+});
+
+describe("servedUsageMode: which answers are read", () => {
+  it.each([
+    ["application/json", undefined, "json"],
+    ["Application/JSON; charset=utf-8", undefined, "json"],
+    ["  application/json  ", "identity", "json"],
+    ["text/event-stream; charset=utf-8", undefined, "sse"],
+    ["TEXT/EVENT-STREAM", " Identity ", "sse"],
+    ["text/event-stream", "gzip", null],
+    ["application/json", "br", null],
+    ["application/json", "identity, gzip", null],
+    ["application/json", "", null],
+    ["application/jsonl", undefined, null],
+    ["application/json-seq", undefined, null],
+    ["application/jso", undefined, null],
+    ["text/event-streams", undefined, null],
+    ["text/plain", undefined, null],
+    ["", undefined, null],
+    [undefined, undefined, null],
+  ] as const)("content-type %j, content-encoding %j → %s", (type, encoding, want) => {
+    expect(servedUsageMode(type, encoding)).toBe(want);
   });
 });

@@ -40,6 +40,7 @@ export interface CoreExports {
   usageFinish(): number;
   usageCached(): number;
   usageScanned(): number;
+  usageModeIo(typeLen: number, encodingLen: number): number;
 }
 
 const DEFAULT_WASM = new URL("../../../build/kvroute-core.wasm", import.meta.url);

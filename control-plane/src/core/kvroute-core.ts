@@ -450,3 +450,16 @@ export function scanServedUsage(
   if ((flags & 2) !== 0) out.cachedTokens = c.ex.usageCached();
   return out;
 }
+
+/** Which answers the filter reads for served cached tokens, from their two headers. */
+export function servedUsageMode(contentType?: string, contentEncoding?: string): "json" | "sse" | null {
+  const c = core();
+  const t = contentType === undefined ? new Uint8Array(0) : utf8.encode(contentType);
+  const e = contentEncoding === undefined ? new Uint8Array(0) : utf8.encode(contentEncoding);
+  c.writeIo(t, e);
+  const m = c.ex.usageModeIo(
+    contentType === undefined ? -1 : t.length,
+    contentEncoding === undefined ? -1 : e.length,
+  );
+  return m === 1 ? "json" : m === 2 ? "sse" : null;
+}
