@@ -8,6 +8,7 @@ import { type BalancerRule, VllmDpBalancer } from "./balancer.ts";
 import { type EngineRequest, RequestRejected, type TokenOutput } from "./engine.ts";
 import { METRICS_CONTENT_TYPE, renderMetrics } from "./metrics.ts";
 import {
+  continuousUsageOf,
   DONE,
   type Endpoint,
   fullResponse,
@@ -17,7 +18,6 @@ import {
   parseRequest,
   type ResponseMeta,
   streamChunk,
-  continuousUsageOf,
   usageChunk,
   usageOf,
 } from "./openai.ts";

@@ -11,8 +11,8 @@ import {
   SERVED_CUT,
   SERVED_USAGE,
 } from "../../control-plane/src/reports/report-codec.ts";
-import { ByteWriter } from "../../control-plane/src/wire/byte-writer.ts";
 import { createReportHandler } from "../../control-plane/src/reports/report-handler.ts";
+import { ByteWriter } from "../../control-plane/src/wire/byte-writer.ts";
 
 const TOKEN = "report-token-0123456789";
 const sample: Report = {
