@@ -215,6 +215,118 @@ for (const size of [1024, 2048, 8192, 32768, 131072]) {
     `| ${size} | ${bytes} | ${fmt(p50)} | ${fmt(Math.min(...p50s))} – ${fmt(Math.max(...p50s))} | ${fmt(median(p99s))} | ${ownP50} | ${fmt(floor)} | ${(p50 / floor).toFixed(1)}× | ${targets[size] ?? ""} |`,
   );
 }
+// ---- the response path: reading the engine's served cached tokens (usage-scan.ts) ----------------
+// The same shipped filter, the answer of a routed request handed to it chunk by chunk as Envoy
+// would (on_response_headers, then on_response_body per chunk), with the scan on (the default
+// usageScanBytes) and off (usageScanBytes 0): the difference is what reading served cached tokens
+// costs per answer. Two shapes: one JSON body, and an SSE stream of one event per token ending
+// with vLLM's usage event.
+const sseEvent = (t: number) =>
+  `data: {"id":"chatcmpl-b","object":"chat.completion.chunk","created":1,"model":"qwen3","choices":[{"index":0,"delta":{"content":" ${WORDS[t % WORDS.length]}"},"logprobs":null,"finish_reason":null}]}\n\n`;
+const usageTail = `"usage":{"prompt_tokens":2048,"total_tokens":2560,"completion_tokens":512,"prompt_tokens_details":{"cached_tokens":1536}}`;
+const answers: Array<{ name: string; type: string; chunks: Uint8Array[] }> = [
+  {
+    name: "JSON, 512 output tokens",
+    type: "application/json",
+    chunks: [
+      enc.encode(
+        `{"id":"chatcmpl-b","object":"chat.completion","created":1,"model":"qwen3","choices":[{"index":0,"message":{"role":"assistant","content":${JSON.stringify(text(640, 7))}},"finish_reason":"length"}],${usageTail}}`,
+      ),
+    ],
+  },
+  {
+    name: "SSE, 512 events + usage",
+    type: "text/event-stream",
+    chunks: [
+      ...Array.from({ length: 512 }, (_, t) => enc.encode(sseEvent(t))),
+      enc.encode(
+        `data: {"id":"chatcmpl-b","object":"chat.completion.chunk","created":1,"model":"qwen3","choices":[],${usageTail}}\n\ndata: [DONE]\n\n`,
+      ),
+    ],
+  },
+];
+const responseRows: string[] = [];
+for (const a of answers) {
+  const perAnswer: Record<string, number> = {};
+  const bytes = a.chunks.reduce((n, ch) => n + ch.length, 0);
+  for (const [label, plugin] of [
+    ["on", "{}"],
+    ["off", '{"usageScanBytes":0}'],
+  ] as const) {
+    const host = createHost({
+      wasm: WASM,
+      threads: 1,
+      mainThread: false,
+      vmId: "kvroute",
+      rootId: "kvroute",
+      pluginConfig: plugin,
+      allowOnHeadersStopIteration: true,
+      ticks: "manual",
+      clusterHandlers: { kvroute_control_plane: () => {} },
+    });
+    const set = (key: string, value: Uint8Array) => host.core.sharedData.set("kvroute", key, value, 0);
+    set("kvr.cfg", encodeCfgImage(cfg, 4, new Map([["q", tokens.rendering]])));
+    set("kvr.slots", encodeSlotsImage(slots.all(), poolIndex));
+    set(
+      "kvr.load",
+      encodeLoadImage(slots.all(), (id) => load.get(id)),
+    );
+    host.tick();
+    const thread = host.threads[0] as WasmThread;
+    const body = enc.encode(JSON.stringify({ model: "qwen3", messages: [{ role: "user", content: "hi" }] }));
+    const answer = (timed: number[] | null) => {
+      const router = new Router();
+      const stream = host.newStream(thread, router);
+      stream.decodeHeaders(
+        headers([
+          [":method", "POST"],
+          [":path", "/v1/chat/completions"],
+          [":authority", "gw"],
+          ["content-type", "application/json"],
+        ]),
+        false,
+      );
+      stream.decodeData(body, true);
+      if (router.destination === undefined) throw new Error("expected a routed request");
+      const t0 = process.hrtime.bigint();
+      stream.encodeHeaders(
+        headers([
+          [":status", "200"],
+          ["content-type", a.type],
+        ]),
+        false,
+      );
+      for (let k = 0; k < a.chunks.length; k++)
+        stream.encodeData(a.chunks[k] as Uint8Array, k === a.chunks.length - 1);
+      const t1 = process.hrtime.bigint();
+      timed?.push(Number(t1 - t0) / 1000);
+    };
+    const runs: number[] = [];
+    for (let rep = 0; rep < (QUICK ? 3 : 5); rep++) {
+      for (let w = 0; w < 20; w++) answer(null);
+      const times: number[] = [];
+      const end = performance.now() + (QUICK ? 300 : 1000);
+      while (performance.now() < end) answer(times);
+      runs.push(median(times));
+    }
+    perAnswer[label] = median(runs);
+    host.close();
+  }
+  const on = perAnswer.on as number;
+  const off = perAnswer.off as number;
+  responseRows.push(
+    `| ${a.name} | ${bytes} | ${a.chunks.length} | ${fmt(off)} | ${fmt(on)} | ${fmt(on - off)} | ${(((on - off) * 1000) / bytes).toFixed(2)} |`,
+  );
+}
+const responseTable = [
+  "Response path of the shipped filter per answer (on_response_headers + on_response_body per chunk, timed around the host calls), reading served cached tokens off (`usageScanBytes: 0`) and on (the default). Medians of the per-run medians.",
+  "",
+  "| answer | bytes | chunks | scan off µs | scan on µs | scan cost µs | ns per byte |",
+  "|---|---:|---:|---:|---:|---:|---:|",
+  ...responseRows,
+].join("\n");
+console.log(responseTable);
+
 const table = [
   `Per-request decision of the shipped filter (build/kvroute.wasm in the Node Proxy-Wasm host, V8), timed around on_request_body: body into the VM + scan + render + hash + prefix walk over shared data + speculative lookup + score + headers + speculative record, 8 slots. Median over ${QUICK ? 3 : 5} runs; the p50 range is min – max over the runs; "filter's timer" is the filter's own kvroute.decision_us (whole µs, median over every decision).`,
   "",
@@ -226,7 +338,7 @@ console.log(table);
 mkdirSync(OUT, { recursive: true });
 writeFileSync(
   `${OUT}/hot-path.md`,
-  `# The filter's decision cost\n\nGenerated by \`npx tsx bench/decision.bench.ts${QUICK ? " --quick" : ""}\`.\n\n${table}\n\n![decision cost vs prompt size](hot-path-decision.png)\n`,
+  `# The filter's decision cost\n\nGenerated by \`npx tsx bench/decision.bench.ts${QUICK ? " --quick" : ""}\`.\n\n${table}\n\n![decision cost vs prompt size](hot-path-decision.png)\n\n## Reading served cached tokens from the answer\n\n${responseTable}\n`,
 );
 await renderPng(
   {

@@ -8,6 +8,7 @@ import { type BalancerRule, VllmDpBalancer } from "./balancer.ts";
 import { type EngineRequest, RequestRejected, type TokenOutput } from "./engine.ts";
 import { METRICS_CONTENT_TYPE, renderMetrics } from "./metrics.ts";
 import {
+  continuousUsageOf,
   DONE,
   type Endpoint,
   fullResponse,
@@ -167,7 +168,7 @@ export function runOnEngine(
             res.write(
               streamChunk("chat", meta, "", null, {
                 role: true,
-                usage: parsed.includeUsage && parsed.continuousUsage ? usage() : undefined,
+                usage: parsed.includeUsage && parsed.continuousUsage ? continuousUsageOf(usage()) : undefined,
               }),
             );
           }
@@ -179,7 +180,7 @@ export function runOnEngine(
         const cont = parsed.includeUsage && parsed.continuousUsage;
         res.write(
           streamChunk(parsed.endpoint, meta, delta, out.finished ? "length" : null, {
-            usage: cont ? usage() : undefined,
+            usage: cont ? continuousUsageOf(usage()) : undefined,
           }),
         );
         if (out.finished) {

@@ -157,14 +157,33 @@ export interface Usage {
   prompt_tokens_details?: { cached_tokens: number } | null;
 }
 
+/**
+ * The usage of a finished request. vLLM sets the details only when
+ * `--enable-prompt-tokens-details` is on *and* some prompt tokens came from the cache
+ * (`if self.enable_prompt_tokens_details and num_cached_tokens:` in its chat and completion
+ * serving): 0 cached tokens leave them unset — `null` in a full response, absent from the final
+ * stream chunk (written with exclude_none).
+ */
 export function usageOf(prompt: number, completion: number, cached: number, details: boolean): Usage {
   const u: Usage = {
     prompt_tokens: prompt,
     total_tokens: prompt + completion,
     completion_tokens: completion,
   };
-  u.prompt_tokens_details = details ? { cached_tokens: cached } : null;
+  u.prompt_tokens_details = details && cached > 0 ? { cached_tokens: cached } : null;
   return u;
+}
+
+/**
+ * The usage of a chunk under `stream_options.continuous_usage_stats`: vLLM builds a fresh
+ * UsageInfo from the three counts and writes the chunk with exclude_unset, so no details.
+ */
+export function continuousUsageOf(u: Usage): Usage {
+  return {
+    prompt_tokens: u.prompt_tokens,
+    total_tokens: u.total_tokens,
+    completion_tokens: u.completion_tokens,
+  };
 }
 
 export function newResponseId(endpoint: Endpoint): string {

@@ -11,6 +11,7 @@ export const REQUEST_HEADERS: u32 = 0;
 export const RESPONSE_HEADERS: u32 = 2;
 export const HTTP_CALL_RESPONSE_HEADERS: u32 = 6;
 export const REQUEST_BODY: u32 = 0;
+export const RESPONSE_BODY: u32 = 1;
 export const HTTP_CALL_RESPONSE_BODY: u32 = 4;
 export const PLUGIN_CONFIGURATION: u32 = 7;
 

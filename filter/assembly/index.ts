@@ -90,10 +90,10 @@ export function proxy_on_response_headers(id: u32, _headers: u32, _endOfStream: 
   return streams.get(id).onResponseHeaders();
 }
 
-export function proxy_on_response_body(id: u32, _size: u32, _endOfStream: u32): u32 {
+export function proxy_on_response_body(id: u32, size: u32, endOfStream: u32): u32 {
   if (!streams.has(id)) return 0;
   enter(id);
-  return streams.get(id).onResponseBody();
+  return streams.get(id).onResponseBody(size, endOfStream !== 0);
 }
 
 export function proxy_on_log(id: u32): void {
@@ -116,6 +116,7 @@ export function proxy_on_delete(id: u32): void {
     if (p !== null) vm.config = p.config;
     return;
   }
+  if (streams.has(id)) streams.get(id).releaseUsageScan();
   streams.delete(id);
   configs.delete(id);
   vm.waiting.delete(id);

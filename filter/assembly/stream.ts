@@ -35,6 +35,7 @@ import {
   OUT_PREFIX_HIT,
 } from "../core/route-decision";
 import { servedSlot } from "../core/served-slot";
+import { UsageScan, usageModeOf } from "../core/usage-scan";
 import { cache, SharedBuckets } from "./cache-view";
 import {
   getBuffer,
@@ -46,6 +47,7 @@ import {
   nowNs,
   REQUEST_BODY,
   REQUEST_HEADERS,
+  RESPONSE_BODY,
   RESPONSE_HEADERS,
   removeHeader,
   sendJson,
@@ -94,6 +96,9 @@ const fallbackSlots = new StaticArray<i32>(<i32>MAX_DESTINATION_FALLBACKS);
 /** Bitmap of the slots a subset hint allows (words × u64), reused per request. */
 const allowedBitmap = new ByteBuf(64);
 const speculation = new Speculation();
+/** Idle response scanners (unmanaged, usage-scan.ts), reused by the next answers. */
+const idleScans: UsageScan[] = [];
+const MAX_IDLE_SCANS: i32 = 1024;
 /** How much of an over-limit body is scanned for its `model`. */
 const HEAD_BYTES: u32 = 64 * 1024;
 
@@ -126,6 +131,8 @@ export class KvrouteStream {
   private queueWindow: u32 = 0;
   private prefillQueueWindow: u32 = 0;
   private uncachedTokens: f64 = 0;
+  /** Reads the engine's served cached tokens from a routed request's answer (null: not read). */
+  private usage: UsageScan | null = null;
 
   onRequestHeaders(endOfStream: bool): u32 {
     this.startMs = nowMs();
@@ -624,8 +631,41 @@ export class KvrouteStream {
   onResponseHeaders(): u32 {
     const s = getHeaderString(RESPONSE_HEADERS, ":status");
     if (s !== null && this.status === 0) this.status = <u32>I32.parseInt(s);
-    if (this.slot >= 0) this.followServedEndpoint();
+    if (this.slot >= 0) {
+      this.followServedEndpoint();
+      this.startUsageScan();
+    }
     return HEADERS_CONTINUE;
+  }
+
+  /**
+   * A routed request's successful answer, JSON or server-sent events and not compressed, is read
+   * as it passes for the engine's served cached tokens (usage-scan.ts), up to usageScanBytes.
+   */
+  private startUsageScan(): void {
+    const budget = vm.config.usageScanBytes;
+    if (budget === 0 || this.status < 200 || this.status >= 300) return;
+    const encoding = getHeader(RESPONSE_HEADERS, "content-encoding");
+    const type = getHeader(RESPONSE_HEADERS, "content-type");
+    const mode = usageModeOf(
+      type === null ? 0 : changetype<usize>(type),
+      type === null ? -1 : type.byteLength,
+      encoding === null ? 0 : changetype<usize>(encoding),
+      encoding === null ? -1 : encoding.byteLength,
+    );
+    if (mode === 0) return;
+    const u = idleScans.length > 0 ? idleScans.pop() : new UsageScan();
+    u.begin(mode, budget);
+    this.usage = u;
+  }
+
+  /** Hands the usage scanner back to the pool (after the report, or when the stream is deleted). */
+  releaseUsageScan(): void {
+    const u = this.usage;
+    if (u === null) return;
+    this.usage = null;
+    if (idleScans.length < MAX_IDLE_SCANS) idleScans.push(u);
+    else heap.free(changetype<usize>(u));
   }
 
   /**
@@ -657,11 +697,24 @@ export class KvrouteStream {
     this.slot = served;
   }
 
-  onResponseBody(): u32 {
+  onResponseBody(size: u32, endOfStream: bool): u32 {
     if (this.firstByteMs === 0) {
       this.firstByteMs = nowMs();
       this.dequeue();
       vm.publishQueue(this.firstByteMs);
+    }
+    const u = this.usage;
+    if (u !== null) {
+      // Only this chunk's bytes (the callback continues, so nothing accumulates), within budget.
+      if (u.mode !== 0 && size > 0) {
+        const n = size < u.budget ? size : u.budget;
+        if (n > 0) {
+          const chunk = getBuffer(RESPONSE_BODY, 0, n);
+          if (chunk !== null) u.feed(changetype<usize>(chunk), chunk.byteLength);
+        }
+        if (n < size) u.cut();
+      }
+      if (endOfStream) u.finish();
     }
     return DATA_CONTINUE;
   }
@@ -671,6 +724,11 @@ export class KvrouteStream {
     // happens before the path is even looked at, and the control plane's `rejected` count must
     // see it too.
     if (this.endpoint === 0 && this.outcome !== REPORT_REJECTED) return;
+    this.report();
+    this.releaseUsageScan();
+  }
+
+  private report(): void {
     if (this.leaveQueue()) vm.publishQueue(nowMs());
     // 0 = the upstream never answered (reset, refused): counts against the slot's health.
     if (this.slot >= 0 && (this.status === 0 || this.status === 502 || this.status === 503))
@@ -680,6 +738,8 @@ export class KvrouteStream {
     const end = nowMs();
     const id = this.requestId;
     const m = vm.message;
+    const u = this.usage;
+    if (u !== null) u.finish();
     writeFinished(
       m,
       this.slot,
@@ -689,6 +749,8 @@ export class KvrouteStream {
       this.cachedBytes,
       this.firstByteMs > 0 ? <u32>(this.firstByteMs - this.startMs) : 0,
       <u32>(end - this.startMs),
+      u === null ? 0 : u.flags,
+      u === null ? 0 : u.cached,
       id === null ? 0 : changetype<usize>(id),
       id === null ? 0 : id.byteLength,
     );

@@ -14,6 +14,7 @@ import { parseRank } from "./rank-header";
 import { RENDER_NONE } from "./render";
 import { ENDPOINT_CHAT, ENDPOINT_COMPLETIONS, RequestHasher } from "./request-hash";
 import { decodeSegmentTemplate, SegmentTemplate, templateError } from "./segment-template";
+import { UsageScan, usageModeOf } from "./usage-scan";
 import { xxh64 } from "./xxh64";
 
 export const PROTOCOL_VERSION: u32 = 1;
@@ -234,6 +235,44 @@ export function hashRequestIo(
 export function parseRankIo(len: i32): i64 {
   if (!ioHolds(len)) return -1;
   return parseRank(io.ptr, len);
+}
+
+// The response-side usage scanner (usage-scan.ts), one response at a time.
+const usage = new UsageScan();
+
+/** Starts a response: mode USAGE_JSON (1), USAGE_SSE (2) or 0 (off); at most `budget` bytes. */
+export function usageBegin(mode: i32, budget: u32): void {
+  usage.begin(mode, budget);
+}
+
+/** The next io[0, len) bytes of the response body. */
+export function usageFeedIo(len: i32): i32 {
+  if (!ioHolds(len)) return ERR_ARGUMENT;
+  usage.feed(io.ptr, len);
+  return 0;
+}
+
+/** Ends the response; returns its SERVED_* flags. */
+export function usageFinish(): i32 {
+  usage.finish();
+  return <i32>usage.flags;
+}
+
+/** The served cached tokens (with SERVED_CACHED), as f64 so every u32 crosses exactly. */
+export function usageCached(): f64 {
+  return <f64>usage.cached;
+}
+
+/** usageModeOf over io: content-type io[0, typeLen), content-encoding after it (-1 = absent). */
+export function usageModeIo(typeLen: i32, encodingLen: i32): i32 {
+  const t = typeLen < 0 ? 0 : typeLen;
+  if (!ioHolds(<i64>t + (encodingLen < 0 ? 0 : encodingLen))) return ERR_ARGUMENT;
+  return usageModeOf(io.ptr, typeLen, io.ptr + <usize>t, encodingLen);
+}
+
+/** Bytes the scan looked at. */
+export function usageScanned(): f64 {
+  return <f64>usage.scanned;
 }
 
 // Routing pieces (cache images, prefix walk) for Node tests and benchmarks.

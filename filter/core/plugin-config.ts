@@ -17,6 +17,11 @@ export class PluginConfig {
   /** Report batching period (ms). */
   reportMs: u32 = 500;
   maxBodyBytes: u32 = 4 * 1024 * 1024;
+  /**
+   * Response bytes the filter looks at for the engine's served cached tokens (usage-scan.ts);
+   * past them the served value of that request is unknown. 0 = never look.
+   */
+  usageScanBytes: u32 = 16 * 1024 * 1024;
   /** Before the first cache arrives: true = pass requests on without a destination; false = 503. */
   failOpen: bool = true;
   inferencePaths: string[] = ["/v1/completions", "/v1/chat/completions"];
@@ -223,7 +228,10 @@ function topField(c: Cursor, key: string, path: string): void {
   else if (key === "tickMs") b.tickMs = positive(c, path, 60000);
   else if (key === "reportMs") b.reportMs = positive(c, path, 600000);
   else if (key === "maxBodyBytes") b.maxBodyBytes = positive(c, path, 1 << 30);
-  else if (key === "gatewayId") {
+  else if (key === "usageScanBytes") {
+    const v = c.uint(path, 1 << 30);
+    b.usageScanBytes = v < 0 ? 0 : <u32>v;
+  } else if (key === "gatewayId") {
     b.gatewayId = c.str(path) || "";
     // Sent as the x-kvroute-gateway header of every sync and report call.
     if (c.err.length === 0 && !headerSafe(b.gatewayId, true)) c.fail(`${path}: printable ASCII only`);

@@ -4,10 +4,23 @@
 import { ByteBuf } from "./byte-buf";
 
 export const REPORT_MAGIC: u32 = 0x5252564b; // "KVRR"
-export const QUEUE_FINISHED: u8 = 1;
+/** Report protocol 2: finished entries carry the served cached tokens (docs/wire-format.md §6). */
+export const REPORT_PROTOCOL: u16 = 2;
+/** A protocol-1 finished record, from a VM of an older module still draining into the queue. */
+export const QUEUE_FINISHED_V1: u8 = 1;
 export const QUEUE_SPECULATIVE: u8 = 2;
+/** A finished record: the §6 protocol-2 entry. */
+export const QUEUE_FINISHED: u8 = 3;
 
-/** One finished request as a queue message: type byte + the record's wire layout. */
+/** Fixed bytes of a finished queue record before its request id (type byte included). */
+const FINISHED_FIXED: i32 = 29;
+const FINISHED_V1_FIXED: i32 = 25;
+
+/**
+ * One finished request as a queue message: type byte + the record's wire layout. `served` holds
+ * the response scan's SERVED_* flags (usage-scan.ts) and `servedTokens` the engine's cached
+ * tokens when SERVED_CACHED is set.
+ */
 export function writeFinished(
   out: ByteBuf,
   slot: i32,
@@ -17,25 +30,28 @@ export function writeFinished(
   cachedBytes: u32,
   ttftMs: u32,
   durationMs: u32,
+  served: u8,
+  servedTokens: u32,
   requestId: usize,
   requestIdLen: i32,
 ): void {
   const idLen = requestIdLen > 128 ? 128 : requestIdLen < 0 ? 0 : requestIdLen;
   out.len = 0;
-  out.reserve(1 + 22 + 2 + idLen);
+  out.reserve(FINISHED_FIXED + idLen);
   const p = out.ptr;
   store<u8>(p, QUEUE_FINISHED);
   store<u16>(p + 1, <u16>(slot < 0 ? 0xffff : slot));
   store<u16>(p + 3, <u16>status);
   store<u8>(p + 5, <u8>outcome);
-  store<u8>(p + 6, 0);
+  store<u8>(p + 6, served);
   store<u32>(p + 7, promptBytes);
   store<u32>(p + 11, cachedBytes);
   store<u32>(p + 15, ttftMs);
   store<u32>(p + 19, durationMs);
-  store<u16>(p + 23, <u16>idLen);
-  memory.copy(p + 25, requestId, <usize>idLen);
-  out.len = 25 + idLen;
+  store<u32>(p + 23, (served & 2) !== 0 ? servedTokens : 0);
+  store<u16>(p + 27, <u16>idLen);
+  memory.copy(p + 29, requestId, <usize>idLen);
+  out.len = FINISHED_FIXED + idLen;
 }
 
 /**
@@ -79,10 +95,25 @@ export class ReportWriter {
   addMessage(p: usize, len: i32): bool {
     if (len < 1) return false;
     const type = load<u8>(p);
-    if (type === QUEUE_FINISHED && len >= 25) {
-      const idLen = <i32>load<u16>(p + 23);
-      if (len !== 25 + idLen) return false;
+    if (type === QUEUE_FINISHED && len >= FINISHED_FIXED) {
+      const idLen = <i32>load<u16>(p + 27);
+      if (len !== FINISHED_FIXED + idLen) return false;
       this.finished.append(p + 1, len - 1);
+      this.finishedCount++;
+      return true;
+    }
+    if (type === QUEUE_FINISHED_V1 && len >= FINISHED_V1_FIXED) {
+      // Served unknown: the protocol-2 entry with flags 0 and served tokens 0.
+      const idLen = <i32>load<u16>(p + 23);
+      if (len !== FINISHED_V1_FIXED + idLen) return false;
+      const f = this.finished;
+      f.reserve(len + 4);
+      const at = f.ptr + <usize>f.len;
+      memory.copy(at, p + 1, 22);
+      store<u8>(at + 5, 0);
+      store<u32>(at + 22, 0);
+      memory.copy(at + 26, p + 23, <usize>(2 + idLen));
+      f.len += len + 3;
       this.finishedCount++;
       return true;
     }
@@ -144,7 +175,7 @@ export class ReportWriter {
     o.len = 0;
     o.reserve(8 + 2 + idLen + 12 + this.inflight.len + this.finished.len + this.speculative.len);
     store<u32>(o.ptr, REPORT_MAGIC);
-    store<u16>(o.ptr + 4, 1);
+    store<u16>(o.ptr + 4, REPORT_PROTOCOL);
     store<u16>(o.ptr + 6, 0);
     store<u16>(o.ptr + 8, <u16>idLen);
     o.len = 10;
@@ -163,7 +194,9 @@ export function recordLength(p: usize, avail: i32): i32 {
   if (avail < 1) return 0;
   const type = load<u8>(p);
   let n = 0;
-  if (type === QUEUE_FINISHED && avail >= 25) n = 25 + <i32>load<u16>(p + 23);
+  if (type === QUEUE_FINISHED && avail >= FINISHED_FIXED) n = FINISHED_FIXED + <i32>load<u16>(p + 27);
+  else if (type === QUEUE_FINISHED_V1 && avail >= FINISHED_V1_FIXED)
+    n = FINISHED_V1_FIXED + <i32>load<u16>(p + 23);
   else if (type === QUEUE_SPECULATIVE && avail >= 9) n = 9 + 8 * <i32>load<u16>(p + 7);
   return n <= avail ? n : 0;
 }

@@ -85,6 +85,7 @@ describe.skipIf(skipReason !== null)("dashboard in chromium", () => {
           outcome: 1,
           promptBytes: 4000,
           cachedBytes: 3000,
+          servedCachedTokens: 700,
           ttftMs: 42,
           durationMs: 300,
           requestId: "dash-req-hit",
@@ -128,6 +129,12 @@ describe.skipIf(skipReason !== null)("dashboard in chromium", () => {
     await expect.poll(() => text(`${cell} [data-field="inflight"]`), poll).toBe("3");
     await expect.poll(() => text(`${cell} [data-field="ttft"]`), poll).toBe("42 ms");
     await expect.poll(() => text(`${cell} [data-field="cached"]`), poll).toBe("75% of 1");
+    // Predicted (3000 bytes ≈ 750 tokens) against what the engine said it served, per slot.
+    expect(await text(`${cell} [data-field="served"]`)).toBe("≈750 / 700 tok (1 of 1)");
+    expect(await text(`[data-slot="${slotOf(1, 0).key}"] [data-field="served"]`)).toBe(
+      "– (engine said for 0 of 1)",
+    );
+    expect(await text(`[data-slot="${slotOf(0, 0).key}"] [data-field="served"]`)).toBe("–");
     // The decisions feed, newest report first, with outcome names and cached ratios.
     const feed = await page
       .locator("#decisions tbody tr")
@@ -142,6 +149,10 @@ describe.skipIf(skipReason !== null)("dashboard in chromium", () => {
       ]),
     );
     expect(await text('#decisions tr[data-request-id="dash-req-hit"]')).toContain("75%");
+    expect(await text('#decisions tr[data-request-id="dash-req-hit"] [data-field="served"]')).toBe(
+      "≈750 → 700",
+    );
+    expect(await text('#decisions tr[data-request-id="dash-req-load"] [data-field="served"]')).toBe("≈0 → ?");
     expect(await text('#decisions tr[data-request-id="dash-req-spec"]')).toContain("conn fail");
     await expect.poll(() => page.locator('#gateways tr[data-gateway="gw-dash"]').count(), poll).toBe(1);
     // The pool's hit rate: one bucket so far, 3500 of 7000 bytes cached, 2 of 3 requests hits.

@@ -8,7 +8,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HitRateSeries } from "../../control-plane/src/api/hit-rate-series.ts";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
-import { encodeReport, type FinishedRequest } from "../../control-plane/src/reports/report-codec.ts";
+import {
+  encodeReport,
+  type FinishedRequest,
+  SERVED_CACHED,
+  SERVED_CUT,
+  SERVED_USAGE,
+} from "../../control-plane/src/reports/report-codec.ts";
 import { QWEN3 } from "../sim/helpers.ts";
 import { until } from "../until.ts";
 
@@ -142,6 +148,76 @@ describe("report metrics", () => {
     expect(points).toHaveLength(1);
     expect(points[0]).toMatchObject({ requests: 4, hits: 2, promptBytes: 2510, cachedBytes: 1000 });
     expect(status.slots[1].recent).toMatchObject({ requests: 2, upstreamFailures: 1 });
+  });
+});
+
+describe("predicted vs served cached tokens", () => {
+  it("counts both per slot, over the same requests, and shows served 0 where vLLM omits the details", async () => {
+    const [s0, s1] = cp.slots.present();
+    const f = (slot: number, cachedBytes: number, served: Partial<FinishedRequest>, id: string) => ({
+      ...finished(slot, 1, 2000, cachedBytes),
+      ...served,
+      requestId: id,
+    });
+    const report = encodeReport({
+      gateway: "gw-served",
+      inflight: new Map(),
+      finished: [
+        // The engine said 180: predicted 800 bytes ≈ 200 tokens.
+        f(0, 800, { servedCachedTokens: 180 }, "served-180"),
+        // Usage without details on a slot whose engine has shown details: vLLM's "0 cached".
+        f(0, 400, { servedFlags: SERVED_USAGE }, "served-0"),
+        // No usage (a stream without include_usage), and a scan cut at its budget: unknown.
+        f(0, 40, { servedFlags: 0 }, "served-none"),
+        f(0, 40, { servedFlags: SERVED_USAGE | SERVED_CUT }, "served-cut"),
+        // Usage without details where the engine never showed any: unknown, not 0.
+        f(1, 400, { servedFlags: SERVED_USAGE }, "served-never"),
+        // Answered without routing (slot 0xFFFF): not a slot's prediction.
+        f(0xffff, 0, { servedFlags: SERVED_USAGE | SERVED_CACHED, servedCachedTokens: 5 }, "unrouted"),
+      ],
+      speculative: [],
+    });
+    expect((await post(report)).status).toBe(204);
+    const text = await (await fetch(`${cp.url}/metrics`)).text();
+    const l0 = `pool="qwen",slot="${s0?.key}"`;
+    const l1 = `pool="qwen",slot="${s1?.key}"`;
+    // The first test's report (protocol 2, nothing served) counted as unknown: 800 + 0 and 0 + 200 bytes.
+    expect(text).toContain(`kvroute_predicted_cached_tokens_total{${l0},served="known"} 300`);
+    expect(text).toContain(`kvroute_predicted_cached_tokens_total{${l0},served="unknown"} 220`);
+    expect(text).toContain(`kvroute_served_cached_tokens_total{${l0}} 180`);
+    expect(text).toContain(`kvroute_served_cache_requests_total{${l0},served="known"} 2`);
+    expect(text).toContain(`kvroute_served_cache_requests_total{${l0},served="unknown"} 4`);
+    expect(text).toContain(`kvroute_predicted_cached_tokens_total{${l1},served="known"} 0`);
+    expect(text).toContain(`kvroute_predicted_cached_tokens_total{${l1},served="unknown"} 150`);
+    expect(text).toContain(`kvroute_served_cache_requests_total{${l1},served="unknown"} 3`);
+    expect(text).toContain(`kvroute_served_cached_tokens_total{${l1}} 0`);
+
+    // biome-ignore lint/suspicious/noExplicitAny: reading arbitrary JSON fields
+    const status = (await (await fetch(`${cp.url}/v1/status`)).json()) as any;
+    expect(status.slots[0].recent.served).toEqual({
+      known: 2,
+      unknown: 4,
+      predictedKnownTokens: 300,
+      predictedUnknownTokens: 220,
+      servedTokens: 180,
+      detailsSeen: true,
+    });
+    expect(status.slots[1].recent.served).toMatchObject({ known: 0, unknown: 3, detailsSeen: false });
+    const served = Object.fromEntries(
+      status.recentDecisions.map((d: { requestId: string; served: number | null }) => [
+        d.requestId,
+        d.served,
+      ]),
+    );
+    expect(served).toMatchObject({
+      "served-180": 180,
+      "served-0": 0,
+      "served-none": null,
+      "served-cut": null,
+      "served-never": null,
+    });
+    const d180 = status.recentDecisions.find((d: { requestId: string }) => d.requestId === "served-180");
+    expect(d180).toMatchObject({ predictedCachedTokens: 200, servedCachedTokens: 180 });
   });
 });
 

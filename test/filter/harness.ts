@@ -1,6 +1,6 @@
 // A gateway (the Node host running build/kvroute.wasm) in front of fake engines, synced from a
 // real control plane on loopback. Engines echo what reached them, so tests see the routing.
-import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
+import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { pino } from "pino";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
@@ -32,6 +32,8 @@ export interface FakeEngine {
   /** false: answer 503 to everything (down) */
   up: boolean;
   server: Server;
+  /** Answers inference requests itself instead of the echo (a test's own engine reply). */
+  reply?: (res: ServerResponse, hit: EngineHit) => void;
 }
 
 /** A request through the filter in the host, without sockets: what reached the router, or the local answer. */
@@ -108,13 +110,18 @@ export async function startEngine(ranks: number[]): Promise<FakeEngine> {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
-      engine.hits.push({
+      const hit: EngineHit = {
         seq: ++hitSeq,
         engine: engine.address,
         path: req.url ?? "",
         headers: req.headers,
         body: Buffer.concat(chunks).toString(),
-      });
+      };
+      engine.hits.push(hit);
+      if (engine.reply !== undefined) {
+        engine.reply(res, hit);
+        return;
+      }
       const rank = req.headers["x-data-parallel-rank"];
       res.writeHead(200, { "content-type": "application/json", "x-engine": engine.address });
       res.end(

@@ -7,8 +7,12 @@ import {
   encodeReport,
   type Report,
   ReportDecodeError,
+  SERVED_CACHED,
+  SERVED_CUT,
+  SERVED_USAGE,
 } from "../../control-plane/src/reports/report-codec.ts";
 import { createReportHandler } from "../../control-plane/src/reports/report-handler.ts";
+import { ByteWriter } from "../../control-plane/src/wire/byte-writer.ts";
 
 const TOKEN = "report-token-0123456789";
 const sample: Report = {
@@ -24,6 +28,8 @@ const sample: Report = {
       outcome: 1,
       promptBytes: 9000,
       cachedBytes: 8192,
+      servedFlags: SERVED_USAGE | SERVED_CACHED,
+      servedCachedTokens: 2048,
       ttftMs: 41,
       durationMs: 900,
       requestId: "req-1",
@@ -34,6 +40,7 @@ const sample: Report = {
       outcome: 2,
       promptBytes: 10,
       cachedBytes: 0,
+      servedFlags: 0,
       ttftMs: 0,
       durationMs: 3,
       requestId: "",
@@ -45,6 +52,53 @@ const sample: Report = {
 describe("report codec", () => {
   it("round-trips a report", () => {
     expect(decodeReport(encodeReport(sample))).toEqual(sample);
+  });
+
+  it("keeps served unknown apart from served 0, and a cut scan apart from an answer without usage", () => {
+    const one = (f: Partial<Report["finished"][number]>) => {
+      const base = {
+        slot: 1,
+        status: 200,
+        outcome: 1,
+        promptBytes: 5,
+        cachedBytes: 0,
+        ttftMs: 1,
+        durationMs: 2,
+      };
+      const r = decodeReport(encodeReport({ ...sample, finished: [{ ...base, requestId: "", ...f }] }));
+      return r.finished[0];
+    };
+    expect(one({ servedCachedTokens: 0 })).toMatchObject({
+      servedFlags: SERVED_USAGE | SERVED_CACHED,
+      servedCachedTokens: 0,
+    });
+    expect(one({ servedFlags: SERVED_USAGE })?.servedCachedTokens).toBeUndefined();
+    expect(one({ servedFlags: SERVED_CUT })).toMatchObject({ servedFlags: SERVED_CUT });
+    expect(one({ servedCachedTokens: 2 ** 32 - 1 })?.servedCachedTokens).toBe(2 ** 32 - 1);
+  });
+
+  it("still reads protocol 1 (a gateway running the previous filter): served unknown", () => {
+    const w = new ByteWriter().u32(0x5252564b).u16(1).u16(0).str16("old-gw");
+    w.u32(0).u32(1);
+    // slot, status, outcome, reserved, prompt, cached, ttft, duration, request id
+    w.u16(3).u16(200).u8(1).u8(0).u32(900).u32(512).u32(7).u32(20).str16("r1");
+    w.u32(0);
+    const r = decodeReport(w.finish());
+    expect(r.finished).toEqual([
+      {
+        slot: 3,
+        status: 200,
+        outcome: 1,
+        promptBytes: 900,
+        cachedBytes: 512,
+        ttftMs: 7,
+        durationMs: 20,
+        requestId: "r1",
+      },
+    ]);
+    const v3 = w.finish().slice();
+    new DataView(v3.buffer).setUint16(4, 3, true);
+    expect(() => decodeReport(v3)).toThrow(/protocol 3/);
   });
 
   it("refuses truncated, trailing, oversized-count and foreign bodies", () => {

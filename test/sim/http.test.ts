@@ -15,7 +15,8 @@ describe("OpenAI API on one internal-LB server with 2 ranks", () => {
       const first = await post(port, "/v1/completions", body, { "x-data-parallel-rank": "0" });
       expect(first.status).toBe(200);
       expect(first.headers.get("x-kvroute-sim-rank")).toBe("0");
-      expect(first.json.usage.prompt_tokens_details).toEqual({ cached_tokens: 0 });
+      // vLLM leaves the details unset when nothing came from the cache: null in a full response.
+      expect(first.json.usage).toHaveProperty("prompt_tokens_details", null);
       const promptTokens = first.json.usage.prompt_tokens as number;
       const second = await post(port, "/v1/completions", body, { "x-data-parallel-rank": "0" });
       const cached = Number(second.headers.get("x-kvroute-sim-cached-tokens"));
@@ -24,7 +25,7 @@ describe("OpenAI API on one internal-LB server with 2 ranks", () => {
       expect(second.json.choices[0].text).toBe(first.json.choices[0].text);
       const other = await post(port, "/v1/completions", body, { "x-data-parallel-rank": "1" });
       expect(other.headers.get("x-kvroute-sim-rank")).toBe("1");
-      expect(other.json.usage.prompt_tokens_details.cached_tokens).toBe(0);
+      expect(other.json.usage.prompt_tokens_details).toBeNull();
     });
   });
 
@@ -120,6 +121,50 @@ describe("OpenAI API on one internal-LB server with 2 ranks", () => {
         choices: [],
         usage: { completion_tokens: 2 },
       });
+      // Nothing cached yet: the final usage has no details at all (exclude_none), not null.
+      expect(cs.at(-1).usage).not.toHaveProperty("prompt_tokens_details");
+    });
+  });
+
+  it("streams prompt-token details like vLLM: only in the final usage chunk, only when some were cached", async () => {
+    await withSim(simConfig(), async (sim) => {
+      const port = sim.ports[0] as number;
+      const pin = { "x-data-parallel-rank": "0" };
+      const body = {
+        prompt: LONG,
+        max_tokens: 3,
+        stream: true,
+        stream_options: { include_usage: true, continuous_usage_stats: true },
+      };
+      const events = async () => {
+        const r = await post(port, "/v1/completions", body, pin);
+        const parts = r.text.split("\n\n").filter(Boolean);
+        expect(parts.at(-1)).toBe("data: [DONE]");
+        return parts.slice(0, -1).map((e) => JSON.parse(e.slice(6)));
+      };
+      const cold = await events();
+      expect(cold.every((c) => c.usage && !("prompt_tokens_details" in c.usage))).toBe(true);
+      const warm = await events();
+      const final = warm.at(-1);
+      expect(final.choices).toEqual([]);
+      const promptTokens = final.usage.prompt_tokens as number;
+      expect(final.usage.prompt_tokens_details).toEqual({
+        cached_tokens: Math.floor((promptTokens - 1) / 16) * 16,
+      });
+      // The continuous-usage chunks before it carry the counts only.
+      expect(warm.slice(0, -1).every((c) => c.usage && !("prompt_tokens_details" in c.usage))).toBe(true);
+    });
+  });
+
+  it("omits the details entirely without --enable-prompt-tokens-details", async () => {
+    await withSim(simConfig({ promptTokensDetails: false }), async (sim) => {
+      const port = sim.ports[0] as number;
+      const pin = { "x-data-parallel-rank": "0" };
+      const body = { model: "qwen3", prompt: LONG, max_tokens: 2 };
+      await post(port, "/v1/completions", body, pin);
+      const again = await post(port, "/v1/completions", body, pin);
+      expect(Number(again.headers.get("x-kvroute-sim-cached-tokens"))).toBeGreaterThan(0);
+      expect(again.json.usage.prompt_tokens_details).toBeNull();
     });
   });
 

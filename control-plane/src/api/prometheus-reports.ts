@@ -1,7 +1,8 @@
 // Metrics from gateway reports: how many reports came and were refused, what the gateways
-// decided (outcome per finished request), the bytes behind the pool's cache hit ratio, and
-// upstream connection failures per slot.
+// decided (outcome per finished request), the bytes behind the pool's cache hit ratio,
+// upstream connection failures per slot, and predicted vs served cached tokens per slot.
 import { Counter, type Registry } from "prom-client";
+import type { ServedCache } from "../reports/served-cache.ts";
 import type { StatusInput } from "./status.ts";
 
 export function registerReportMetrics(registry: Registry, s: StatusInput): void {
@@ -54,6 +55,52 @@ export function registerReportMetrics(registry: Registry, s: StatusInput): void 
     collect() {
       this.reset();
       for (const [pool, p] of r.pools) this.inc({ pool }, p.cachedBytes);
+    },
+  });
+  // Predicted vs served, per slot. served="known" pairs with kvroute_served_cached_tokens_total:
+  // the two sum over the same requests.
+  const eachSlotServed = (each: (labels: { pool: string; slot: string }, c: ServedCache) => void) => {
+    for (const [id, sr] of r.slots) {
+      const slot = s.slots.get(id);
+      if (slot !== undefined) each({ pool: slot.pool, slot: slot.key }, sr.served);
+    }
+  };
+  new Counter({
+    name: "kvroute_predicted_cached_tokens_total",
+    help:
+      "Prompt tokens the gateway predicted cached on the chosen slot (estimated from bytes), per slot, " +
+      "by whether the engine said what it served (served=known|unknown).",
+    labelNames: ["pool", "slot", "served"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      eachSlotServed((l, c) => {
+        this.inc({ ...l, served: "known" }, c.predictedKnownTokens);
+        this.inc({ ...l, served: "unknown" }, c.predictedUnknownTokens);
+      });
+    },
+  });
+  new Counter({
+    name: "kvroute_served_cached_tokens_total",
+    help: "Prompt tokens the engine reported served from its cache (usage.prompt_tokens_details.cached_tokens), per slot.",
+    labelNames: ["pool", "slot"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      eachSlotServed((l, c) => this.inc(l, c.servedTokens));
+    },
+  });
+  new Counter({
+    name: "kvroute_served_cache_requests_total",
+    help: "Routed requests per slot, by whether the engine said how many cached tokens it served (served=known|unknown).",
+    labelNames: ["pool", "slot", "served"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      eachSlotServed((l, c) => {
+        this.inc({ ...l, served: "known" }, c.known);
+        this.inc({ ...l, served: "unknown" }, c.unknown);
+      });
     },
   });
   new Counter({

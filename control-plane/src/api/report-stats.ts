@@ -1,9 +1,11 @@
 // What gateway reports tell an operator, counted as reports arrive: accepted and rejected
 // reports, finished requests per pool and routing outcome, prompt and cached bytes (the pool's
-// hit ratio), upstream connection failures, a per-slot recent cached ratio, and the hit-rate
-// time series of the dashboard. Plain numbers; prometheus.ts and status.ts read them.
+// hit ratio), upstream connection failures, a per-slot recent cached ratio, predicted vs served
+// cached tokens per slot, and the hit-rate time series of the dashboard. Plain numbers;
+// prometheus.ts and status.ts read them.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Report } from "../reports/report-codec.ts";
+import { emptyServedCache, observeServed, type ServedCache } from "../reports/served-cache.ts";
 import { HitRateSeries } from "./hit-rate-series.ts";
 import type { RouteHandler } from "./http-server.ts";
 import { isCacheHit, outcomeName } from "./outcomes.ts";
@@ -19,7 +21,12 @@ export interface SlotRecent {
   upstreamFailures: number;
   /** Exponentially weighted cached/prompt bytes of the slot's recent requests. */
   cachedRatio: number;
+  /** Predicted vs served cached tokens of every request routed to the slot. */
+  served: ServedCache;
 }
+
+/** The slot id of a request the gateway answered without routing it (wire-format §6). */
+const NO_SLOT = 0xffff;
 
 /** Weight of the newest request in a slot's recent cached ratio (≈ the last 10 requests). */
 const RECENT_WEIGHT = 0.1;
@@ -58,13 +65,14 @@ export class ReportStats {
 
       let s = this.slots.get(f.slot);
       if (s === undefined) {
-        s = { requests: 0, upstreamFailures: 0, cachedRatio: 0 };
+        s = { requests: 0, upstreamFailures: 0, cachedRatio: 0, served: emptyServedCache() };
         this.slots.set(f.slot, s);
       }
       const ratio = f.promptBytes > 0 ? Math.min(1, f.cachedBytes / f.promptBytes) : 0;
       s.cachedRatio = s.requests === 0 ? ratio : (1 - RECENT_WEIGHT) * s.cachedRatio + RECENT_WEIGHT * ratio;
       s.requests++;
       if (f.status === 0) s.upstreamFailures++;
+      if (f.slot !== NO_SLOT) observeServed(s.served, f);
     }
   }
 

@@ -9,6 +9,7 @@ import type { LoadModel } from "../model/slot-load.ts";
 import type { SlotTable } from "../model/slot-table.ts";
 import type { PoolTokens } from "../pools/pool-tokens.ts";
 import type { RecentDecisions } from "../reports/recent-decisions.ts";
+import { predictedTokens, servedTokens } from "../reports/served-cache.ts";
 import type { GatewayRegistry } from "../sync/gateways.ts";
 import type { SyncLog } from "../sync/sync-log.ts";
 import { outcomeName } from "./outcomes.ts";
@@ -79,7 +80,10 @@ export function buildStatus(s: StatusInput) {
           ttftMs: Math.round(load.ttftMs),
         },
         index: blocks === undefined ? null : { ...blocks.stats, blocks: blocks.blockCount },
-        /** From gateway reports: requests finished on this slot, and their recent cached ratio. */
+        /**
+         * From gateway reports: requests finished on this slot, their recent cached ratio, and
+         * predicted vs served cached tokens (`served`, reports/served-cache.ts).
+         */
         recent: s.reports.slots.get(slot.id) ?? null,
         events:
           ev === undefined
@@ -104,12 +108,17 @@ export function buildStatus(s: StatusInput) {
       .slice(0, 50)
       .map((d) => {
         const slot = s.slots.get(d.slot);
+        const detailsSeen = s.reports.slots.get(d.slot)?.served.detailsSeen ?? false;
         return {
           ...d,
           pool: slot?.pool ?? null,
           slotKey: slot?.key ?? null,
           outcomeName: outcomeName(d.outcome),
           cachedRatio: d.promptBytes > 0 ? Math.min(1, d.cachedBytes / d.promptBytes) : 0,
+          /** Estimated tokens of the predicted cached prefix (cachedBytes). */
+          predictedCachedTokens: predictedTokens(d.cachedBytes),
+          /** Tokens the engine served from its cache; null when it did not say. */
+          served: servedTokens(d, detailsSeen),
         };
       }),
     reports: { accepted: s.reports.accepted, rejected: s.reports.rejected },

@@ -35,6 +35,12 @@ export interface CoreExports {
     maxStream: number,
   ): number;
   parseRankIo(len: number): bigint;
+  usageBegin(mode: number, budget: number): void;
+  usageFeedIo(len: number): number;
+  usageFinish(): number;
+  usageCached(): number;
+  usageScanned(): number;
+  usageModeIo(typeLen: number, encodingLen: number): number;
 }
 
 const DEFAULT_WASM = new URL("../../../build/kvroute-core.wasm", import.meta.url);

@@ -412,3 +412,54 @@ export function parseRankHeader(value: string | undefined): RankHeader {
   const r = c.ex.parseRankIo(len);
   return r < 0n ? { kind: "invalid" } : { kind: "rank", rank: Number(r) };
 }
+
+// ---- served cached tokens (response usage) ----------------------------------------------------
+
+export interface ServedUsage {
+  /** A complete document carried a `usage` object. */
+  usage: boolean;
+  /** `usage.prompt_tokens_details.cached_tokens`, when a complete document carried a valid one. */
+  cachedTokens?: number;
+  /** The scan stopped at its byte budget before the body ended. */
+  cut: boolean;
+  /** Bytes the scan looked at. */
+  scanned: number;
+}
+
+/** Default byte budget of a response scan (the filter's `usageScanBytes` default). */
+export const DEFAULT_USAGE_SCAN_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Runs the filter's response scanner (filter/core/usage-scan.ts) over a body given as the chunks
+ * it arrived in: `json` for an `application/json` body, `sse` for `text/event-stream`.
+ */
+export function scanServedUsage(
+  chunks: ReadonlyArray<string | Uint8Array>,
+  mode: "json" | "sse",
+  budget = DEFAULT_USAGE_SCAN_BYTES,
+): ServedUsage {
+  const c = core();
+  c.ex.usageBegin(mode === "json" ? 1 : 2, budget);
+  for (const chunk of chunks) {
+    const bytes = typeof chunk === "string" ? utf8.encode(chunk) : chunk;
+    c.writeIo(bytes);
+    c.ex.usageFeedIo(bytes.length);
+  }
+  const flags = c.ex.usageFinish();
+  const out: ServedUsage = { usage: (flags & 1) !== 0, cut: (flags & 4) !== 0, scanned: c.ex.usageScanned() };
+  if ((flags & 2) !== 0) out.cachedTokens = c.ex.usageCached();
+  return out;
+}
+
+/** Which answers the filter reads for served cached tokens, from their two headers. */
+export function servedUsageMode(contentType?: string, contentEncoding?: string): "json" | "sse" | null {
+  const c = core();
+  const t = contentType === undefined ? new Uint8Array(0) : utf8.encode(contentType);
+  const e = contentEncoding === undefined ? new Uint8Array(0) : utf8.encode(contentEncoding);
+  c.writeIo(t, e);
+  const m = c.ex.usageModeIo(
+    contentType === undefined ? -1 : t.length,
+    contentEncoding === undefined ? -1 : e.length,
+  );
+  return m === 1 ? "json" : m === 2 ? "sse" : null;
+}

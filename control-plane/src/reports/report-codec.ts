@@ -4,7 +4,14 @@
 import { ByteWriter } from "../wire/byte-writer.ts";
 
 export const REPORT_MAGIC = 0x5252564b; // "KVRR" read as a little-endian u32
-export const REPORT_PROTOCOL = 1;
+/** Protocol 2 adds the served cached tokens to finished entries; protocol 1 is still read. */
+export const REPORT_PROTOCOL = 2;
+const OLDEST_PROTOCOL = 1;
+
+/** Finished-entry flags (protocol 2): what the engine's answer said about its cache. */
+export const SERVED_USAGE = 1;
+export const SERVED_CACHED = 2;
+export const SERVED_CUT = 4;
 
 export interface FinishedRequest {
   slot: number;
@@ -13,7 +20,15 @@ export interface FinishedRequest {
   /** Outcome code of the routing decision (wire-format §6). */
   outcome: number;
   promptBytes: number;
+  /** Prompt bytes the gateway predicted cached on the chosen slot (chunks × chunk size). */
   cachedBytes: number;
+  /**
+   * What the engine's answer said: SERVED_* bits (0 = nothing; protocol 1 reports are 0). Absent
+   * is 0.
+   */
+  servedFlags?: number;
+  /** The engine's `usage.prompt_tokens_details.cached_tokens`, with SERVED_CACHED. */
+  servedCachedTokens?: number;
   ttftMs: number;
   durationMs: number;
   requestId: string;
@@ -86,7 +101,8 @@ export function decodeReport(bytes: Uint8Array): Report {
   const r = new Reader(bytes);
   if (r.u32("magic") !== REPORT_MAGIC) throw new ReportDecodeError("not a kvroute report (bad magic)");
   const protocol = r.u16("protocol");
-  if (protocol !== REPORT_PROTOCOL) throw new ReportDecodeError(`unsupported report protocol ${protocol}`);
+  if (protocol < OLDEST_PROTOCOL || protocol > REPORT_PROTOCOL)
+    throw new ReportDecodeError(`unsupported report protocol ${protocol}`);
   r.u16("reserved");
   const gateway = r.str16("gateway id");
   const inflight = new Map<number, number>();
@@ -97,17 +113,28 @@ export function decodeReport(bytes: Uint8Array): Report {
     const slot = r.u16("finished slot");
     const status = r.u16("finished status");
     const outcome = r.u8("finished outcome");
-    r.u8("finished reserved");
-    finished.push({
+    // Protocol 1: a reserved byte, and no served tokens.
+    const flags = r.u8(protocol === 1 ? "finished reserved" : "finished served flags");
+    const promptBytes = r.u32("prompt bytes");
+    const cachedBytes = r.u32("cached bytes");
+    const ttftMs = r.u32("ttft");
+    const durationMs = r.u32("duration");
+    const served = protocol === 1 ? 0 : r.u32("served cached tokens");
+    const f: FinishedRequest = {
       slot,
       status,
       outcome,
-      promptBytes: r.u32("prompt bytes"),
-      cachedBytes: r.u32("cached bytes"),
-      ttftMs: r.u32("ttft"),
-      durationMs: r.u32("duration"),
+      promptBytes,
+      cachedBytes,
+      ttftMs,
+      durationMs,
       requestId: r.str16("request id"),
-    });
+    };
+    if (protocol >= 2) {
+      f.servedFlags = flags & (SERVED_USAGE | SERVED_CACHED | SERVED_CUT);
+      if ((flags & SERVED_CACHED) !== 0) f.servedCachedTokens = served;
+    }
+    finished.push(f);
   }
   const speculative: SpeculativeRoute[] = [];
   for (let i = 0, n = r.count("speculative"); i < n; i++) {
@@ -122,6 +149,12 @@ export function decodeReport(bytes: Uint8Array): Report {
   return { gateway, inflight, finished, speculative };
 }
 
+/** The flags of an entry: SERVED_CACHED exactly when it carries served tokens. */
+function servedFlags(f: FinishedRequest): number {
+  const flags = (f.servedFlags ?? 0) & (SERVED_USAGE | SERVED_CUT);
+  return f.servedCachedTokens === undefined ? flags : flags | SERVED_CACHED | SERVED_USAGE;
+}
+
 /** Encoder (the filter has its own in AssemblyScript); used by tests and Node-side tools. */
 export function encodeReport(report: Report): Uint8Array {
   const w = new ByteWriter().u32(REPORT_MAGIC).u16(REPORT_PROTOCOL).u16(0).str16(report.gateway);
@@ -132,11 +165,12 @@ export function encodeReport(report: Report): Uint8Array {
     w.u16(f.slot)
       .u16(f.status)
       .u8(f.outcome)
-      .u8(0)
+      .u8(servedFlags(f))
       .u32(f.promptBytes)
       .u32(f.cachedBytes)
       .u32(f.ttftMs)
-      .u32(f.durationMs);
+      .u32(f.durationMs)
+      .u32(f.servedCachedTokens ?? 0);
     w.str16(f.requestId);
   }
   w.u32(report.speculative.length);

@@ -1,6 +1,6 @@
 // The live feed of recent routing decisions, newest first, as gateways reported them.
 import { h } from "./dom.js";
-import { clock, duration, percent, shortSlot } from "./format.js";
+import { clock, duration, integer, percent, shortSlot } from "./format.js";
 
 /** @param {HTMLElement} root @param {any} status */
 export function renderDecisions(root, status) {
@@ -13,6 +13,15 @@ export function renderDecisions(root, status) {
       h("td", {}, d.pool ?? "?"),
       h("td", {}, shortSlot(d.slotKey)),
       h("td", { class: "num" }, percent(d.cachedRatio)),
+      h(
+        "td",
+        {
+          class: "num",
+          data: { field: "served" },
+          title: "predicted cached tokens (estimate) → served by the engine",
+        },
+        `≈${integer(d.predictedCachedTokens)} → ${d.served === null ? "?" : integer(d.served)}`,
+      ),
       h("td", {}, h("span", { class: `outcome ${d.outcomeName}` }, d.outcomeName.replace("_", " "))),
       h("td", { class: "num" }, d.ttftMs > 0 ? duration(d.ttftMs) : "–"),
       h(
@@ -36,9 +45,17 @@ export function renderDecisions(root, status) {
         h(
           "tr",
           {},
-          ...["time", "request id", "pool", "slot", "cached", "outcome", "TTFT", "status"].map((t) =>
-            h("th", {}, t),
-          ),
+          ...[
+            "time",
+            "request id",
+            "pool",
+            "slot",
+            "cached",
+            "predicted → served tok",
+            "outcome",
+            "TTFT",
+            "status",
+          ].map((t) => h("th", {}, t)),
         ),
       ),
       h("tbody", {}, ...rows),

@@ -1,5 +1,6 @@
 // The workers × DP ranks grid: one block per pool, one row per worker (endpoint address), one
-// card per rank with its load, KV usage, index size, recent cache hits and KV-event stream.
+// card per rank with its load, KV usage, index size, recent cache hits, predicted vs served cached
+// tokens and KV-event stream.
 import { h } from "./dom.js";
 import { duration, integer, percent, sum } from "./format.js";
 
@@ -77,10 +78,22 @@ function card(slot) {
           : `${percent(slot.recent.cachedRatio)} of ${integer(slot.recent.requests)}`,
         "cached",
       ),
+      fact("predicted / served", servedCache(slot.recent?.served ?? null), "served"),
     ),
     indexTrouble(slot.index),
     events(slot.events),
   );
+}
+
+/**
+ * Cached tokens the gateways predicted (estimated from bytes) against what the engine said it
+ * served, over the requests where it said; then how many requests that was.
+ */
+function servedCache(served) {
+  if (served === null || served.known + served.unknown === 0) return "–";
+  const total = served.known + served.unknown;
+  if (served.known === 0) return `– (engine said for 0 of ${integer(total)})`;
+  return `≈${integer(served.predictedKnownTokens)} / ${integer(served.servedTokens)} tok (${integer(served.known)} of ${integer(total)})`;
 }
 
 /** Blocks the index could not use: missed parents (lost events) or ids outside the vocabulary
