@@ -13,6 +13,7 @@ export function writeFinished(
   slot: i32,
   status: u32,
   outcome: u32,
+  priority: u32,
   promptBytes: u32,
   cachedBytes: u32,
   ttftMs: u32,
@@ -28,7 +29,7 @@ export function writeFinished(
   store<u16>(p + 1, <u16>(slot < 0 ? 0xffff : slot));
   store<u16>(p + 3, <u16>status);
   store<u8>(p + 5, <u8>outcome);
-  store<u8>(p + 6, 0);
+  store<u8>(p + 6, <u8>priority);
   store<u32>(p + 7, promptBytes);
   store<u32>(p + 11, cachedBytes);
   store<u32>(p + 15, ttftMs);

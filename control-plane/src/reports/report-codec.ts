@@ -12,6 +12,8 @@ export interface FinishedRequest {
   status: number;
   /** Outcome code of the routing decision (wire-format §6). */
   outcome: number;
+  /** The request's priority level: 0 standard, 1 sheddable, 2 critical (older gateways: 0). */
+  priority?: number;
   promptBytes: number;
   cachedBytes: number;
   ttftMs: number;
@@ -97,11 +99,12 @@ export function decodeReport(bytes: Uint8Array): Report {
     const slot = r.u16("finished slot");
     const status = r.u16("finished status");
     const outcome = r.u8("finished outcome");
-    r.u8("finished reserved");
+    const priority = r.u8("finished priority");
     finished.push({
       slot,
       status,
       outcome,
+      priority,
       promptBytes: r.u32("prompt bytes"),
       cachedBytes: r.u32("cached bytes"),
       ttftMs: r.u32("ttft"),
@@ -132,7 +135,7 @@ export function encodeReport(report: Report): Uint8Array {
     w.u16(f.slot)
       .u16(f.status)
       .u8(f.outcome)
-      .u8(0)
+      .u8(f.priority ?? 0)
       .u32(f.promptBytes)
       .u32(f.cachedBytes)
       .u32(f.ttftMs)
