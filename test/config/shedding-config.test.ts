@@ -115,6 +115,29 @@ describe("shedding configuration", () => {
     ).toContain("routing.priorityHeader: x-secret already has a meaning");
   });
 
+  it("takes GAIE objectives for the picker, names unique, integer priorities", () => {
+    const cfg = parseConfig(
+      { pools: [pool()], epp: { objectives: [{ name: "chat", priority: -2 }] } },
+      "t",
+      {},
+    );
+    expect(cfg.epp?.objectives).toEqual([{ name: "chat", priority: -2 }]);
+    expect(cfg.epp?.objectiveHeader).toBe("x-gateway-inference-objective");
+    const dup = problemsOf({
+      pools: [pool()],
+      epp: {
+        objectives: [
+          { name: "a", priority: 1 },
+          { name: "a", priority: 2 },
+        ],
+      },
+    });
+    expect(dup).toContain("epp.objectives: objective names must be unique");
+    expect(problemsOf({ pools: [pool()], epp: { objectives: [{ name: "a", priority: 1.5 }] } })).toContain(
+      "epp.objectives[0].priority:",
+    );
+  });
+
   it("travels in kvr.cfg: the pool's record ends with the shedding fields, the image with the header name", () => {
     const cfg = parseConfig(
       {

@@ -352,6 +352,21 @@ const eppSchema = z.strictObject({
   destinationFallbacks: z.number().int().min(0).max(7).default(3),
   /** The embedded filter's `seed`: 0 = its own per thread; non-zero = reproducible picks. */
   seed: z.number().int().min(0).max(0xffffffff).default(0),
+  /** The request header naming a GAIE InferenceObjective (GAIE: x-gateway-inference-objective). */
+  objectiveHeader: z
+    .string()
+    .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$/, "expected an HTTP header name")
+    .toLowerCase()
+    .default("x-gateway-inference-objective"),
+  /**
+   * InferenceObjectives and their priority (GAIE: higher is more important, negative may be shed
+   * first): < 0 → sheddable, 0 → standard, > 0 → critical (docs/gaie.md "Priority"). Listed here;
+   * the picker does not watch InferenceObjective resources.
+   */
+  objectives: z
+    .array(z.strictObject({ name: z.string().min(1).max(253), priority: z.number().int() }))
+    .default([])
+    .refine((os) => new Set(os.map((o) => o.name)).size === os.length, "objective names must be unique"),
 });
 
 /** Headers the filter owns or reads as rank headers (filter/assembly/stream.ts): no priority header. */
