@@ -179,7 +179,7 @@ export function kvroutePolicy(o: KvrouteOptions, name = "kvroute", stats?: Kvrou
 }
 
 /** The simulated rank the filter chose: its destination (the worker) and rank header (hybrid LB: the local index). */
-function rankOf(header: (name: string) => string | undefined, ranksPerWorker: number): number {
+export function rankOf(header: (name: string) => string | undefined, ranksPerWorker: number): number {
   const dest = header("x-gateway-destination-endpoint");
   const local = Number(header("x-data-parallel-rank") ?? "NaN");
   if (dest === undefined || !Number.isInteger(local)) return -1;
@@ -189,7 +189,7 @@ function rankOf(header: (name: string) => string | undefined, ranksPerWorker: nu
   return worker * ranksPerWorker + local;
 }
 
-function assertSynced(g: VirtualGateway, version: number): void {
+export function assertSynced(g: VirtualGateway, version: number): void {
   const v = g.host.sharedData("kvr.sync");
   const have = v === null ? 0n : Buffer.from(v.value).readBigUInt64LE(8);
   if (have < BigInt(version))
