@@ -191,10 +191,20 @@ export function serializePairs(names: string[], values: string[]): ArrayBuffer {
 }
 
 /** Answers the request locally with a JSON body (takes effect when the callback returns). */
-export function sendJson(status: u32, body: string, details: string): u32 {
+/** A local reply with a JSON body; `extraName`/`extraValue`: one more header (Retry-After of a 429). */
+export function sendJson(
+  status: u32,
+  body: string,
+  details: string,
+  extraName: string = "",
+  extraValue: string = "",
+): u32 {
   const b = String.UTF8.encode(body);
   const d = String.UTF8.encode(details);
-  const h = serializePairs(["content-type"], ["application/json"]);
+  const h =
+    extraName.length > 0
+      ? serializePairs(["content-type", extraName], ["application/json", extraValue])
+      : serializePairs(["content-type"], ["application/json"]);
   return imports.proxy_send_local_response(
     status,
     changetype<usize>(d),

@@ -1,6 +1,8 @@
 // The filter's Envoy stats (docs/operations.md "Filter stats"). Envoy keeps Wasm stats in the
 // `wasmcustom` namespace and its Prometheus output strips it: kvroute.requests.prefix_hit is
 // scraped as kvroute_requests_prefix_hit.
+import { CfgImage } from "../core/cache-images";
+import { PRIORITY_NAMES } from "../core/priority";
 import { defineMetric, incrementMetric, recordMetric } from "./host";
 
 const COUNTER: u32 = 0;
@@ -14,6 +16,9 @@ export class Stats {
   pinned: u32 = 0;
   rejected: u32 = 0;
   untrustedPin: u32 = 0;
+  shed: u32 = 0;
+  priorityInvalid: u32 = 0;
+  priorityUntrusted: u32 = 0;
   failOpen: u32 = 0;
   failClosed: u32 = 0;
   noPool: u32 = 0;
@@ -30,6 +35,8 @@ export class Stats {
   reportsDropped: u32 = 0;
   cachedRatio: u32 = 0;
   decisionUs: u32 = 0;
+  private shedCfg: CfgImage | null = null;
+  private shedIds: StaticArray<u32> = new StaticArray<u32>(0);
 
   /** Defines every stat (process-wide by name, so every thread gets the same ids). */
   define(): void {
@@ -39,6 +46,9 @@ export class Stats {
     this.pinned = defineMetric(COUNTER, "kvroute.requests.pinned");
     this.rejected = defineMetric(COUNTER, "kvroute.requests.rejected");
     this.untrustedPin = defineMetric(COUNTER, "kvroute.requests.untrusted_pin");
+    this.shed = defineMetric(COUNTER, "kvroute.requests.shed");
+    this.priorityInvalid = defineMetric(COUNTER, "kvroute.priority.invalid");
+    this.priorityUntrusted = defineMetric(COUNTER, "kvroute.priority.untrusted");
     this.failOpen = defineMetric(COUNTER, "kvroute.requests.fail_open");
     this.failClosed = defineMetric(COUNTER, "kvroute.requests.fail_closed");
     this.noPool = defineMetric(COUNTER, "kvroute.requests.no_pool");
@@ -55,6 +65,25 @@ export class Stats {
     this.reportsDropped = defineMetric(COUNTER, "kvroute.reports.dropped");
     this.cachedRatio = defineMetric(HISTOGRAM, "kvroute.cached_ratio_permille");
     this.decisionUs = defineMetric(HISTOGRAM, "kvroute.decision_us");
+  }
+
+  /**
+   * kvroute.shed.<pool>.<priority>: shed requests per pool and priority, defined on first use per
+   * configuration (pool names come from it), so a shed costs one lookup after the first.
+   */
+  shedBy(cfg: CfgImage, pool: i32, priority: i32): void {
+    if (this.shedCfg !== cfg) {
+      this.shedCfg = cfg;
+      this.shedIds = new StaticArray<u32>(cfg.pools.length * PRIORITY_NAMES.length);
+    }
+    if (pool < 0 || pool >= cfg.pools.length || priority < 0 || priority >= PRIORITY_NAMES.length) return;
+    const i = pool * PRIORITY_NAMES.length + priority;
+    if (this.shedIds[i] === 0)
+      this.shedIds[i] = defineMetric(
+        COUNTER,
+        `kvroute.shed.${cfg.pools[pool].name}.${PRIORITY_NAMES[priority]}`,
+      );
+    incrementMetric(this.shedIds[i], 1);
   }
 
   @inline inc(id: u32): void {

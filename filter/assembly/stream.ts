@@ -6,6 +6,7 @@ import * as imports from "@gcoredev/proxy-wasm-sdk-as/assembly/imports";
 import { ByteBuf } from "../core/byte-buf";
 import {
   CfgImage,
+  DEFAULT_PRIORITY_HEADER,
   DP_EXTERNAL,
   ENGINE_DYNAMO,
   ENGINE_SGLANG,
@@ -21,6 +22,13 @@ import { fallbackLimit } from "../core/fallback-limit";
 import { decodeString } from "../core/json-string";
 import { MAX_DESTINATION_FALLBACKS } from "../core/plugin-config";
 import { PrefixWalk } from "../core/prefix-walk";
+import {
+  PRIORITY_CRITICAL,
+  PRIORITY_INVALID,
+  PRIORITY_NAMES,
+  PRIORITY_STANDARD,
+  parsePriority,
+} from "../core/priority";
 import { loadSignature } from "../core/queued-work";
 import { parseRank, RANK_INVALID } from "../core/rank-header";
 import { RENDER_NONE } from "../core/render";
@@ -35,6 +43,7 @@ import {
   OUT_PREFIX_HIT,
 } from "../core/route-decision";
 import { servedSlot } from "../core/served-slot";
+import { dropSaturated, firstSlot } from "../core/shedding";
 import { UsageScan, usageModeOf } from "../core/usage-scan";
 import { cache, SharedBuckets } from "./cache-view";
 import {
@@ -57,7 +66,7 @@ import { stats } from "./metrics";
 import { Speculation } from "./speculation";
 import { vm } from "./state";
 import { readSubsetHint } from "./subset-hint";
-import { trustedForPin } from "./trust";
+import { trustedForPin, trustedForPriority } from "./trust";
 
 /**
  * Headers only kvroute may set, whatever the rank-header policy: a client's copy is dropped
@@ -84,6 +93,7 @@ const REPORT_PINNED: u32 = 2;
 const REPORT_REJECTED: u32 = 3;
 const REPORT_FAIL_OPEN: u32 = 4;
 const REPORT_SPECULATIVE_HIT: u32 = 5;
+const REPORT_SHED: u32 = 6;
 
 /** Speculative routes reported per request: the prompt's first chunks, enough for the prefix walk. */
 const MAX_SPECULATIVE_CHUNKS: i32 = 256;
@@ -133,11 +143,17 @@ export class KvrouteStream {
   private uncachedTokens: f64 = 0;
   /** Reads the engine's served cached tokens from a routed request's answer (null: not read). */
   private usage: UsageScan | null = null;
+  /** The request's priority level (filter/core/priority.ts), after the trust check. */
+  private priority: i32 = PRIORITY_STANDARD;
+  /** A shed request's report names a slot of its pool (it reached none); -1 otherwise. */
+  private shedSlot: i32 = -1;
 
   onRequestHeaders(endOfStream: bool): u32 {
     this.startMs = nowMs();
     for (let i = 0; i < ROUTING_HEADERS.length; i++) removeHeader(REQUEST_HEADERS, ROUTING_HEADERS[i]);
     if (!cache.ready) cache.refresh();
+    // Before the rank policy: that strips the secret header the trust check may need.
+    this.readPriority();
     if (!this.applyRankPolicy()) return HEADERS_STOP;
 
     if (!cache.ready) {
@@ -278,6 +294,39 @@ export class KvrouteStream {
     return true;
   }
 
+  /**
+   * The priority header (docs/configuration.md "Priority"): every value it carries must name the
+   * same level exactly, else it is invalid — counted, and the request is standard (a priority is a
+   * hint, not worth refusing a request over). `critical` needs a trusted client
+   * (trustedForPriority); an untrusted claim is counted and downgraded to standard. The header is
+   * kvroute's own: it never travels upstream, whatever it held.
+   */
+  private readPriority(): void {
+    const cfg = cache.cfg;
+    const name = cfg === null ? DEFAULT_PRIORITY_HEADER : cfg.priorityHeaderName;
+    const values = getHeaderValues(REQUEST_HEADERS, name);
+    if (values.length > 0) {
+      let level = PRIORITY_INVALID;
+      for (let i = 0; i < values.length; i++) {
+        const v = parsePriority(changetype<usize>(values[i]), values[i].byteLength);
+        if (v === PRIORITY_INVALID || (i > 0 && v !== level)) {
+          level = PRIORITY_INVALID;
+          break;
+        }
+        level = v;
+      }
+      if (level === PRIORITY_INVALID) {
+        stats.inc(stats.priorityInvalid);
+        level = PRIORITY_STANDARD;
+      } else if (level === PRIORITY_CRITICAL && (cfg === null || !trustedForPriority(cfg))) {
+        stats.inc(stats.priorityUntrusted);
+        level = PRIORITY_STANDARD;
+      }
+      this.priority = level;
+    }
+    removeHeader(REQUEST_HEADERS, name);
+  }
+
   private readRequestId(): void {
     const id = vm.config.requestIdHeader;
     if (id.length > 0 && this.requestId === null) this.requestId = getHeader(REQUEST_HEADERS, id);
@@ -375,6 +424,10 @@ export class KvrouteStream {
     const subset = readSubsetHint();
     d.allowed = subset === null ? 0 : allowedSlots(slots, subset, words);
     d.candidates(slots, load, pool, -1, this.pin, bitmaps.ptr, words);
+    const now = nowMs();
+    vm.observeLoad(load);
+    vm.readGateway(now);
+    if (cfg.pools[pool].shedding && this.shed(cfg, pool, load, bitmaps.ptr, words)) return;
     const walker = vm.walker;
     if (h.hashCount > 0) {
       walker.run(h.hashes.ptr, h.hashCount, cfg.buckets, words, slots.count, bitmaps.ptr, buckets);
@@ -382,7 +435,6 @@ export class KvrouteStream {
       for (let s = 0; s < walker.depth.length; s++) walker.depth[s] = 0;
     }
     // This gateway's own recent routes of the same prefix, which KV events may not confirm yet.
-    const now = nowMs();
     let specDepth = 0;
     let specSlot = -1;
     if (h.hashCount > 0) {
@@ -393,8 +445,6 @@ export class KvrouteStream {
       else specDepth = 0;
     }
     const prompt = h.renderer.out.len > 0 ? h.renderer.out.len : bodyLen;
-    vm.observeLoad(load);
-    vm.readGateway(now);
     const outcome = d.decide(
       cfg,
       slots,
@@ -463,6 +513,35 @@ export class KvrouteStream {
       speculation.record(h.hashes.ptr, h.hashCount, cacheSlot, cfg.speculativeTtlMs, now);
     }
     stats.record(stats.decisionUs, (nowNs() - startedNs) / 1000);
+  }
+
+  /**
+   * Overload shedding (filter/core/shedding.ts): the saturated slots leave the candidate bitmap of
+   * a standard or sheddable request; when none is left the request is answered 429 with
+   * Retry-After. True when it was. No candidate to begin with is not an overload: the fail mode
+   * answers that.
+   */
+  private shed(cfg: CfgImage, pool: i32, load: LoadImage, bitmap: usize, words: i32): bool {
+    if (this.priority === PRIORITY_CRITICAL) return false;
+    const first = firstSlot(bitmap, words);
+    const counts = dropSaturated(cfg.pools[pool], load, bitmap, words, vm.queue, this.priority);
+    if (<u32>counts !== 0 || counts >> 32 === 0) return false;
+    this.readRequestId();
+    stats.inc(stats.shed);
+    stats.shedBy(cfg, pool, this.priority);
+    this.outcome = REPORT_SHED;
+    this.shedSlot = first;
+    this.status = 429;
+    this.routed = true;
+    const level = PRIORITY_NAMES[this.priority];
+    sendJson(
+      429,
+      `{"error":{"message":"every endpoint of this model is saturated for ${level} requests; retry later","type":"too_many_requests","code":"overloaded"}}`,
+      "kvroute_shed",
+      "retry-after",
+      cfg.pools[pool].retryAfterSeconds.toString(),
+    );
+    return true;
   }
 
   /**
@@ -742,9 +821,10 @@ export class KvrouteStream {
     if (u !== null) u.finish();
     writeFinished(
       m,
-      this.slot,
+      this.outcome === REPORT_SHED ? this.shedSlot : this.slot,
       this.status,
       this.outcome,
+      <u32>this.priority,
       this.promptBytes,
       this.cachedBytes,
       this.firstByteMs > 0 ? <u32>(this.firstByteMs - this.startMs) : 0,

@@ -1,6 +1,7 @@
 // Who may pin a DP rank under the `honor` policy: clients from the trusted CIDRs (the
 // `source.address` property) and, when configured, carrying the shared-secret header. With
-// neither configured every client may pin — `honor` is an operator's explicit opt-in.
+// neither configured every client may pin — `honor` is an operator's explicit opt-in. The same
+// checks decide who may send the `critical` priority (trustedForPriority), which needs one of them.
 //
 // `source.address` is what Envoy's connection manager decided the client is: with
 // `use_remote_address: false` (Envoy's default) it comes from X-Forwarded-For, which a client
@@ -19,6 +20,16 @@ export function trustedForPin(cfg: CfgImage): bool {
   for (let i = 0; i < cfg.trustedCidrs.length; i++)
     if (inCidr(addr, family, cfg.trustedCidrs[i])) return true;
   return false;
+}
+
+/**
+ * Who may send the `critical` priority: a client that passes the same checks as a pin, but only
+ * once the operator configured at least one of them — unlike `honor`, nothing opts a gateway into
+ * trusting every client with a priority that is never shed.
+ */
+export function trustedForPriority(cfg: CfgImage): bool {
+  if (cfg.secretHeaderName.length === 0 && cfg.trustedCidrs.length === 0) return false;
+  return trustedForPin(cfg);
 }
 
 /**

@@ -57,6 +57,14 @@ export class PoolImage {
   bosText: ArrayBuffer = new ArrayBuffer(0);
   /** null: chats of this pool are not segmentable (route by load and speculative affinity). */
   template: SegmentTemplate | null = null;
+  /** Overload shedding (filter/core/shedding.ts): off unless the pool's configuration enables it. */
+  shedding: bool = false;
+  retryAfterSeconds: u32 = 1;
+  /** Saturation thresholds of standard and sheddable requests: queued requests, KV per mille. */
+  standardMaxQueued: u32 = 0;
+  standardMaxKvPermille: u32 = 0;
+  sheddableMaxQueued: u32 = 0;
+  sheddableMaxKvPermille: u32 = 0;
 }
 
 export class CfgImage {
@@ -77,7 +85,12 @@ export class CfgImage {
   secretHeaderValue: string = "";
   trustedCidrs: string[] = [];
   pools: PoolImage[] = [];
+  /** The request header carrying a priority (filter/core/priority.ts); never forwarded. */
+  priorityHeaderName: string = DEFAULT_PRIORITY_HEADER;
 }
+
+/** The priority header before any configuration arrived (the control plane's default). */
+export const DEFAULT_PRIORITY_HEADER = "x-kvroute-priority";
 
 function header(r: ImageReader, magic: u32): bool {
   if (r.u32() !== magic) {
@@ -143,8 +156,16 @@ export function decodeCfg(ptr: usize, len: i32): CfgImage | null {
     const tpl = r.blob32();
     if (r.ok && tpl.byteLength > 0)
       p.template = decodeSegmentTemplate(changetype<usize>(tpl), tpl.byteLength);
+    p.shedding = (r.u8() & 1) !== 0;
+    r.u8();
+    p.retryAfterSeconds = r.u16();
+    p.standardMaxQueued = r.u16();
+    p.standardMaxKvPermille = r.u16();
+    p.sheddableMaxQueued = r.u16();
+    p.sheddableMaxKvPermille = r.u16();
     c.pools.push(p);
   }
+  c.priorityHeaderName = r.str16();
   if (!finish(r)) return null;
   // Values the routing math divides by or indexes with: refuse the image rather than trap later.
   const bucketsPowerOfTwo = c.buckets !== 0 && (c.buckets & (c.buckets - 1)) === 0;
@@ -154,7 +175,8 @@ export function decodeCfg(ptr: usize, len: i32): CfgImage | null {
     c.ways === 0 ||
     c.slotWords < 1 ||
     c.slotWords > 1024 ||
-    c.defaultPool >= c.pools.length
+    c.defaultPool >= c.pools.length ||
+    c.priorityHeaderName.length === 0
   ) {
     imageError = IMG_ERR_RANGE;
     return null;

@@ -4,7 +4,7 @@
 import { ByteBuf } from "./byte-buf";
 
 export const REPORT_MAGIC: u32 = 0x5252564b; // "KVRR"
-/** Report protocol 2: finished entries carry the served cached tokens (docs/wire-format.md §6). */
+/** Report protocol 2: finished entries carry the served cached tokens and the request's priority (docs/wire-format.md §6). */
 export const REPORT_PROTOCOL: u16 = 2;
 /** A protocol-1 finished record, from a VM of an older module still draining into the queue. */
 export const QUEUE_FINISHED_V1: u8 = 1;
@@ -13,19 +13,20 @@ export const QUEUE_SPECULATIVE: u8 = 2;
 export const QUEUE_FINISHED: u8 = 3;
 
 /** Fixed bytes of a finished queue record before its request id (type byte included). */
-const FINISHED_FIXED: i32 = 29;
+const FINISHED_FIXED: i32 = 30;
 const FINISHED_V1_FIXED: i32 = 25;
 
 /**
  * One finished request as a queue message: type byte + the record's wire layout. `served` holds
  * the response scan's SERVED_* flags (usage-scan.ts) and `servedTokens` the engine's cached
- * tokens when SERVED_CACHED is set.
+ * tokens when SERVED_CACHED is set; `priority` the request's level (priority.ts).
  */
 export function writeFinished(
   out: ByteBuf,
   slot: i32,
   status: u32,
   outcome: u32,
+  priority: u32,
   promptBytes: u32,
   cachedBytes: u32,
   ttftMs: u32,
@@ -49,8 +50,9 @@ export function writeFinished(
   store<u32>(p + 15, ttftMs);
   store<u32>(p + 19, durationMs);
   store<u32>(p + 23, (served & 2) !== 0 ? servedTokens : 0);
-  store<u16>(p + 27, <u16>idLen);
-  memory.copy(p + 29, requestId, <usize>idLen);
+  store<u8>(p + 27, <u8>priority);
+  store<u16>(p + 28, <u16>idLen);
+  memory.copy(p + 30, requestId, <usize>idLen);
   out.len = FINISHED_FIXED + idLen;
 }
 
@@ -96,24 +98,26 @@ export class ReportWriter {
     if (len < 1) return false;
     const type = load<u8>(p);
     if (type === QUEUE_FINISHED && len >= FINISHED_FIXED) {
-      const idLen = <i32>load<u16>(p + 27);
+      const idLen = <i32>load<u16>(p + 28);
       if (len !== FINISHED_FIXED + idLen) return false;
       this.finished.append(p + 1, len - 1);
       this.finishedCount++;
       return true;
     }
     if (type === QUEUE_FINISHED_V1 && len >= FINISHED_V1_FIXED) {
-      // Served unknown: the protocol-2 entry with flags 0 and served tokens 0.
+      // Served unknown, priority standard: the protocol-2 entry with flags 0, served tokens 0 and
+      // priority 0 (a protocol-1 record has no priority; its reserved byte is dropped).
       const idLen = <i32>load<u16>(p + 23);
       if (len !== FINISHED_V1_FIXED + idLen) return false;
       const f = this.finished;
-      f.reserve(len + 4);
+      f.reserve(len + 5);
       const at = f.ptr + <usize>f.len;
       memory.copy(at, p + 1, 22);
       store<u8>(at + 5, 0);
       store<u32>(at + 22, 0);
-      memory.copy(at + 26, p + 23, <usize>(2 + idLen));
-      f.len += len + 3;
+      store<u8>(at + 26, 0);
+      memory.copy(at + 27, p + 23, <usize>(2 + idLen));
+      f.len += len + 4;
       this.finishedCount++;
       return true;
     }
@@ -194,7 +198,7 @@ export function recordLength(p: usize, avail: i32): i32 {
   if (avail < 1) return 0;
   const type = load<u8>(p);
   let n = 0;
-  if (type === QUEUE_FINISHED && avail >= FINISHED_FIXED) n = FINISHED_FIXED + <i32>load<u16>(p + 27);
+  if (type === QUEUE_FINISHED && avail >= FINISHED_FIXED) n = FINISHED_FIXED + <i32>load<u16>(p + 28);
   else if (type === QUEUE_FINISHED_V1 && avail >= FINISHED_V1_FIXED)
     n = FINISHED_V1_FIXED + <i32>load<u16>(p + 23);
   else if (type === QUEUE_SPECULATIVE && avail >= 9) n = 9 + 8 * <i32>load<u16>(p + 7);

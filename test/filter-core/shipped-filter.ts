@@ -39,6 +39,8 @@ class End implements FilterChainSink {
   forwarded: HeaderMap | null = null;
   status = 0;
   body = "";
+  /** The local answer's headers (a 429's Retry-After). */
+  replyHeaders: HeaderMap | null = null;
   requestHeaders(h: HeaderMap): void {
     this.forwarded = h;
   }
@@ -46,7 +48,9 @@ class End implements FilterChainSink {
   requestTrailers(): void {}
   abortUpstream(): void {}
   responseHeaders(h: HeaderMap): void {
-    if (this.forwarded === null) this.status = Number(h.get(":status") ?? 0);
+    if (this.forwarded !== null) return;
+    this.status = Number(h.get(":status") ?? 0);
+    this.replyHeaders = h;
   }
   responseData(d: Uint8Array): void {
     if (this.forwarded === null) this.body += Buffer.from(d).toString();
@@ -68,6 +72,8 @@ export interface Routed {
   /** The local answer's status and body when the filter answered itself. */
   status: number;
   body: string;
+  /** The local answer's headers; null when forwarded. */
+  replyHeaders: HeaderMap | null;
   /** Response headers went through the filter (firstByte). */
   responded: boolean;
 }
@@ -80,6 +86,7 @@ const OUTCOMES = [
   "rejected",
   "fail_open",
   "fail_closed",
+  "shed",
 ];
 
 export interface ShippedFilterOptions {
@@ -225,16 +232,17 @@ export class ShippedFilter {
       thread?: number;
       /** The stream's dynamic metadata (a GAIE subset hint, say). */
       metadata?: Record<string, Record<string, unknown>>;
+      /** The client's address (Envoy's source.address). */
+      source?: string;
     } = {},
   ): Routed {
     const before = this.outcomes();
     const end = new End();
     const t = this.host.threads[o.thread ?? 0] as WasmThread;
-    const stream = this.host.newStream(
-      t,
-      end,
-      o.metadata === undefined ? {} : { dynamicMetadata: o.metadata },
-    );
+    const stream = this.host.newStream(t, end, {
+      ...(o.metadata === undefined ? {} : { dynamicMetadata: o.metadata }),
+      ...(o.source === undefined ? {} : { sourceAddress: o.source, sourcePort: 40000 }),
+    });
     stream.decodeHeaders(
       headers([
         [":method", "POST"],
@@ -280,6 +288,7 @@ export class ShippedFilter {
       forwarded: h,
       status: end.status,
       body: end.body,
+      replyHeaders: end.replyHeaders,
       responded: false,
     };
   }

@@ -29,6 +29,8 @@ export interface FakeEngine {
   hits: EngineHit[];
   /** running requests per rank reported on /metrics */
   running: Record<number, number>;
+  /** waiting requests per rank reported on /metrics (absent: not reported) */
+  waiting: Record<number, number>;
   /** false: answer 503 to everything (down) */
   up: boolean;
   server: Server;
@@ -93,7 +95,14 @@ export function counter(stack: Stack, name: string): number {
 }
 
 export async function startEngine(ranks: number[]): Promise<FakeEngine> {
-  const engine: FakeEngine = { address: "", hits: [], running: {}, up: true, server: createServer() };
+  const engine: FakeEngine = {
+    address: "",
+    hits: [],
+    running: {},
+    waiting: {},
+    up: true,
+    server: createServer(),
+  };
   for (const r of ranks) engine.running[r] = 0;
   engine.server.on("request", (req, res) => {
     if (!engine.up) {
@@ -101,9 +110,14 @@ export async function startEngine(ranks: number[]): Promise<FakeEngine> {
       return;
     }
     if (req.url === "/metrics") {
-      const lines = Object.entries(engine.running).map(
-        ([r, n]) => `vllm:num_requests_running{engine="${r}",model_name="m"} ${n}`,
-      );
+      const lines = [
+        ...Object.entries(engine.running).map(
+          ([r, n]) => `vllm:num_requests_running{engine="${r}",model_name="m"} ${n}`,
+        ),
+        ...Object.entries(engine.waiting).map(
+          ([r, n]) => `vllm:num_requests_waiting{engine="${r}",model_name="m"} ${n}`,
+        ),
+      ];
       res.writeHead(200, { "content-type": "text/plain" }).end(`${lines.join("\n")}\n`);
       return;
     }

@@ -48,6 +48,8 @@ export interface VirtualControlPlaneOptions {
   load?: Record<string, unknown>;
   /** False: the filter writes no speculative routes (kvr.cfg carries a TTL of 0). */
   speculative: boolean;
+  /** Merged into the pool's configuration (shedding…). */
+  pool?: Record<string, unknown>;
 }
 
 /** The service's default publication period (ControlPlaneOptions.publishIntervalMs). */
@@ -75,6 +77,7 @@ export function benchConfig(o: VirtualControlPlaneOptions): Config {
             ranks: Array.from({ length: o.ranksPerWorker }, (_, i) => w * o.ranksPerWorker + i),
             startRank: w * o.ranksPerWorker,
           })),
+          ...o.pool,
         },
       ],
       routing: o.routing ?? {},

@@ -96,8 +96,8 @@ export class VirtualGateway {
     }
   }
 
-  /** A chat request arrives: headers and body through the filter on the next worker thread. */
-  send(id: string, body: Uint8Array): Routed {
+  /** A chat request arrives: headers (plus `extra`) and body through the filter on the next worker thread. */
+  send(id: string, body: Uint8Array, extra: Array<[string, string]> = []): Routed {
     const thread: WasmThread = this.host.pickThread();
     const end = new ChainEnd();
     const stream = this.host.newStream(thread, end, { sourceAddress: "10.1.0.1" });
@@ -110,6 +110,7 @@ export class VirtualGateway {
         ["content-type", "application/json"],
         ["content-length", String(body.length)],
         ["x-request-id", id],
+        ...extra,
       ]),
       false,
     );

@@ -21,7 +21,8 @@ import type { PolicyFactory, RoutingPolicy } from "./types.ts";
 /** Read once per process, so every run of a bench uses the same build even if build/ changes meanwhile. */
 let filterWasm: Uint8Array | undefined;
 /** The shipped build; KVROUTE_BENCH_FILTER_WASM names another (explore.ts comparing two builds). */
-const FILTER_WASM = process.env.KVROUTE_BENCH_FILTER_WASM ?? new URL("../../../build/kvroute.wasm", import.meta.url);
+const FILTER_WASM =
+  process.env.KVROUTE_BENCH_FILTER_WASM ?? new URL("../../../build/kvroute.wasm", import.meta.url);
 
 /** Envoy's clock at virtual time 0 (ms since the epoch: any fixed value). */
 const CLOCK_BASE_MS = 1_800_000_000_000;
@@ -180,7 +181,7 @@ export function kvroutePolicy(o: KvrouteOptions, name = "kvroute", stats?: Kvrou
 }
 
 /** The simulated rank the filter chose: its destination (the worker) and rank header (hybrid LB: the local index). */
-function rankOf(header: (name: string) => string | undefined, ranksPerWorker: number): number {
+export function rankOf(header: (name: string) => string | undefined, ranksPerWorker: number): number {
   const dest = header("x-gateway-destination-endpoint");
   const local = Number(header("x-data-parallel-rank") ?? "NaN");
   if (dest === undefined || !Number.isInteger(local)) return -1;
@@ -190,7 +191,7 @@ function rankOf(header: (name: string) => string | undefined, ranksPerWorker: nu
   return worker * ranksPerWorker + local;
 }
 
-function assertSynced(g: VirtualGateway, version: number): void {
+export function assertSynced(g: VirtualGateway, version: number): void {
   const v = g.host.sharedData("kvr.sync");
   const have = v === null ? 0n : Buffer.from(v.value).readBigUInt64LE(8);
   if (have < BigInt(version))

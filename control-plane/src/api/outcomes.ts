@@ -8,7 +8,19 @@ export const OUTCOME_NAMES: readonly string[] = [
   "rejected",
   "fail_open",
   "speculative_hit",
+  "shed",
 ];
+
+/** Names of the report's priority levels (filter/core/priority.ts). */
+export const PRIORITY_NAMES: readonly string[] = ["standard", "sheddable", "critical"];
+
+/** A level this control plane does not know is shown, not dropped. */
+export function priorityName(code: number): string {
+  return PRIORITY_NAMES[code] ?? `level_${code}`;
+}
+
+/** The outcome of a request the gateway shed (429): it reached no slot. */
+export const OUTCOME_SHED = 6;
 
 /** A code this control plane does not know (a newer filter) is shown, not dropped. */
 export function outcomeName(code: number): string {

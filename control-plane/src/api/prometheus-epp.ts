@@ -60,4 +60,14 @@ export function registerEppMetrics(registry: Registry, stats: EppStats): void {
       this.inc(stats.servedElsewhere);
     },
   });
+  new Counter({
+    name: "kvroute_epp_objectives_total",
+    help: "Requests naming a GAIE InferenceObjective: mapped to a priority level, or unknown (not in epp.objectives).",
+    labelNames: ["result"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [result, n] of Object.entries(stats.objectives)) this.inc({ result }, n);
+    },
+  });
 }

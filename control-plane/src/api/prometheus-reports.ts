@@ -38,6 +38,17 @@ export function registerReportMetrics(registry: Registry, s: StatusInput): void 
     },
   });
   new Counter({
+    name: "kvroute_shed_requests_total",
+    help: "Requests gateways answered 429 because every candidate slot of the pool was saturated, by pool and priority.",
+    labelNames: ["pool", "priority"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [pool, p] of r.pools)
+        for (const [priority, n] of Object.entries(p.shedByPriority)) this.inc({ pool, priority }, n);
+    },
+  });
+  new Counter({
     name: "kvroute_routed_prompt_bytes_total",
     help: "Prompt bytes of reported requests, per pool.",
     labelNames: ["pool"],

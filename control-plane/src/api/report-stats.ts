@@ -1,17 +1,19 @@
 // What gateway reports tell an operator, counted as reports arrive: accepted and rejected
-// reports, finished requests per pool and routing outcome, prompt and cached bytes (the pool's
-// hit ratio), upstream connection failures, a per-slot recent cached ratio, predicted vs served
-// cached tokens per slot, and the hit-rate time series of the dashboard. Plain numbers;
-// prometheus.ts and status.ts read them.
+// reports, finished requests per pool and routing outcome, shed requests per pool and priority,
+// prompt and cached bytes (the pool's hit ratio), upstream connection failures, a per-slot recent
+// cached ratio, predicted vs served cached tokens per slot, and the hit-rate time series of the
+// dashboard. Plain numbers; prometheus.ts and status.ts read them.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Report } from "../reports/report-codec.ts";
 import { emptyServedCache, observeServed, type ServedCache } from "../reports/served-cache.ts";
 import { HitRateSeries } from "./hit-rate-series.ts";
 import type { RouteHandler } from "./http-server.ts";
-import { isCacheHit, outcomeName } from "./outcomes.ts";
+import { isCacheHit, OUTCOME_SHED, outcomeName, priorityName } from "./outcomes.ts";
 
 export interface PoolReportCounters {
   byOutcome: Record<string, number>;
+  /** Requests the gateways shed (429, outcome `shed`), per priority level name. */
+  shedByPriority: Record<string, number>;
   promptBytes: number;
   cachedBytes: number;
 }
@@ -54,11 +56,17 @@ export class ReportStats {
       const pool = this.poolOf(f.slot);
       let p = this.pools.get(pool);
       if (p === undefined) {
-        p = { byOutcome: {}, promptBytes: 0, cachedBytes: 0 };
+        p = { byOutcome: {}, shedByPriority: {}, promptBytes: 0, cachedBytes: 0 };
         this.pools.set(pool, p);
       }
       const outcome = outcomeName(f.outcome);
       p.byOutcome[outcome] = (p.byOutcome[outcome] ?? 0) + 1;
+      if (f.outcome === OUTCOME_SHED) {
+        // Its slot only names the pool: no engine saw it, so no slot's recent figures change.
+        const level = priorityName(f.priority ?? 0);
+        p.shedByPriority[level] = (p.shedByPriority[level] ?? 0) + 1;
+        continue;
+      }
       p.promptBytes += f.promptBytes;
       p.cachedBytes += f.cachedBytes;
       this.hitRate.add(pool, nowMs, f.promptBytes, f.cachedBytes, isCacheHit(f.outcome));

@@ -119,6 +119,45 @@ const discoverySchema = z
     message: "set exactly one of kubernetes and inferencePool",
   });
 
+/**
+ * A priority level's saturation thresholds (docs/configuration.md "Overload shedding"): a slot is
+ * saturated for the level when either value is over its threshold. Each level has its own
+ * defaults, so a partial block keeps the other field's.
+ */
+const saturation = (maxQueued: number, maxKvUsage: number) =>
+  z.strictObject({
+    /** Requests queued ahead of a new one: the engine's `waiting` plus the gateways' unanswered requests there. */
+    maxQueued: z.number().int().min(0).max(65535).default(maxQueued),
+    /** The engine's KV-cache usage, 0–1 (sent per mille); 1 = never saturated by KV alone. */
+    maxKvUsage: z.number().min(0).max(1).default(maxKvUsage),
+  });
+
+const standardSaturation = saturation(16, 0.95);
+const sheddableSaturation = saturation(4, 0.85);
+
+/**
+ * Overload shedding: when every candidate slot of the pool is saturated for the request's priority,
+ * the filter answers 429 with Retry-After instead of routing. `critical` is never shed; `sheddable`
+ * is shed first (its thresholds may not be above standard's). Off by default.
+ */
+const sheddingSchema = z
+  .strictObject({
+    enabled: z.boolean().default(false),
+    /** The Retry-After value of a 429, in seconds. */
+    retryAfterSeconds: z.number().int().min(1).max(3600).default(1),
+    standard: standardSaturation.default(standardSaturation.parse({})),
+    sheddable: sheddableSaturation.default(sheddableSaturation.parse({})),
+  })
+  .superRefine((s, ctx) => {
+    for (const field of ["maxQueued", "maxKvUsage"] as const)
+      if (s.sheddable[field] > s.standard[field])
+        ctx.addIssue({
+          code: "custom",
+          path: ["sheddable", field],
+          message: `must not be above standard.${field} (${s.standard[field]}): sheddable requests are shed first`,
+        });
+  });
+
 const poolSchema = z
   .strictObject({
     name: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, "lowercase letters, digits and dashes"),
@@ -141,6 +180,7 @@ const poolSchema = z
     endpoints: z.array(endpointSchema).default([]),
     /** Where endpoints come from when not listed in `endpoints`. */
     discovery: discoverySchema.optional(),
+    shedding: sheddingSchema.default(sheddingSchema.parse({})),
   })
   .superRefine((pool, ctx) => {
     const k8s = pool.discovery?.kubernetes;
@@ -228,6 +268,15 @@ const routingSchema = z.strictObject({
   rankHeaderPolicy: rankHeaderPolicySchema.default({ mode: "ignore", trustedCidrs: [] }),
   /** No cache yet or no healthy slot: open = forward without a destination; closed = 503. */
   failMode: z.enum(["open", "closed"]).default("open"),
+  /**
+   * The request header that carries a priority (critical, standard, sheddable); kvroute's own, never
+   * forwarded. Only trusted clients (rankHeaderPolicy's trustedCidrs / secretHeader) may send critical.
+   */
+  priorityHeader: z
+    .string()
+    .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$/, "expected an HTTP header name")
+    .toLowerCase()
+    .default("x-kvroute-priority"),
   /** Pool for requests whose model no pool lists; none → 404. */
   defaultPool: z.string().optional(),
   /** Bodies larger than this are routed by load only. */
@@ -303,7 +352,37 @@ const eppSchema = z.strictObject({
   destinationFallbacks: z.number().int().min(0).max(7).default(3),
   /** The embedded filter's `seed`: 0 = its own per thread; non-zero = reproducible picks. */
   seed: z.number().int().min(0).max(0xffffffff).default(0),
+  /** The request header naming a GAIE InferenceObjective (GAIE: x-gateway-inference-objective). */
+  objectiveHeader: z
+    .string()
+    .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$/, "expected an HTTP header name")
+    .toLowerCase()
+    .default("x-gateway-inference-objective"),
+  /**
+   * InferenceObjectives and their priority (GAIE: higher is more important, negative may be shed
+   * first): < 0 → sheddable, 0 → standard, > 0 → critical (docs/gaie.md "Priority"). Listed here;
+   * the picker does not watch InferenceObjective resources.
+   */
+  objectives: z
+    .array(z.strictObject({ name: z.string().min(1).max(253), priority: z.number().int() }))
+    .default([])
+    .refine((os) => new Set(os.map((o) => o.name)).size === os.length, "objective names must be unique"),
 });
+
+/** Headers the filter owns or reads as rank headers (filter/assembly/stream.ts): no priority header. */
+const ROUTING_HEADER_NAMES = new Set([
+  "x-gateway-destination-endpoint",
+  "x-dynamo-worker-instance-id",
+  "x-worker-instance-id",
+  "x-dynamo-prefill-instance-id",
+  "x-prefill-instance-id",
+  "x-dynamo-routing-mode",
+  "x-data-parallel-rank",
+  "x-dynamo-dp-rank",
+  "x-dp-rank",
+  "x-dynamo-prefill-dp-rank",
+  "x-prefill-dp-rank",
+]);
 
 export const configSchema = z
   .strictObject({
@@ -345,6 +424,13 @@ export const configSchema = z
         models.set(m, p.name);
       });
     });
+    const priority = cfg.routing.priorityHeader;
+    if (priority === cfg.routing.rankHeaderPolicy.secretHeader?.name || ROUTING_HEADER_NAMES.has(priority))
+      ctx.addIssue({
+        code: "custom",
+        path: ["routing", "priorityHeader"],
+        message: `${priority} already has a meaning to kvroute; choose another header name`,
+      });
     if (cfg.routing.defaultPool !== undefined && !names.has(cfg.routing.defaultPool))
       ctx.addIssue({
         code: "custom",

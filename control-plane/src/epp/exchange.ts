@@ -53,6 +53,11 @@ export interface ExchangeDeps {
   invalid(details: string): void;
   /** Observations for metrics and logs. */
   observe?(event: ExchangeEvent): void;
+  /**
+   * The request headers as the embedded filter is to see them (the objective's priority,
+   * objective.ts); the header mutation is still computed against the gateway's own headers.
+   */
+  filterHeaders?(pairs: Pairs): Pairs;
 }
 
 export type ExchangeEvent =
@@ -150,7 +155,8 @@ export class Exchange implements FilterChainSink {
     this.subset = subsetHint(req);
     this.phase = "request";
     this.stream = this.deps.newStream(this, sourceOf(req), filterMetadataJson(req));
-    this.stream.decodeHeaders(new HeaderMap(this.original), h.end_of_stream === true);
+    const seen = this.deps.filterHeaders?.(this.original) ?? this.original;
+    this.stream.decodeHeaders(new HeaderMap(seen), h.end_of_stream === true);
     this.afterRequestStep("headers");
   }
 

@@ -56,6 +56,11 @@ export function startEppPart(cfg: Config, epp: EppConfig, input: EppPartInput): 
       if (healthy.length === 0) return null;
       return (healthy[next++ % healthy.length] as (typeof healthy)[number]).address;
     },
+    objectives: {
+      objectiveHeader: epp.objectiveHeader,
+      priorityHeader: cfg.routing.priorityHeader,
+      priorities: new Map(epp.objectives.map((o) => [o.name, o.priority])),
+    },
     logger: input.logger,
   });
 }

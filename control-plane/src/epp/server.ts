@@ -9,8 +9,10 @@ import { Server, ServerCredentials, type ServerDuplexStream, status } from "@grp
 import type { Logger } from "pino";
 import { EmbeddedFilter, type EmbeddedFilterOptions } from "./embedded-filter.ts";
 import { Exchange, type ExchangeEvent } from "./exchange.ts";
+import type { Pairs } from "./header-mutation.ts";
 import { HealthService } from "./health.ts";
 import type { ProcessingRequest, ProcessingResponse } from "./messages.ts";
+import { applyObjective, type ObjectiveMap } from "./objective.ts";
 import { extProcService, healthService, MalformedMessage } from "./protos.ts";
 
 export interface EppOptions {
@@ -29,6 +31,8 @@ export interface EppOptions {
   epoch: bigint;
   /** Some ready endpoint for requests the filter does not route, or null. */
   anyEndpoint(): string | null;
+  /** GAIE objectives → priority levels (epp.objectives); absent = objectives are not read. */
+  objectives?: ObjectiveMap;
   logger: Logger;
 }
 
@@ -40,6 +44,8 @@ export interface EppStats {
   internalErrors: number;
   /** Responses the gateway reports served by another endpoint than the pick (a retry down the list). */
   servedElsewhere: number;
+  /** Requests naming an objective: mapped to a priority, or not listed in epp.objectives. */
+  objectives: Record<"mapped" | "unknown", number>;
 }
 
 export interface Epp {
@@ -85,7 +91,17 @@ export async function startEpp(opts: EppOptions): Promise<Epp> {
     invalid: 0,
     internalErrors: 0,
     servedElsewhere: 0,
+    objectives: { mapped: 0, unknown: 0 },
   };
+  const objectives = opts.objectives;
+  const filterHeaders =
+    objectives === undefined
+      ? undefined
+      : (pairs: Pairs): Pairs => {
+          const { pairs: seen, result } = applyObjective(pairs, objectives);
+          if (result !== "none") stats.objectives[result]++;
+          return seen;
+        };
   const observe = (e: ExchangeEvent) => {
     if (e.kind === "routed") stats.routed++;
     else if (e.kind === "immediate") stats.immediate[e.status] = (stats.immediate[e.status] ?? 0) + 1;
@@ -119,6 +135,7 @@ export async function startEpp(opts: EppOptions): Promise<Epp> {
         fail(status.INVALID_ARGUMENT, details);
       },
       observe,
+      ...(filterHeaders === undefined ? {} : { filterHeaders }),
     });
     call.on("data", (msg: ProcessingRequest | MalformedMessage) => {
       if (closed) return;

@@ -62,9 +62,21 @@ export function encodeCfgImage(
     for (const m of pool.models) w.str16(m);
     const derived = rendering.get(pool.name);
     w.str16(derived?.bosText ?? "").blob32(derived?.segmentTemplate ?? new Uint8Array());
+    const shed = pool.shedding;
+    w.u8(shed.enabled ? 1 : 0)
+      .u8(0)
+      .u16(shed.retryAfterSeconds)
+      .u16(shed.standard.maxQueued)
+      .u16(permille(shed.standard.maxKvUsage))
+      .u16(shed.sheddable.maxQueued)
+      .u16(permille(shed.sheddable.maxKvUsage));
   }
+  w.str16(r.priorityHeader);
   return w.finish();
 }
+
+/** A 0–1 fraction as the load image writes KV usage: per mille, rounded. */
+const permille = (v: number) => Math.max(0, Math.min(1000, Math.round(v * 1000)));
 
 export function encodeSlotsImage(slots: readonly Slot[], poolIndex: (name: string) => number): Uint8Array {
   const w = new ByteWriter().u32(SLOTS_MAGIC).u16(IMAGE_PROTOCOL).u16(slots.length);

@@ -19,6 +19,8 @@ export interface FinishedRequest {
   status: number;
   /** Outcome code of the routing decision (wire-format §6). */
   outcome: number;
+  /** The request's priority level: 0 standard, 1 sheddable, 2 critical (older gateways: 0). */
+  priority?: number;
   promptBytes: number;
   /** Prompt bytes the gateway predicted cached on the chosen slot (chunks × chunk size). */
   cachedBytes: number;
@@ -120,10 +122,13 @@ export function decodeReport(bytes: Uint8Array): Report {
     const ttftMs = r.u32("ttft");
     const durationMs = r.u32("duration");
     const served = protocol === 1 ? 0 : r.u32("served cached tokens");
+    // Protocol 1 has no priority: standard.
+    const priority = protocol === 1 ? 0 : r.u8("finished priority");
     const f: FinishedRequest = {
       slot,
       status,
       outcome,
+      priority,
       promptBytes,
       cachedBytes,
       ttftMs,
@@ -170,7 +175,8 @@ export function encodeReport(report: Report): Uint8Array {
       .u32(f.cachedBytes)
       .u32(f.ttftMs)
       .u32(f.durationMs)
-      .u32(f.servedCachedTokens ?? 0);
+      .u32(f.servedCachedTokens ?? 0)
+      .u8(f.priority ?? 0);
     w.str16(f.requestId);
   }
   w.u32(report.speculative.length);
