@@ -111,7 +111,8 @@ function buildStored(f: RawFields): EventResult {
   if (blockSize === null || blockSize === BAD || (blockSize === 0 && !placeholder))
     return { ok: false, error: "block_size" };
   // The index rebuilds each block's bytes from its tokens, so the counts must agree.
-  if (!placeholder && tokenIds.length !== hashes.length * blockSize) return { ok: false, error: "token_count" };
+  if (!placeholder && tokenIds.length !== hashes.length * blockSize)
+    return { ok: false, error: "token_count" };
 
   const loraId = optUint(f.loraId);
   const med = medium(f.medium);

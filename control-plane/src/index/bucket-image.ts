@@ -40,11 +40,11 @@ function keepOrder(a: Row, b: Row): number {
 function rowsOf(entries: Array<[bigint, ChunkEntry]>): Row[] {
   const rows: Row[] = [];
   for (const [hash, entry] of entries) {
-    const byTier: number[][] = [];
-    for (const [slot, tier] of bestTiers(entry)) (byTier[tier] ??= []).push(slot);
+    const byTier: number[][] = Array.from({ length: TIER_COUNT }, () => []);
+    for (const [slot, tier] of bestTiers(entry)) byTier[tier]?.push(slot);
     for (let t = 0; t < TIER_COUNT; t++) {
-      const slots = byTier[t];
-      if (slots !== undefined) rows.push({ hash, entry, tier: t as Tier, slots });
+      const slots = byTier[t] as number[];
+      if (slots.length > 0) rows.push({ hash, entry, tier: t as Tier, slots });
     }
   }
   return rows;

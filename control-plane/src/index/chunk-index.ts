@@ -48,7 +48,8 @@ export function bestTiers(entry: ChunkEntry): Map<number, Tier> {
 }
 
 function holderAt(entry: ChunkEntry, slot: number, tier: Tier): number {
-  for (let i = 0; i < entry.slots.length; i++) if (entry.slots[i] === slot && entry.tiers[i] === tier) return i;
+  for (let i = 0; i < entry.slots.length; i++)
+    if (entry.slots[i] === slot && entry.tiers[i] === tier) return i;
   return -1;
 }
 

@@ -194,7 +194,8 @@ export class SlotBlocks {
   clear(): void {
     for (const block of this.#blocks.values())
       for (let t = 0; t < TIER_COUNT; t++)
-        if ((block.tiers & (1 << t)) !== 0) for (const h of block.chunks) this.index.remove(h, this.slot, t as Tier);
+        if ((block.tiers & (1 << t)) !== 0)
+          for (const h of block.chunks) this.index.remove(h, this.slot, t as Tier);
     this.#blocks.clear();
     this.stats.blocks = 0;
   }
