@@ -8,7 +8,7 @@
 // is on t (a slot with a GPU and a CPU copy is in the GPU row only), so the filter learns each
 // slot's tier from the row it finds it in.
 import { bestTiers, type ChunkEntry } from "./chunk-index.ts";
-import { TIER_COUNT, type Tier } from "./tier.ts";
+import { TIER_COUNT, TIER_GPU, type Tier } from "./tier.ts";
 
 export const BUCKET_HEADER_BYTES = 4;
 
@@ -37,9 +37,19 @@ function keepOrder(a: Row, b: Row): number {
   );
 }
 
+function onlyGpu(entry: ChunkEntry): boolean {
+  for (const t of entry.tiers) if (t !== TIER_GPU) return false;
+  return true;
+}
+
 function rowsOf(entries: Array<[bigint, ChunkEntry]>): Row[] {
   const rows: Row[] = [];
   for (const [hash, entry] of entries) {
+    // The common case, GPU copies only and no speculative route: the holders are the row.
+    if ((entry.speculative === undefined || entry.speculative.size === 0) && onlyGpu(entry)) {
+      rows.push({ hash, entry, tier: TIER_GPU, slots: entry.slots });
+      continue;
+    }
     const byTier: number[][] = Array.from({ length: TIER_COUNT }, () => []);
     for (const [slot, tier] of bestTiers(entry)) byTier[tier]?.push(slot);
     for (let t = 0; t < TIER_COUNT; t++) {
