@@ -38,6 +38,7 @@ function keepOrder(a: Row, b: Row): number {
 }
 
 function onlyGpu(entry: ChunkEntry): boolean {
+  if (entry.tiers === undefined) return true;
   for (const t of entry.tiers) if (t !== TIER_GPU) return false;
   return true;
 }

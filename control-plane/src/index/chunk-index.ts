@@ -20,10 +20,12 @@ export interface ChunkEntry {
   depth: number;
   /**
    * Holders, as parallel arrays: slot, its tier, and how many stored blocks on that slot and
-   * tier produced the hash. A slot appears once per tier it holds the chunk on.
+   * tier produced the hash. A slot appears once per tier it holds the chunk on. `tiers` exists
+   * only once a holder is off the GPU (absent: every holder is on the GPU), which keeps the
+   * common GPU-only entry one array smaller.
    */
   slots: number[];
-  tiers: Tier[];
+  tiers?: Tier[];
   counts: number[];
   /** Last time (ms) a slot stored this chunk: the LRU stamp of the eviction rule. */
   stampMs: number;
@@ -39,7 +41,7 @@ export function bestTiers(entry: ChunkEntry): Map<number, Tier> {
   const out = new Map<number, Tier>();
   for (let i = 0; i < entry.slots.length; i++) {
     const slot = entry.slots[i] as number;
-    const tier = entry.tiers[i] as Tier;
+    const tier = tierAt(entry, i);
     const known = out.get(slot);
     if (known === undefined || tier < known) out.set(slot, tier);
   }
@@ -47,9 +49,15 @@ export function bestTiers(entry: ChunkEntry): Map<number, Tier> {
   return out;
 }
 
+/** The tier of holder i. */
+export function tierAt(entry: ChunkEntry, i: number): Tier {
+  return entry.tiers === undefined ? TIER_GPU : (entry.tiers[i] as Tier);
+}
+
 function holderAt(entry: ChunkEntry, slot: number, tier: Tier): number {
-  for (let i = 0; i < entry.slots.length; i++)
-    if (entry.slots[i] === slot && entry.tiers[i] === tier) return i;
+  const tiers = entry.tiers;
+  if (tiers === undefined) return tier === TIER_GPU ? entry.slots.indexOf(slot) : -1;
+  for (let i = 0; i < entry.slots.length; i++) if (entry.slots[i] === slot && tiers[i] === tier) return i;
   return -1;
 }
 
@@ -94,7 +102,7 @@ export class ChunkIndex {
         members = [];
         this.#byBucket.set(bucket, members);
       }
-      entry = { bucket, pos: members.length, depth, slots: [], tiers: [], counts: [], stampMs: nowMs };
+      entry = { bucket, pos: members.length, depth, slots: [], counts: [], stampMs: nowMs };
       members.push(hash);
       this.#entries.set(hash, entry);
     }
@@ -116,8 +124,9 @@ export class ChunkIndex {
     const entry = this.#entry(hash, depth, nowMs);
     const i = holderAt(entry, slot, tier);
     if (i < 0) {
+      if (entry.tiers === undefined && tier !== TIER_GPU) entry.tiers = entry.slots.map(() => TIER_GPU);
       entry.slots.push(slot);
-      entry.tiers.push(tier);
+      entry.tiers?.push(tier);
       entry.counts.push(1);
     } else {
       entry.counts[i] = (entry.counts[i] as number) + 1;
@@ -139,7 +148,7 @@ export class ChunkIndex {
       return;
     }
     entry.slots.splice(i, 1);
-    entry.tiers.splice(i, 1);
+    entry.tiers?.splice(i, 1);
     entry.counts.splice(i, 1);
     this.#dropIfEmpty(hash, entry);
     this.#dirty.add(entry.bucket);
