@@ -55,6 +55,8 @@ export class PrefixWalk {
   private source: BucketSource | null = null;
   /** Highest tier the current walk counts. */
   private maxTier: i32 = TIERS - 1;
+  /** Slots the arrays may hold non-zero values for (the widest run since the last full clear). */
+  private filled: i32 = 0;
   /** Bit t: the all-tier walk found a candidate in a probed row of tier t. */
   private seen: i32 = 0;
   private target: StaticArray<i32> = new StaticArray<i32>(0);
@@ -78,12 +80,12 @@ export class PrefixWalk {
 
   /** Every depth and cached value 0 (no hashes to walk). */
   clear(): void {
-    for (let s = 0; s < this.depth.length; s++) {
-      this.depth[s] = 0;
-      this.gpuDepth[s] = 0;
-      this.cpuDepth[s] = 0;
-      this.cached[s] = 0;
-    }
+    const n = <usize>this.filled;
+    memory.fill(changetype<usize>(this.depth), 0, n * 4);
+    memory.fill(changetype<usize>(this.gpuDepth), 0, n * 4);
+    memory.fill(changetype<usize>(this.cpuDepth), 0, n * 4);
+    memory.fill(changetype<usize>(this.cached), 0, n * 8);
+    this.filled = 0;
   }
 
   @inline private set(level: i32): usize {
@@ -107,6 +109,9 @@ export class PrefixWalk {
     this.lookups = 0;
     this.clear();
     const n = slotCount < this.depth.length ? slotCount : this.depth.length;
+    // The walk assigns only slots below words × 64; the loops below touch only the first n.
+    this.filled = words * 64 < this.depth.length ? words * 64 : this.depth.length;
+    if (this.filled < n) this.filled = n;
     if (
       words < 1 ||
       words * 64 < n ||
@@ -123,27 +128,34 @@ export class PrefixWalk {
     this.seen = 0;
 
     this.walk(TIERS - 1, this.depth, count, candidates);
-    const any = this.depth;
-    const gpu = this.gpuDepth;
-    const cpu = this.cpuDepth;
+    const any = changetype<usize>(this.depth);
+    const gpu = changetype<usize>(this.gpuDepth);
+    const cpu = changetype<usize>(this.cpuDepth);
+    const cached = changetype<usize>(this.cached);
+    const m = <usize>this.filled;
+    const w0 = unchecked(this.weights[0]);
     if ((this.seen & 6) === 0) {
-      memory.copy(changetype<usize>(gpu), changetype<usize>(any), <usize>(any.length * 4));
-      memory.copy(changetype<usize>(cpu), changetype<usize>(any), <usize>(any.length * 4));
-    } else {
-      this.walk(0, gpu, count, candidates);
-      if ((this.seen & 4) !== 0) this.walk(1, cpu, count, candidates);
-      else memory.copy(changetype<usize>(cpu), changetype<usize>(any), <usize>(any.length * 4));
+      // No lower tier among the probed rows: every tier's depth is the any-tier depth.
+      memory.copy(gpu, any, m * 4);
+      memory.copy(cpu, any, m * 4);
+      for (let s: usize = 0; s < m; s++) store<f64>(cached + (s << 3), w0 * <f64>load<i32>(any + (s << 2)));
+      return true;
     }
-    const w0 = this.weights[0];
-    const w1 = this.weights[1];
-    const w2 = this.weights[2];
-    for (let s = 0; s < any.length; s++) {
+    this.walk(0, this.gpuDepth, count, candidates);
+    if ((this.seen & 4) !== 0) this.walk(1, this.cpuDepth, count, candidates);
+    else memory.copy(cpu, any, m * 4);
+    const w1 = unchecked(this.weights[1]);
+    const w2 = unchecked(this.weights[2]);
+    for (let s: usize = 0; s < m; s++) {
       // Lower bounds over nested sets: a better tier's depth never exceeds a worse one's.
-      const c = cpu[s] > gpu[s] ? cpu[s] : gpu[s];
-      const a = any[s] > c ? any[s] : c;
-      cpu[s] = c;
-      any[s] = a;
-      this.cached[s] = w0 * <f64>gpu[s] + w1 * <f64>(c - gpu[s]) + w2 * <f64>(a - c);
+      const g = load<i32>(gpu + (s << 2));
+      const c0 = load<i32>(cpu + (s << 2));
+      const c = c0 > g ? c0 : g;
+      const a0 = load<i32>(any + (s << 2));
+      const a = a0 > c ? a0 : c;
+      store<i32>(cpu + (s << 2), c);
+      store<i32>(any + (s << 2), a);
+      store<f64>(cached + (s << 3), w0 * <f64>g + w1 * <f64>(c - g) + w2 * <f64>(a - c));
     }
     return true;
   }
