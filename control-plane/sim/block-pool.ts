@@ -6,8 +6,11 @@
 //   (a shared prefix outlives the suffixes that hang off it);
 // - a cache hit on a free block takes it out of the free queue ("touch").
 // Every change of the set of cached hashes is reported as an event, so a subscriber that
-// applies the events sees exactly `cachedContents()`.
+// applies the events sees exactly `cachedContents()` (and, with a CPU tier, the tier's blocks:
+// an evicted block's CPU copy is announced before its GPU removal, as an offloading engine's
+// copy exists before the GPU block is reused).
 import type { BlockHash } from "./block-hash.ts";
+import type { CpuTier } from "./cpu-tier.ts";
 import type { KvEvent } from "./kv-events.ts";
 
 export interface CachedBlockInfo {
@@ -29,7 +32,10 @@ export class BlockPool {
   private readonly info = new Map<BlockHash, CachedBlockInfo>();
   private pending: KvEvent[] = [];
 
-  constructor(numBlocks: number) {
+  constructor(
+    numBlocks: number,
+    readonly cpu: CpuTier | null = null,
+  ) {
     if (!Number.isInteger(numBlocks) || numBlocks < 1)
       throw new RangeError("numBlocks must be a positive integer");
     this.numBlocks = numBlocks;
@@ -98,6 +104,7 @@ export class BlockPool {
       this.unlink(b);
       const h = this.blockHash[b];
       if (h != null) {
+        if (this.cpu !== null) this.pending.push(...this.cpu.offload(h));
         this.cached.delete(h);
         this.info.delete(h);
         this.blockHash[b] = null;
@@ -145,6 +152,7 @@ export class BlockPool {
     for (const b of this.cached.values()) this.blockHash[b] = null;
     this.cached.clear();
     this.info.clear();
+    this.cpu?.clear();
     this.pending.push({ type: "AllBlocksCleared" });
     return true;
   }

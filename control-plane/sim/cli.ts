@@ -55,6 +55,7 @@ export interface SimOptions {
   blockSize: number;
   numGpuBlocks?: number;
   numGpuBlocksOverride?: number;
+  cpuOffloadBlocks?: number;
   maxNumSeqs: number;
   maxNumBatchedTokens: number;
   maxModelLen?: number;
@@ -146,6 +147,7 @@ export function configOf(o: SimOptions): SimConfig {
     loraNames: o.loraModules?.map((m) => m.split("=")[0] as string) ?? [],
     blockSize: o.blockSize,
     numGpuBlocks,
+    numCpuBlocks: o.cpuOffloadBlocks ?? 0,
     maxNumSeqs: o.maxNumSeqs,
     maxNumBatchedTokens: o.maxNumBatchedTokens,
     maxModelLen,
@@ -196,6 +198,11 @@ export function registerSimCommand(program: Command): void {
     .option("--block-size <n>", "tokens per KV block", int(1), ENGINE_DEFAULTS.blockSize)
     .option("--num-gpu-blocks <n>", "KV blocks per rank (vLLM: --num-gpu-blocks-override)", int(1))
     .option("--num-gpu-blocks-override <n>", "alias of --num-gpu-blocks", int(1))
+    .option(
+      "--cpu-offload-blocks <n>",
+      "CPU offload tier per rank, in KV blocks: GPU-evicted blocks move there and are published with medium CPU (vLLM's offloading connector; off by default)",
+      int(1),
+    )
     .option("--max-num-seqs <n>", "max running requests per rank", int(1), ENGINE_DEFAULTS.maxNumSeqs)
     .option(
       "--max-num-batched-tokens <n>",

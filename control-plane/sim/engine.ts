@@ -13,8 +13,12 @@
 //    the last token), blocks for the chunk are allocated, or the queue stops there.
 // At the end of a step, newly full computed blocks are cached (BlockStored per contiguous run,
 // with the parent hash), and every request whose known tokens are all computed samples a token.
+// With a CPU offload tier (`numCpuBlocks`), blocks the GPU evicts are kept there (cpu-tier.ts);
+// an admitted request's prefix continues from the GPU hit into the tier, and those blocks are
+// loaded (charged per token, latency.ts) instead of computed, then cached on the GPU again.
 import { type BlockHash, BlockHasher, blockExtraKeys } from "./block-hash.ts";
 import { BlockPool } from "./block-pool.ts";
+import { CpuTier } from "./cpu-tier.ts";
 import type { KvEvent } from "./kv-events.ts";
 import {
   chunkAttentionPairs,
@@ -29,6 +33,8 @@ export interface EngineConfig {
   rank: number;
   blockSize: number;
   numGpuBlocks: number;
+  /** Blocks of the CPU offload tier; 0 or absent: no tier. */
+  numCpuBlocks?: number;
   maxNumSeqs: number;
   maxNumBatchedTokens: number;
   /** Longest prompt + output accepted; defaults to the whole cache. */
@@ -66,8 +72,10 @@ export class EngineRequest {
   blocks: number[] = [];
   /** Index of the next full block to register in the cache. */
   nextBlockToCache = 0;
-  /** Prompt tokens found in the prefix cache at first scheduling; -1 before. */
+  /** Prompt tokens found in the prefix cache (GPU, then CPU tier) at first scheduling; -1 before. */
   cachedTokens = -1;
+  /** Of those, tokens loaded from the CPU tier at admission (charged in the admitting step). */
+  loadedTokens = 0;
   outputTokens = 0;
   status: RequestStatus = "waiting";
   firstTokenMs = -1;
@@ -151,7 +159,11 @@ export class Engine {
   busy = false;
 
   constructor(readonly config: EngineConfig) {
-    this.pool = new BlockPool(config.numGpuBlocks);
+    const cpuBlocks = config.numCpuBlocks ?? 0;
+    this.pool = new BlockPool(
+      config.numGpuBlocks,
+      cpuBlocks > 0 ? new CpuTier(cpuBlocks, config.blockSize) : null,
+    );
     this.latency = config.latency ?? DEFAULT_LATENCY;
     this.maxModelLen = config.maxModelLen ?? config.numGpuBlocks * config.blockSize;
     if (config.outputVocab.length === 0) throw new RangeError("outputVocab must not be empty");
@@ -233,19 +245,24 @@ export class Engine {
       req.hasher.update(req.tokens, req.tokens.length);
       const maxHit = Math.floor((req.tokens.length - 1) / bs);
       const hit = this.pool.longestCachedPrefix(req.hasher.hashes, maxHit);
-      const computed =
-        req.spec.prefilledRemotely && req.outputTokens === 0 ? req.tokens.length - 1 : hit * bs;
+      const loaded = this.cpuHit(req.hasher.hashes, hit, maxHit);
+      const remote = req.spec.prefilledRemotely === true && req.outputTokens === 0;
+      const computed = remote ? req.tokens.length - 1 : (hit + loaded) * bs;
       const numNew = Math.min(req.tokens.length - computed, budget);
       const need = Math.ceil((computed + numNew) / bs) - hit;
       if (need > this.pool.numFreeBlocks - this.pool.freeAmongCached(req.hasher.hashes, hit)) break;
       this.waiting.shift();
+      // Touched first, so the GPU evictions this admission causes cannot push them out.
+      for (let b = hit; b < hit + loaded; b++) this.pool.cpu?.touch(req.hasher.hashes[b] as BlockHash);
       req.blocks = this.pool.touch(req.hasher.hashes, hit);
       req.blocks.push(...(this.pool.allocate(need) as number[]));
       req.numComputed = computed;
+      // Loaded blocks are cached on the GPU again when the step ends, like computed ones.
       req.nextBlockToCache = hit;
+      req.loadedTokens = remote ? 0 : loaded * bs;
       this.counters.prefixCacheQueries += req.tokens.length;
       this.counters.prefixCacheHits += hit * bs;
-      if (req.cachedTokens < 0) req.cachedTokens = Math.min(hit * bs, req.numPromptTokens);
+      if (req.cachedTokens < 0) req.cachedTokens = Math.min((hit + loaded) * bs, req.numPromptTokens);
       req.status = "running";
       this.running.push(req);
       entries.push({ request: req, numNew });
@@ -258,8 +275,14 @@ export class Engine {
       decodeSeqs: 0,
       decodeContextTokens: 0,
       prefillAttentionPairs: 0,
+      loadedTokens: 0,
     };
     for (const e of entries) {
+      // Admitted this step with a prefix in the CPU tier: its blocks come over PCIe.
+      if (e.request.loadedTokens > 0) {
+        work.loadedTokens = (work.loadedTokens ?? 0) + e.request.loadedTokens;
+        e.request.loadedTokens = 0;
+      }
       // A request still computing known tokens beyond its last one is prefilling (this includes
       // recomputation after preemption); one new token on a fully computed prefix is a decode.
       // Either way its attention reads everything computed before (cached prefix included).
@@ -324,6 +347,15 @@ export class Engine {
       req.blocks = [];
     }
     req.status = "finished";
+  }
+
+  /** Blocks after a GPU hit of `hit` that the CPU tier holds, contiguous, up to `maxHit` in all. */
+  private cpuHit(hashes: readonly BlockHash[], hit: number, maxHit: number): number {
+    const cpu = this.pool.cpu;
+    if (cpu === null) return 0;
+    let n = 0;
+    while (hit + n < Math.min(maxHit, hashes.length) && cpu.has(hashes[hit + n] as BlockHash)) n++;
+    return n;
   }
 
   /** Tokens of this prompt's prefix cached here now (capped as at admission). */

@@ -8,6 +8,8 @@ import type { BlockHash } from "./block-hash.ts";
 import { Float64, type Packable, packMsgspec } from "./msgpack.ts";
 
 export const MEDIUM_GPU = "GPU";
+/** vLLM's offloading connector's CPU tier (cpu-tier.ts). */
+export const MEDIUM_CPU = "CPU";
 
 export interface BlockStored {
   type: "BlockStored";
@@ -21,11 +23,14 @@ export interface BlockStored {
   /** One entry per block: the extra keys mixed into its hash (LoRA name, then on a sequence's
    * first block the cache salt), or null. vLLM publishes this list for every stored run. */
   extraKeys: (string[] | null)[] | null;
+  /** Where the blocks are: the GPU (default) or the CPU offload tier. */
+  medium?: string;
 }
 
 export interface BlockRemoved {
   type: "BlockRemoved";
   blockHashes: BlockHash[];
+  medium?: string;
 }
 
 export interface AllBlocksCleared {
@@ -45,7 +50,7 @@ function storedFields(e: BlockStored): Array<[string, Packable, boolean]> {
     ["token_ids", e.tokenIds, false],
     ["block_size", e.blockSize, false],
     ["lora_id", e.loraId ?? null, false],
-    ["medium", MEDIUM_GPU, false],
+    ["medium", e.medium ?? MEDIUM_GPU, false],
     ["lora_name", e.loraName, false],
     ["extra_keys", e.extraKeys, true],
   ];
@@ -75,7 +80,7 @@ export function eventToPackable(e: KvEvent, encoding: EventEncoding): Packable {
         "BlockRemoved",
         [
           ["block_hashes", e.blockHashes, false],
-          ["medium", MEDIUM_GPU, false],
+          ["medium", e.medium ?? MEDIUM_GPU, false],
         ],
         encoding,
       );

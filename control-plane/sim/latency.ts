@@ -7,6 +7,8 @@
 //        + decode_seqs × per_seq                      (per-sequence work of a decode token)
 //        + decode_context_tokens × kv_read_per_token  (a decode token reads its whole context's KV
 //                                                      from HBM: memory-bound, grows with context)
+//        + loaded_tokens × cpu_load_per_token         (prefix blocks copied back from the CPU
+//                                                      offload tier over PCIe, cpu-tier.ts)
 // Defaults: an 8B model (Llama-3.1-8B / Qwen3-8B class, bf16) on one H100 SXM. The first three
 // constants are llm-d's fit (REFERENCE §6); the two context terms are derived from H100 figures
 // in docs/simulator.md ("Cost model"), which also lists simulated vs published numbers.
@@ -20,6 +22,8 @@ export interface LatencyModel {
   kvReadPerTokenMs?: number;
   /** ms per (new prompt token, earlier token) attention pair in a prefill chunk (0 when absent). */
   prefillAttentionPerPairMs?: number;
+  /** ms per prompt token whose KV is loaded back from the CPU offload tier (0 when absent). */
+  cpuLoadPerTokenMs?: number;
 }
 
 /** KV bytes per token of an 8B bf16 model (32 layers × 8 KV heads × 128 dims × K,V × 2 B). */
@@ -34,6 +38,8 @@ export const ATTENTION_FLOPS_PER_PAIR = 4 * 32 * 4096;
 export const H100_BF16_FLOPS = 989e12;
 /** Share of peak FLOPs a FlashAttention prefill kernel reaches (assumed; see docs/simulator.md). */
 export const PREFILL_ATTENTION_EFFICIENCY = 0.5;
+/** Host → GPU copy bandwidth, bytes/s: PCIe Gen5 x16 (64 GB/s nominal), ~50 GB/s reached by DMA (assumed). */
+export const HOST_TO_GPU_BYTES_PER_S = 50e9;
 
 export const DEFAULT_LATENCY: LatencyModel = {
   stepOverheadMs: 5.75,
@@ -42,6 +48,7 @@ export const DEFAULT_LATENCY: LatencyModel = {
   kvReadPerTokenMs: (KV_BYTES_PER_TOKEN / (H100_HBM_BYTES_PER_S * DECODE_BANDWIDTH_EFFICIENCY)) * 1000,
   prefillAttentionPerPairMs:
     (ATTENTION_FLOPS_PER_PAIR / (H100_BF16_FLOPS * PREFILL_ATTENTION_EFFICIENCY)) * 1000,
+  cpuLoadPerTokenMs: (KV_BYTES_PER_TOKEN / HOST_TO_GPU_BYTES_PER_S) * 1000,
 };
 
 /** What one step computes, as the scheduler planned it. */
@@ -52,6 +59,8 @@ export interface StepWork {
   decodeContextTokens: number;
   /** Σ over prefill chunks of attention pairs: new × (context before the chunk) + new × (new − 1) / 2. */
   prefillAttentionPairs: number;
+  /** Prompt tokens whose KV is loaded from the CPU offload tier this step (absent: none). */
+  loadedTokens?: number;
 }
 
 /** Attention pairs of a prefill chunk of `newTokens` after `contextTokens` already computed. */
@@ -65,7 +74,8 @@ export function stepDurationMs(model: LatencyModel, work: StepWork): number {
     work.prefillTokens * model.prefillPerTokenMs +
     work.prefillAttentionPairs * (model.prefillAttentionPerPairMs ?? 0) +
     work.decodeSeqs * model.decodePerSeqMs +
-    work.decodeContextTokens * (model.kvReadPerTokenMs ?? 0)
+    work.decodeContextTokens * (model.kvReadPerTokenMs ?? 0) +
+    (work.loadedTokens ?? 0) * (model.cpuLoadPerTokenMs ?? 0)
   );
 }
 

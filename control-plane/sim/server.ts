@@ -17,6 +17,8 @@ import { SimTokenizer } from "./tokenize.ts";
 export interface EngineSettings {
   blockSize: number;
   numGpuBlocks: number;
+  /** CPU offload tier per rank, in blocks (0 or absent: none; cpu-tier.ts). */
+  numCpuBlocks?: number;
   maxNumSeqs: number;
   maxNumBatchedTokens: number;
   maxModelLen: number;
@@ -84,6 +86,7 @@ export async function startRanks(
         rank,
         blockSize: s.blockSize,
         numGpuBlocks: s.numGpuBlocks,
+        numCpuBlocks: s.numCpuBlocks ?? 0,
         maxNumSeqs: s.maxNumSeqs,
         maxNumBatchedTokens: s.maxNumBatchedTokens,
         maxModelLen: s.maxModelLen,

@@ -430,9 +430,10 @@ export class KvrouteStream {
     if (cfg.pools[pool].shedding && this.shed(cfg, pool, load, bitmaps.ptr, words)) return;
     const walker = vm.walker;
     if (h.hashCount > 0) {
+      walker.weigh(<f64>cfg.tierGpu, <f64>cfg.tierCpu, <f64>cfg.tierStorage);
       walker.run(h.hashes.ptr, h.hashCount, cfg.buckets, words, slots.count, bitmaps.ptr, buckets);
     } else {
-      for (let s = 0; s < walker.depth.length; s++) walker.depth[s] = 0;
+      walker.clear();
     }
     // This gateway's own recent routes of the same prefix, which KV events may not confirm yet.
     let specDepth = 0;
@@ -441,8 +442,12 @@ export class KvrouteStream {
       specDepth = speculation.find(h.hashes.ptr, h.hashCount, now);
       specSlot = speculation.slot;
       const candidate = specSlot >= 0 && specSlot < walker.depth.length && bitSet(bitmaps.ptr, specSlot);
-      if (candidate && specDepth > walker.depth[specSlot]) walker.depth[specSlot] = specDepth;
-      else specDepth = 0;
+      if (candidate && specDepth > walker.depth[specSlot]) {
+        walker.depth[specSlot] = specDepth;
+        // The routed request computes the prefix on that slot's GPU.
+        const spec = <f64>specDepth * <f64>cfg.tierGpu;
+        if (spec > walker.cached[specSlot]) walker.cached[specSlot] = spec;
+      } else specDepth = 0;
     }
     const prompt = h.renderer.out.len > 0 ? h.renderer.out.len : bodyLen;
     const outcome = d.decide(
@@ -453,6 +458,7 @@ export class KvrouteStream {
       bitmaps.ptr,
       words,
       walker.depth,
+      walker.cached,
       prompt,
       this.pin,
       vm.queue,

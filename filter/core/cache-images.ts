@@ -5,7 +5,8 @@
 import { ImageReader } from "./image-reader";
 import { decodeSegmentTemplate, SegmentTemplate } from "./segment-template";
 
-export const IMAGE_PROTOCOL: u32 = 1;
+/** 2: kvr.cfg carries tier weights; bucket rows carry a tier (docs/wire-format.md §4). */
+export const IMAGE_PROTOCOL: u32 = 2;
 export const CFG_MAGIC: u32 = 0x4352564b; // "KVRC"
 export const SLOTS_MAGIC: u32 = 0x5452564b; // "KVRT"
 export const LOAD_MAGIC: u32 = 0x4c52564b; // "KVRL"
@@ -78,6 +79,10 @@ export class CfgImage {
   decodeWeight: f32 = 1;
   inflightWeight: f32 = 1;
   temperature: f32 = 0;
+  /** Worth of a cached chunk by the tier holding it (GPU, CPU, storage), 0..1. */
+  tierGpu: f32 = 1;
+  tierCpu: f32 = 1;
+  tierStorage: f32 = 1;
   rankPolicy: u8 = RANK_IGNORE;
   failClosed: bool = false;
   defaultPool: i32 = -1;
@@ -131,6 +136,9 @@ export function decodeCfg(ptr: usize, len: i32): CfgImage | null {
   c.decodeWeight = r.f32();
   c.inflightWeight = r.f32();
   c.temperature = r.f32();
+  c.tierGpu = r.f32();
+  c.tierCpu = r.f32();
+  c.tierStorage = r.f32();
   c.rankPolicy = <u8>r.u8();
   c.failClosed = r.u8() !== 0;
   c.defaultPool = r.i16();

@@ -72,6 +72,12 @@ export function cfgField(which: i32): f64 {
       return c.defaultPool;
     case 13:
       return c.trustedCidrs.length;
+    case 14:
+      return c.tierGpu;
+    case 15:
+      return c.tierCpu;
+    case 16:
+      return c.tierStorage;
     default:
       return -1;
   }
@@ -189,10 +195,22 @@ class TableBucketSource extends BucketSource {
 const table = new TableBucketSource();
 let walker = new PrefixWalk(256, 4);
 
+let weightGpu: f64 = 1;
+let weightCpu: f64 = 1;
+let weightStorage: f64 = 1;
+
+/** Tier weights for the next walkIo calls (the filter takes them from kvr.cfg). */
+export function walkWeighIo(gpu: f64, cpu: f64, storage: f64): void {
+  weightGpu = gpu;
+  weightCpu = cpu;
+  weightStorage = storage;
+}
+
 /**
  * io = [count hashes u64][candidates: words u64][directory: buckets × (offset u32, length u32)]
- * [bucket images at their offsets, relative to io]. Depths land at routeOutPtr() as i32 per slot;
- * returns the number of bucket reads, or -1 when the arguments do not fit.
+ * [bucket images at their offsets, relative to io]. At routeOutPtr(), per slot: depths (any
+ * tier) i32, then GPU depths i32, then GPU-or-CPU depths i32, then tier-weighted cached chunks
+ * f64; returns the number of bucket reads, or -1 when the arguments do not fit.
  */
 export function walkIo(count: i32, buckets: u32, words: i32, slotCount: i32, totalLen: i32): i32 {
   if (
@@ -214,9 +232,18 @@ export function walkIo(count: i32, buckets: u32, words: i32, slotCount: i32, tot
   table.buckets = buckets;
   table.limit = <usize>totalLen;
   if (<u64>count * 8 + <u64>words * 8 + <u64>buckets * 8 > <u64>totalLen) return -1;
+  walker.weigh(weightGpu, weightCpu, weightStorage);
   if (!walker.run(hashes, count, buckets, words, slotCount, candidates, table)) return -1;
   out.len = 0;
-  out.reserve(slotCount * 4);
-  for (let s = 0; s < slotCount; s++) store<i32>(out.ptr + <usize>(s * 4), walker.depth[s]);
+  out.reserve(slotCount * 20);
+  const o = out.ptr;
+  const n = <usize>slotCount;
+  for (let s = 0; s < slotCount; s++) {
+    const at = <usize>(s * 4);
+    store<i32>(o + at, walker.depth[s]);
+    store<i32>(o + n * 4 + at, walker.gpuDepth[s]);
+    store<i32>(o + n * 8 + at, walker.cpuDepth[s]);
+    store<f64>(o + n * 12 + <usize>(s * 8), walker.cached[s]);
+  }
   return walker.lookups;
 }

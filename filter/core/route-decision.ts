@@ -4,7 +4,9 @@
 //
 // Cost of sending the request to slot s (lower is better), in prefill-token equivalents — the
 // shape of Dynamo's KV-router cost (REFERENCE §3), fed with what the gateway can see:
-//   overlapWeight  × tokens of the prompt s has not cached
+//   overlapWeight  × tokens of the prompt s has not cached — a chunk cached off the GPU counts
+//                    as cached in part, at its tier's weight (prefix-walk.ts: uncached =
+//                    prompt − chunkSize × cached(s), cached(s) the tier-weighted chunk count)
 // + inflightWeight × prefill tokens queued at s: the gateway's unanswered requests (all its
 //                    threads') at their own uncached size; the engine's other waiting requests and
 //                    other gateways' requests its metrics do not show yet at QUEUED_TOKENS each
@@ -131,8 +133,8 @@ export class Decider {
   }
 
   /**
-   * Chooses among the candidate bitmap. `depths` are cached chunks per slot (zeros for
-   * load-only routing). Returns the slot or -1.
+   * Chooses among the candidate bitmap. `cached` are tier-weighted cached chunks per slot (zeros
+   * for load-only routing). Returns the slot or -1.
    */
   pick(
     cfg: CfgImage,
@@ -141,7 +143,7 @@ export class Decider {
     pool: i32,
     bitmap: usize,
     words: i32,
-    depths: StaticArray<i32>,
+    cached: StaticArray<f64>,
     promptBytes: i32,
     local: LocalQueue | null,
   ): i32 {
@@ -177,9 +179,9 @@ export class Decider {
         const count = local !== null ? local.gatewayCountAt(s) : 0;
         cost = running + queuedRequests(waiting, elsewhere, seen, count);
       } else {
-        const depth = s < depths.length ? depths[s] : 0;
-        const cached = <f64>depth * <f64>cfg.chunkSize;
-        const uncached = <f64>promptBytes > cached ? <f64>promptBytes - cached : 0;
+        const chunks = s < cached.length ? cached[s] : 0;
+        const cachedBytes = chunks * <f64>cfg.chunkSize;
+        const uncached = <f64>promptBytes > cachedBytes ? <f64>promptBytes - cachedBytes : 0;
         const tokens = local !== null ? local.gatewayTokensAt(s) : 0;
         cost =
           <f64>cfg.overlapWeight * (uncached / BYTES_PER_TOKEN) +
@@ -221,8 +223,9 @@ export class Decider {
 
   /**
    * The whole decision for one request of `pool`. `bitmap` must hold the cache-sensitive
-   * candidates (candidates(..., role -1, pin)) and `depths` the walk over them. Returns an OUT_*
-   * code and sets slot / prefillSlot / cachedChunks.
+   * candidates (candidates(..., role -1, pin)), `depths` the walk's cached depth over them (any
+   * tier) and `cached` its tier-weighted chunks. Returns an OUT_* code and sets slot /
+   * prefillSlot / cachedChunks.
    */
   decide(
     cfg: CfgImage,
@@ -232,6 +235,7 @@ export class Decider {
     bitmap: usize,
     words: i32,
     depths: StaticArray<i32>,
+    cached: StaticArray<f64>,
     promptBytes: i32,
     pin: i64,
     local: LocalQueue | null,
@@ -241,7 +245,7 @@ export class Decider {
     this.prefillSlot = -1;
     this.cachedChunks = 0;
     const p = cfg.pools[pool];
-    const chosen = this.pick(cfg, loads, p.policy, pool, bitmap, words, depths, promptBytes, local);
+    const chosen = this.pick(cfg, loads, p.policy, pool, bitmap, words, cached, promptBytes, local);
     if (chosen < 0) {
       if (pin < 0) return OUT_NO_SLOT;
       this.rankRange(slots, pool);
@@ -254,7 +258,7 @@ export class Decider {
       const decode = this.candidates(slots, loads, pool, ROLE_DECODE, -1, scratch, words);
       const d =
         decode > 0
-          ? this.pick(cfg, loads, POLICY_LEAST_LOAD, pool, scratch, words, depths, promptBytes, local)
+          ? this.pick(cfg, loads, POLICY_LEAST_LOAD, pool, scratch, words, cached, promptBytes, local)
           : -1;
       if (d < 0) return OUT_NO_SLOT;
       this.prefillSlot = chosen;

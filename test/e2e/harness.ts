@@ -42,9 +42,11 @@ export interface E2EOptions {
   failMode?: "open" | "closed";
   /** Start the gateway with the control plane unreachable (cold start). */
   noControlPlane?: boolean;
+  /** Engine settings over the harness's (e.g. a CPU offload tier, a smaller GPU cache). */
+  sim?: Partial<SimConfig>;
 }
 
-function workerConfig(w: Worker, ranks: number): SimConfig {
+function workerConfig(w: Worker, ranks: number, over: Partial<SimConfig> = {}): SimConfig {
   return simConfig({
     model: MODEL,
     port: w.port,
@@ -59,6 +61,7 @@ function workerConfig(w: Worker, ranks: number): SimConfig {
       topic: "kv",
       bufferSteps: 1000,
     }),
+    ...over,
   });
 }
 
@@ -110,7 +113,7 @@ export async function startE2E(o: E2EOptions = {}): Promise<E2E> {
       // little after close() returns.
       for (let attempt = 0; ; attempt++) {
         try {
-          w.sim = await startSim(workerConfig(w, ranks));
+          w.sim = await startSim(workerConfig(w, ranks, o.sim));
           return;
         } catch (err) {
           if (attempt >= 40 || !String(err).includes("in use")) throw err;

@@ -16,6 +16,7 @@ interface RouteExports {
   loadDecodeIo(len: number): number;
   loadField(s: number, which: number): bigint;
   walkIo(count: number, buckets: number, words: number, slotCount: number, totalLen: number): number;
+  walkWeighIo(gpu: number, cpu: number, storage: number): void;
 }
 
 const wasm = readFileSync(new URL("../../build/kvroute-core.wasm", import.meta.url));
@@ -52,6 +53,29 @@ export function walk(
   }
   writeIo(buf);
   const lookups = route.walkIo(hashes.length, buckets, words, slotCount, total);
-  const out = new DataView(route.memory.buffer, route.routeOutPtr(), slotCount * 4);
+  const out = new DataView(route.memory.buffer, route.routeOutPtr(), slotCount * 20);
   return { lookups, depth: Array.from({ length: slotCount }, (_, s) => out.getInt32(s * 4, true)) };
+}
+
+/** The walk with tier weights: depths on the GPU, on GPU or CPU, on any tier, and the weighted chunks. */
+export function walkTiers(
+  hashes: bigint[],
+  candidates: bigint[],
+  images: Map<number, Uint8Array>,
+  buckets: number,
+  slotCount: number,
+  weights: { gpu: number; cpu: number; storage: number },
+) {
+  route.walkWeighIo(weights.gpu, weights.cpu, weights.storage);
+  const { lookups, depth } = walk(hashes, candidates, images, buckets, slotCount);
+  const out = new DataView(route.memory.buffer, route.routeOutPtr(), slotCount * 20);
+  const n = slotCount;
+  const ints = (from: number) => Array.from({ length: n }, (_, s) => out.getInt32(from + s * 4, true));
+  return {
+    lookups,
+    depth,
+    gpu: ints(n * 4),
+    cpu: ints(n * 8),
+    cached: Array.from({ length: n }, (_, s) => out.getFloat64(n * 12 + s * 8, true)),
+  };
 }

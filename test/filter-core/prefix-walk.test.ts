@@ -2,7 +2,8 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { encodeBucket } from "../../control-plane/src/index/bucket-image.ts";
 import { ChunkIndex } from "../../control-plane/src/index/chunk-index.ts";
-import { walk } from "./core-probes.ts";
+import { TIER_CPU, TIER_GPU, TIER_STORAGE, type Tier } from "../../control-plane/src/index/tier.ts";
+import { walk, walkTiers } from "./core-probes.ts";
 
 const BUCKETS = 64;
 
@@ -74,6 +75,115 @@ describe("prefix walk", () => {
         },
       ),
       { numRuns: 200 },
+    );
+  });
+});
+
+/**
+ * Slot s holds chunks 1..g on the GPU (with a CPU copy of each when `copies`), g+1..c on CPU,
+ * c+1..a on storage, for holdings[s] = [g, c, a].
+ */
+function tiered(k: number, holdings: Array<[number, number, number]>, copies = false, seed = 3n) {
+  const hashes = Array.from(
+    { length: k },
+    (_, i) => (BigInt(i + 1) * 0x9e3779b97f4a7c15n + seed) % 2n ** 64n,
+  );
+  const index = new ChunkIndex(BUCKETS);
+  holdings.forEach(([g, c, a], slot) => {
+    for (let i = 0; i < a; i++) {
+      const tier: Tier = i < g ? TIER_GPU : i < c ? TIER_CPU : TIER_STORAGE;
+      index.add(hashes[i] as bigint, i + 1, slot, 0, tier);
+      if (copies && tier === TIER_GPU) index.add(hashes[i] as bigint, i + 1, slot, 0, TIER_CPU);
+    }
+  });
+  const images = new Map<number, Uint8Array>();
+  for (let b = 0; b < BUCKETS; b++) images.set(b, encodeBucket(index.bucketEntries(b), 64, 1));
+  const all = [holdings.length >= 64 ? (1n << 64n) - 1n : (1n << BigInt(holdings.length)) - 1n];
+  return { hashes, images, all };
+}
+
+const W = { gpu: 1, cpu: 0.85, storage: 0.45 };
+
+describe("prefix walk by tier", () => {
+  it("finds each slot's GPU, GPU-or-CPU and any-tier depth, and weighs its chunks", () => {
+    const holdings: Array<[number, number, number]> = [
+      [0, 0, 0],
+      [100, 100, 100],
+      [0, 100, 100],
+      [0, 0, 100],
+      [40, 70, 90],
+      [10, 10, 60],
+    ];
+    const { hashes, images, all } = tiered(100, holdings, true);
+    const r = walkTiers(hashes, all, images, BUCKETS, holdings.length, W);
+    expect(r.gpu).toEqual(holdings.map((h) => h[0]));
+    expect(r.cpu).toEqual(holdings.map((h) => h[1]));
+    expect(r.depth).toEqual(holdings.map((h) => h[2]));
+    expect(r.cached.map((x) => Math.round(x * 1000) / 1000)).toEqual([
+      0,
+      100,
+      85,
+      45,
+      40 + 25.5 + 9,
+      10 + 22.5,
+    ]);
+  });
+
+  it("reads no more buckets for a GPU-only fleet, and re-reads none for a tiered one", () => {
+    // Every chunk on slot 0's GPU and slot 1's CPU: the GPU walk probes the chunks the first
+    // walk read, from its memo.
+    const { hashes, images, all } = tiered(1024, [
+      [1024, 1024, 1024],
+      [0, 1024, 1024],
+    ]);
+    const r = walkTiers(hashes, all, images, BUCKETS, 2, W);
+    expect([r.lookups, r.gpu, r.depth]).toEqual([2, [1024, 0], [1024, 1024]]);
+    const gpuOnly = tiered(1024, [[1024, 1024, 1024]]);
+    expect(walkTiers(gpuOnly.hashes, gpuOnly.all, gpuOnly.images, BUCKETS, 1, W).lookups).toBe(2);
+  });
+
+  it("clamps weights into [0, 1] and ignores rows of tiers it does not know", () => {
+    const { hashes, images, all } = tiered(10, [
+      [5, 10, 10],
+      [0, 0, 10],
+    ]);
+    const r = walkTiers(hashes, all, images, BUCKETS, 2, { gpu: 7, cpu: Number.NaN, storage: -1 });
+    expect(r.cached).toEqual([5, 0]);
+    // A row with tier 3 (a newer control plane's) is no hit for this filter.
+    const bumped = new Map(
+      [...images].map(([b, img]) => {
+        const copy = Uint8Array.from(img);
+        for (let at = 4; at + 24 <= copy.length; at += 24)
+          if (copy[at + 12] === TIER_STORAGE) copy[at + 12] = 3;
+        return [b, copy];
+      }),
+    );
+    expect(walkTiers(hashes, all, bumped, BUCKETS, 2, W).depth).toEqual([10, 0]);
+  });
+
+  it("matches brute force on random tiered holdings", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 200 }),
+        fc.array(fc.tuple(fc.nat(200), fc.nat(200), fc.nat(200)), { minLength: 1, maxLength: 64 }),
+        fc.boolean(),
+        (k, raw, copies) => {
+          const holdings = raw.map(([x, y, z]) =>
+            [x % (k + 1), y % (k + 1), z % (k + 1)].sort((a, b) => a - b),
+          ) as Array<[number, number, number]>;
+          const { hashes, images, all } = tiered(k, holdings, copies, BigInt(k));
+          const r = walkTiers(hashes, all, images, BUCKETS, holdings.length, W);
+          expect([r.gpu, r.cpu, r.depth]).toEqual([
+            holdings.map((h) => h[0]),
+            holdings.map((h) => h[1]),
+            holdings.map((h) => h[2]),
+          ]);
+          holdings.forEach(([g, c, a], s) => {
+            expect(r.cached[s]).toBeCloseTo(g + 0.85 * (c - g) + 0.45 * (a - c), 9);
+          });
+        },
+      ),
+      { numRuns: 150 },
     );
   });
 });

@@ -8,6 +8,7 @@ import type { Config } from "../../control-plane/src/config/schema.ts";
 import { hashRequest } from "../../control-plane/src/core/kvroute-core.ts";
 import { encodeBucket } from "../../control-plane/src/index/bucket-image.ts";
 import { ChunkIndex } from "../../control-plane/src/index/chunk-index.ts";
+import { TIER_GPU, type Tier } from "../../control-plane/src/index/tier.ts";
 import { LoadModel } from "../../control-plane/src/model/slot-load.ts";
 import { type Slot, SlotTable } from "../../control-plane/src/model/slot-table.ts";
 import { loadPoolTokens } from "../../control-plane/src/pools/pool-tokens.ts";
@@ -213,10 +214,10 @@ export class ShippedFilter {
     ];
   }
 
-  /** Marks the first `depth` chunks of the body's prompt as held by `slot` (as KV events would). */
-  hold(body: string, slot: number, depth = Number.POSITIVE_INFINITY): number {
+  /** Marks the first `depth` chunks of the body's prompt as held by `slot` on `tier` (as KV events would). */
+  hold(body: string, slot: number, depth = Number.POSITIVE_INFINITY, tier: Tier = TIER_GPU): number {
     const hashes = this.chunkHashes(body);
-    for (const [i, h] of hashes.slice(0, depth).entries()) this.index.add(h, i + 1, slot, 0);
+    for (const [i, h] of hashes.slice(0, depth).entries()) this.index.add(h, i + 1, slot, 0, tier);
     return hashes.length;
   }
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { decodeBucket, encodeBucket, slotWordsFor } from "../../control-plane/src/index/bucket-image.ts";
 import { type ChunkEntry, ChunkIndex, holderCount } from "../../control-plane/src/index/chunk-index.ts";
+import { TIER_CPU, TIER_GPU, TIER_STORAGE } from "../../control-plane/src/index/tier.ts";
 
 describe("chunk index", () => {
   it("counts holders per slot and marks the bucket dirty on every change", () => {
@@ -39,7 +40,53 @@ describe("bucket image", () => {
     expect(view.getUint32(12, true)).toBe(7);
     expect(view.getBigUint64(20, true)).toBe(1n);
     expect(view.getBigUint64(28, true)).toBe(2n);
-    expect(decodeBucket(image)).toEqual([{ hash: 2n ** 64n - 1n, depth: 7, slots: [0, 65] }]);
+    expect(view.getUint8(16)).toBe(0); // tier: GPU
+    expect(decodeBucket(image)).toEqual([{ hash: 2n ** 64n - 1n, depth: 7, tier: 0, slots: [0, 65] }]);
+  });
+
+  it("writes one row per tier, each slot in the row of its best copy, the tier at offset 12", () => {
+    const index = new ChunkIndex(1);
+    index.add(5n, 1, 0, 1, TIER_GPU);
+    index.add(5n, 1, 0, 1, TIER_CPU); // slot 0: GPU and CPU copies → GPU row only
+    index.add(5n, 1, 1, 1, TIER_CPU);
+    index.add(5n, 1, 2, 1, TIER_STORAGE);
+    index.add(5n, 1, 3, 1, TIER_CPU);
+    index.add(5n, 1, 3, 1, TIER_STORAGE); // slot 3: CPU beats storage
+    const image = encodeBucket(index.bucketEntries(0), 8, 1);
+    const view = new DataView(image.buffer);
+    expect(view.getUint8(0)).toBe(3);
+    expect([4, 28, 52].map((at) => view.getUint8(at + 12))).toEqual([0, 1, 2]);
+    expect(decodeBucket(image).map((e) => [e.tier, e.slots])).toEqual([
+      [0, [0]],
+      [1, [1, 3]],
+      [2, [2]],
+    ]);
+    // Removing slot 0's GPU copy leaves its CPU copy: it moves to the CPU row.
+    index.remove(5n, 0, TIER_GPU);
+    expect(decodeBucket(encodeBucket(index.bucketEntries(0), 8, 1)).map((e) => [e.tier, e.slots])).toEqual([
+      [1, [0, 1, 3]],
+      [2, [2]],
+    ]);
+    // A speculative route counts as a GPU copy.
+    index.speculate(5n, 1, 2, 0, 1000);
+    expect(decodeBucket(encodeBucket(index.bucketEntries(0), 8, 1)).map((e) => [e.tier, e.slots])).toEqual([
+      [0, [2]],
+      [1, [0, 1, 3]],
+    ]);
+  });
+
+  it("under pressure keeps a chunk's better tiers first at the same depth", () => {
+    const index = new ChunkIndex(1);
+    index.add(20n, 1, 0, 100, TIER_STORAGE);
+    index.add(21n, 1, 1, 100, TIER_CPU);
+    index.add(20n, 1, 2, 100, TIER_GPU);
+    index.add(22n, 2, 0, 900, TIER_GPU);
+    const kept = decodeBucket(encodeBucket(index.bucketEntries(0), 3, 1)).map((e) => [e.hash, e.tier]);
+    expect(kept).toEqual([
+      [20n, 0],
+      [21n, 1],
+      [20n, 2],
+    ]);
   });
 
   it("keeps the shallowest, then the newest, then the smallest hash when a bucket overflows", () => {

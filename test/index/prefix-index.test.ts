@@ -46,6 +46,7 @@ function stored(ids: number[], parent: bigint | null, firstHash: bigint): BlockS
     medium: "GPU",
     extraKeys: null,
     cacheSalt: null,
+    sessionId: null,
     groupIdx: null,
     kvCacheSpecKind: null,
     slidingWindow: null,
@@ -157,16 +158,16 @@ describe("prefix index from KV events", () => {
     expect(index.chunks.size).toBe(0);
   });
 
-  it("counts orphans, unknown ids and other tiers instead of indexing them", () => {
+  it("counts orphans, unknown ids and unknown media instead of indexing them", () => {
     const index = newIndex();
     const ids = tokenizer.encode("hello world ".repeat(40), { add_special_tokens: false }).ids;
     index.event("s0", stored(ids, 999n, 1n), meta);
-    index.event("s0", { ...stored(ids, null, 50n), medium: "CPU" }, meta);
+    index.event("s0", { ...stored(ids, null, 50n), medium: "TAPE" }, meta);
     index.event("s0", stored([...ids.slice(0, BLOCK), 10_000_000, ...ids.slice(BLOCK + 1)], null, 70n), meta);
     index.event("nope", stored(ids, null, 1n), meta);
     const stats = index.slot("s0")?.stats;
     expect(stats?.orphanBlocks).toBeGreaterThan(0);
-    expect(stats?.otherMediumBlocks).toBeGreaterThan(0);
+    expect(stats?.unknownMediumBlocks).toBeGreaterThan(0);
     expect(stats?.undetokenizableBlocks).toBe(Math.floor(ids.length / BLOCK) - 1);
     expect(stats?.storedBlocks).toBe(1);
     expect(index.unknownSlotEvents).toBe(1);

@@ -256,6 +256,26 @@ const rankHeaderPolicySchema = z.strictObject({
     .optional(),
 });
 
+/**
+ * What a cached chunk is worth by where the slot holds it, as a share of its prefill saving
+ * (docs/configuration.md "tierWeights" derives the defaults). A better tier is never worth less
+ * than a worse one: the filter counts each chunk at its best tier.
+ */
+export const DEFAULT_TIER_WEIGHTS = { gpu: 1, cpu: 0.85, storage: 0.45 } as const;
+const tierWeight = z.number().min(0).max(1);
+const tierWeightsSchema = z
+  .strictObject({
+    gpu: tierWeight.default(DEFAULT_TIER_WEIGHTS.gpu),
+    cpu: tierWeight.default(DEFAULT_TIER_WEIGHTS.cpu),
+    storage: tierWeight.default(DEFAULT_TIER_WEIGHTS.storage),
+  })
+  .superRefine((w, ctx) => {
+    if (w.cpu > w.gpu)
+      ctx.addIssue({ code: "custom", path: ["cpu"], message: `must not exceed gpu (${w.gpu})` });
+    if (w.storage > w.cpu)
+      ctx.addIssue({ code: "custom", path: ["storage"], message: `must not exceed cpu (${w.cpu})` });
+  });
+
 const routingSchema = z.strictObject({
   /** Bytes per prefix chunk (wire-format §3). Changing it re-keys the whole index. */
   chunkSize: z.number().int().min(16).max(65536).default(128),
@@ -265,6 +285,8 @@ const routingSchema = z.strictObject({
   inflightWeight: z.number().min(0).default(1),
   /** Softmax sampling temperature over normalised costs; 0 = always the cheapest (ties random). */
   temperature: z.number().min(0).max(10).default(0),
+  /** Worth of a cached chunk on the GPU, in CPU memory, on storage (0..1, gpu ≥ cpu ≥ storage). */
+  tierWeights: tierWeightsSchema.default({ ...DEFAULT_TIER_WEIGHTS }),
   rankHeaderPolicy: rankHeaderPolicySchema.default({ mode: "ignore", trustedCidrs: [] }),
   /** No cache yet or no healthy slot: open = forward without a destination; closed = 503. */
   failMode: z.enum(["open", "closed"]).default("open"),

@@ -44,6 +44,7 @@ interface RawFields {
   locality: unknown;
   ownership: unknown;
   cacheSalt: unknown;
+  sessionId: unknown;
 }
 
 const BAD = Symbol("bad");
@@ -103,9 +104,15 @@ function buildStored(f: RawFields): EventResult {
     return { ok: false, error: "token_ids" };
   }
   const blockSize = optUint(f.blockSize);
-  if (blockSize === null || blockSize === BAD || blockSize === 0) return { ok: false, error: "block_size" };
+  // An offloading connector names the blocks it copied to another medium without their tokens
+  // (vLLM: `token_ids=[]`, no parent, `block_size` the block size or 0): a placeholder the index
+  // resolves by hash against the blocks it already holds.
+  const placeholder = tokenIds.length === 0 && hashes.length > 0;
+  if (blockSize === null || blockSize === BAD || (blockSize === 0 && !placeholder))
+    return { ok: false, error: "block_size" };
   // The index rebuilds each block's bytes from its tokens, so the counts must agree.
-  if (tokenIds.length !== hashes.length * blockSize) return { ok: false, error: "token_count" };
+  if (!placeholder && tokenIds.length !== hashes.length * blockSize)
+    return { ok: false, error: "token_count" };
 
   const loraId = optUint(f.loraId);
   const med = medium(f.medium);
@@ -117,6 +124,7 @@ function buildStored(f: RawFields): EventResult {
   const ownership = optString(f.ownership);
   let loraName: string | null | Bad = null;
   let salt = optString(f.cacheSalt);
+  const sessionId = optString(f.sessionId);
   if (isPlainObject(f.loraName)) {
     // SGLang's positional form puts a metadata map ({cache_salt}) where vLLM has lora_name.
     salt = salt ?? optString(f.loraName.cache_salt);
@@ -134,6 +142,7 @@ function buildStored(f: RawFields): EventResult {
     locality === BAD ||
     ownership === BAD ||
     salt === BAD ||
+    sessionId === BAD ||
     loraName === BAD ||
     (extraKeys !== null && !Array.isArray(extraKeys))
   ) {
@@ -154,6 +163,7 @@ function buildStored(f: RawFields): EventResult {
     medium: med,
     extraKeys: extraKeys as unknown[] | null,
     cacheSalt,
+    sessionId,
     groupIdx,
     kvCacheSpecKind: specKind,
     slidingWindow,
@@ -214,6 +224,7 @@ function fromArray(a: unknown[]): EventResult {
         locality: undefined,
         ownership: undefined,
         cacheSalt: undefined,
+        sessionId: undefined,
       });
     case "BlockRemoved":
       if (a.length < 2) return { ok: false, error: "event_shape" };
@@ -249,6 +260,7 @@ function removedFields(
     locality,
     ownership,
     cacheSalt: undefined,
+    sessionId: undefined,
   };
 }
 
@@ -278,6 +290,7 @@ function fromMap(m: Record<string, unknown>): EventResult {
         ownership: m.ownership,
         // SGLang has used both a top-level cache_salt and a metadata map.
         cacheSalt: m.cache_salt ?? (isPlainObject(m.metadata) ? m.metadata.cache_salt : undefined),
+        sessionId: m.session_id,
       });
     case "BlockRemoved":
       if (m.block_hashes === undefined) return { ok: false, error: "event_shape" };

@@ -1,9 +1,9 @@
 // Normalised KV-cache events, as the rest of the control plane sees them, whatever engine,
 // version or msgpack encoding produced them. Wire details live in docs/kv-events.md.
 
-/** Where a block lives. null/"" on the wire means the GPU; other tiers keep the engine's name
- * (vLLM: "CPU", "STORAGE"; SGLang: "CPU_PINNED", "DISK", "EXTERNAL") so the index can treat
- * offload tiers differently later without this layer deciding for it. */
+/** Where a block lives. null/"" on the wire means the GPU; other media keep the engine's name
+ * (vLLM: "CPU", "STORAGE"; SGLang: "CPU_PINNED", "DISK", "EXTERNAL", "CPU_TIER1", "CPU_TIER2");
+ * the index maps them to its tiers (index/tier.ts), this layer does not decide. */
 export type Medium = string;
 export const MEDIUM_GPU: Medium = "GPU";
 
@@ -13,7 +13,11 @@ export interface BlockStored {
   hashes: bigint[];
   /** Key of the block before the first stored one; null at the start of a sequence. */
   parent: bigint | null;
-  /** Tokens of the stored blocks, `hashes.length * blockSize` of them (checked). */
+  /**
+   * Tokens of the stored blocks, `hashes.length * blockSize` of them (checked) — or none at all:
+   * a placeholder store naming blocks by hash only (an offloading connector's copy to another
+   * medium), which the index resolves against the blocks it holds. blockSize may then be 0.
+   */
   tokenIds: number[];
   blockSize: number;
   loraName: string | null;
@@ -27,6 +31,8 @@ export interface BlockStored {
    * keys (extra-keys.ts), which it sends with a sequence's first block only. The index reads it
    * where `parent` is null; later blocks inherit it through the chain. */
   cacheSalt: string | null;
+  /** SGLang's `session_id` of the request that stored the blocks (passed through, not indexed). */
+  sessionId: string | null;
   groupIdx: number | null;
   kvCacheSpecKind: string | null;
   slidingWindow: number | null;

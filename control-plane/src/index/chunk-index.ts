@@ -4,8 +4,12 @@
 // so publication re-encodes only what changed.
 //
 // Sized for the ingest path (DESIGN §9: hundreds of thousands of blocks per second): holders
-// are two small parallel arrays (a chunk is usually on one or two slots, a Map would cost more
+// are small parallel arrays (a chunk is usually on one or two slots, a Map would cost more
 // than the chunk), and each bucket lists its hashes in an array with O(1) swap-removal.
+//
+// A holder is a (slot, tier) pair: with offloading the same chunk can be on a slot's GPU and on
+// its CPU at once, and removing one copy leaves the other (tier.ts).
+import { TIER_GPU, type Tier } from "./tier.ts";
 
 export interface ChunkEntry {
   /** Bucket of the hash, computed once (BigInt arithmetic is not free on the ingest path). */
@@ -14,8 +18,14 @@ export interface ChunkEntry {
   pos: number;
   /** 1-based position of the chunk in its stream; shallow chunks are kept first under pressure. */
   depth: number;
-  /** Slots holding the chunk, and per slot how many stored blocks on it produced the hash. */
+  /**
+   * Holders, as parallel arrays: slot, its tier, and how many stored blocks on that slot and
+   * tier produced the hash. A slot appears once per tier it holds the chunk on. `tiers` exists
+   * only once a holder is off the GPU (absent: every holder is on the GPU), which keeps the
+   * common GPU-only entry one array smaller.
+   */
   slots: number[];
+  tiers?: Tier[];
   counts: number[];
   /** Last time (ms) a slot stored this chunk: the LRU stamp of the eviction rule. */
   stampMs: number;
@@ -23,16 +33,42 @@ export interface ChunkEntry {
   speculative?: Map<number, number>;
 }
 
-/** Every slot that holds the chunk or was speculatively routed it. */
-export function holdersOf(entry: ChunkEntry): Iterable<number> {
-  if (entry.speculative === undefined || entry.speculative.size === 0) return entry.slots;
-  return new Set([...entry.slots, ...entry.speculative.keys()]);
+/**
+ * Every slot that holds the chunk or was speculatively routed it, with the best (lowest) tier it
+ * holds it on. A speculative route counts as GPU: the routed request computes the prefix there.
+ */
+export function bestTiers(entry: ChunkEntry): Map<number, Tier> {
+  const out = new Map<number, Tier>();
+  for (let i = 0; i < entry.slots.length; i++) {
+    const slot = entry.slots[i] as number;
+    const tier = tierAt(entry, i);
+    const known = out.get(slot);
+    if (known === undefined || tier < known) out.set(slot, tier);
+  }
+  if (entry.speculative !== undefined) for (const slot of entry.speculative.keys()) out.set(slot, TIER_GPU);
+  return out;
 }
 
-/** How many stored blocks on `slot` produced this chunk (0: none). */
-export function holderCount(entry: ChunkEntry, slot: number): number {
-  const i = entry.slots.indexOf(slot);
+/** The tier of holder i. */
+export function tierAt(entry: ChunkEntry, i: number): Tier {
+  return entry.tiers === undefined ? TIER_GPU : (entry.tiers[i] as Tier);
+}
+
+function holderAt(entry: ChunkEntry, slot: number, tier: Tier): number {
+  const tiers = entry.tiers;
+  if (tiers === undefined) return tier === TIER_GPU ? entry.slots.indexOf(slot) : -1;
+  for (let i = 0; i < entry.slots.length; i++) if (entry.slots[i] === slot && tiers[i] === tier) return i;
+  return -1;
+}
+
+/** How many stored blocks on `slot` (on `tier`, GPU by default) produced this chunk (0: none). */
+export function holderCount(entry: ChunkEntry, slot: number, tier: Tier = TIER_GPU): number {
+  const i = holderAt(entry, slot, tier);
   return i < 0 ? 0 : (entry.counts[i] as number);
+}
+
+function heldOnGpu(entry: ChunkEntry, slot: number): boolean {
+  return holderAt(entry, slot, TIER_GPU) >= 0;
 }
 
 export class ChunkIndex {
@@ -84,11 +120,13 @@ export class ChunkIndex {
     }
   }
 
-  add(hash: bigint, depth: number, slot: number, nowMs: number): void {
+  add(hash: bigint, depth: number, slot: number, nowMs: number, tier: Tier = TIER_GPU): void {
     const entry = this.#entry(hash, depth, nowMs);
-    const i = entry.slots.indexOf(slot);
+    const i = holderAt(entry, slot, tier);
     if (i < 0) {
+      if (entry.tiers === undefined && tier !== TIER_GPU) entry.tiers = entry.slots.map(() => TIER_GPU);
       entry.slots.push(slot);
+      entry.tiers?.push(tier);
       entry.counts.push(1);
     } else {
       entry.counts[i] = (entry.counts[i] as number) + 1;
@@ -99,10 +137,10 @@ export class ChunkIndex {
     this.#dirty.add(entry.bucket);
   }
 
-  remove(hash: bigint, slot: number): void {
+  remove(hash: bigint, slot: number, tier: Tier = TIER_GPU): void {
     const entry = this.#entries.get(hash);
     if (entry === undefined) return;
-    const i = entry.slots.indexOf(slot);
+    const i = holderAt(entry, slot, tier);
     if (i < 0) return;
     const count = entry.counts[i] as number;
     if (count > 1) {
@@ -110,6 +148,7 @@ export class ChunkIndex {
       return;
     }
     entry.slots.splice(i, 1);
+    entry.tiers?.splice(i, 1);
     entry.counts.splice(i, 1);
     this.#dropIfEmpty(hash, entry);
     this.#dirty.add(entry.bucket);
@@ -122,7 +161,7 @@ export class ChunkIndex {
   speculate(hash: bigint, depth: number, slot: number, nowMs: number, expiresMs: number): void {
     const entry = this.#entry(hash, depth, nowMs);
     entry.speculative ??= new Map();
-    if (!entry.speculative.has(slot) && !entry.slots.includes(slot)) this.#dirty.add(entry.bucket);
+    if (!entry.speculative.has(slot) && !heldOnGpu(entry, slot)) this.#dirty.add(entry.bucket);
     entry.speculative.set(slot, Math.max(expiresMs, entry.speculative.get(slot) ?? 0));
     this.#expiries.push({ hash, slot, expiresMs });
   }
@@ -139,7 +178,7 @@ export class ChunkIndex {
       const current = entry?.speculative?.get(e.slot);
       if (entry === undefined || current === undefined || current > nowMs) continue;
       entry.speculative?.delete(e.slot);
-      if (!entry.slots.includes(e.slot)) this.#dirty.add(entry.bucket);
+      if (!heldOnGpu(entry, e.slot)) this.#dirty.add(entry.bucket);
       this.#dropIfEmpty(e.hash, entry);
     }
     if (i > 0) this.#expiries.splice(0, i);

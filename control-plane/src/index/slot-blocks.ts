@@ -1,8 +1,17 @@
 // One slot's KV blocks, as its engine reported them, turned into chunk hashes. Each stored
 // block keeps the chunk-hashing state at its end (the last chunk hash and the bytes of the
 // unfinished chunk), so a child block continues the chain without re-reading its ancestors.
+//
+// A block is known once, whatever medium holds it, and carries the set of tiers it is on
+// (tier.ts): with offloading the engine stores it on the GPU, copies it to CPU (often as a
+// placeholder store naming the hash only), and may evict the GPU copy while the CPU one stays.
+// Each tier's copy is added to and removed from the chunk index on its own; the block (and its
+// chaining state, which children need) goes when no tier holds it any more. A second store of
+// a copy already held (vLLM's kv_cache_report_mode="full" reports reused blocks again) changes
+// nothing.
 import type { BlockRemoved, BlockStored } from "../events/types.ts";
 import type { ChunkIndex } from "./chunk-index.ts";
+import { TIER_COUNT, type Tier, tierOfMedium } from "./tier.ts";
 
 export interface ChunkState {
   /** Hash of the last complete chunk (h0 at the start of a stream). */
@@ -35,6 +44,8 @@ interface Block {
   depth: number;
   /** Chunk hashes completed inside this block (removed with it). */
   chunks: bigint[];
+  /** Bit t set: a copy is on tier t. */
+  tiers: number;
 }
 
 export interface SlotBlockStats {
@@ -44,9 +55,14 @@ export interface SlotBlockStats {
   /** A BlockStored whose parent we never saw (missed events): its chain cannot be hashed. */
   orphanBlocks: number;
   unknownRemovals: number;
+  /** Stores of a copy already held (re-announced or reused blocks): nothing changes. */
   duplicateStores: number;
-  /** Blocks on CPU/disk tiers: not indexed (a GPU hit is what saves prefill). */
-  otherMediumBlocks: number;
+  /** Copies added on a tier other than the GPU (CPU, storage). */
+  lowerTierStores: number;
+  /** Placeholder stores (hash only) naming a block never seen with its tokens: not indexable. */
+  unresolvedPlaceholders: number;
+  /** Blocks on a medium kvroute does not know (tier.ts): not indexed. */
+  unknownMediumBlocks: number;
   /** Blocks with token ids outside the vocabulary (wrong tokenizer configured?): dropped. */
   undetokenizableBlocks: number;
 }
@@ -60,7 +76,9 @@ export class SlotBlocks {
     orphanBlocks: 0,
     unknownRemovals: 0,
     duplicateStores: 0,
-    otherMediumBlocks: 0,
+    lowerTierStores: 0,
+    unresolvedPlaceholders: 0,
+    unknownMediumBlocks: 0,
     undetokenizableBlocks: 0,
   };
 
@@ -72,9 +90,33 @@ export class SlotBlocks {
     private readonly detokenize: Detokenize,
   ) {}
 
+  /** Adds the tier's copy of a known block; false when that copy was already held. */
+  #addCopy(block: Block, tier: Tier, nowMs: number): boolean {
+    const bit = 1 << tier;
+    if ((block.tiers & bit) !== 0) {
+      this.stats.duplicateStores++;
+      return false;
+    }
+    block.tiers |= bit;
+    const first = block.depth - block.chunks.length;
+    for (let k = 0; k < block.chunks.length; k++)
+      this.index.add(block.chunks[k] as bigint, first + k + 1, this.slot, nowMs, tier);
+    if (tier !== 0) this.stats.lowerTierStores++;
+    return true;
+  }
+
   stored(event: BlockStored, nowMs: number): void {
-    if (event.medium !== "GPU") {
-      this.stats.otherMediumBlocks += event.hashes.length;
+    const tier = tierOfMedium(event.medium);
+    if (tier === null) {
+      this.stats.unknownMediumBlocks += event.hashes.length;
+      return;
+    }
+    if (event.tokenIds.length === 0) {
+      for (const hash of event.hashes) {
+        const block = this.#blocks.get(hash);
+        if (block === undefined) this.stats.unresolvedPlaceholders++;
+        else this.#addCopy(block, tier, nowMs);
+      }
       return;
     }
     let state: ChunkState;
@@ -97,8 +139,8 @@ export class SlotBlocks {
       const hash = event.hashes[i] as bigint;
       const existing = this.#blocks.get(hash);
       if (existing !== undefined) {
-        // The engine re-announced a block we hold; keep ours (same content by construction).
-        this.stats.duplicateStores++;
+        // A block we hold (same content by construction): maybe a copy on another tier.
+        this.#addCopy(existing, tier, nowMs);
         state = existing.state;
         depth = existing.depth;
         previous = existing.lastToken;
@@ -117,27 +159,32 @@ export class SlotBlocks {
       for (let k = 0; k < fed.hashes.length; k++) {
         const h = fed.hashes[k] as bigint;
         chunks.push(h);
-        this.index.add(h, depth + k + 1, this.slot, nowMs);
+        this.index.add(h, depth + k + 1, this.slot, nowMs, tier);
       }
       depth += chunks.length;
       state = fed.state;
       previous = ids[ids.length - 1] ?? previous;
-      this.#blocks.set(hash, { state, lastToken: previous, depth, chunks });
+      this.#blocks.set(hash, { state, lastToken: previous, depth, chunks, tiers: 1 << tier });
       this.stats.storedBlocks++;
+      if (tier !== 0) this.stats.lowerTierStores++;
     }
     this.stats.blocks = this.#blocks.size;
   }
 
+  /** Removes the copy on the event's medium; the block stays while another tier holds it. */
   removed(event: BlockRemoved): void {
-    if (event.medium !== "GPU") return;
+    const tier = tierOfMedium(event.medium);
+    if (tier === null) return;
+    const bit = 1 << tier;
     for (const hash of event.hashes) {
       const block = this.#blocks.get(hash);
-      if (block === undefined) {
+      if (block === undefined || (block.tiers & bit) === 0) {
         this.stats.unknownRemovals++;
         continue;
       }
-      for (const h of block.chunks) this.index.remove(h, this.slot);
-      this.#blocks.delete(hash);
+      for (const h of block.chunks) this.index.remove(h, this.slot, tier);
+      block.tiers &= ~bit;
+      if (block.tiers === 0) this.#blocks.delete(hash);
       this.stats.removedBlocks++;
     }
     this.stats.blocks = this.#blocks.size;
@@ -145,7 +192,10 @@ export class SlotBlocks {
 
   /** AllBlocksCleared, an engine restart, or a gap replay could not cover. */
   clear(): void {
-    for (const block of this.#blocks.values()) for (const h of block.chunks) this.index.remove(h, this.slot);
+    for (const block of this.#blocks.values())
+      for (let t = 0; t < TIER_COUNT; t++)
+        if ((block.tiers & (1 << t)) !== 0)
+          for (const h of block.chunks) this.index.remove(h, this.slot, t as Tier);
     this.#blocks.clear();
     this.stats.blocks = 0;
   }

@@ -6,7 +6,8 @@ import type { SlotLoad } from "../model/slot-load.ts";
 import type { Slot } from "../model/slot-table.ts";
 import { ByteWriter } from "../wire/byte-writer.ts";
 
-export const IMAGE_PROTOCOL = 1;
+/** 2: kvr.cfg carries tier weights; bucket rows carry a tier (docs/wire-format.md §4). */
+export const IMAGE_PROTOCOL = 2;
 export const CFG_MAGIC = 0x4352564b; // "KVRC"
 export const SLOTS_MAGIC = 0x5452564b; // "KVRT"
 export const LOAD_MAGIC = 0x4c52564b; // "KVRL"
@@ -40,6 +41,7 @@ export function encodeCfgImage(
     .u32(cfg.cache.speculativeTtlMs)
     .u32(r.maxBodyBytes);
   w.f32(r.overlapWeight).f32(r.decodeWeight).f32(r.inflightWeight).f32(r.temperature);
+  w.f32(r.tierWeights.gpu).f32(r.tierWeights.cpu).f32(r.tierWeights.storage);
   const defaultPool = r.defaultPool === undefined ? -1 : cfg.pools.findIndex((p) => p.name === r.defaultPool);
   w.u8(RANK_POLICY[r.rankHeaderPolicy.mode])
     .u8(r.failMode === "open" ? 0 : 1)
