@@ -79,7 +79,7 @@ describe("report codec", () => {
     expect(one({ servedCachedTokens: 2 ** 32 - 1 })?.servedCachedTokens).toBe(2 ** 32 - 1);
   });
 
-  it("still reads protocol 1 (a gateway running the previous filter): served unknown", () => {
+  it("still reads protocol 1 (a gateway running the previous filter): served unknown, priority standard", () => {
     const w = new ByteWriter().u32(0x5252564b).u16(1).u16(0).str16("old-gw");
     w.u32(0).u32(1);
     // slot, status, outcome, reserved, prompt, cached, ttft, duration, request id
@@ -91,6 +91,7 @@ describe("report codec", () => {
         slot: 3,
         status: 200,
         outcome: 1,
+        priority: 0,
         promptBytes: 900,
         cachedBytes: 512,
         ttftMs: 7,
