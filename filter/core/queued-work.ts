@@ -41,6 +41,14 @@ export function queuedTokens(waiting: f64, elsewhere: f64, seen: f64, tokens: f6
   return othersOf(waiting, elsewhere, seen) * QUEUED_TOKENS + tokens;
 }
 
+/** Requests queued at slot s ahead of a new one, as the load image and the gateway's view show them (least-load's count, and shedding's). */
+export function queuedAt(loads: LoadImage, s: i32, local: LocalQueue | null): f64 {
+  const elsewhere = elsewhereOf(<f64>loads.inflight(s), local !== null ? local.gatewayReportedAt(s) : 0);
+  const seen = local !== null ? local.gatewaySeenAt(s) : 0;
+  const count = local !== null ? local.gatewayCountAt(s) : 0;
+  return queuedRequests(<f64>loads.waiting(s), elsewhere, seen, count);
+}
+
 /** Other gateways' unseen requests: the fleet's count less this gateway's reported share. */
 export function elsewhereOf(fleet: f64, gatewayReported: f64): f64 {
   return fleet > gatewayReported ? fleet - gatewayReported : 0;

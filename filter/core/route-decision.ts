@@ -24,7 +24,7 @@ import {
   ROLE_PREFILL,
   SlotsImage,
 } from "./cache-images";
-import { elsewhereOf, LocalQueue, QUEUED_TOKENS, queuedRequests, queuedTokens } from "./queued-work";
+import { elsewhereOf, LocalQueue, QUEUED_TOKENS, queuedAt, queuedTokens } from "./queued-work";
 
 export { QUEUED_TOKENS };
 
@@ -176,8 +176,7 @@ export class Decider {
       const running = <f64>loads.running(s) + (local !== null ? local.unseenRunningAt(s) : 0);
       let cost: f64;
       if (policy === POLICY_LEAST_LOAD) {
-        const count = local !== null ? local.gatewayCountAt(s) : 0;
-        cost = running + queuedRequests(waiting, elsewhere, seen, count);
+        cost = running + queuedAt(loads, s, local);
       } else {
         const chunks = s < cached.length ? cached[s] : 0;
         const cachedBytes = chunks * <f64>cfg.chunkSize;

@@ -9,15 +9,7 @@
 // unanswered requests there. KV usage is the load image's per mille. Pure: bitmaps in, bitmaps out.
 import { LoadImage, PoolImage } from "./cache-images";
 import { PRIORITY_CRITICAL, PRIORITY_SHEDDABLE } from "./priority";
-import { elsewhereOf, LocalQueue, queuedRequests } from "./queued-work";
-
-/** Requests queued at slot s ahead of a new one. */
-export function queuedAt(loads: LoadImage, s: i32, local: LocalQueue | null): f64 {
-  const elsewhere = elsewhereOf(<f64>loads.inflight(s), local !== null ? local.gatewayReportedAt(s) : 0);
-  const seen = local !== null ? local.gatewaySeenAt(s) : 0;
-  const count = local !== null ? local.gatewayCountAt(s) : 0;
-  return queuedRequests(<f64>loads.waiting(s), elsewhere, seen, count);
-}
+import { LocalQueue, queuedAt } from "./queued-work";
 
 /** Is slot s over the thresholds of `priority` in `pool`? Never for critical requests. */
 export function saturated(
