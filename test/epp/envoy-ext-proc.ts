@@ -56,6 +56,8 @@ export interface ExchangeOptions {
   attributes?: Record<string, ProtoStruct>;
   /** Request trailers after the body. */
   trailers?: Pairs;
+  /** Awaited after the request headers went out and before the body does (a slow client upload). */
+  beforeBody?: () => Promise<void>;
 }
 
 export interface ExchangeResult {
@@ -268,6 +270,7 @@ export class EnvoyExtProc {
 
     if (duplex) {
       const chunk = o.chunkBytes ?? 16 * 1024;
+      if (hasBody) await o.beforeBody?.();
       for (let at = 0; at < body.length; at += chunk)
         call.write({
           request_body: {
@@ -311,6 +314,7 @@ export class EnvoyExtProc {
       if (h.dynamic_metadata !== undefined) result.dynamicMetadata = h.dynamic_metadata;
       common(h.request_headers.response);
       if (hasBody) {
+        await o.beforeBody?.();
         call.write({ request_body: { body, end_of_stream: trailers === undefined }, ...meta });
         const b = await take();
         if (b.immediate_response !== undefined) return immediate(b);

@@ -137,6 +137,41 @@ describe("BUFFERED", () => {
   });
 });
 
+describe("a slow upload", () => {
+  // The filter waits two ticks for a body it was promised; the picker must not start that wait
+  // before the body is in, or a slow client (or a loaded gateway) gets routed without its body —
+  // here, with two pools and no default, a 503 for want of a model.
+  const fourTicks = async () => {
+    const cas = () => s.cp.epp?.filter.host.sharedData("kvr.lease")?.cas ?? -1;
+    for (let seen = 0, last = cas(); seen < 4; ) {
+      await new Promise((r) => setTimeout(r, 5));
+      const now = cas();
+      if (now !== last) {
+        seen++;
+        last = now;
+      }
+    }
+  };
+  for (const mode of ["BUFFERED", "FULL_DUPLEX_STREAMED"] as const)
+    it(`${mode}: a body that comes four filter ticks after the headers is still routed by its model`, async () => {
+      const body = chatBody("slow upload", "question");
+      const r = await s.client.exchange(
+        { path: "/v1/chat/completions", headers: JSON_HEADERS, body },
+        upstream,
+        {
+          mode,
+          beforeBody: fourTicks,
+        },
+      );
+      expect(r.immediate).toBeUndefined();
+      expect(engineAddresses()).toContain(
+        header(r.upstreamHeaders, "x-gateway-destination-endpoint")?.split(",")[0],
+      );
+      expect(r.upstreamBody.toString()).toBe(body);
+      expect(r.response?.status).toBe(200);
+    });
+});
+
 describe("immediate responses", () => {
   for (const mode of ["FULL_DUPLEX_STREAMED", "BUFFERED"] as const) {
     it(`${mode}: a model no pool serves gets the filter's 404, with its JSON body and content type`, async () => {

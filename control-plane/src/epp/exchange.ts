@@ -81,6 +81,13 @@ export class Exchange implements FilterChainSink {
   private path = "";
   private subset: string[] | null = null;
   private received: Buffer[] = [];
+  /**
+   * Request headers not yet shown to the filter: they wait for the first body chunk (or the
+   * trailers) so the filter sees both in one turn. Were they decoded at once, the filter would
+   * wait a gRPC round trip for the body, and under load that can outlast its body wait, after
+   * which it routes without the body (no model, no prefix).
+   */
+  private heldHeaders: { seen: Pairs } | null = null;
   // What the filter passed on (the sink side of the host stream).
   private passedHeaders: HostHeaderMap | null = null;
   private passedBody: Buffer[] = [];
@@ -156,8 +163,24 @@ export class Exchange implements FilterChainSink {
     this.phase = "request";
     this.stream = this.deps.newStream(this, sourceOf(req), filterMetadataJson(req));
     const seen = this.deps.filterHeaders?.(this.original) ?? this.original;
-    this.stream.decodeHeaders(new HeaderMap(seen), h.end_of_stream === true);
-    this.afterRequestStep("headers");
+    if (h.end_of_stream === true) {
+      this.stream.decodeHeaders(new HeaderMap(seen), true);
+      this.afterRequestStep("headers");
+      return;
+    }
+    this.heldHeaders = { seen };
+    // Envoy sends the body only after this answer in BUFFERED and STREAMED modes; in
+    // FULL_DUPLEX_STREAMED the headers answer waits for the filter's decision.
+    if (this.reqMode !== BodySendMode.FULL_DUPLEX_STREAMED)
+      this.send(headersResponse("request", undefined, false));
+  }
+
+  /** Shows the held request headers to the filter, just before the message that follows them. */
+  private releaseHeaders(stream: HttpStream): void {
+    const held = this.heldHeaders;
+    if (held === null) return;
+    this.heldHeaders = null;
+    stream.decodeHeaders(new HeaderMap(held.seen), false);
   }
 
   private onRequestBody(req: ProcessingRequest): void {
@@ -168,6 +191,11 @@ export class Exchange implements FilterChainSink {
     const b = req.request_body ?? {};
     const chunk = Buffer.from(b.body ?? new Uint8Array(0));
     if (!this.headersAnswered) this.received.push(chunk);
+    this.releaseHeaders(this.stream);
+    if (this.localReply !== null || this.resetReason !== null) {
+      this.answerImmediate();
+      return;
+    }
     this.stream.decodeData(chunk, b.end_of_stream === true);
     this.afterRequestStep("body");
   }
@@ -175,6 +203,11 @@ export class Exchange implements FilterChainSink {
   private onRequestTrailers(req: ProcessingRequest): void {
     if (this.phase !== "request" || this.stream === null) {
       this.deps.invalid("request_trailers outside the request phase");
+      return;
+    }
+    this.releaseHeaders(this.stream);
+    if (this.localReply !== null || this.resetReason !== null) {
+      this.answerImmediate();
       return;
     }
     this.stream.decodeTrailers(new HeaderMap(pairsOf(req.request_trailers?.trailers?.headers)));
@@ -326,6 +359,7 @@ export class Exchange implements FilterChainSink {
       this.deps.invalid("response_headers before request_headers");
       return;
     }
+    this.releaseHeaders(this.stream);
     this.phase = "response";
     const served = servedEndpoint(req);
     if (served !== null && this.destination !== "" && served !== this.destination.split(",")[0])
