@@ -139,7 +139,10 @@ export class KvrouteRoot {
     this.leadership.release();
   }
 
-  /** Streams still waiting for a body after two ticks: see KvrouteStream.routeWithoutBody. */
+  /**
+   * Streams still waiting for a body after two ticks: see KvrouteStream.routeWithoutBody. Not
+   * once this configuration's bodies were seen reaching waiting headers (the flag is on).
+   */
   private rescueWaitingStreams(now: u64): void {
     const waiting = vm.waiting;
     if (waiting.size === 0) return;
@@ -148,7 +151,7 @@ export class KvrouteRoot {
     for (let i = 0; i < ids.length; i++) {
       const id = ids[i];
       if (waiting.get(id) + limit > now) continue;
-      if (!vm.streams.has(id)) {
+      if (!vm.streams.has(id) || vm.bodiesReachWaitingHeaders.has(vm.configOf(id, this.config))) {
         waiting.delete(id);
         continue;
       }

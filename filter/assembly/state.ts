@@ -43,6 +43,14 @@ export class VmState {
   private siblingsRead: SharedValue = new SharedValue();
   /** Whether the missing allow_on_headers_stop_iteration was already reported. */
   warnedNoBody: bool = false;
+  /**
+   * Configurations (root contexts) whose streams were seen getting body data while their
+   * headers waited: Envoy runs them with allow_on_headers_stop_iteration, so a body that is slow
+   * to come is a slow upload, not a body Envoy withholds, and is waited for (Envoy's stream idle
+   * timeout bounds the wait). Per configuration: the flag is a plugin setting, and two plugins
+   * can share one VM.
+   */
+  bodiesReachWaitingHeaders: Set<PluginConfig> = new Set();
 
   /** The configuration stream `id` runs with. */
   configOf(id: u32, fallback: PluginConfig): PluginConfig {

@@ -190,7 +190,10 @@ export class KvrouteStream {
   }
 
   onRequestBody(size: u32, endOfStream: bool): u32 {
-    vm.waiting.delete(this.id);
+    if (vm.waiting.has(this.id)) {
+      vm.bodiesReachWaitingHeaders.add(vm.config);
+      vm.waiting.delete(this.id);
+    }
     if (this.endpoint === 0 || this.routed) return DATA_CONTINUE;
     if (size > vm.config.maxBodyBytes) {
       stats.inc(stats.bodyTooLarge);
