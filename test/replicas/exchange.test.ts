@@ -55,7 +55,7 @@ function report(cp: ControlPlane, gateway: string, inflight: Array<[string, numb
   return fetch(`${cp.url}/v1/report`, {
     method: "POST",
     headers: { authorization: `Bearer ${TOKEN}` },
-    body,
+    body: Buffer.from(body),
   });
 }
 

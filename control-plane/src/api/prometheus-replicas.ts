@@ -4,16 +4,6 @@ import { Counter, Gauge, type Registry } from "prom-client";
 import type { ReplicaExchange } from "../replicas/replica-exchange.ts";
 
 export function registerReplicaMetrics(registry: Registry, x: ReplicaExchange): void {
-  const counter = (name: string, help: string, value: () => number) =>
-    new Counter({
-      name,
-      help,
-      registers: [registry],
-      collect() {
-        this.reset();
-        this.inc(value());
-      },
-    });
   new Gauge({
     name: "kvroute_replica_nats_connected",
     help: "1 while this replica is connected to NATS (sharing gateway reports with its peers), else 0.",
@@ -30,9 +20,33 @@ export function registerReplicaMetrics(registry: Registry, x: ReplicaExchange): 
       this.set(x.peers().length);
     },
   });
-  counter("kvroute_replica_reports_relayed_total", "Gateway reports this replica relayed to its peers.", () => x.stats.relayed);
-  counter("kvroute_replica_reports_applied_total", "Peers' relayed gateway reports applied here.", () => x.stats.applied);
-  counter("kvroute_replica_nats_disconnects_total", "Times the NATS connection was lost.", () => x.stats.disconnects);
+  new Counter({
+    name: "kvroute_replica_reports_relayed_total",
+    help: "Gateway reports this replica relayed to its peers.",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(x.stats.relayed);
+    },
+  });
+  new Counter({
+    name: "kvroute_replica_reports_applied_total",
+    help: "Peers' relayed gateway reports applied here.",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(x.stats.applied);
+    },
+  });
+  new Counter({
+    name: "kvroute_replica_nats_disconnects_total",
+    help: "Times the NATS connection was lost.",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(x.stats.disconnects);
+    },
+  });
   new Counter({
     name: "kvroute_replica_messages_dropped_total",
     help: "Replica messages not sent or not applied, by reason (disconnected, too_large, publish_failed, unknown_slot_table, malformed, own_id, too_many_peers, internal).",
