@@ -19,7 +19,13 @@ import { median, writeResult } from "./lib/results.ts";
 const QUICK = process.argv.includes("--quick") || process.env.KVROUTE_BENCH_QUICK === "1";
 const RUNS = QUICK ? 1 : 3;
 const TOKEN = "failover-bench-token-0123456789";
-const HEALTH = { path: "/readyz", intervalMs: 250, timeoutMs: 500, unhealthyThreshold: 2, healthyThreshold: 1 };
+const HEALTH = {
+  path: "/readyz",
+  intervalMs: 250,
+  timeoutMs: 500,
+  unhealthyThreshold: 2,
+  healthyThreshold: 1,
+};
 
 const metrics = createServer((_req, res) => res.writeHead(200).end("\n"));
 await new Promise<void>((r) => metrics.listen(0, "127.0.0.1", r));
@@ -53,7 +59,8 @@ function fill(cp: ControlPlane): void {
   const now = Date.now();
   const buckets = 65536;
   for (let b = 0; b < buckets; b++)
-    for (let w = 0; w < 8; w++) cp.index.chunks.speculate((BigInt(w + 1) << 32n) | BigInt(b), 1, w, now, now + 3_600_000);
+    for (let w = 0; w < 8; w++)
+      cp.index.chunks.speculate((BigInt(w + 1) << 32n) | BigInt(b), 1, w, now, now + 3_600_000);
   cp.publish();
 }
 
@@ -64,7 +71,11 @@ function snapshotSize(cp: ControlPlane): { pages: number; bytes: number } {
   let bytes = 0;
   const opts = { log: cp.log, epoch: cp.epoch, pageBytes: 1024 * 1024 };
   for (;;) {
-    const a = syncAnswer(opts, new URLSearchParams({ epoch: pages === 0 ? "0" : cp.epoch.toString(), version: String(version) }), false);
+    const a = syncAnswer(
+      opts,
+      new URLSearchParams({ epoch: pages === 0 ? "0" : cp.epoch.toString(), version: String(version) }),
+      false,
+    );
     if (a === null || a.wait) throw new Error("unexpected sync answer");
     pages++;
     bytes += a.body.length;
@@ -98,14 +109,20 @@ async function once(full: boolean): Promise<Run & { pages: number; bytes: number
       tickMs: 20,
       reportMs: 100,
     }),
-    clusters: { cp: { endpoints: [authority(a), { address: authority(b), priority: 1 }], healthCheck: HEALTH } },
+    clusters: {
+      cp: { endpoints: [authority(a), { address: authority(b), priority: 1 }], healthCheck: HEALTH },
+    },
     port: 0,
   });
   const sync = () => {
     const v = gateway.host.sharedData("kvr.sync");
     if (v === null) return null;
     const buf = Buffer.from(v.value);
-    return { epoch: buf.readBigUInt64LE(0), version: Number(buf.readBigUInt64LE(8)), resyncing: buf.readUInt32LE(16) };
+    return {
+      epoch: buf.readBigUInt64LE(0),
+      version: Number(buf.readBigUInt64LE(8)),
+      resyncing: buf.readUInt32LE(16),
+    };
   };
   const holds = (cp: ControlPlane) => {
     const s = sync();

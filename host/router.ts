@@ -11,9 +11,9 @@
 import http from "node:http";
 import { isIP } from "node:net";
 import type { ClusterAddress } from "./core.ts";
-import type { UpstreamCluster } from "./upstream-cluster.ts";
 import { HeaderMap } from "./header-map.ts";
 import type { HttpStream } from "./stream.ts";
+import type { UpstreamCluster } from "./upstream-cluster.ts";
 
 export const DESTINATION_HEADER = "x-gateway-destination-endpoint";
 

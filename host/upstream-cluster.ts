@@ -59,7 +59,10 @@ export function parseHostPort(s: string): ClusterAddress {
   return { host, port };
 }
 
-function toEndpoint(e: string | ClusterAddress | ClusterEndpoint): { address: ClusterAddress; priority: number } {
+function toEndpoint(e: string | ClusterAddress | ClusterEndpoint): {
+  address: ClusterAddress;
+  priority: number;
+} {
   if (typeof e === "string") return { address: parseHostPort(e), priority: 0 };
   if ("address" in e)
     return {
@@ -80,13 +83,16 @@ export class UpstreamCluster {
     readonly name: string,
     spec: string | ClusterAddress | ClusterSpec,
   ) {
-    const endpoints = typeof spec === "object" && "endpoints" in spec ? spec.endpoints.map(toEndpoint) : [toEndpoint(spec)];
+    const endpoints =
+      typeof spec === "object" && "endpoints" in spec ? spec.endpoints.map(toEndpoint) : [toEndpoint(spec)];
     if (endpoints.length === 0) throw new Error(`cluster ${name} has no endpoints`);
     const checked = typeof spec === "object" && "endpoints" in spec && spec.healthCheck !== undefined;
     this.#hosts = endpoints.map((e) => ({ ...e, healthy: !checked, successes: 0, failures: 0 }));
     const priorities = [...new Set(this.#hosts.map((h) => h.priority))].sort((a, b) => a - b);
     this.#levels = priorities.map((p) => this.#hosts.filter((h) => h.priority === p));
-    if (checked) for (const h of this.#hosts) this.#check(h, (spec as ClusterSpec).healthCheck as HealthCheckConfig, true);
+    if (checked)
+      for (const h of this.#hosts)
+        this.#check(h, (spec as ClusterSpec).healthCheck as HealthCheckConfig, true);
   }
 
   /** The host for the next call or connection. */
@@ -117,8 +123,13 @@ export class UpstreamCluster {
 
   /** Envoy's priority load: each level takes min(rest, 1.4 × its healthy share), normalised when all fall short. */
   #chooseLevel(): number {
-    const health = this.#levels.map((l) => Math.min(1, (OVERPROVISIONING * l.filter((h) => h.healthy).length) / l.length));
-    const total = Math.min(1, health.reduce((a, b) => a + b, 0));
+    const health = this.#levels.map((l) =>
+      Math.min(1, (OVERPROVISIONING * l.filter((h) => h.healthy).length) / l.length),
+    );
+    const total = Math.min(
+      1,
+      health.reduce((a, b) => a + b, 0),
+    );
     if (total === 0) return 0;
     let left = 1;
     const load = health.map((h) => {
@@ -147,7 +158,14 @@ export class UpstreamCluster {
       h.timer.unref();
     };
     const req = http.request(
-      { host: h.address.host, port: h.address.port, method: "GET", path: hc.path, headers: { host: this.name }, agent: false },
+      {
+        host: h.address.host,
+        port: h.address.port,
+        method: "GET",
+        path: hc.path,
+        headers: { host: this.name },
+        agent: false,
+      },
       (res) => {
         res.resume();
         res.on("end", () => finish(res.statusCode === 200, false));

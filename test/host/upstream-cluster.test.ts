@@ -19,7 +19,12 @@ afterEach(async () => {
 });
 
 /** A server whose /health answers `status.code`. */
-async function upstream(): Promise<{ address: string; status: { code: number }; hosts: string[]; server: Server }> {
+async function upstream(): Promise<{
+  address: string;
+  status: { code: number };
+  hosts: string[];
+  server: Server;
+}> {
   const status = { code: 200 };
   const hosts: string[] = [];
   const server = createServer((req, res) => {
@@ -31,7 +36,13 @@ async function upstream(): Promise<{ address: string; status: { code: number }; 
   return { address: `127.0.0.1:${(server.address() as AddressInfo).port}`, status, hosts, server };
 }
 
-const HC: HealthCheckConfig = { path: "/health", intervalMs: 20, timeoutMs: 500, unhealthyThreshold: 3, healthyThreshold: 2 };
+const HC: HealthCheckConfig = {
+  path: "/health",
+  intervalMs: 20,
+  timeoutMs: 500,
+  unhealthyThreshold: 3,
+  healthyThreshold: 2,
+};
 const picked = (c: UpstreamCluster) => {
   const a = c.pick();
   return `${a.host}:${a.port}`;
@@ -70,7 +81,10 @@ describe("host upstream clusters", () => {
     const a = await upstream();
     const b = await upstream();
     const slow = { ...HC, intervalMs: 150 };
-    const c = cluster("cp", { endpoints: [a.address, { address: b.address, priority: 1 }], healthCheck: slow });
+    const c = cluster("cp", {
+      endpoints: [a.address, { address: b.address, priority: 1 }],
+      healthCheck: slow,
+    });
     await until("both hosts checked", () => c.hosts().every((h) => h.healthy));
     a.server.closeAllConnections();
     a.server.close();
@@ -94,7 +108,9 @@ describe("host upstream clusters", () => {
     expect(new Set(Array.from({ length: 6 }, () => picked(c))).size).toBe(3);
     (hosts[0] as { status: { code: number } }).status.code = 503;
     await until("one unhealthy", () => c.hosts()[0]?.healthy === false);
-    expect(new Set(Array.from({ length: 6 }, () => picked(c)))).toEqual(new Set(hosts.slice(1).map((h) => h.address)));
+    expect(new Set(Array.from({ length: 6 }, () => picked(c)))).toEqual(
+      new Set(hosts.slice(1).map((h) => h.address)),
+    );
     (hosts[1] as { status: { code: number } }).status.code = 503;
     await until("two unhealthy", () => c.hosts()[1]?.healthy === false);
     // One healthy host of three is under the 50 % panic threshold: Envoy balances over all.

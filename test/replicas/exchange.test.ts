@@ -31,7 +31,11 @@ async function replica(id: string, endpoints: string[]): Promise<ControlPlane> {
         {
           name: "p",
           models: ["m"],
-          endpoints: endpoints.map((address) => ({ address, ranks: [0, 1], metricsUrl: `http://${e1}/metrics` })),
+          endpoints: endpoints.map((address) => ({
+            address,
+            ranks: [0, 1],
+            metricsUrl: `http://${e1}/metrics`,
+          })),
         },
       ],
       cache: { buckets: 64, ways: 4 },
@@ -43,7 +47,12 @@ async function replica(id: string, endpoints: string[]): Promise<ControlPlane> {
   return startControlPlane(cfg, { listen: "127.0.0.1:0", logger: pino({ level: "silent" }) });
 }
 
-function report(cp: ControlPlane, gateway: string, inflight: Array<[string, number]>, extra: Partial<Report> = {}) {
+function report(
+  cp: ControlPlane,
+  gateway: string,
+  inflight: Array<[string, number]>,
+  extra: Partial<Report> = {},
+) {
   const slotId = (key: string) => (cp.slots.byKey(key) as { id: number }).id;
   const body = encodeReport({
     gateway,
@@ -59,8 +68,10 @@ function report(cp: ControlPlane, gateway: string, inflight: Array<[string, numb
   });
 }
 
-const inflightOf = (cp: ControlPlane, key: string) => cp.load.get((cp.slots.byKey(key) as { id: number }).id).inflight;
-const metric = async (cp: ControlPlane, line: string) => (await (await fetch(`${cp.url}/metrics`)).text()).includes(line);
+const inflightOf = (cp: ControlPlane, key: string) =>
+  cp.load.get((cp.slots.byKey(key) as { id: number }).id).inflight;
+const metric = async (cp: ControlPlane, line: string) =>
+  (await (await fetch(`${cp.url}/metrics`)).text()).includes(line);
 
 describe.skipIf(skipReason !== null)("control-plane replicas over NATS", () => {
   beforeAll(async () => {
@@ -72,7 +83,10 @@ describe.skipIf(skipReason !== null)("control-plane replicas over NATS", () => {
     // The same endpoints in the opposite order: the replicas' slot ids differ.
     a = await replica("a", [e1, e2]);
     b = await replica("b", [e2, e1]);
-    await until("both replicas hear each other", () => a.replicas?.peers().length === 1 && b.replicas?.peers().length === 1);
+    await until(
+      "both replicas hear each other",
+      () => a.replicas?.peers().length === 1 && b.replicas?.peers().length === 1,
+    );
   });
 
   afterAll(async () => {
@@ -89,9 +103,19 @@ describe.skipIf(skipReason !== null)("control-plane replicas over NATS", () => {
   });
 
   it("a gateway's report to one replica counts in the other's in-flight, on the same (endpoint, rank)", async () => {
-    expect((await report(a, "g1", [[`p/${e1}#0`, 3], [`p/${e2}#1`, 2]])).status).toBe(204);
+    expect(
+      (
+        await report(a, "g1", [
+          [`p/${e1}#0`, 3],
+          [`p/${e2}#1`, 2],
+        ])
+      ).status,
+    ).toBe(204);
     expect((await report(b, "g2", [[`p/${e1}#0`, 4]])).status).toBe(204);
-    await until("each replica sees both gateways", () => inflightOf(a, `p/${e1}#0`) === 7 && inflightOf(b, `p/${e1}#0`) === 7);
+    await until(
+      "each replica sees both gateways",
+      () => inflightOf(a, `p/${e1}#0`) === 7 && inflightOf(b, `p/${e1}#0`) === 7,
+    );
     expect(inflightOf(b, `p/${e2}#1`)).toBe(2);
     expect(inflightOf(a, `p/${e2}#1`)).toBe(2);
     expect(inflightOf(b, `p/${e2}#0`)).toBe(0);
@@ -99,7 +123,10 @@ describe.skipIf(skipReason !== null)("control-plane replicas over NATS", () => {
 
   it("a gateway that moves to the other replica is counted once", async () => {
     expect((await report(b, "g1", [[`p/${e1}#0`, 1]])).status).toBe(204);
-    await until("g1's report through b replaces its report through a", () => inflightOf(a, `p/${e1}#0`) === 5);
+    await until(
+      "g1's report through b replaces its report through a",
+      () => inflightOf(a, `p/${e1}#0`) === 5,
+    );
     expect(inflightOf(b, `p/${e1}#0`)).toBe(5);
   });
 
@@ -109,12 +136,18 @@ describe.skipIf(skipReason !== null)("control-plane replicas over NATS", () => {
     const speculative = [{ slot, depth: 1, hash, ttlMs: 60_000 }];
     expect((await report(b, "g3", [], { speculative })).status).toBe(204);
     const aSlot = (a.slots.byKey(`p/${e2}#1`) as { id: number }).id;
-    await until("a indexes b's gateway's speculative route", () => a.index.chunks.get(hash)?.speculative?.has(aSlot) === true);
+    await until(
+      "a indexes b's gateway's speculative route",
+      () => a.index.chunks.get(hash)?.speculative?.has(aSlot) === true,
+    );
   });
 
   it("NATS down: both stay ready, say so in /readyz and /metrics; sharing resumes when it is back", async () => {
     await nats.down();
-    await until("both see the outage", () => a.replicas?.connected === false && b.replicas?.connected === false);
+    await until(
+      "both see the outage",
+      () => a.replicas?.connected === false && b.replicas?.connected === false,
+    );
     const ready = await fetch(`${a.url}/readyz`);
     expect(ready.status).toBe(200);
     expect((await ready.json()).replicas).toEqual({ connected: false, peers: expect.any(Number) });

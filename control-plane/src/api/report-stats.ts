@@ -27,7 +27,6 @@ export interface SlotRecent {
   served: ServedCache;
 }
 
-
 /** Weight of the newest request in a slot's recent cached ratio (≈ the last 10 requests). */
 const RECENT_WEIGHT = 0.1;
 

@@ -2,13 +2,14 @@
 // how loaded and healthy they are, how much of their cache is indexed, whether their KV-event
 // streams are flowing, and which gateways are in sync. The dashboard renders this same
 // document (pushed over /v1/events/status), so new fields are added, never renamed.
-import type { ReplicaExchange } from "../replicas/replica-exchange.ts";
+
 import type { Config } from "../config/schema.ts";
 import type { EventsSupervisor } from "../events/index.ts";
 import type { PrefixIndex } from "../index/prefix-index.ts";
 import type { LoadModel } from "../model/slot-load.ts";
 import type { SlotTable } from "../model/slot-table.ts";
 import type { PoolTokens } from "../pools/pool-tokens.ts";
+import type { ReplicaExchange } from "../replicas/replica-exchange.ts";
 import type { RecentDecisions } from "../reports/recent-decisions.ts";
 import { predictedTokens, servedTokens } from "../reports/served-cache.ts";
 import type { GatewayRegistry } from "../sync/gateways.ts";

@@ -403,7 +403,10 @@ const natsSchema = z.strictObject({
   /** Subjects are `<prefix>.reports` and `<prefix>.slots`: one prefix per kvroute deployment. */
   subjectPrefix: z
     .string()
-    .regex(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, "expected NATS subject tokens (letters, digits, - _) joined by .")
+    .regex(
+      /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/,
+      "expected NATS subject tokens (letters, digits, - _) joined by .",
+    )
     .default("kvroute"),
   /** This replica's name on the bus; unset = `<hostname>-<pid>` (the pod name in Kubernetes). */
   replicaId: z.string().min(1).max(128).optional(),

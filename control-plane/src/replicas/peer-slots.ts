@@ -3,8 +3,9 @@
 // slot 5: its announced slot table (id → `<pool>/<address>#<rank>`) is turned into a lookup of
 // our ids, rebuilt when either table grows. Ids are never reused within an epoch, so a table only
 // grows until its replica restarts (a new epoch, a new table).
-import { NO_SLOT, type SlotMapper, UNKNOWN_SLOT } from "../reports/report-codec.ts";
+
 import type { SlotTable } from "../model/slot-table.ts";
+import { NO_SLOT, type SlotMapper, UNKNOWN_SLOT } from "../reports/report-codec.ts";
 import type { SlotTableAnnouncement } from "./replica-codec.ts";
 
 /** More peers than any deployment runs: a flood of made-up replica ids cannot grow the map. */
@@ -35,7 +36,13 @@ export class PeerSlotTables {
   learn(t: SlotTableAnnouncement, nowMs: number): "new" | "known" | "refused" {
     const known = this.#peers.get(t.replica);
     if (known === undefined && this.#peers.size >= MAX_PEERS) return "refused";
-    this.#peers.set(t.replica, { epoch: t.epoch, keys: t.keys, lastSeenMs: nowMs, ours: null, oursBuiltAt: 0 });
+    this.#peers.set(t.replica, {
+      epoch: t.epoch,
+      keys: t.keys,
+      lastSeenMs: nowMs,
+      ours: null,
+      oursBuiltAt: 0,
+    });
     return known === undefined ? "new" : "known";
   }
 
@@ -53,7 +60,8 @@ export class PeerSlotTables {
       p.oursBuiltAt = ourCount;
     }
     const ours = p.ours;
-    return (slot) => (slot === NO_SLOT ? NO_SLOT : slot < ours.length ? (ours[slot] as number) : UNKNOWN_SLOT);
+    return (slot) =>
+      slot === NO_SLOT ? NO_SLOT : slot < ours.length ? (ours[slot] as number) : UNKNOWN_SLOT;
   }
 
   /** Forgets peers silent for longer than `maxAgeMs` (stopped, partitioned); lists the rest. */

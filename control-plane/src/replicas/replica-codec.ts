@@ -31,7 +31,11 @@ function header(magic: number, replica: string, epoch: bigint): ByteWriter {
   return new ByteWriter().u32(magic).u16(REPLICA_PROTOCOL).u16(0).str16(replica).u64(epoch);
 }
 
-function open(bytes: Uint8Array, magic: number, what: string): { r: ByteReader; replica: string; epoch: bigint } {
+function open(
+  bytes: Uint8Array,
+  magic: number,
+  what: string,
+): { r: ByteReader; replica: string; epoch: bigint } {
   const r = new ByteReader(bytes, what, (m) => new ReplicaDecodeError(m));
   if (r.u32("magic") !== magic) throw new ReplicaDecodeError(`not a ${what} (bad magic)`);
   const protocol = r.u16("protocol");

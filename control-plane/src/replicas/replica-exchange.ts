@@ -219,7 +219,9 @@ export class ReplicaExchange {
 
   #announce(): void {
     const keys = this.o.slots.all().map((s) => s.key);
-    if (this.#publish(this.#slotTables, encodeSlotTable({ replica: this.replicaId, epoch: this.o.epoch, keys }))) {
+    if (
+      this.#publish(this.#slotTables, encodeSlotTable({ replica: this.replicaId, epoch: this.o.epoch, keys }))
+    ) {
       this.#announcedSlots = keys.length;
       this.stats.slotTablesSent++;
     }
@@ -231,7 +233,10 @@ export class ReplicaExchange {
     this.#drop("own_id");
     if (!this.#ownIdWarned) {
       this.#ownIdWarned = true;
-      this.o.logger.error({ replica }, "another process publishes with this replica's id; set nats.replicaId apart");
+      this.o.logger.error(
+        { replica },
+        "another process publishes with this replica's id; set nats.replicaId apart",
+      );
     }
     return true;
   }
@@ -241,7 +246,10 @@ export class ReplicaExchange {
       const t = decodeSlotTable(msg.data);
       if (this.#fromUs(t.replica)) return;
       const learned = this.#peers.learn(t, this.#now());
-      if (learned === "refused") return this.#drop("too_many_peers");
+      if (learned === "refused") {
+        this.#drop("too_many_peers");
+        return;
+      }
       this.stats.slotTablesReceived++;
       // A peer that just started knows nothing of us: answer so it need not wait an interval.
       if (learned === "new") this.#announce();
@@ -255,7 +263,10 @@ export class ReplicaExchange {
       const m = decodeRelayedReport(msg.data);
       if (this.#fromUs(m.replica)) return;
       const mapSlot = this.#peers.mapperFor(m.replica, m.epoch, this.#now());
-      if (mapSlot === null) return this.#drop("unknown_slot_table");
+      if (mapSlot === null) {
+        this.#drop("unknown_slot_table");
+        return;
+      }
       this.o.apply(decodeReport(m.report, mapSlot));
       this.stats.applied++;
     } catch (err) {
@@ -265,7 +276,10 @@ export class ReplicaExchange {
 
   /** A message that could not be applied: malformed input is counted; anything else is our bug, logged. */
   #refused(err: unknown): void {
-    if (err instanceof ReplicaDecodeError || err instanceof ReportDecodeError) return this.#drop("malformed");
+    if (err instanceof ReplicaDecodeError || err instanceof ReportDecodeError) {
+      this.#drop("malformed");
+      return;
+    }
     this.#drop("internal");
     this.o.logger.error({ err }, "applying a peer replica's message failed");
   }
