@@ -157,7 +157,17 @@ describe.skipIf(skipReason !== null)("control-plane replicas over NATS", () => {
     expect(inflightOf(a, `p/${e2}#0`)).toBe(6);
     expect(await metric(a, 'kvroute_replica_messages_dropped_total{reason="disconnected"}')).toBe(true);
 
-    await nats.up();
+    // A replica that starts while NATS is down serves at once and connects once NATS is there.
+    const c = await replica("c", [e1]);
+    try {
+      expect((await fetch(`${c.url}/readyz`)).status).toBe(200);
+      expect(c.replicas?.connected).toBe(false);
+      await nats.up();
+      await until("c connects for the first time", () => c.replicas?.connected === true);
+      await until("c hears a and b", () => c.replicas?.peers().length === 2);
+    } finally {
+      await c.stop();
+    }
     await until("both reconnect", () => a.replicas?.connected === true && b.replicas?.connected === true);
     expect(await metric(a, "kvroute_replica_nats_disconnects_total 1")).toBe(true);
     expect((await report(a, "g4", [[`p/${e2}#0`, 8]])).status).toBe(204);
