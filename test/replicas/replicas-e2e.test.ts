@@ -10,7 +10,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import type { ControlPlane } from "../../control-plane/src/app.ts";
 import { until } from "../until.ts";
 import { NatsServer, natsSkipReason } from "./nats-server.ts";
-import { type Answer, chat, gatewayInflight, type Stack, startStack } from "./stack.ts";
+import { type Answer, chat, gatewayInflight, REPORT_MS, type Stack, startStack } from "./stack.ts";
 
 const skipReason = natsSkipReason();
 if (skipReason !== null) console.warn(skipReason);
@@ -153,10 +153,16 @@ describe.skipIf(skipReason !== null)("control-plane replicas over NATS, end to e
     const total = (m: Map<number, number>) => [...m.values()].reduce((x, y) => x + y, 0);
     const same = (x: Map<number, number>, y: Map<number, number>) =>
       x.size === y.size && [...x].every(([k, v]) => y.get(k) === v);
+    let settledAt = 0;
     await until("both replicas count every gateway's in-flight requests", () => {
       const truth = gatewaySum();
-      return total(truth) === 12 && same(fleetView(a), truth) && same(fleetView(b), truth);
+      if (total(truth) !== 12) return false;
+      settledAt ||= performance.now();
+      return same(fleetView(a), truth) && same(fleetView(b), truth);
     });
+    console.log(
+      `replica e2e: both replicas' in-flight matched the gateways' ${(performance.now() - settledAt).toFixed(0)} ms after the gateways counted all 12 (report interval ${REPORT_MS} ms)`,
+    );
     expect((await Promise.all(held)).every((r) => r.status === 200)).toBe(true);
 
     // Failover: replica 0 (preferred by gateways 0 and 2) dies a third into the followers; NATS
