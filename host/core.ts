@@ -8,6 +8,7 @@ import { StatsStore } from "./metrics.ts";
 import { SharedDataStore } from "./shared-data.ts";
 import { SharedQueues } from "./shared-queue.ts";
 import type { WasmThread } from "./thread.ts";
+import { type ClusterAddress, type ClusterSpec, parseHostPort, UpstreamCluster } from "./upstream-cluster.ts";
 
 /**
  * envoy.extensions.wasm.v3.FailurePolicy. Unset (with `fail_open: false`) means FAIL_RELOAD in
@@ -19,10 +20,7 @@ import type { WasmThread } from "./thread.ts";
  */
 export type FailurePolicy = "FAIL_CLOSED" | "FAIL_OPEN" | "FAIL_RELOAD";
 
-export interface ClusterAddress {
-  host: string;
-  port: number;
-}
+export type { ClusterAddress, ClusterSpec };
 
 /** One proxy_http_call as an in-process cluster handler receives it (header names lower-cased). */
 export interface InProcessCall {
@@ -73,8 +71,11 @@ export interface HostOptions {
   vmConfig?: string | Uint8Array;
   /** vm_config.environment_variables.key_values, visible through WASI environ_get. */
   envs?: Record<string, string>;
-  /** Cluster name → loopback address ("127.0.0.1:8080" or {host, port}). */
-  clusters?: Record<string, string | ClusterAddress>;
+  /**
+   * Cluster name → loopback address ("127.0.0.1:8080" or {host, port}), or several endpoints at
+   * priority levels with optional active health checking (upstream-cluster.ts, as Envoy's).
+   */
+  clusters?: Record<string, string | ClusterAddress | ClusterSpec>;
   /** Cluster name → an in-process upstream (see ClusterHandler); wins over `clusters`. */
   clusterHandlers?: Record<string, ClusterHandler>;
   /** Default FAIL_RELOAD, like Envoy >= 1.33 with no policy set (see FailurePolicy). */
@@ -152,7 +153,7 @@ export class HostCore {
   pluginConfig: Uint8Array;
   readonly vmConfig: Uint8Array;
   readonly envs: Record<string, string>;
-  readonly clusters = new Map<string, ClusterAddress>();
+  readonly clusters = new Map<string, UpstreamCluster>();
   readonly clusterHandlers = new Map<string, ClusterHandler>();
   readonly failurePolicy: FailurePolicy;
   readonly allowOnHeadersStopIteration: boolean;
@@ -179,7 +180,7 @@ export class HostCore {
     this.vmConfig = asBytes(o.vmConfig);
     this.envs = o.envs ?? {};
     for (const [name, addr] of Object.entries(o.clusters ?? {})) {
-      this.clusters.set(name, typeof addr === "string" ? parseHostPort(addr) : addr);
+      this.clusters.set(name, new UpstreamCluster(name, addr));
     }
     for (const [name, handler] of Object.entries(o.clusterHandlers ?? {}))
       this.clusterHandlers.set(name, handler);
@@ -205,10 +206,4 @@ export class HostCore {
   }
 }
 
-export function parseHostPort(s: string): ClusterAddress {
-  const i = s.lastIndexOf(":");
-  const host = s.slice(0, i).replace(/^\[|\]$/g, "");
-  const port = Number(s.slice(i + 1));
-  if (i <= 0 || !Number.isInteger(port) || port <= 0 || port > 65535) throw new Error(`bad address ${s}`);
-  return { host, port };
-}
+export { parseHostPort };

@@ -73,9 +73,9 @@ const HOP_BY_HOP = new Set([
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const host = createHost(options);
   const defName = options.defaultCluster;
-  const defAddr = defName ? host.core.clusters.get(defName) : undefined;
-  if (defName && !defAddr) throw new Error(`defaultCluster ${defName} is not in clusters`);
-  const defaultCluster = defName && defAddr ? { name: defName, address: defAddr } : null;
+  const defCluster = defName ? host.core.clusters.get(defName) : undefined;
+  if (defName && !defCluster) throw new Error(`defaultCluster ${defName} is not in clusters`);
+  const defaultCluster = defName && defCluster ? { name: defName, cluster: defCluster } : null;
   const accessLog: AccessLogEntry[] = [];
   const addressing: ConnectionManagerAddressing = {
     useRemoteAddress: options.useRemoteAddress ?? ENVOY_DEFAULT_ADDRESSING.useRemoteAddress,

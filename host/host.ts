@@ -206,6 +206,7 @@ export class Host {
   close(): void {
     this.main?.close();
     for (const t of this.threads) t.close();
+    for (const c of this.core.clusters.values()) c.close();
   }
 }
 

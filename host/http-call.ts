@@ -42,7 +42,7 @@ export function startHttpCall(
 ): { code: number; token?: number } {
   if (timeoutMs < 0) return { code: WasmResult.BadArgument };
   const handler = t.core.clusterHandlers.get(cluster);
-  const addr = t.core.clusters.get(cluster);
+  const addr = t.core.clusters.get(cluster)?.pick();
   if (!addr && !handler) return { code: WasmResult.BadArgument };
   const lower: Pairs = headers.map(([k, v]) => [k.toLowerCase(), v]);
   const get = (k: string) => lower.find((e) => e[0] === k)?.[1];

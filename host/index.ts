@@ -22,3 +22,9 @@ export { createHost, Host, headers, type StreamEndpoints } from "./host.ts";
 export { WasmLoadError } from "./loader.ts";
 export type { FilterChainSink, HttpStream, StreamInfo } from "./stream.ts";
 export { VmFailedError, type WasmThread } from "./thread.ts";
+export {
+  type ClusterEndpoint,
+  type ClusterSpec,
+  type HealthCheckConfig,
+  UpstreamCluster,
+} from "./upstream-cluster.ts";

@@ -13,6 +13,7 @@ import { isIP } from "node:net";
 import type { ClusterAddress } from "./core.ts";
 import { HeaderMap } from "./header-map.ts";
 import type { HttpStream } from "./stream.ts";
+import type { UpstreamCluster } from "./upstream-cluster.ts";
 
 export const DESTINATION_HEADER = "x-gateway-destination-endpoint";
 
@@ -40,7 +41,7 @@ export class UpstreamRouter {
 
   constructor(
     private readonly stream: () => HttpStream,
-    private readonly defaultCluster: { name: string; address: ClusterAddress } | null,
+    private readonly defaultCluster: { name: string; cluster: UpstreamCluster } | null,
   ) {}
 
   private onThread(f: () => void): void {
@@ -60,7 +61,7 @@ export class UpstreamRouter {
       cluster = "original_dst";
       if (target === null) s.info.originalDstHostInvalid = true;
     } else {
-      target = this.defaultCluster?.address ?? null;
+      target = this.defaultCluster?.cluster.pick() ?? null;
       cluster = this.defaultCluster?.name ?? "";
     }
     s.info.clusterName = cluster;

@@ -9,6 +9,7 @@ import { dashboardRoutes } from "./api/dashboard/routes.ts";
 import { createHttpServer, sendJson } from "./api/http-server.ts";
 import { buildMetrics } from "./api/prometheus.ts";
 import { registerEppMetrics } from "./api/prometheus-epp.ts";
+import { registerReplicaMetrics } from "./api/prometheus-replicas.ts";
 import { ReportStats } from "./api/report-stats.ts";
 import { buildStatus } from "./api/status.ts";
 import type { Config, PoolConfig } from "./config/schema.ts";
@@ -25,6 +26,7 @@ import { type Slot, SlotTable } from "./model/slot-table.ts";
 import { loadPoolTokens, type PoolTokens } from "./pools/pool-tokens.ts";
 import { encodeCfgImage } from "./publish/images.ts";
 import { Publisher } from "./publish/publisher.ts";
+import { ReplicaExchange } from "./replicas/replica-exchange.ts";
 import { applyReport as applyReportTo } from "./reports/apply-report.ts";
 import { RecentDecisions } from "./reports/recent-decisions.ts";
 import type { Report } from "./reports/report-codec.ts";
@@ -57,6 +59,8 @@ export interface ControlPlane {
   readonly fleet: Fleet;
   /** The GAIE endpoint picker, when the configuration has `epp` (epp/part.ts). */
   readonly epp: Epp | null;
+  /** Report sharing with peer replicas over NATS, when the configuration has `nats` (replicas/). */
+  readonly replicas: ReplicaExchange | null;
   /** Publishes pending changes now (tests; the timer does it otherwise). */
   publish(): void;
   ready(): boolean;
@@ -150,6 +154,12 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
 
   const applyReport = (report: Report) =>
     applyReportTo({ load, slots, index, decisions }, report, Date.now());
+  // Peers' gateways apply like ours; their reports are not counted in `reports` (each replica's
+  // counters are its own gateways', so Prometheus sums over replicas without counting twice).
+  const replicas =
+    cfg.nats === undefined
+      ? null
+      : new ReplicaExchange({ nats: cfg.nats, epoch, slots, apply: applyReport, logger });
 
   const reports = new ReportStats((id) => slots.get(id)?.pool ?? "unknown");
   const statusInput = {
@@ -164,6 +174,7 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     poolTokens,
     events,
     reports,
+    replicas,
   };
   const metrics = buildMetrics(statusInput);
   const server: Server = createHttpServer(
@@ -180,7 +191,10 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
         createReportHandler({
           authToken: cfg.authToken,
           maxBytes: 16 << 20,
-          apply: reports.observing(applyReport),
+          apply: reports.observing((report, _from, body) => {
+            applyReport(report);
+            replicas?.relay(body);
+          }),
         }),
       ),
       "GET /v1/status": (_req, res) => sendJson(res, 200, buildStatus(statusInput)),
@@ -196,6 +210,11 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
           ready: ok,
           ranksResolved: fleet.ranksResolved(),
           slots: slots.present().length,
+          // A detail, not a condition: without NATS this replica still serves every gateway from
+          // its own complete view (docs/operations.md "Control-plane replicas").
+          ...(replicas === null
+            ? {}
+            : { replicas: { connected: replicas.connected, peers: replicas.peers().length } }),
         });
       },
     },
@@ -214,6 +233,7 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
   const address = server.address() as AddressInfo;
   const url = `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`;
   scraper.start();
+  replicas?.start();
   const timer = setInterval(publish, opts.publishIntervalMs ?? 5);
   // Loaded only when configured: it brings the Node Proxy-Wasm host and the gRPC server.
   const epp =
@@ -222,9 +242,20 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
       : await (await import("./epp/part.ts")).startEppPart(
           cfg,
           { ...cfg.epp, listen: opts.eppListen ?? cfg.epp.listen },
-          { httpHost: address.address, httpPort: address.port, epoch, ready, slots, load, logger },
+          {
+            httpHost: address.address,
+            httpPort: address.port,
+            epoch,
+            ready,
+            slots,
+            load,
+            logger,
+            // Peers apply this picker's reports too: each replica's picker needs its own gateway id.
+            ...(replicas === null ? {} : { gatewayId: `kvroute-epp@${replicas.replicaId}` }),
+          },
         );
   if (epp !== null) registerEppMetrics(metrics, epp.stats);
+  if (replicas !== null) registerReplicaMetrics(metrics, replicas);
   logger.info(
     { url, dashboard: `${url}/dashboard`, epoch: epoch.toString(), pools: cfg.pools.map((p) => p.name) },
     "control plane listening",
@@ -239,10 +270,12 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     load,
     fleet,
     epp,
+    replicas,
     publish,
     ready,
     async stop() {
       await epp?.close();
+      await replicas?.stop();
       clearInterval(timer);
       await discovery.stop();
       scraper.stop();

@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { Pairs } from "../../host/abi/constants.ts";
 import { createHost, type Host, type HostOptions, headers } from "../../host/host.ts";
 import type { WasmThread } from "../../host/thread.ts";
+import { UpstreamCluster } from "../../host/upstream-cluster.ts";
 import { moduleFile, RecordingSink, settle, startUpstream, type Upstream, waitFor } from "./testing.ts";
 
 let host: Host | null = null;
@@ -210,7 +211,7 @@ describe("proxy_http_call", () => {
     // Envoy never resets status_code_ on success: the next good answer still reports 11, no message.
     const good = await startUpstream();
     upstreams.push(good);
-    h.core.clusters.set("good", { host: "127.0.0.1", port: good.port });
+    h.core.clusters.set("good", new UpstreamCluster("good", { host: "127.0.0.1", port: good.port }));
     probe(h, w(h, 0), "httpcall", [["x-cluster", "good"]]);
     await waitFor(() => h.logs((m) => m.startsWith("call_response")).length > 1);
     expect(h.logs((m) => m.startsWith("call_response"))[1]).toContain(

@@ -4,7 +4,7 @@
 // cached ratio, predicted vs served cached tokens per slot, and the hit-rate time series of the
 // dashboard. Plain numbers; prometheus.ts and status.ts read them.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Report } from "../reports/report-codec.ts";
+import { NO_SLOT, type Report } from "../reports/report-codec.ts";
 import { emptyServedCache, observeServed, type ServedCache } from "../reports/served-cache.ts";
 import { HitRateSeries } from "./hit-rate-series.ts";
 import type { RouteHandler } from "./http-server.ts";
@@ -26,9 +26,6 @@ export interface SlotRecent {
   /** Predicted vs served cached tokens of every request routed to the slot. */
   served: ServedCache;
 }
-
-/** The slot id of a request the gateway answered without routing it (wire-format §6). */
-const NO_SLOT = 0xffff;
 
 /** Weight of the newest request in a slot's recent cached ratio (≈ the last 10 requests). */
 const RECENT_WEIGHT = 0.1;
@@ -85,10 +82,10 @@ export class ReportStats {
   }
 
   /** Wraps the report handler's apply step: count, then apply. */
-  observing(apply: (report: Report, remoteAddress: string) => void) {
-    return (report: Report, remoteAddress: string): void => {
+  observing(apply: (report: Report, remoteAddress: string, body: Uint8Array) => void) {
+    return (report: Report, remoteAddress: string, body: Uint8Array): void => {
       this.observe(report);
-      apply(report, remoteAddress);
+      apply(report, remoteAddress, body);
     };
   }
 

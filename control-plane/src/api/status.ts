@@ -2,12 +2,14 @@
 // how loaded and healthy they are, how much of their cache is indexed, whether their KV-event
 // streams are flowing, and which gateways are in sync. The dashboard renders this same
 // document (pushed over /v1/events/status), so new fields are added, never renamed.
+
 import type { Config } from "../config/schema.ts";
 import type { EventsSupervisor } from "../events/index.ts";
 import type { PrefixIndex } from "../index/prefix-index.ts";
 import type { LoadModel } from "../model/slot-load.ts";
 import type { SlotTable } from "../model/slot-table.ts";
 import type { PoolTokens } from "../pools/pool-tokens.ts";
+import type { ReplicaExchange } from "../replicas/replica-exchange.ts";
 import type { RecentDecisions } from "../reports/recent-decisions.ts";
 import { predictedTokens, servedTokens } from "../reports/served-cache.ts";
 import type { GatewayRegistry } from "../sync/gateways.ts";
@@ -27,6 +29,8 @@ export interface StatusInput {
   poolTokens: Map<string, PoolTokens>;
   events: EventsSupervisor;
   reports: ReportStats;
+  /** Null without a `nats` section. */
+  replicas?: ReplicaExchange | null;
 }
 
 export function buildStatus(s: StatusInput) {
@@ -37,6 +41,8 @@ export function buildStatus(s: StatusInput) {
     now,
     epoch: s.epoch.toString(),
     version: s.log.version,
+    /** Report sharing with peer replicas (null without `nats`). */
+    replicas: s.replicas == null ? null : { ...s.replicas.status(), stats: s.replicas.stats },
     index: {
       chunks: s.index.chunks.size,
       buckets: s.cfg.cache.buckets,

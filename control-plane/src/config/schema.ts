@@ -391,6 +391,31 @@ const eppSchema = z.strictObject({
     .refine((os) => new Set(os.map((o) => o.name)).size === os.length, "objective names must be unique"),
 });
 
+/**
+ * Replicas share what gateways report over NATS core pub/sub (control-plane/src/replicas/,
+ * docs/operations.md "Control-plane replicas"). Absent = this replica keeps its own view only.
+ */
+const natsSchema = z.strictObject({
+  /** NATS servers, `nats://host:port` (or `host:port`); the client picks one and fails over. */
+  servers: z
+    .array(z.string().regex(/^(nats|tls):\/\/[^\s/]+$|^[^\s/:]+:\d{1,5}$/, "expected nats://host:port"))
+    .min(1),
+  /** Subjects are `<prefix>.reports` and `<prefix>.slots`: one prefix per kvroute deployment. */
+  subjectPrefix: z
+    .string()
+    .regex(
+      /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/,
+      "expected NATS subject tokens (letters, digits, - _) joined by .",
+    )
+    .default("kvroute"),
+  /** This replica's name on the bus; unset = `<hostname>-<pid>` (the pod name in Kubernetes). */
+  replicaId: z.string().min(1).max(128).optional(),
+  /** A NATS `.creds` file (JWT + NKey seed) to authenticate with; unset = no credentials. */
+  credentialsFile: readableFile.optional(),
+  /** How often this replica re-announces its slot table (and that it is alive). */
+  announceIntervalMs: z.number().int().min(100).max(60_000).default(2000),
+});
+
 /** Headers the filter owns or reads as rank headers (filter/assembly/stream.ts): no priority header. */
 const ROUTING_HEADER_NAMES = new Set([
   "x-gateway-destination-endpoint",
@@ -427,6 +452,7 @@ export const configSchema = z
     load: loadSchema.default(loadSchema.parse({})),
     sync: syncSchema.default(syncSchema.parse({})),
     epp: eppSchema.optional(),
+    nats: natsSchema.optional(),
   })
   .superRefine((cfg, ctx) => {
     const names = new Set<string>();
@@ -465,3 +491,4 @@ export type Config = z.infer<typeof configSchema>;
 export type PoolConfig = Config["pools"][number];
 export type EndpointConfig = PoolConfig["endpoints"][number];
 export type EppConfig = NonNullable<Config["epp"]>;
+export type NatsConfig = NonNullable<Config["nats"]>;

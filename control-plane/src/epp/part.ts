@@ -20,6 +20,8 @@ export interface EppPartInput {
   slots: SlotTable;
   load: LoadModel;
   logger: Logger;
+  /** The embedded filter's gateway id (default kvroute-epp). */
+  gatewayId?: string;
   /** The module to run (tests); default build/kvroute.wasm. */
   wasm?: string;
 }
@@ -45,6 +47,7 @@ export function startEppPart(cfg: Config, epp: EppConfig, input: EppPartInput): 
       maxBodyBytes: cfg.routing.maxBodyBytes,
       destinationFallbacks: epp.destinationFallbacks,
       seed: epp.seed,
+      ...(input.gatewayId === undefined ? {} : { gatewayId: input.gatewayId }),
     },
     requestBodyMode: BodySendMode[epp.requestBodyMode],
     responseBodyMode: BodySendMode[epp.responseBodyMode],

@@ -1,6 +1,7 @@
 // The binary body of POST /v1/report (docs/wire-format.md §6), sent by each gateway's
 // leader. Decoding is strict and bounded: a malformed report is refused whole with a reason,
 // never half-applied.
+import { ByteReader } from "../wire/byte-reader.ts";
 import { ByteWriter } from "../wire/byte-writer.ts";
 
 export const REPORT_MAGIC = 0x5252564b; // "KVRR" read as a little-endian u32
@@ -53,54 +54,41 @@ export interface Report {
 
 export class ReportDecodeError extends Error {}
 
-const MAX_ITEMS = 1 << 20;
+/** The slot of a finished request the gateway answered without routing it (wire-format §6). */
+export const NO_SLOT = 0xffff;
 
-class Reader {
-  #at = 0;
-  readonly #view: DataView;
-  constructor(private readonly bytes: Uint8Array) {
-    this.#view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+/**
+ * A slot id that names no slot here: what a peer replica's slot maps to when this replica does not
+ * know that slot (control-plane/src/replicas/). Never on the wire (not a u16); applyReport skips
+ * entries that name it.
+ */
+export const UNKNOWN_SLOT = -1;
+
+/**
+ * Turns a slot id as the report's author numbered it into this replica's id (UNKNOWN_SLOT when
+ * there is none; NO_SLOT stays NO_SLOT). Every slot field is read through it, so a report relayed by another replica,
+ * whose slot table may number the same (endpoint, rank) differently, decodes into our ids.
+ */
+export type SlotMapper = (slot: number) => number;
+const sameSlot: SlotMapper = (slot) => slot;
+
+/** The report's reader: every slot field goes through the mapper. */
+class Reader extends ByteReader {
+  constructor(
+    bytes: Uint8Array,
+    private readonly mapSlot: SlotMapper,
+  ) {
+    super(bytes, "report", (message) => new ReportDecodeError(message));
   }
-  #need(n: number, what: string): number {
-    if (this.#at + n > this.bytes.length) throw new ReportDecodeError(`report truncated in ${what}`);
-    const at = this.#at;
-    this.#at += n;
-    return at;
-  }
-  u8(what: string): number {
-    return this.#view.getUint8(this.#need(1, what));
-  }
-  u16(what: string): number {
-    return this.#view.getUint16(this.#need(2, what), true);
-  }
-  u32(what: string): number {
-    return this.#view.getUint32(this.#need(4, what), true);
-  }
-  u64(what: string): bigint {
-    return this.#view.getBigUint64(this.#need(8, what), true);
-  }
-  str16(what: string): string {
-    const len = this.u16(what);
-    const at = this.#need(len, what);
-    try {
-      return new TextDecoder("utf-8", { fatal: true }).decode(this.bytes.subarray(at, at + len));
-    } catch {
-      throw new ReportDecodeError(`${what} is not UTF-8`);
-    }
-  }
-  count(what: string): number {
-    const n = this.u32(what);
-    if (n > MAX_ITEMS) throw new ReportDecodeError(`${what}: ${n} items is more than ${MAX_ITEMS}`);
-    return n;
-  }
-  end(): void {
-    if (this.#at !== this.bytes.length)
-      throw new ReportDecodeError(`${this.bytes.length - this.#at} trailing bytes`);
+  /** A slot id (u16), in this replica's numbering. */
+  slot(what: string): number {
+    return this.mapSlot(this.u16(what));
   }
 }
 
-export function decodeReport(bytes: Uint8Array): Report {
-  const r = new Reader(bytes);
+/** Decodes a report; `mapSlot` renumbers its slots (a peer replica's report, replicas/). */
+export function decodeReport(bytes: Uint8Array, mapSlot: SlotMapper = sameSlot): Report {
+  const r = new Reader(bytes, mapSlot);
   if (r.u32("magic") !== REPORT_MAGIC) throw new ReportDecodeError("not a kvroute report (bad magic)");
   const protocol = r.u16("protocol");
   if (protocol < OLDEST_PROTOCOL || protocol > REPORT_PROTOCOL)
@@ -109,10 +97,10 @@ export function decodeReport(bytes: Uint8Array): Report {
   const gateway = r.str16("gateway id");
   const inflight = new Map<number, number>();
   for (let i = 0, n = r.count("inflight"); i < n; i++)
-    inflight.set(r.u16("inflight slot"), r.u32("inflight count"));
+    inflight.set(r.slot("inflight slot"), r.u32("inflight count"));
   const finished: FinishedRequest[] = [];
   for (let i = 0, n = r.count("finished"); i < n; i++) {
-    const slot = r.u16("finished slot");
+    const slot = r.slot("finished slot");
     const status = r.u16("finished status");
     const outcome = r.u8("finished outcome");
     // Protocol 1: a reserved byte, and no served tokens.
@@ -144,7 +132,7 @@ export function decodeReport(bytes: Uint8Array): Report {
   const speculative: SpeculativeRoute[] = [];
   for (let i = 0, n = r.count("speculative"); i < n; i++) {
     speculative.push({
-      slot: r.u16("speculative slot"),
+      slot: r.slot("speculative slot"),
       depth: r.u32("speculative depth"),
       hash: r.u64("speculative hash"),
       ttlMs: r.u32("speculative ttl"),

@@ -9,7 +9,8 @@ import { decodeReport, type Report, ReportDecodeError } from "./report-codec.ts"
 export interface ReportHandlerOptions {
   authToken: string | undefined;
   maxBytes: number;
-  apply: (report: Report, remoteAddress: string) => void;
+  /** `body` is the report as the gateway sent it (relayed whole to peer replicas). */
+  apply: (report: Report, remoteAddress: string, body: Uint8Array) => void;
 }
 
 async function readBody(req: IncomingMessage, maxBytes: number): Promise<Uint8Array | null> {
@@ -43,7 +44,7 @@ export function createReportHandler(opts: ReportHandlerOptions) {
       sendJsonError(res, 400, err.message, "bad_report");
       return;
     }
-    opts.apply(report, req.socket.remoteAddress ?? "unknown");
+    opts.apply(report, req.socket.remoteAddress ?? "unknown", body);
     res.writeHead(204).end();
   };
 }

@@ -1,0 +1,286 @@
+// Replicas share what gateways report, over NATS core pub/sub (DESIGN §7): every report a gateway
+// posts here is relayed whole on `<prefix>.reports`, and every peer's relayed report is applied
+// as if its gateway were attached here too. The model is keyed by gateway id, so a gateway that
+// moves from one replica to another is counted once, and a peer's gateways expire like ours when
+// their reports stop (publish/publisher.ts GATEWAY_SILENCE_MS). Each replica announces its slot
+// table on `<prefix>.slots` (peer-slots.ts says why). Nothing waits on NATS: while it is down,
+// nothing is sent or queued, and each replica routes on its own view.
+import { readFileSync } from "node:fs";
+import { hostname } from "node:os";
+import { connect, credsAuthenticator, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import type { Logger } from "pino";
+import type { NatsConfig } from "../config/schema.ts";
+import type { SlotTable } from "../model/slot-table.ts";
+import { decodeReport, type Report, ReportDecodeError } from "../reports/report-codec.ts";
+import { PeerSlotTables, type PeerView } from "./peer-slots.ts";
+import {
+  decodeRelayedReport,
+  decodeSlotTable,
+  encodeRelayedReport,
+  encodeSlotTable,
+  ReplicaDecodeError,
+} from "./replica-codec.ts";
+
+/** A peer not heard for this many announce intervals is gone (stopped, or partitioned from us). */
+const PEER_SILENCE_INTERVALS = 3;
+/** Between attempts of the first connection (later reconnects are the client's). */
+const CONNECT_RETRY_MS = 500;
+
+export interface ReplicaExchangeOptions {
+  nats: NatsConfig;
+  epoch: bigint;
+  slots: SlotTable;
+  /** Applies a peer's report to the model (as app.ts applies a gateway's). */
+  apply: (report: Report) => void;
+  logger: Logger;
+  now?: () => number;
+}
+
+/** Counters for /metrics (api/prometheus-replicas.ts) and the status document. */
+export interface ReplicaStats {
+  relayed: number;
+  applied: number;
+  slotTablesSent: number;
+  slotTablesReceived: number;
+  disconnects: number;
+  /** Messages not sent or not applied, by reason (docs/operations.md). */
+  dropped: Record<string, number>;
+}
+
+export interface ReplicaStatus {
+  replicaId: string;
+  connected: boolean;
+  server: string | null;
+  peers: PeerView[];
+}
+
+export function defaultReplicaId(): string {
+  return `${hostname()}-${process.pid}`;
+}
+
+export class ReplicaExchange {
+  readonly replicaId: string;
+  readonly stats: ReplicaStats = {
+    relayed: 0,
+    applied: 0,
+    slotTablesSent: 0,
+    slotTablesReceived: 0,
+    disconnects: 0,
+    dropped: {},
+  };
+  readonly #peers: PeerSlotTables;
+  readonly #reports: string;
+  readonly #slotTables: string;
+  readonly #now: () => number;
+  #nc: NatsConnection | null = null;
+  #connected = false;
+  #stopped = false;
+  #announcedSlots = -1;
+  #timer: NodeJS.Timeout | null = null;
+  #ownIdWarned = false;
+
+  constructor(private readonly o: ReplicaExchangeOptions) {
+    this.replicaId = o.nats.replicaId ?? defaultReplicaId();
+    this.#peers = new PeerSlotTables(o.slots);
+    this.#reports = `${o.nats.subjectPrefix}.reports`;
+    this.#slotTables = `${o.nats.subjectPrefix}.slots`;
+    this.#now = o.now ?? Date.now;
+  }
+
+  /** Starts connecting in the background: the control plane serves at once, NATS or not. */
+  start(): void {
+    void this.#connectLoop();
+    this.#timer = setInterval(() => this.#announce(), this.o.nats.announceIntervalMs);
+    this.#timer.unref();
+  }
+
+  /** A report a gateway posted here, accepted and applied: for the peers. Never waits. */
+  relay(body: Uint8Array): void {
+    if (this.o.slots.all().length !== this.#announcedSlots) this.#announce();
+    const message = encodeRelayedReport({ replica: this.replicaId, epoch: this.o.epoch, report: body });
+    if (this.#publish(this.#reports, message)) this.stats.relayed++;
+  }
+
+  status(): ReplicaStatus {
+    return {
+      replicaId: this.replicaId,
+      connected: this.#connected,
+      server: this.#connected ? (this.#nc?.getServer() ?? null) : null,
+      peers: this.peers(),
+    };
+  }
+
+  peers(): PeerView[] {
+    return this.#peers.live(this.#now(), PEER_SILENCE_INTERVALS * this.o.nats.announceIntervalMs);
+  }
+
+  get connected(): boolean {
+    return this.#connected;
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer !== null) clearInterval(this.#timer);
+    const nc = this.#nc;
+    this.#nc = null;
+    this.#connected = false;
+    await nc?.close();
+  }
+
+  async #connectLoop(): Promise<void> {
+    const { nats, logger } = this.o;
+    const creds = nats.credentialsFile === undefined ? undefined : readFileSync(nats.credentialsFile);
+    while (!this.#stopped) {
+      try {
+        const nc = await connect({
+          servers: nats.servers,
+          name: `kvroute ${this.replicaId}`,
+          // Our own relayed reports are already applied here.
+          noEcho: true,
+          // After the first connection the client reconnects by itself, forever.
+          maxReconnectAttempts: -1,
+          reconnectTimeWait: 500,
+          timeout: 2000,
+          ...(creds === undefined ? {} : { authenticator: credsAuthenticator(creds) }),
+        });
+        if (this.#stopped) {
+          await nc.close();
+          return;
+        }
+        this.#attach(nc);
+        return;
+      } catch (err) {
+        logger.debug({ err, servers: nats.servers }, "NATS not reachable yet; retrying");
+        await new Promise((r) => setTimeout(r, CONNECT_RETRY_MS).unref());
+      }
+    }
+  }
+
+  #attach(nc: NatsConnection): void {
+    this.#nc = nc;
+    this.#connected = true;
+    const { logger } = this.o;
+    logger.info({ server: nc.getServer(), replica: this.replicaId }, "replica exchange connected to NATS");
+    nc.subscribe(this.#reports, {
+      callback: (err, msg) => {
+        if (err === null) this.#onReport(msg);
+      },
+    });
+    nc.subscribe(this.#slotTables, {
+      callback: (err, msg) => {
+        if (err === null) this.#onSlotTable(msg);
+      },
+    });
+    this.#announce();
+    void (async () => {
+      for await (const s of nc.status()) {
+        if (s.type === "disconnect") {
+          this.#connected = false;
+          this.stats.disconnects++;
+          logger.warn({ server: s.server }, "replica exchange lost NATS; each replica keeps its own view");
+        } else if (s.type === "reconnect") {
+          this.#connected = true;
+          logger.info({ server: s.server }, "replica exchange reconnected to NATS");
+          // Peers may have forgotten us meanwhile: tell them our slots before our next report.
+          this.#announce();
+        }
+      }
+    })();
+    void nc.closed().then(() => {
+      this.#connected = false;
+    });
+  }
+
+  #drop(reason: string): void {
+    this.stats.dropped[reason] = (this.stats.dropped[reason] ?? 0) + 1;
+  }
+
+  /** Publishes unless disconnected (a report queued for later would be stale when it lands). */
+  #publish(subject: string, payload: Uint8Array): boolean {
+    const nc = this.#nc;
+    if (nc === null || !this.#connected) {
+      this.#drop("disconnected");
+      return false;
+    }
+    const max = nc.info?.max_payload;
+    if (max !== undefined && payload.length > max) {
+      this.#drop("too_large");
+      return false;
+    }
+    try {
+      nc.publish(subject, payload);
+      return true;
+    } catch (err) {
+      this.o.logger.debug({ err }, "NATS publish failed");
+      this.#drop("publish_failed");
+      return false;
+    }
+  }
+
+  #announce(): void {
+    const keys = this.o.slots.all().map((s) => s.key);
+    if (
+      this.#publish(this.#slotTables, encodeSlotTable({ replica: this.replicaId, epoch: this.o.epoch, keys }))
+    ) {
+      this.#announcedSlots = keys.length;
+      this.stats.slotTablesSent++;
+    }
+  }
+
+  #fromUs(replica: string): boolean {
+    if (replica !== this.replicaId) return false;
+    // noEcho keeps our own messages away: another process uses our id (a misconfigured replicaId).
+    this.#drop("own_id");
+    if (!this.#ownIdWarned) {
+      this.#ownIdWarned = true;
+      this.o.logger.error(
+        { replica },
+        "another process publishes with this replica's id; set nats.replicaId apart",
+      );
+    }
+    return true;
+  }
+
+  #onSlotTable(msg: Msg): void {
+    try {
+      const t = decodeSlotTable(msg.data);
+      if (this.#fromUs(t.replica)) return;
+      const learned = this.#peers.learn(t, this.#now());
+      if (learned === "refused") {
+        this.#drop("too_many_peers");
+        return;
+      }
+      this.stats.slotTablesReceived++;
+      // A peer that just started knows nothing of us: answer so it need not wait an interval.
+      if (learned === "new") this.#announce();
+    } catch (err) {
+      this.#refused(err);
+    }
+  }
+
+  #onReport(msg: Msg): void {
+    try {
+      const m = decodeRelayedReport(msg.data);
+      if (this.#fromUs(m.replica)) return;
+      const mapSlot = this.#peers.mapperFor(m.replica, m.epoch, this.#now());
+      if (mapSlot === null) {
+        this.#drop("unknown_slot_table");
+        return;
+      }
+      this.o.apply(decodeReport(m.report, mapSlot));
+      this.stats.applied++;
+    } catch (err) {
+      this.#refused(err);
+    }
+  }
+
+  /** A message that could not be applied: malformed input is counted; anything else is our bug, logged. */
+  #refused(err: unknown): void {
+    if (err instanceof ReplicaDecodeError || err instanceof ReportDecodeError) {
+      this.#drop("malformed");
+      return;
+    }
+    this.#drop("internal");
+    this.o.logger.error({ err }, "applying a peer replica's message failed");
+  }
+}

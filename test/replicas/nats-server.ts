@@ -1,0 +1,64 @@
+// Debian's nats-server on a loopback port, for the replica tests. CI installs it (.ci/run), so
+// there a missing binary is a failure; only on a developer machine without it (CI unset) do the
+// replica tests skip, saying why.
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { connect } from "node:net";
+import { freePortRange } from "../sim/helpers.ts";
+import { until } from "../until.ts";
+
+export const NATS_SERVER = "/usr/sbin/nats-server";
+
+/** Why the replica tests cannot run here, or null when they can (or must, in CI). */
+export function natsSkipReason(): string | null {
+  if (existsSync(NATS_SERVER) || process.env.CI) return null;
+  return `${NATS_SERVER} is missing and CI is unset: skipping the replica tests (apt-get install -y nats-server)`;
+}
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect(port, "127.0.0.1");
+    s.once("connect", () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once("error", () => resolve(false));
+  });
+}
+
+/** A nats-server that can be stopped and started again on the same port (a NATS outage). */
+export class NatsServer {
+  #child: ChildProcess | null = null;
+
+  private constructor(readonly port: number) {}
+
+  static async start(): Promise<NatsServer> {
+    if (!existsSync(NATS_SERVER))
+      throw new Error(`${NATS_SERVER} is missing: .ci/run installs it (apt-get install -y nats-server)`);
+    const s = new NatsServer(await freePortRange(1));
+    await s.up();
+    return s;
+  }
+
+  get url(): string {
+    return `nats://127.0.0.1:${this.port}`;
+  }
+
+  async up(): Promise<void> {
+    const child = spawn(NATS_SERVER, ["-a", "127.0.0.1", "-p", String(this.port)], { stdio: "ignore" });
+    this.#child = child;
+    await until(`nats-server on port ${this.port}`, async () => {
+      if (child.exitCode !== null) throw new Error(`nats-server exited with ${child.exitCode}`);
+      return accepts(this.port);
+    });
+  }
+
+  async down(): Promise<void> {
+    const child = this.#child;
+    this.#child = null;
+    if (child === null || child.exitCode !== null) return;
+    const exited = new Promise((r) => child.once("exit", r));
+    child.kill("SIGTERM");
+    await exited;
+  }
+}

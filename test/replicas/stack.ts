@@ -1,0 +1,226 @@
+// The fleet of the replica e2e test on loopback: simulated vLLM workers (4 DP ranks each, real
+// ZMQ KV events that every replica subscribes to), one or more control-plane replicas (sharing
+// reports over NATS when there are several), and gateways running build/kvroute.wasm in the Node
+// host, each reaching the replicas through one cluster with its preferred replica at priority 0,
+// the others at priority 1, and active health checks on /readyz (host/upstream-cluster.ts).
+import { pino } from "pino";
+import { zmqKvEvents } from "../../control-plane/sim/kv-events-config.ts";
+import { type RunningSim, startSim } from "../../control-plane/sim/server.ts";
+import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
+import { parseConfig } from "../../control-plane/src/config/load-config.ts";
+import { type Gateway, startGateway } from "../../host/gateway.ts";
+import { freePortRange, QWEN3, simConfig } from "../sim/helpers.ts";
+
+export const MODEL = "qwen3";
+const TOKEN = "replica-e2e-token-0123456789";
+const WASM = new URL("../../build/kvroute.wasm", import.meta.url).pathname;
+export const RANKS = 4;
+export const REPORT_MS = 100;
+
+export interface StackOptions {
+  workers: number;
+  replicas: number;
+  gateways: number;
+  threads: number;
+  /** NATS server URL; required with more than one replica. */
+  nats?: string;
+}
+
+export interface Stack {
+  sims: RunningSim[];
+  workerPorts: number[];
+  /** Null once stopped. */
+  replicas: Array<ControlPlane | null>;
+  gateways: Gateway[];
+  /** Which replica each gateway prefers (priority 0 in its cluster). */
+  preferred: number[];
+  stopReplica(i: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startStack(o: StackOptions): Promise<Stack> {
+  const base = await freePortRange(o.workers + o.replicas);
+  const workerPorts = Array.from({ length: o.workers }, (_, i) => base + o.replicas + i);
+  const cpPorts = Array.from({ length: o.replicas }, (_, i) => base + i);
+  const zmq = await Promise.all(workerPorts.map(() => freePortRange(2 * RANKS + 10)));
+  const sims: RunningSim[] = [];
+  for (let i = 0; i < o.workers; i++) {
+    sims.push(
+      await startSim(
+        simConfig({
+          model: MODEL,
+          port: workerPorts[i] as number,
+          topology: { mode: "internal", size: RANKS, sizeLocal: RANKS, startRank: 0 },
+          tokenizerDir: QWEN3,
+          timeScale: 0.1,
+          numGpuBlocks: 4096,
+          eventEncoding: "map",
+          kvEvents: zmqKvEvents({
+            endpoint: `tcp://*:${zmq[i]}`,
+            replayEndpoint: `tcp://*:${(zmq[i] as number) + 10}`,
+            topic: "kv",
+            bufferSteps: 1000,
+          }),
+        }),
+      ),
+    );
+  }
+  const replicas: Array<ControlPlane | null> = [];
+  for (let r = 0; r < o.replicas; r++) {
+    const cfg = parseConfig(
+      {
+        authToken: TOKEN,
+        pools: [
+          {
+            name: "qwen",
+            models: [MODEL],
+            tokenizer: QWEN3,
+            endpoints: workerPorts.map((port, i) => ({
+              address: `127.0.0.1:${port}`,
+              ranks: Array.from({ length: RANKS }, (_, k) => k),
+              kvEvents: {
+                endpoint: `tcp://*:${zmq[i]}`,
+                replayEndpoint: `tcp://*:${(zmq[i] as number) + 10}`,
+                topic: "kv",
+              },
+            })),
+          },
+        ],
+        cache: { buckets: 4096, ways: 16 },
+        // Rare scrapes: a request stays in the gateways' reported in-flight until it answers
+        // (wire-format §4.5 "unseen"), so the in-flight check has something to compare.
+        load: { scrapeIntervalMs: 60_000 },
+        sync: { longPollMs: 500 },
+        ...(o.replicas > 1
+          ? { nats: { servers: [o.nats], replicaId: `replica-${r}`, announceIntervalMs: 500 } }
+          : {}),
+      },
+      "replica-e2e",
+      {},
+    );
+    replicas.push(
+      await startControlPlane(cfg, { listen: `127.0.0.1:${cpPorts[r]}`, logger: pino({ level: "silent" }) }),
+    );
+  }
+  const preferred = Array.from({ length: o.gateways }, (_, g) => g % o.replicas);
+  const gateways: Gateway[] = [];
+  for (let g = 0; g < o.gateways; g++) {
+    const first = preferred[g] as number;
+    const endpoints = cpPorts.map((port, r) => ({
+      address: `127.0.0.1:${port}`,
+      priority: r === first ? 0 : 1,
+    }));
+    gateways.push(
+      await startGateway({
+        wasm: WASM,
+        threads: o.threads,
+        vmId: "kvroute",
+        rootId: "kvroute",
+        pluginConfig: JSON.stringify({
+          controlPlane: {
+            cluster: "kvroute_control_plane",
+            authority: "kvroute-control-plane:9090",
+            token: TOKEN,
+            timeoutMs: 3000,
+          },
+          gatewayId: `gateway-${g}`,
+          tickMs: 20,
+          reportMs: REPORT_MS,
+          failMode: "open",
+        }),
+        clusters: {
+          kvroute_control_plane: {
+            endpoints,
+            healthCheck: {
+              path: "/readyz",
+              intervalMs: 100,
+              timeoutMs: 500,
+              unhealthyThreshold: 2,
+              healthyThreshold: 1,
+            },
+          },
+          fallback: `127.0.0.1:${workerPorts[0]}`,
+        },
+        defaultCluster: "fallback",
+        node: { id: `gateway-${g}` },
+        port: 0,
+        allowOnHeadersStopIteration: true,
+      }),
+    );
+  }
+  const stopReplica = async (i: number) => {
+    await replicas[i]?.stop();
+    replicas[i] = null;
+  };
+  return {
+    sims,
+    workerPorts,
+    replicas,
+    gateways,
+    preferred,
+    stopReplica,
+    async close() {
+      for (const g of gateways) await g.close();
+      for (let i = 0; i < replicas.length; i++) await stopReplica(i);
+      for (const s of sims) await s.close();
+    },
+  };
+}
+
+export interface Answer {
+  status: number;
+  cached: number;
+  promptTokens: number;
+}
+
+/** A chat through gateway `g`: its status and what the engine found cached. */
+export async function chat(
+  s: Stack,
+  g: number,
+  system: string,
+  user: string,
+  maxTokens = 4,
+): Promise<Answer> {
+  const res = await fetch(`${(s.gateways[g] as Gateway).url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      model: MODEL,
+      messages: [
+        { role: "system", content: system },
+        { role: "user", content: user },
+      ],
+      max_tokens: maxTokens,
+    }),
+  });
+  const text = await res.text();
+  let promptTokens = 0;
+  try {
+    promptTokens = (JSON.parse(text) as { usage?: { prompt_tokens?: number } }).usage?.prompt_tokens ?? 0;
+  } catch {
+    // not JSON: an error answer
+  }
+  return {
+    status: res.status,
+    cached: Number(res.headers.get("x-kvroute-sim-cached-tokens") ?? 0),
+    promptTokens,
+  };
+}
+
+/** The gateway's own unseen in-flight requests per slot: the sum over its VMs' kvr.un.<t> (wire-format §4.5). */
+export function gatewayInflight(gw: Gateway): Map<number, number> {
+  const out = new Map<number, number>();
+  for (let t = 0; t < 1024; t++) {
+    const v = gw.host.sharedData(`kvr.un.${t}`);
+    if (v === null) {
+      if (t > 64) break;
+      continue;
+    }
+    const b = Buffer.from(v.value);
+    for (let at = 8; at + 18 <= b.length; at += 18) {
+      const slot = b.readUInt16LE(at);
+      out.set(slot, (out.get(slot) ?? 0) + b.readUInt32LE(at + 10));
+    }
+  }
+  return out;
+}
