@@ -2,6 +2,12 @@
 // block keeps the chunk-hashing state at its end (the last chunk hash and the bytes of the
 // unfinished chunk), so a child block continues the chain without re-reading its ancestors.
 //
+// The blocks live in the Wasm core (filter/core/block-table.ts): one heap record per block in
+// linear memory, found by u64 open addressing, which hashes and feeds the chunk index itself.
+// This side detokenizes (the vocabulary tables are JavaScript's) and moves a whole event across
+// in one call — hashes, byte lengths, last tokens and bytes back to back in the I/O region — so
+// a block costs no JavaScript object, no BigInt map key and no call of its own.
+//
 // A block is known once, whatever medium holds it, and carries the set of tiers it is on
 // (tier.ts): with offloading the engine stores it on the GPU, copies it to CPU (often as a
 // placeholder store naming the hash only), and may evict the GPU copy while the CPU one stays.
@@ -9,21 +15,17 @@
 // chaining state, which children need) goes when no tier holds it any more. A second store of
 // a copy already held (vLLM's kv_cache_report_mode="full" reports reused blocks again) changes
 // nothing.
+
+import { type CoreModule, core } from "../core/core-wasm.ts";
 import type { BlockRemoved, BlockStored } from "../events/types.ts";
 import type { ChunkIndex } from "./chunk-index.ts";
-import { TIER_COUNT, type Tier, tierOfMedium } from "./tier.ts";
+import { tierOfMedium } from "./tier.ts";
 
-export interface ChunkState {
-  /** Hash of the last complete chunk (h0 at the start of a stream). */
-  prev: bigint;
-  /** Bytes of the chunk being filled (shorter than the chunk size). */
-  partial: Uint8Array;
-}
-
-/** The routing core's chained chunk hashing (filter/core, through the Wasm loader). */
+/** The routing core's chained chunk hashing (filter/core), as the index needs it: the chain's h0 and the chunk size. */
 export interface ChunkHasher {
-  initialState(model: string, lora: string, cacheSalt: string): ChunkState;
-  feed(state: ChunkState, bytes: Uint8Array): { hashes: ArrayLike<bigint>; state: ChunkState };
+  readonly chunkSize: number;
+  /** h0 of a stream: model, LoRA and cache salt (docs/wire-format.md §3). */
+  rootHash(model: string, lora: string, cacheSalt: string): bigint;
 }
 
 /**
@@ -33,20 +35,6 @@ export interface ChunkHasher {
  * vocabularies need it for their leading-space rule.
  */
 export type Detokenize = (ids: ArrayLike<number>, previous: number) => Uint8Array | null;
-
-const NO_CHUNKS: bigint[] = [];
-
-interface Block {
-  state: ChunkState;
-  /** Last token id of the block: the `previous` of a child block's detokenization. */
-  lastToken: number;
-  /** Chunks completed so far along this chain, including this block's. */
-  depth: number;
-  /** Chunk hashes completed inside this block (removed with it). */
-  chunks: bigint[];
-  /** Bit t set: a copy is on tier t. */
-  tiers: number;
-}
 
 export interface SlotBlockStats {
   blocks: number;
@@ -67,8 +55,40 @@ export interface SlotBlockStats {
   undetokenizableBlocks: number;
 }
 
+/** BlockTable.lookup's answer for a parent that is not held (filter/core/block-table.ts). */
+const STORE_ORPHAN = -2n;
+
+/** Frees the core's block table of a SlotBlocks that was collected (its chunks left the index in clear(), or the index went too). */
+const tables = new FinalizationRegistry<number>((id) => core().ex.blockTableFree(id, 0));
+
+/** Counters of the core's last store/remove call (ingest-io.ts ingestStatsPtr). */
+interface CallCounters {
+  stored: number;
+  duplicates: number;
+  lowerTier: number;
+  removed: number;
+  unknownRemovals: number;
+}
+
+function callCounters(c: CoreModule): CallCounters {
+  const v = c.i32view;
+  const at = c.ex.ingestStatsPtr() >>> 2;
+  return {
+    stored: v[at] as number,
+    duplicates: v[at + 1] as number,
+    lowerTier: v[at + 2] as number,
+    removed: v[at + 3] as number,
+    unknownRemovals: v[at + 4] as number,
+  };
+}
+
 export class SlotBlocks {
-  readonly #blocks = new Map<bigint, Block>();
+  readonly #core = core();
+  readonly #table: number;
+  /** Detokenized bytes of the event being stored, staged before they go to the core in one copy. */
+  #bytes = new Uint8Array(4096);
+  /** One block's token ids (reused: no slice per block). */
+  readonly #ids: number[] = [];
   readonly stats: SlotBlockStats = {
     blocks: 0,
     storedBlocks: 0,
@@ -85,127 +105,146 @@ export class SlotBlocks {
   constructor(
     readonly slot: number,
     private readonly model: string,
-    private readonly index: ChunkIndex,
+    index: ChunkIndex,
     private readonly hasher: ChunkHasher,
     private readonly detokenize: Detokenize,
-  ) {}
+  ) {
+    this.#table = this.#core.ex.blockTableNew(index.tableId, slot, hasher.chunkSize);
+    tables.register(this, this.#table);
+  }
 
-  /** Adds the tier's copy of a known block; false when that copy was already held. */
-  #addCopy(block: Block, tier: Tier, nowMs: number): boolean {
-    const bit = 1 << tier;
-    if ((block.tiers & bit) !== 0) {
-      this.stats.duplicateStores++;
-      return false;
-    }
-    block.tiers |= bit;
-    const first = block.depth - block.chunks.length;
-    for (let k = 0; k < block.chunks.length; k++)
-      this.index.add(block.chunks[k] as bigint, first + k + 1, this.slot, nowMs, tier);
-    if (tier !== 0) this.stats.lowerTierStores++;
-    return true;
+  /** Writes the hashes at the start of an I/O region of at least `bytes` (≥ 8 per hash); returns its address. */
+  #writeHashes(hashes: readonly bigint[], bytes: number): number {
+    const ptr = this.#core.io(bytes);
+    const u64 = this.#core.u64view;
+    const at = ptr >>> 3;
+    for (let i = 0; i < hashes.length; i++) u64[at + i] = hashes[i] as bigint;
+    return ptr;
+  }
+
+  #count(c: CallCounters): void {
+    this.stats.storedBlocks += c.stored;
+    this.stats.duplicateStores += c.duplicates;
+    this.stats.lowerTierStores += c.lowerTier;
+    this.stats.removedBlocks += c.removed;
+    this.stats.unknownRemovals += c.unknownRemovals;
+    this.stats.blocks = this.blockCount;
   }
 
   stored(event: BlockStored, nowMs: number): void {
     const tier = tierOfMedium(event.medium);
+    const n = event.hashes.length;
     if (tier === null) {
-      this.stats.unknownMediumBlocks += event.hashes.length;
+      this.stats.unknownMediumBlocks += n;
       return;
     }
+    const ex = this.#core.ex;
     if (event.tokenIds.length === 0) {
-      for (const hash of event.hashes) {
-        const block = this.#blocks.get(hash);
-        if (block === undefined) this.stats.unresolvedPlaceholders++;
-        else this.#addCopy(block, tier, nowMs);
-      }
+      const ptr = this.#writeHashes(event.hashes, 8 * n);
+      this.stats.unresolvedPlaceholders += ex.blockCopiesIo(this.#table, ptr, n, tier, nowMs);
+      this.#count(callCounters(this.#core));
       return;
     }
-    let state: ChunkState;
-    let depth = 0;
-    let previous = -1;
-    if (event.parent === null) {
-      state = this.hasher.initialState(this.model, event.loraName ?? "", event.cacheSalt ?? "");
-    } else {
-      const parent = this.#blocks.get(event.parent);
-      if (parent === undefined) {
-        this.stats.orphanBlocks += event.hashes.length;
-        return;
-      }
-      state = parent.state;
-      depth = parent.depth;
-      previous = parent.lastToken;
+    const hasParent = event.parent === null ? 0 : 1;
+    const parent = event.parent ?? 0n;
+    // Pass 1: which blocks are held (those are not detokenized again), and the parent's last token.
+    const lookPtr = this.#writeHashes(event.hashes, 8 * n);
+    const parentLast = ex.blockLookupIo(this.#table, lookPtr, n, hasParent, parent);
+    if (parentLast === STORE_ORPHAN) {
+      this.stats.orphanBlocks += n;
+      return;
     }
+    const held = this.#core.i64view;
+    const heldAt = ex.ingestOutPtr() >>> 3;
+    const heldLast: number[] = new Array(n);
+    for (let i = 0; i < n; i++) heldLast[i] = Number(held[heldAt + i] as bigint);
+    // Pass 2: detokenize the new blocks, each after the token its chain really ends with.
     const size = event.blockSize;
-    for (let i = 0; i < event.hashes.length; i++) {
-      const hash = event.hashes[i] as bigint;
-      const existing = this.#blocks.get(hash);
-      if (existing !== undefined) {
-        // A block we hold (same content by construction): maybe a copy on another tier.
-        this.#addCopy(existing, tier, nowMs);
-        state = existing.state;
-        depth = existing.depth;
-        previous = existing.lastToken;
+    const tokens = event.tokenIds;
+    const ids = this.#ids;
+    ids.length = size;
+    const lens = new Array<number>(n);
+    const lasts = new Array<number>(n);
+    let total = 0;
+    let count = n;
+    let previous = Number(parentLast);
+    for (let i = 0; i < n; i++) {
+      const last = heldLast[i] as number;
+      if (last >= 0) {
+        lens[i] = 0;
+        lasts[i] = last;
+        previous = last;
         continue;
       }
-      const ids = event.tokenIds.slice(i * size, (i + 1) * size);
+      const base = i * size;
+      for (let k = 0; k < size; k++) ids[k] = tokens[base + k] as number;
       const bytes = this.detokenize(ids, previous);
       if (bytes === null) {
         // Its descendants in this event cannot be hashed either.
-        this.stats.undetokenizableBlocks += event.hashes.length - i;
+        this.stats.undetokenizableBlocks += n - i;
+        count = i;
         break;
       }
-      const fed = this.hasher.feed(state, bytes);
-      // Most 16-token blocks complete no chunk: share one empty list instead of allocating.
-      const chunks: bigint[] = fed.hashes.length === 0 ? NO_CHUNKS : [];
-      for (let k = 0; k < fed.hashes.length; k++) {
-        const h = fed.hashes[k] as bigint;
-        chunks.push(h);
-        this.index.add(h, depth + k + 1, this.slot, nowMs, tier);
+      if (total + bytes.length > this.#bytes.length) {
+        const grown = new Uint8Array(Math.max(2 * this.#bytes.length, total + bytes.length));
+        grown.set(this.#bytes.subarray(0, total));
+        this.#bytes = grown;
       }
-      depth += chunks.length;
-      state = fed.state;
-      previous = ids[ids.length - 1] ?? previous;
-      this.#blocks.set(hash, { state, lastToken: previous, depth, chunks, tiers: 1 << tier });
-      this.stats.storedBlocks++;
-      if (tier !== 0) this.stats.lowerTierStores++;
+      this.#bytes.set(bytes, total);
+      total += bytes.length;
+      lens[i] = bytes.length;
+      previous = tokens[base + size - 1] ?? previous;
+      lasts[i] = previous;
     }
-    this.stats.blocks = this.#blocks.size;
+    if (count === 0) return;
+    // h0 first: rootHash uses the I/O region too.
+    const root =
+      hasParent === 1 ? 0n : this.hasher.rootHash(this.model, event.loraName ?? "", event.cacheSalt ?? "");
+    // One call: hashes u64 × count, byte lengths u32 × count, last tokens u32 × count, bytes.
+    const ptr = this.#writeHashes(
+      count === n ? event.hashes : event.hashes.slice(0, count),
+      16 * count + total,
+    );
+    const u32 = this.#core.u32view;
+    const lensAt = (ptr + 8 * count) >>> 2;
+    for (let i = 0; i < count; i++) {
+      u32[lensAt + i] = lens[i] as number;
+      u32[lensAt + count + i] = lasts[i] as number;
+    }
+    this.#core.u8.set(this.#bytes.subarray(0, total), ptr + 16 * count);
+    ex.blockStoreIo(this.#table, ptr, count, tier, hasParent, parent, root, nowMs);
+    this.#count(callCounters(this.#core));
   }
 
   /** Removes the copy on the event's medium; the block stays while another tier holds it. */
   removed(event: BlockRemoved): void {
     const tier = tierOfMedium(event.medium);
     if (tier === null) return;
-    const bit = 1 << tier;
-    for (const hash of event.hashes) {
-      const block = this.#blocks.get(hash);
-      if (block === undefined || (block.tiers & bit) === 0) {
-        this.stats.unknownRemovals++;
-        continue;
-      }
-      for (const h of block.chunks) this.index.remove(h, this.slot, tier);
-      block.tiers &= ~bit;
-      if (block.tiers === 0) this.#blocks.delete(hash);
-      this.stats.removedBlocks++;
-    }
-    this.stats.blocks = this.#blocks.size;
+    const n = event.hashes.length;
+    const ptr = this.#writeHashes(event.hashes, 8 * n);
+    this.#core.ex.blockRemoveIo(this.#table, ptr, n, tier);
+    this.#count(callCounters(this.#core));
   }
 
   /** AllBlocksCleared, an engine restart, or a gap replay could not cover. */
   clear(): void {
-    for (const block of this.#blocks.values())
-      for (let t = 0; t < TIER_COUNT; t++)
-        if ((block.tiers & (1 << t)) !== 0)
-          for (const h of block.chunks) this.index.remove(h, this.slot, t as Tier);
-    this.#blocks.clear();
+    this.#core.ex.blockClear(this.#table);
     this.stats.blocks = 0;
   }
 
   get blockCount(): number {
-    return this.#blocks.size;
+    return this.#core.ex.blockCount(this.#table);
+  }
+
+  /** Bytes of linear memory the slot's blocks hold (records at the allocator's granularity, lookup table). */
+  get bytes(): number {
+    return this.#core.ex.blockTableBytes(this.#table);
   }
 
   /** The engine block hashes indexed for this slot (for checks against the engine's own view). */
   blockHashes(): IterableIterator<bigint> {
-    return this.#blocks.keys();
+    const n = this.#core.ex.blockHashesIo(this.#table);
+    const at = this.#core.ex.ingestOutPtr() >>> 3;
+    return Array.from(this.#core.u64view.subarray(at, at + n)).values();
   }
 }
