@@ -82,7 +82,12 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
   const decisions = new RecentDecisions();
   const slots = new SlotTable(maxSlots);
   const load = new LoadModel(cfg.load.unhealthyAfter);
-  const index = new PrefixIndex({ buckets: cfg.cache.buckets, ways: cfg.cache.ways, maxSlots });
+  const index = new PrefixIndex({
+    buckets: cfg.cache.buckets,
+    ways: cfg.cache.ways,
+    maxSlots,
+    maxBlocksPerSlot: cfg.cache.maxBlocksPerSlot,
+  });
   const hasher = coreChunkHasher(cfg.routing.chunkSize);
 
   const poolTokens = new Map<string, PoolTokens>();

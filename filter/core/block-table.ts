@@ -7,31 +7,45 @@
 //
 // Record layout (one heap.alloc per block, sized to its content):
 //   0 prev u64 (hash of the last complete chunk; the block's last chunk when it completed any)
-//   8 depth u32 (chunks completed along the chain up to here)
-//   12 lastToken u32
-//   16 tiers u32 (bit t: a copy is on tier t)
-//   20 nChunks u32 (chunks completed inside this block)
-//   24 partialLen u32
-//   28 the block's chunk hashes but the last (which is `prev`), u64 × (nChunks - 1)
+//   8 hash u64 (the engine's block hash: the record's key, for eviction)
+//   16 depth u32 (chunks completed along the chain up to here)
+//   20 lastToken u32
+//   24 older, 28 newer: u32 record pointers of the slot's store-order list (eviction, below)
+//   32 tiers u32 (bit t: a copy is on tier t)
+//   36 nChunks u32 (chunks completed inside this block)
+//   40 partialLen u32
+//   44 the block's chunk hashes but the last (which is `prev`), u64 × (nChunks - 1)
 //   .. the partial chunk's bytes
+//
+// Bounded: a slot holds at most maxBlocks blocks. An engine's BlockRemoved events keep its
+// table at the size of its KV cache; an engine that never reports evictions (or a flood of
+// unique prompts on a tier whose removals are not reported) would grow it forever, so past the
+// cap the block stored longest ago goes — the index's own eviction rule (the least recently
+// stored goes first; storing a block again, on any tier, refreshes it).
 import { ByteBuf } from "./byte-buf";
 import { chainChunks } from "./chunk-hash";
 import { ChunkTable } from "./chunk-table";
 import { U64Map } from "./u64-map";
 
 const B_PREV = 0;
-const B_DEPTH = 8;
-const B_LAST = 12;
-const B_TIERS = 16;
-const B_NCHUNKS = 20;
-const B_PARTIAL_LEN = 24;
-const B_HEADER: usize = 28;
+const B_HASH = 8;
+const B_DEPTH = 16;
+const B_LAST = 20;
+const B_OLDER = 24;
+const B_NEWER = 28;
+const B_TIERS = 32;
+const B_NCHUNKS = 36;
+const B_PARTIAL_LEN = 40;
+const B_HEADER: usize = 44;
 export const TIER_COUNT: u32 = 3;
 
 /** Bytes of a record's chunk hashes kept besides `prev` (all but the last). */
 function extraBytes(nChunks: u32): usize {
   return nChunks > 1 ? (<usize>(nChunks - 1)) << 3 : 0;
 }
+
+/** "No token" in lookup's answers. */
+export const NO_TOKEN: u32 = 0xffffffff;
 
 /** Result codes of store. */
 export const STORE_ORPHAN: i32 = -2;
@@ -56,11 +70,43 @@ export class BlockTable {
   map: U64Map = new U64Map();
   recBytes: usize = 0;
 
+  /** Ends of the store-order list: oldest is evicted first (0: empty). */
+  oldest: usize = 0;
+  newest: usize = 0;
+
   constructor(
     public chunks: ChunkTable,
     public slot: u32,
     public chunkSize: i32,
+    public maxBlocks: u32,
   ) {}
+
+  private link(rec: usize): void {
+    store<u32>(rec + B_OLDER, <u32>this.newest);
+    store<u32>(rec + B_NEWER, 0);
+    if (this.newest !== 0) store<u32>(this.newest + B_NEWER, <u32>rec);
+    else this.oldest = rec;
+    this.newest = rec;
+  }
+
+  private unlink(rec: usize): void {
+    const older = <usize>load<u32>(rec + B_OLDER);
+    const newer = <usize>load<u32>(rec + B_NEWER);
+    if (older !== 0) store<u32>(older + B_NEWER, <u32>newer);
+    else this.oldest = newer;
+    if (newer !== 0) store<u32>(newer + B_OLDER, <u32>older);
+    else this.newest = older;
+  }
+
+  /** Drops the least recently stored block with every copy of its chunks. */
+  private evictOldest(stats: CallStats): void {
+    const rec = this.oldest;
+    if (rec === 0) return;
+    const tiers = load<u32>(rec + B_TIERS);
+    for (let t: u32 = 0; t < TIER_COUNT; t++) if ((tiers & (1 << t)) !== 0) this.chunksOf(rec, t, false, 0);
+    this.drop(load<u64>(rec + B_HASH), rec);
+    stats.evicted++;
+  }
 
   get bytes(): usize {
     return this.map.bytes + this.recBytes;
@@ -83,6 +129,11 @@ export class BlockTable {
 
   /** Adds the tier's copy of a known block (counted as a duplicate when already held). */
   addCopy(rec: usize, tier: u32, nowMs: f64, stats: CallStats): void {
+    // Stored again: the most recently stored block now.
+    if (rec !== this.newest) {
+      this.unlink(rec);
+      this.link(rec);
+    }
     const bit: u32 = 1 << tier;
     const tiers = load<u32>(rec + B_TIERS);
     if ((tiers & bit) !== 0) {
@@ -95,23 +146,25 @@ export class BlockTable {
   }
 
   /**
-   * For an event's n hashes at `hashes`: writes one i64 per block to `held` (its last token when
-   * the block is held, else -1) and returns the last token of the parent (-1 without a parent),
-   * or STORE_ORPHAN when the parent is not held. Lets the caller detokenize only new blocks,
-   * each after the token the chain really ends with.
+   * For an event's n hashes at `hashes`: writes u32s to `held` — the parent's last token
+   * (NO_TOKEN without a parent), then per block its last token when the block is held, else
+   * NO_TOKEN — and returns 0, or STORE_ORPHAN when the parent is not held. Lets the caller
+   * detokenize only new blocks, each after the token its chain really ends with. (A stored
+   * block's last token is never NO_TOKEN: no vocabulary reaches id 2^32 - 1.)
    */
-  lookup(hashes: usize, n: i32, hasParent: bool, parent: u64, held: usize): i64 {
-    let last: i64 = -1;
+  lookup(hashes: usize, n: i32, hasParent: bool, parent: u64, held: usize): i32 {
+    let last = NO_TOKEN;
     if (hasParent) {
       const p = this.map.get(parent);
       if (p === 0) return STORE_ORPHAN;
-      last = <i64>load<u32>(<usize>p + B_LAST);
+      last = load<u32>(<usize>p + B_LAST);
     }
+    store<u32>(held, last);
     for (let i = 0; i < n; i++) {
       const rec = <usize>this.map.get(load<u64>(hashes + ((<usize>i) << 3)));
-      store<i64>(held + ((<usize>i) << 3), rec !== 0 ? <i64>load<u32>(rec + B_LAST) : -1);
+      store<u32>(held + ((<usize>(i + 1)) << 2), rec !== 0 ? load<u32>(rec + B_LAST) : NO_TOKEN);
     }
-    return last;
+    return 0;
   }
 
   /**
@@ -165,6 +218,8 @@ export class BlockTable {
         const rest = <u32>(total - <i32>count * chunk);
         const extra = extraBytes(count);
         const size = B_HEADER + extra + <usize>rest;
+        // At the cap, the least recently stored block goes (after hashing: `partial` may lie in it).
+        if (this.map.size >= this.maxBlocks) this.evictOldest(stats);
         rec = heap.alloc(size);
         this.recBytes += heapFootprint(size);
         store<u64>(rec + B_PREV, count > 0 ? load<u64>(hashOut.ptr + ((<usize>(count - 1)) << 3)) : prev);
@@ -175,7 +230,9 @@ export class BlockTable {
         store<u32>(rec + B_PARTIAL_LEN, rest);
         memory.copy(rec + B_HEADER, hashOut.ptr, extra);
         memory.copy(rec + B_HEADER + extra, scratch.ptr + <usize>(<i32>count * chunk), rest);
+        store<u64>(rec + B_HASH, hash);
         this.map.set(hash, <u32>rec);
+        this.link(rec);
         for (let k: u32 = 0; k < count; k++)
           this.chunks.add(load<u64>(hashOut.ptr + ((<usize>k) << 3)), depth + k + 1, this.slot, tier, nowMs);
         stats.stored++;
@@ -226,6 +283,7 @@ export class BlockTable {
     this.recBytes -= heapFootprint(
       B_HEADER + extraBytes(load<u32>(rec + B_NCHUNKS)) + <usize>load<u32>(rec + B_PARTIAL_LEN),
     );
+    this.unlink(rec);
     heap.free(rec);
     this.map.delete(hash);
   }
@@ -245,6 +303,8 @@ export class BlockTable {
     }
     map.clear();
     this.recBytes = 0;
+    this.oldest = 0;
+    this.newest = 0;
   }
 
   /** Writes every held block hash (u64) to out; returns how many. */

@@ -136,9 +136,9 @@ export function chunkTakeDirtyIo(id: i32): i32 {
   return chunkTable(id).takeDirty(out);
 }
 
-export function blockTableNew(chunkId: i32, slot: u32, chunkSize: i32): i32 {
+export function blockTableNew(chunkId: i32, slot: u32, chunkSize: i32, maxBlocks: u32): i32 {
   const id = freeId(blockTables);
-  blockTables[id] = changetype<usize>(new BlockTable(chunkTable(chunkId), slot, chunkSize));
+  blockTables[id] = changetype<usize>(new BlockTable(chunkTable(chunkId), slot, chunkSize, maxBlocks));
   return id;
 }
 
@@ -162,9 +162,9 @@ export function blockTableBytes(id: i32): f64 {
 }
 
 /** BlockTable.lookup over n hashes at ptr; the held blocks' last tokens go to the output buffer. */
-export function blockLookupIo(id: i32, ptr: usize, n: i32, hasParent: bool, parent: u64): i64 {
+export function blockLookupIo(id: i32, ptr: usize, n: i32, hasParent: bool, parent: u64): i32 {
   out.len = 0;
-  out.reserve(n << 3);
+  out.reserve((n + 1) << 2);
   return blockTable(id).lookup(ptr, n, hasParent, parent, out.ptr);
 }
 

@@ -57,11 +57,11 @@ export interface CoreExports {
   chunkGetIo(id: number, hash: bigint): number;
   chunkBucketIo(id: number, bucket: number): number;
   chunkTakeDirtyIo(id: number): number;
-  blockTableNew(chunkId: number, slot: number, chunkSize: number): number;
+  blockTableNew(chunkId: number, slot: number, chunkSize: number, maxBlocks: number): number;
   blockTableFree(id: number, withChunks: number): void;
   blockCount(id: number): number;
   blockTableBytes(id: number): number;
-  blockLookupIo(id: number, ptr: number, n: number, hasParent: number, parent: bigint): bigint;
+  blockLookupIo(id: number, ptr: number, n: number, hasParent: number, parent: bigint): number;
   blockStoreIo(
     id: number,
     ptr: number,

@@ -11,6 +11,8 @@ export interface PrefixIndexOptions {
   ways: number;
   /** Size of the slot table: fixes the bitmap width of every bucket image. */
   maxSlots: number;
+  /** Blocks each slot indexes at most (slot-blocks.ts; default DEFAULT_MAX_BLOCKS_PER_SLOT). */
+  maxBlocksPerSlot?: number;
   now?: () => number;
 }
 
@@ -42,7 +44,14 @@ export class PrefixIndex implements EventSink {
     if (this.#slots.has(reg.slotKey)) return;
     this.#slots.set(
       reg.slotKey,
-      new SlotBlocks(reg.slotId, reg.model, this.chunks, reg.hasher, reg.detokenize),
+      new SlotBlocks(
+        reg.slotId,
+        reg.model,
+        this.chunks,
+        reg.hasher,
+        reg.detokenize,
+        this.opts.maxBlocksPerSlot,
+      ),
     );
   }
 

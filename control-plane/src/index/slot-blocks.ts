@@ -18,6 +18,7 @@
 
 import { type CoreModule, core } from "../core/core-wasm.ts";
 import type { BlockRemoved, BlockStored } from "../events/types.ts";
+import { SEQUENCE_START } from "../tokens/detokenize.ts";
 import type { ChunkIndex } from "./chunk-index.ts";
 import { tierOfMedium } from "./tier.ts";
 
@@ -53,10 +54,16 @@ export interface SlotBlockStats {
   unknownMediumBlocks: number;
   /** Blocks with token ids outside the vocabulary (wrong tokenizer configured?): dropped. */
   undetokenizableBlocks: number;
+  /** Blocks dropped because the slot reached its cap (the least recently stored go first). */
+  evictedBlocks: number;
 }
 
-/** BlockTable.lookup's answer for a parent that is not held (filter/core/block-table.ts). */
-const STORE_ORPHAN = -2n;
+/** BlockTable.lookup's answers (filter/core/block-table.ts): the parent is not held; no token. */
+const STORE_ORPHAN = -2;
+const NO_TOKEN = 0xffffffff;
+
+/** How many blocks a slot holds at most before the least recently stored go (DESIGN §9: bounded memory). */
+export const DEFAULT_MAX_BLOCKS_PER_SLOT = 1 << 20;
 
 /** Frees the core's block table of a SlotBlocks that was collected (its chunks left the index in clear(), or the index went too). */
 const tables = new FinalizationRegistry<number>((id) => core().ex.blockTableFree(id, 0));
@@ -68,6 +75,7 @@ interface CallCounters {
   lowerTier: number;
   removed: number;
   unknownRemovals: number;
+  evicted: number;
 }
 
 function callCounters(c: CoreModule): CallCounters {
@@ -79,6 +87,7 @@ function callCounters(c: CoreModule): CallCounters {
     lowerTier: v[at + 2] as number,
     removed: v[at + 3] as number,
     unknownRemovals: v[at + 4] as number,
+    evicted: v[at + 5] as number,
   };
 }
 
@@ -89,6 +98,8 @@ export class SlotBlocks {
   #bytes = new Uint8Array(4096);
   /** One block's token ids (reused: no slice per block). */
   readonly #ids: number[] = [];
+  /** Per block of the event being stored: byte lengths, then last tokens. */
+  #lens = new Uint32Array(64);
   readonly stats: SlotBlockStats = {
     blocks: 0,
     storedBlocks: 0,
@@ -100,6 +111,7 @@ export class SlotBlocks {
     unresolvedPlaceholders: 0,
     unknownMediumBlocks: 0,
     undetokenizableBlocks: 0,
+    evictedBlocks: 0,
   };
 
   constructor(
@@ -108,8 +120,11 @@ export class SlotBlocks {
     index: ChunkIndex,
     private readonly hasher: ChunkHasher,
     private readonly detokenize: Detokenize,
+    maxBlocks = DEFAULT_MAX_BLOCKS_PER_SLOT,
   ) {
-    this.#table = this.#core.ex.blockTableNew(index.tableId, slot, hasher.chunkSize);
+    if (!Number.isInteger(maxBlocks) || maxBlocks < 1 || maxBlocks > 0xffffffff)
+      throw new RangeError(`maxBlocks must be a positive integer (got ${maxBlocks})`);
+    this.#table = this.#core.ex.blockTableNew(index.tableId, slot, hasher.chunkSize, maxBlocks);
     tables.register(this, this.#table);
   }
 
@@ -128,6 +143,7 @@ export class SlotBlocks {
     this.stats.lowerTierStores += c.lowerTier;
     this.stats.removedBlocks += c.removed;
     this.stats.unknownRemovals += c.unknownRemovals;
+    this.stats.evictedBlocks += c.evicted;
     this.stats.blocks = this.blockCount;
   }
 
@@ -138,42 +154,41 @@ export class SlotBlocks {
       this.stats.unknownMediumBlocks += n;
       return;
     }
-    const ex = this.#core.ex;
+    const c = this.#core;
+    const ex = c.ex;
     if (event.tokenIds.length === 0) {
       const ptr = this.#writeHashes(event.hashes, 8 * n);
       this.stats.unresolvedPlaceholders += ex.blockCopiesIo(this.#table, ptr, n, tier, nowMs);
-      this.#count(callCounters(this.#core));
+      this.#count(callCounters(c));
       return;
     }
     const hasParent = event.parent === null ? 0 : 1;
     const parent = event.parent ?? 0n;
     // Pass 1: which blocks are held (those are not detokenized again), and the parent's last token.
-    const lookPtr = this.#writeHashes(event.hashes, 8 * n);
-    const parentLast = ex.blockLookupIo(this.#table, lookPtr, n, hasParent, parent);
-    if (parentLast === STORE_ORPHAN) {
+    let ptr = this.#writeHashes(event.hashes, 8 * n);
+    if (ex.blockLookupIo(this.#table, ptr, n, hasParent, parent) === STORE_ORPHAN) {
       this.stats.orphanBlocks += n;
       return;
     }
-    const held = this.#core.i64view;
-    const heldAt = ex.ingestOutPtr() >>> 3;
-    const heldLast: number[] = new Array(n);
-    for (let i = 0; i < n; i++) heldLast[i] = Number(held[heldAt + i] as bigint);
+    if (this.#lens.length < 2 * n) this.#lens = new Uint32Array(4 * n);
+    const lens = this.#lens; // [0, n): byte lengths, [n, 2n): last tokens
+    const heldView = c.u32view;
+    const heldAt = ex.ingestOutPtr() >>> 2;
     // Pass 2: detokenize the new blocks, each after the token its chain really ends with.
     const size = event.blockSize;
     const tokens = event.tokenIds;
     const ids = this.#ids;
     ids.length = size;
-    const lens = new Array<number>(n);
-    const lasts = new Array<number>(n);
     let total = 0;
     let count = n;
-    let previous = Number(parentLast);
+    const parentLast = heldView[heldAt] as number;
+    let previous = parentLast === NO_TOKEN ? SEQUENCE_START : parentLast;
     for (let i = 0; i < n; i++) {
-      const last = heldLast[i] as number;
-      if (last >= 0) {
+      const held = heldView[heldAt + 1 + i] as number;
+      if (held !== NO_TOKEN) {
         lens[i] = 0;
-        lasts[i] = last;
-        previous = last;
+        lens[n + i] = held;
+        previous = held;
         continue;
       }
       const base = i * size;
@@ -194,26 +209,24 @@ export class SlotBlocks {
       total += bytes.length;
       lens[i] = bytes.length;
       previous = tokens[base + size - 1] ?? previous;
-      lasts[i] = previous;
+      lens[n + i] = previous;
     }
     if (count === 0) return;
     // h0 first: rootHash uses the I/O region too.
     const root =
       hasParent === 1 ? 0n : this.hasher.rootHash(this.model, event.loraName ?? "", event.cacheSalt ?? "");
-    // One call: hashes u64 × count, byte lengths u32 × count, last tokens u32 × count, bytes.
-    const ptr = this.#writeHashes(
-      count === n ? event.hashes : event.hashes.slice(0, count),
-      16 * count + total,
-    );
-    const u32 = this.#core.u32view;
+    // One call: hashes u64 × count, byte lengths u32 × count, last tokens u32 × count, bytes. The
+    // hashes of pass 1 are still in place unless the I/O region had to grow (or rootHash wrote it).
+    const need = 16 * count + total;
+    const again = hasParent === 0 || c.io(need) !== ptr || count !== n;
+    ptr = again ? this.#writeHashes(count === n ? event.hashes : event.hashes.slice(0, count), need) : ptr;
+    const u32 = c.u32view;
     const lensAt = (ptr + 8 * count) >>> 2;
-    for (let i = 0; i < count; i++) {
-      u32[lensAt + i] = lens[i] as number;
-      u32[lensAt + count + i] = lasts[i] as number;
-    }
-    this.#core.u8.set(this.#bytes.subarray(0, total), ptr + 16 * count);
+    u32.set(lens.subarray(0, count), lensAt);
+    u32.set(lens.subarray(n, n + count), lensAt + count);
+    c.u8.set(this.#bytes.subarray(0, total), ptr + 16 * count);
     ex.blockStoreIo(this.#table, ptr, count, tier, hasParent, parent, root, nowMs);
-    this.#count(callCounters(this.#core));
+    this.#count(callCounters(c));
   }
 
   /** Removes the copy on the event's medium; the block stays while another tier holds it. */
