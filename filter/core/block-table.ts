@@ -25,6 +25,7 @@
 import { ByteBuf } from "./byte-buf";
 import { chainChunks } from "./chunk-hash";
 import { ChunkTable } from "./chunk-table";
+import { SEQUENCE_START, TokenTable } from "./token-table";
 import { U64Map } from "./u64-map";
 
 const B_PREV = 0;
@@ -169,13 +170,18 @@ export class BlockTable {
 
   /**
    * Stores n blocks continuing from `parent` (or from `root`, the chain's h0, without one).
-   * Input: hashes u64 × n at `hashes`, then per block the byte length u32 × n, the last token
-   * u32 × n, then the blocks' bytes back to back (a block already held has length 0 and is not
-   * read). `scratch` holds partial ‖ bytes while hashing; `hashOut` the chunks of one block.
+   * Input at `hashes`: hashes u64 × n, then either (tokens ≠ null) the token ids u32 ×
+   * n·blockSize, detokenized here; or the blocks' bytes as the caller detokenized them — byte
+   * length u32 × n, last token u32 × n, the bytes back to back (a block already held has length
+   * 0 and is not read). Returns STORE_ORPHAN when the parent is not held, else how many blocks
+   * could not be detokenized (the first such block and its descendants in the event).
+   * `scratch` holds partial ‖ bytes while hashing; `hashOut` the chunks of one block.
    */
   store(
     hashes: usize,
     n: i32,
+    tokens: TokenTable | null,
+    blockSize: i32,
     tier: u32,
     hasParent: bool,
     parent: u64,
@@ -189,6 +195,7 @@ export class BlockTable {
     let partial: usize = 0;
     let partialLen: u32 = 0;
     let depth: u32 = 0;
+    let previous = SEQUENCE_START;
     if (hasParent) {
       const p = <usize>this.map.get(parent);
       if (p === 0) return STORE_ORPHAN;
@@ -196,22 +203,32 @@ export class BlockTable {
       depth = load<u32>(p + B_DEPTH);
       partialLen = load<u32>(p + B_PARTIAL_LEN);
       partial = p + B_HEADER + extraBytes(load<u32>(p + B_NCHUNKS));
+      previous = <i64>load<u32>(p + B_LAST);
     }
-    const lens = hashes + ((<usize>n) << 3);
+    const after = hashes + ((<usize>n) << 3);
+    const lens = after;
     const lasts = lens + ((<usize>n) << 2);
     let bytes = lasts + ((<usize>n) << 2);
     const chunk = this.chunkSize;
     for (let i = 0; i < n; i++) {
       const hash = load<u64>(hashes + ((<usize>i) << 3));
-      const len = load<u32>(lens + ((<usize>i) << 2));
       let rec = <usize>this.map.get(hash);
       if (rec === 0) {
-        // Hash (partial ‖ bytes) on from prev.
-        const total = <i32>(partialLen + len);
+        // Hash (partial ‖ the block's bytes) on from prev.
         scratch.len = 0;
-        scratch.reserve(total);
-        memory.copy(scratch.ptr, partial, partialLen);
-        memory.copy(scratch.ptr + partialLen, bytes, len);
+        scratch.append(partial, <i32>partialLen);
+        let last: u32;
+        if (tokens !== null) {
+          const ids = after + ((<usize>(i * blockSize)) << 2);
+          if (!tokens.append(ids, blockSize, previous, scratch)) return n - i;
+          last = load<u32>(ids + ((<usize>(blockSize - 1)) << 2));
+        } else {
+          const len = load<u32>(lens + ((<usize>i) << 2));
+          scratch.append(bytes, <i32>len);
+          bytes += len;
+          last = load<u32>(lasts + ((<usize>i) << 2));
+        }
+        const total = scratch.len;
         hashOut.len = 0;
         hashOut.reserve((total / chunk) << 3);
         const count = <u32>chainChunks(prev, scratch.ptr, total, chunk, hashOut.ptr);
@@ -224,7 +241,7 @@ export class BlockTable {
         this.recBytes += heapFootprint(size);
         store<u64>(rec + B_PREV, count > 0 ? load<u64>(hashOut.ptr + ((<usize>(count - 1)) << 3)) : prev);
         store<u32>(rec + B_DEPTH, depth + count);
-        store<u32>(rec + B_LAST, load<u32>(lasts + ((<usize>i) << 2)));
+        store<u32>(rec + B_LAST, last);
         store<u32>(rec + B_TIERS, 1 << tier);
         store<u32>(rec + B_NCHUNKS, count);
         store<u32>(rec + B_PARTIAL_LEN, rest);
@@ -240,12 +257,13 @@ export class BlockTable {
       } else {
         // A block we hold (same content by construction): maybe a copy on another tier.
         this.addCopy(rec, tier, nowMs, stats);
+        if (tokens === null) bytes += load<u32>(lens + ((<usize>i) << 2));
       }
-      bytes += len;
       prev = load<u64>(rec + B_PREV);
       depth = load<u32>(rec + B_DEPTH);
       partialLen = load<u32>(rec + B_PARTIAL_LEN);
       partial = rec + B_HEADER + extraBytes(load<u32>(rec + B_NCHUNKS));
+      previous = <i64>load<u32>(rec + B_LAST);
     }
     return 0;
   }

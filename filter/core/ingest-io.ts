@@ -7,9 +7,11 @@
 import { BlockTable, CallStats } from "./block-table";
 import { ByteBuf } from "./byte-buf";
 import { ChunkTable } from "./chunk-table";
+import { TokenTable } from "./token-table";
 
 const chunkTables: usize[] = [];
 const blockTables: usize[] = [];
+const tokenTables: usize[] = [];
 const out = new ByteBuf(4096);
 const scratch = new ByteBuf(1024);
 const hashOut = new ByteBuf(64);
@@ -168,6 +170,7 @@ export function blockLookupIo(id: i32, ptr: usize, n: i32, hasParent: bool, pare
   return blockTable(id).lookup(ptr, n, hasParent, parent, out.ptr);
 }
 
+/** BlockTable.store with the bytes the caller detokenized. */
 export function blockStoreIo(
   id: i32,
   ptr: usize,
@@ -179,7 +182,44 @@ export function blockStoreIo(
   nowMs: f64,
 ): i32 {
   resetStats();
-  return blockTable(id).store(ptr, n, tier, hasParent, parent, root, nowMs, scratch, hashOut, stats);
+  return blockTable(id).store(ptr, n, null, 0, tier, hasParent, parent, root, nowMs, scratch, hashOut, stats);
+}
+
+/** BlockTable.store with token ids, detokenized here through token table `tokensId`. */
+export function blockStoreTokensIo(
+  id: i32,
+  tokensId: i32,
+  ptr: usize,
+  n: i32,
+  blockSize: i32,
+  tier: u32,
+  hasParent: bool,
+  parent: u64,
+  root: u64,
+  nowMs: f64,
+): i32 {
+  resetStats();
+  const tokens = changetype<TokenTable>(unchecked(tokenTables[tokensId]));
+  return blockTable(id).store(ptr, n, tokens, blockSize, tier, hasParent, parent, root, nowMs, scratch, hashOut, stats);
+}
+
+/** A token table of `size` ids and `byteLen` bytes (filled by the caller at tokenTable*Ptr). */
+export function tokenTableNew(size: u32, byteLen: u32, dummy: i32): i32 {
+  const id = freeId(tokenTables);
+  tokenTables[id] = changetype<usize>(new TokenTable(size, byteLen, dummy));
+  return id;
+}
+
+export function tokenTableBytesPtr(id: i32): usize {
+  return changetype<TokenTable>(unchecked(tokenTables[id])).bytes;
+}
+
+export function tokenTableOffsetsPtr(id: i32): usize {
+  return changetype<TokenTable>(unchecked(tokenTables[id])).offsets;
+}
+
+export function tokenTableFlagsPtr(id: i32): usize {
+  return changetype<TokenTable>(unchecked(tokenTables[id])).flags;
 }
 
 export function blockCopiesIo(id: i32, ptr: usize, n: i32, tier: u32, nowMs: f64): i32 {

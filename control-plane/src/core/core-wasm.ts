@@ -72,6 +72,22 @@ export interface CoreExports {
     root: bigint,
     nowMs: number,
   ): number;
+  blockStoreTokensIo(
+    id: number,
+    tokensId: number,
+    ptr: number,
+    n: number,
+    blockSize: number,
+    tier: number,
+    hasParent: number,
+    parent: bigint,
+    root: bigint,
+    nowMs: number,
+  ): number;
+  tokenTableNew(size: number, byteLen: number, dummy: number): number;
+  tokenTableBytesPtr(id: number): number;
+  tokenTableOffsetsPtr(id: number): number;
+  tokenTableFlagsPtr(id: number): number;
   blockCopiesIo(id: number, ptr: number, n: number, tier: number, nowMs: number): number;
   blockRemoveIo(id: number, ptr: number, n: number, tier: number): void;
   blockClear(id: number): void;

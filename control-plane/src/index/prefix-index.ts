@@ -2,6 +2,7 @@
 // subscriber's sink), bucket images out. Slots are registered by discovery with a stable
 // numeric id (the bit in every bucket bitmap) and the canonical model that seeds their hashes.
 import type { BatchMeta, EventSink, KvEvent, RankResetReason } from "../events/types.ts";
+import type { TokenBytesTable } from "../tokens/token-bytes-table.ts";
 import { encodeBucket, slotWordsFor } from "./bucket-image.ts";
 import { ChunkIndex } from "./chunk-index.ts";
 import { type ChunkHasher, type Detokenize, SlotBlocks } from "./slot-blocks.ts";
@@ -22,6 +23,8 @@ export interface SlotRegistration {
   model: string;
   hasher: ChunkHasher;
   detokenize: Detokenize;
+  /** The token-bytes table `detokenize` reads, if it is one: the core then detokenizes whole events (the fast path). */
+  tokenTable?: TokenBytesTable | null;
 }
 
 export class PrefixIndex implements EventSink {
@@ -44,14 +47,10 @@ export class PrefixIndex implements EventSink {
     if (this.#slots.has(reg.slotKey)) return;
     this.#slots.set(
       reg.slotKey,
-      new SlotBlocks(
-        reg.slotId,
-        reg.model,
-        this.chunks,
-        reg.hasher,
-        reg.detokenize,
-        this.opts.maxBlocksPerSlot,
-      ),
+      new SlotBlocks(reg.slotId, reg.model, this.chunks, reg.hasher, reg.detokenize, {
+        maxBlocks: this.opts.maxBlocksPerSlot,
+        tokenTable: reg.tokenTable,
+      }),
     );
   }
 

@@ -19,8 +19,10 @@
 import { type CoreModule, core } from "../core/core-wasm.ts";
 import type { BlockRemoved, BlockStored } from "../events/types.ts";
 import { SEQUENCE_START } from "../tokens/detokenize.ts";
+import type { TokenBytesTable } from "../tokens/token-bytes-table.ts";
 import type { ChunkIndex } from "./chunk-index.ts";
-import { tierOfMedium } from "./tier.ts";
+import { coreTokenTable } from "./core-token-table.ts";
+import { type Tier, tierOfMedium } from "./tier.ts";
 
 /** The routing core's chained chunk hashing (filter/core), as the index needs it: the chain's h0 and the chunk size. */
 export interface ChunkHasher {
@@ -91,9 +93,21 @@ function callCounters(c: CoreModule): CallCounters {
   };
 }
 
+export interface SlotBlocksOptions {
+  /** Blocks held at most; past it the least recently stored go (default DEFAULT_MAX_BLOCKS_PER_SLOT). */
+  maxBlocks?: number;
+  /**
+   * The vocabulary `detokenize` reads (when it is a token-bytes table): then whole events are
+   * detokenized in the core, which is the fast path; without it `detokenize` is called per block.
+   */
+  tokenTable?: TokenBytesTable | null;
+}
+
 export class SlotBlocks {
   readonly #core = core();
   readonly #table: number;
+  /** The core's copy of the vocabulary (core-token-table.ts), or null: detokenize in JavaScript. */
+  readonly #tokens: number | null;
   /** Detokenized bytes of the event being stored, staged before they go to the core in one copy. */
   #bytes = new Uint8Array(4096);
   /** One block's token ids (reused: no slice per block). */
@@ -120,12 +134,14 @@ export class SlotBlocks {
     index: ChunkIndex,
     private readonly hasher: ChunkHasher,
     private readonly detokenize: Detokenize,
-    maxBlocks = DEFAULT_MAX_BLOCKS_PER_SLOT,
+    opts: SlotBlocksOptions = {},
   ) {
+    const maxBlocks = opts.maxBlocks ?? DEFAULT_MAX_BLOCKS_PER_SLOT;
     if (!Number.isInteger(maxBlocks) || maxBlocks < 1 || maxBlocks > 0xffffffff)
       throw new RangeError(`maxBlocks must be a positive integer (got ${maxBlocks})`);
     this.#table = this.#core.ex.blockTableNew(index.tableId, slot, hasher.chunkSize, maxBlocks);
     tables.register(this, this.#table);
+    this.#tokens = opts.tokenTable == null ? null : coreTokenTable(opts.tokenTable);
   }
 
   /** Writes the hashes at the start of an I/O region of at least `bytes` (≥ 8 per hash); returns its address. */
@@ -164,6 +180,10 @@ export class SlotBlocks {
     }
     const hasParent = event.parent === null ? 0 : 1;
     const parent = event.parent ?? 0n;
+    if (this.#tokens !== null) {
+      this.#storeTokens(event, tier, hasParent, parent, nowMs, this.#tokens);
+      return;
+    }
     // Pass 1: which blocks are held (those are not detokenized again), and the parent's last token.
     let ptr = this.#writeHashes(event.hashes, 8 * n);
     if (ex.blockLookupIo(this.#table, ptr, n, hasParent, parent) === STORE_ORPHAN) {
@@ -226,6 +246,42 @@ export class SlotBlocks {
     u32.set(lens.subarray(n, n + count), lensAt + count);
     c.u8.set(this.#bytes.subarray(0, total), ptr + 16 * count);
     ex.blockStoreIo(this.#table, ptr, count, tier, hasParent, parent, root, nowMs);
+    this.#count(callCounters(c));
+  }
+
+  /** One call for the whole event: hashes u64 × n, then the token ids u32 × n·blockSize. */
+  #storeTokens(
+    event: BlockStored,
+    tier: Tier,
+    hasParent: number,
+    parent: bigint,
+    nowMs: number,
+    tokens: number,
+  ): void {
+    const c = this.#core;
+    const n = event.hashes.length;
+    // h0 first: rootHash uses the I/O region too.
+    const root =
+      hasParent === 1 ? 0n : this.hasher.rootHash(this.model, event.loraName ?? "", event.cacheSalt ?? "");
+    const ptr = this.#writeHashes(event.hashes, 8 * n + 4 * event.tokenIds.length);
+    c.u32view.set(event.tokenIds, (ptr + 8 * n) >>> 2);
+    const r = c.ex.blockStoreTokensIo(
+      this.#table,
+      tokens,
+      ptr,
+      n,
+      event.blockSize,
+      tier,
+      hasParent,
+      parent,
+      root,
+      nowMs,
+    );
+    if (r === STORE_ORPHAN) {
+      this.stats.orphanBlocks += n;
+      return;
+    }
+    this.stats.undetokenizableBlocks += r;
     this.#count(callCounters(c));
   }
 
