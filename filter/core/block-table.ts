@@ -68,7 +68,8 @@ export class CallStats {
 
 @unmanaged
 export class BlockTable {
-  map: U64Map = new U64Map();
+  /** hash → record; the record holds its hash, so the table keeps 4 bytes a slot. */
+  map: U64Map = new U64Map(B_HASH);
   recBytes: usize = 0;
 
   /** Ends of the store-order list: oldest is evicted first (0: empty). */
@@ -302,8 +303,9 @@ export class BlockTable {
       B_HEADER + extraBytes(load<u32>(rec + B_NCHUNKS)) + <usize>load<u32>(rec + B_PARTIAL_LEN),
     );
     this.unlink(rec);
-    heap.free(rec);
+    // The map reads keys from the records: delete while the record is still there.
     this.map.delete(hash);
+    heap.free(rec);
   }
 
   /** Drops every block, taking its copies out of the chunk table (withChunks) or not (the table is gone). */

@@ -148,7 +148,6 @@ export function blockTableNew(chunkId: i32, slot: u32, chunkSize: i32, maxBlocks
 export function blockTableFree(id: i32, withChunks: bool): void {
   const t = blockTable(id);
   t.clear(withChunks);
-  heap.free(t.map.keys);
   heap.free(t.map.vals);
   heap.free(changetype<usize>(t.map));
   heap.free(changetype<usize>(t));
@@ -200,7 +199,20 @@ export function blockStoreTokensIo(
 ): i32 {
   resetStats();
   const tokens = changetype<TokenTable>(unchecked(tokenTables[tokensId]));
-  return blockTable(id).store(ptr, n, tokens, blockSize, tier, hasParent, parent, root, nowMs, scratch, hashOut, stats);
+  return blockTable(id).store(
+    ptr,
+    n,
+    tokens,
+    blockSize,
+    tier,
+    hasParent,
+    parent,
+    root,
+    nowMs,
+    scratch,
+    hashOut,
+    stats,
+  );
 }
 
 /** A token table of `size` ids and `byteLen` bytes (filled by the caller at tokenTable*Ptr). */

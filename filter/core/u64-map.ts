@@ -5,7 +5,9 @@
 // engine block hashes can be sequential (hash = base + i), which would cluster otherwise.
 //
 // Unmanaged and heap-allocated: the control plane's index lives here for the process's life,
-// and keeping it out of the GC keeps per-entry cost at 12 bytes a slot.
+// and keeping it out of the GC keeps per-entry cost at 12 bytes a slot — or 4, when the values
+// are pointers to records that hold their own key (keyOffset ≥ 0: the key of a slot is the u64
+// at value + keyOffset, read where a probe compares; block-table.ts uses this).
 
 const MIN_CAP: u32 = 16;
 
@@ -17,12 +19,12 @@ export class U64Map {
   mask: u32 = 0;
   size: u32 = 0;
 
-  constructor() {
+  constructor(public keyOffset: i32 = -1) {
     this.alloc(MIN_CAP);
   }
 
   private alloc(cap: u32): void {
-    this.keys = heap.alloc((<usize>cap) << 3);
+    this.keys = this.keyOffset < 0 ? heap.alloc((<usize>cap) << 3) : 0;
     this.vals = heap.alloc((<usize>cap) << 2);
     memory.fill(this.vals, 0, (<usize>cap) << 2);
     this.cap = cap;
@@ -39,7 +41,7 @@ export class U64Map {
     while (true) {
       const v = load<u32>(this.vals + ((<usize>i) << 2));
       if (v === 0) return 0;
-      if (load<u64>(this.keys + ((<usize>i) << 3)) === key) return v;
+      if (this.keyAt(i) === key) return v;
       i = (i + 1) & this.mask;
     }
   }
@@ -53,12 +55,12 @@ export class U64Map {
       const at = this.vals + ((<usize>i) << 2);
       const v = load<u32>(at);
       if (v === 0) {
-        store<u64>(this.keys + ((<usize>i) << 3), key);
+        if (this.keyOffset < 0) store<u64>(this.keys + ((<usize>i) << 3), key);
         store<u32>(at, value);
         this.size++;
         return;
       }
-      if (load<u64>(this.keys + ((<usize>i) << 3)) === key) {
+      if (this.keyAt(i) === key) {
         store<u32>(at, value);
         return;
       }
@@ -73,7 +75,7 @@ export class U64Map {
     while (true) {
       const v = load<u32>(this.vals + ((<usize>i) << 2));
       if (v === 0) return false;
-      if (load<u64>(this.keys + ((<usize>i) << 3)) === key) break;
+      if (this.keyAt(i) === key) break;
       i = (i + 1) & mask;
     }
     // Backward shift: pull later members of the run into the hole when their home allows it.
@@ -82,11 +84,11 @@ export class U64Map {
     while (true) {
       const v = load<u32>(this.vals + ((<usize>j) << 2));
       if (v === 0) break;
-      const k = load<u64>(this.keys + ((<usize>j) << 3));
+      const k = this.keyAt(j);
       const h = this.home(k);
       // k may move to the hole unless its home lies cyclically in (hole, j].
       if (((j - h) & mask) >= ((j - hole) & mask)) {
-        store<u64>(this.keys + ((<usize>hole) << 3), k);
+        if (this.keyOffset < 0) store<u64>(this.keys + ((<usize>hole) << 3), k);
         store<u32>(this.vals + ((<usize>hole) << 2), v);
         hole = j;
       }
@@ -103,17 +105,19 @@ export class U64Map {
     const oldCap = this.cap;
     this.alloc(oldCap << 1);
     this.size = 0;
+    const offset = this.keyOffset;
     for (let i: u32 = 0; i < oldCap; i++) {
       const v = load<u32>(oldVals + ((<usize>i) << 2));
-      if (v !== 0) this.set(load<u64>(oldKeys + ((<usize>i) << 3)), v);
+      if (v !== 0)
+        this.set(offset < 0 ? load<u64>(oldKeys + ((<usize>i) << 3)) : load<u64>(<usize>v + offset), v);
     }
-    heap.free(oldKeys);
+    if (oldKeys !== 0) heap.free(oldKeys);
     heap.free(oldVals);
   }
 
   /** Empties the map and gives its memory back (down to the minimum size). */
   clear(): void {
-    heap.free(this.keys);
+    if (this.keys !== 0) heap.free(this.keys);
     heap.free(this.vals);
     this.alloc(MIN_CAP);
     this.size = 0;
@@ -125,11 +129,12 @@ export class U64Map {
   }
 
   @inline keyAt(i: u32): u64 {
+    if (this.keyOffset >= 0) return load<u64>(<usize>this.valueAt(i) + this.keyOffset);
     return load<u64>(this.keys + ((<usize>i) << 3));
   }
 
   /** Bytes held (both arrays). */
   get bytes(): usize {
-    return <usize>this.cap * 12;
+    return <usize>this.cap * (this.keyOffset < 0 ? 12 : 4);
   }
 }

@@ -16,7 +16,7 @@
 // a copy already held (vLLM's kv_cache_report_mode="full" reports reused blocks again) changes
 // nothing.
 
-import { type CoreModule, core } from "../core/core-wasm.ts";
+import { core } from "../core/core-wasm.ts";
 import type { BlockRemoved, BlockStored } from "../events/types.ts";
 import { SEQUENCE_START } from "../tokens/detokenize.ts";
 import type { TokenBytesTable } from "../tokens/token-bytes-table.ts";
@@ -69,29 +69,6 @@ export const DEFAULT_MAX_BLOCKS_PER_SLOT = 1 << 20;
 
 /** Frees the core's block table of a SlotBlocks that was collected (its chunks left the index in clear(), or the index went too). */
 const tables = new FinalizationRegistry<number>((id) => core().ex.blockTableFree(id, 0));
-
-/** Counters of the core's last store/remove call (ingest-io.ts ingestStatsPtr). */
-interface CallCounters {
-  stored: number;
-  duplicates: number;
-  lowerTier: number;
-  removed: number;
-  unknownRemovals: number;
-  evicted: number;
-}
-
-function callCounters(c: CoreModule): CallCounters {
-  const v = c.i32view;
-  const at = c.ex.ingestStatsPtr() >>> 2;
-  return {
-    stored: v[at] as number,
-    duplicates: v[at + 1] as number,
-    lowerTier: v[at + 2] as number,
-    removed: v[at + 3] as number,
-    unknownRemovals: v[at + 4] as number,
-    evicted: v[at + 5] as number,
-  };
-}
 
 export interface SlotBlocksOptions {
   /** Blocks held at most; past it the least recently stored go (default DEFAULT_MAX_BLOCKS_PER_SLOT). */
@@ -153,14 +130,18 @@ export class SlotBlocks {
     return ptr;
   }
 
-  #count(c: CallCounters): void {
-    this.stats.storedBlocks += c.stored;
-    this.stats.duplicateStores += c.duplicates;
-    this.stats.lowerTierStores += c.lowerTier;
-    this.stats.removedBlocks += c.removed;
-    this.stats.unknownRemovals += c.unknownRemovals;
-    this.stats.evictedBlocks += c.evicted;
-    this.stats.blocks = this.blockCount;
+  /** Adds the counters of the core's last store/remove call (ingest-io.ts ingestStatsPtr). */
+  #count(): void {
+    const v = this.#core.i32view;
+    const at = this.#core.ex.ingestStatsPtr() >>> 2;
+    const s = this.stats;
+    s.storedBlocks += v[at] as number;
+    s.duplicateStores += v[at + 1] as number;
+    s.lowerTierStores += v[at + 2] as number;
+    s.removedBlocks += v[at + 3] as number;
+    s.unknownRemovals += v[at + 4] as number;
+    s.evictedBlocks += v[at + 5] as number;
+    s.blocks = this.blockCount;
   }
 
   stored(event: BlockStored, nowMs: number): void {
@@ -175,7 +156,7 @@ export class SlotBlocks {
     if (event.tokenIds.length === 0) {
       const ptr = this.#writeHashes(event.hashes, 8 * n);
       this.stats.unresolvedPlaceholders += ex.blockCopiesIo(this.#table, ptr, n, tier, nowMs);
-      this.#count(callCounters(c));
+      this.#count();
       return;
     }
     const hasParent = event.parent === null ? 0 : 1;
@@ -246,7 +227,7 @@ export class SlotBlocks {
     u32.set(lens.subarray(n, n + count), lensAt + count);
     c.u8.set(this.#bytes.subarray(0, total), ptr + 16 * count);
     ex.blockStoreIo(this.#table, ptr, count, tier, hasParent, parent, root, nowMs);
-    this.#count(callCounters(c));
+    this.#count();
   }
 
   /** One call for the whole event: hashes u64 × n, then the token ids u32 × n·blockSize. */
@@ -282,7 +263,7 @@ export class SlotBlocks {
       return;
     }
     this.stats.undetokenizableBlocks += r;
-    this.#count(callCounters(c));
+    this.#count();
   }
 
   /** Removes the copy on the event's medium; the block stays while another tier holds it. */
@@ -292,7 +273,7 @@ export class SlotBlocks {
     const n = event.hashes.length;
     const ptr = this.#writeHashes(event.hashes, 8 * n);
     this.#core.ex.blockRemoveIo(this.#table, ptr, n, tier);
-    this.#count(callCounters(this.#core));
+    this.#count();
   }
 
   /** AllBlocksCleared, an engine restart, or a gap replay could not cover. */
