@@ -327,6 +327,13 @@ export class BlockTable {
     this.newest = 0;
   }
 
+  /** Gives back everything the table holds, itself included (see clear for withChunks). */
+  dispose(withChunks: bool): void {
+    this.clear(withChunks);
+    this.map.dispose();
+    heap.free(changetype<usize>(this));
+  }
+
   /** Writes every held block hash (u64) to out; returns how many. */
   writeHashes(out: ByteBuf): i32 {
     out.len = 0;

@@ -55,6 +55,23 @@ export class ChunkTable {
     this.recs = heap.alloc(<usize>this.recCap * RECORD_BYTES);
   }
 
+  /** Gives back everything the table holds, itself included. */
+  dispose(): void {
+    for (let ref: u32 = 1; ref <= this.recTop; ref++) {
+      const r = this.rec(ref);
+      // Live records only: a dropped one (on the free list) already gave its holder array back.
+      const ext = load<u32>(r + R_EXT);
+      if (ext !== 0 && this.map.get(load<u64>(r + R_HASH)) === ref) heap.free(<usize>ext);
+    }
+    heap.free(this.recs);
+    heap.free(this.heads);
+    heap.free(this.dirtyBits);
+    heap.free(this.dirty.ptr);
+    heap.free(changetype<usize>(this.dirty));
+    this.map.dispose();
+    heap.free(changetype<usize>(this));
+  }
+
   @inline rec(ref: u32): usize {
     return this.recs + <usize>(ref - 1) * RECORD_BYTES;
   }

@@ -57,23 +57,7 @@ export function chunkTableNew(buckets: u32): i32 {
 
 /** Frees a chunk table (its block tables must be freed without chunks, or already be). */
 export function chunkTableFree(id: i32): void {
-  const t = chunkTable(id);
-  // The table's own arrays; records of the slab and holder arrays go with it.
-  for (let ref: u32 = 1; ref <= t.recTop; ref++) {
-    const r = t.rec(ref);
-    const ext = load<u32>(r + 32);
-    // Freed records are on the free list with their EXT cleared by dropIfEmpty.
-    if (ext !== 0 && t.find(load<u64>(r)) === ref) heap.free(<usize>ext);
-  }
-  heap.free(t.recs);
-  heap.free(t.heads);
-  heap.free(t.dirtyBits);
-  heap.free(t.dirty.ptr);
-  heap.free(changetype<usize>(t.dirty));
-  heap.free(t.map.keys);
-  heap.free(t.map.vals);
-  heap.free(changetype<usize>(t.map));
-  heap.free(changetype<usize>(t));
+  chunkTable(id).dispose();
   chunkTables[id] = 0;
 }
 
@@ -146,11 +130,7 @@ export function blockTableNew(chunkId: i32, slot: u32, chunkSize: i32, maxBlocks
 
 /** Frees a block table; its chunks leave the chunk table first when withChunks. */
 export function blockTableFree(id: i32, withChunks: bool): void {
-  const t = blockTable(id);
-  t.clear(withChunks);
-  heap.free(t.map.vals);
-  heap.free(changetype<usize>(t.map));
-  heap.free(changetype<usize>(t));
+  blockTable(id).dispose(withChunks);
   blockTables[id] = 0;
 }
 

@@ -123,6 +123,13 @@ export class U64Map {
     this.size = 0;
   }
 
+  /** Gives back the map's memory, itself included. */
+  dispose(): void {
+    if (this.keys !== 0) heap.free(this.keys);
+    heap.free(this.vals);
+    heap.free(changetype<usize>(this));
+  }
+
   /** Slot i's value (0: empty) and key, for iteration over 0 ≤ i < cap. */
   @inline valueAt(i: u32): u32 {
     return load<u32>(this.vals + ((<usize>i) << 2));
