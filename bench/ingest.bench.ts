@@ -172,6 +172,7 @@ function insertRate(): { rate: number; imageRate: number } {
   const images = index.takeDirtyImages();
   const imageRate = totalBlocks / cpuSeconds(t1);
   if (images.length === 0) throw new Error("no bucket images");
+  index.dispose();
   return { rate, imageRate };
 }
 
@@ -205,7 +206,7 @@ decodeOnlyRate(); // warm-up
 detokenizeRate();
 hashingRate();
 insertRate();
-fullPath();
+fullPath().index.dispose();
 const rates = { decode: [] as number[], detok: [] as number[], hash: [] as number[], insert: [] as number[] };
 const imageRates: number[] = [];
 const fullRates: number[] = [];
@@ -220,6 +221,7 @@ for (let r = 0; r < repeats; r++) {
   const f = fullPath();
   fullRates.push(f.rate);
   publishMs = f.publishMs;
+  f.index.dispose();
 }
 
 // Memory: what one index holding every block takes — JavaScript heap growth (gc forced where

@@ -104,4 +104,21 @@ describe("the index is bounded under a flood of unique prompts", () => {
     // About 200 bytes per indexed block, tables included (issue 18's budget).
     expect(bytes / CAP).toBeLessThan(400);
   });
+
+  it("an index that is disposed of gives its core memory back (a new one reuses it)", () => {
+    const fill = () => {
+      const index = new PrefixIndex({ buckets: 1 << 14, ways: 8, maxSlots: 8 });
+      index.addSlot({ slotKey: "s", slotId: 2, model: "m", hasher: coreChunkHasher(128), detokenize });
+      for (let p = 0; p < 500; p++) index.event("s", prompt(p, 8), meta);
+      index.removeSlot("s");
+      index.addSlot({ slotKey: "t", slotId: 3, model: "m", hasher: coreChunkHasher(128), detokenize });
+      for (let p = 0; p < 500; p++) index.event("t", prompt(p, 8), meta);
+      expect(index.chunks.size).toBe(4000);
+      index.dispose();
+    };
+    fill();
+    const memory = core().ex.memory.buffer.byteLength;
+    for (let round = 0; round < 20; round++) fill();
+    expect(core().ex.memory.buffer.byteLength).toBe(memory);
+  });
 });

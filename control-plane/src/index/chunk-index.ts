@@ -128,7 +128,12 @@ export class ChunkIndex {
       throw new Error(`bucket count must be a power of two, got ${buckets}`);
     this.#bucketMask = BigInt(buckets - 1);
     this.tableId = this.#core.ex.chunkTableNew(buckets);
-    tables.register(this, this.tableId);
+    tables.register(this, this.tableId, this);
+  }
+
+  /** Frees the core's table now rather than when this is collected; the index is unusable after. */
+  dispose(): void {
+    if (tables.unregister(this)) this.#core.ex.chunkTableFree(this.tableId);
   }
 
   get size(): number {

@@ -56,8 +56,17 @@ export class PrefixIndex implements EventSink {
 
   /** A slot that left (scaled down, removed from discovery): its chunks leave the index. */
   removeSlot(slotKey: string): void {
-    this.#slots.get(slotKey)?.clear();
+    const slot = this.#slots.get(slotKey);
+    slot?.clear();
+    slot?.dispose();
     this.#slots.delete(slotKey);
+  }
+
+  /** Gives the core memory of every table back now (tests, benches); the index is unusable after. */
+  dispose(): void {
+    for (const slot of this.#slots.values()) slot.dispose();
+    this.#slots.clear();
+    this.chunks.dispose();
   }
 
   slot(slotKey: string): SlotBlocks | undefined {

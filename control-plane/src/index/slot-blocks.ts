@@ -117,7 +117,7 @@ export class SlotBlocks {
     if (!Number.isInteger(maxBlocks) || maxBlocks < 1 || maxBlocks > 0xffffffff)
       throw new RangeError(`maxBlocks must be a positive integer (got ${maxBlocks})`);
     this.#table = this.#core.ex.blockTableNew(index.tableId, slot, hasher.chunkSize, maxBlocks);
-    tables.register(this, this.#table);
+    tables.register(this, this.#table, this);
     this.#tokens = opts.tokenTable == null ? null : coreTokenTable(opts.tokenTable);
   }
 
@@ -280,6 +280,11 @@ export class SlotBlocks {
   clear(): void {
     this.#core.ex.blockClear(this.#table);
     this.stats.blocks = 0;
+  }
+
+  /** Frees the core's table now (its chunks stay in the index: clear() first to take them out); unusable after. */
+  dispose(): void {
+    if (tables.unregister(this)) this.#core.ex.blockTableFree(this.#table, 0);
   }
 
   get blockCount(): number {
