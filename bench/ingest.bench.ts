@@ -245,7 +245,11 @@ const table = [
   "| stage | what is timed | blocks per CPU-second (min / median / max) | × decode only |",
   "|---|---|---|---|",
   row("decode (baseline)", "msgpack payload → normalised events (msgpackr + event-decoder.ts)", rates.decode),
-  row("detokenize", "token ids → bytes, block by block (JavaScript vocabulary tables)", rates.detok),
+  row(
+    "detokenize",
+    "token ids → bytes, block by block, in JavaScript (the path of a slot without a token table; the index below detokenizes in the core)",
+    rates.detok,
+  ),
   row("chunk hashing", "bytes → chained XXH64 chunks in the core, one call per block", rates.hash),
   row(
     "index insert",
