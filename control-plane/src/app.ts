@@ -82,7 +82,12 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
   const decisions = new RecentDecisions();
   const slots = new SlotTable(maxSlots);
   const load = new LoadModel(cfg.load.unhealthyAfter);
-  const index = new PrefixIndex({ buckets: cfg.cache.buckets, ways: cfg.cache.ways, maxSlots });
+  const index = new PrefixIndex({
+    buckets: cfg.cache.buckets,
+    ways: cfg.cache.ways,
+    maxSlots,
+    maxBlocksPerSlot: cfg.cache.maxBlocksPerSlot,
+  });
   const hasher = coreChunkHasher(cfg.routing.chunkSize);
 
   const poolTokens = new Map<string, PoolTokens>();
@@ -110,7 +115,8 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
 
   const fleet = new Fleet(slots, load, {
     slotsAdded: (added: Slot[], pool: PoolConfig) => {
-      const detokenize = poolTokens.get(pool.name)?.detokenize;
+      const tokens = poolTokens.get(pool.name);
+      const detokenize = tokens?.detokenize;
       for (const s of added) {
         if (detokenize != null)
           index.addSlot({
@@ -119,6 +125,7 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
             model: pool.models[0] as string,
             hasher,
             detokenize,
+            tokenTable: tokens?.tokenTable,
           });
         logger.info({ slot: s.key, id: s.id, headerRank: s.headerRank }, "slot added");
       }

@@ -17,6 +17,8 @@ import { decodeSegmentTemplate, SegmentTemplate, templateError } from "./segment
 import { UsageScan, usageModeOf } from "./usage-scan";
 import { xxh64 } from "./xxh64";
 
+export * from "./ingest-io";
+
 export const PROTOCOL_VERSION: u32 = 1;
 
 const io = new ByteBuf(64 << 10);

@@ -65,6 +65,8 @@ function newIndex(): PrefixIndex {
       model: MODEL,
       hasher,
       detokenize: tokens.detokenize ?? (() => null),
+      // As production registers slots: whole events are detokenized in the core.
+      tokenTable: tokens.tokenTable,
     });
   }
   return index;

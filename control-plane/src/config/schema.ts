@@ -323,6 +323,13 @@ const cacheSchema = z.strictObject({
   ways: z.number().int().min(1).max(64).default(8),
   /** How long a speculative route (written by the filter at routing time) counts. */
   speculativeTtlMs: z.number().int().min(100).max(600_000).default(2000),
+  /** KV blocks indexed per slot at most: past it the least recently stored go (bounds memory). */
+  maxBlocksPerSlot: z
+    .number()
+    .int()
+    .min(1)
+    .max(2 ** 32 - 1)
+    .default(1 << 20),
 });
 
 const loadSchema = z.strictObject({

@@ -41,6 +41,57 @@ export interface CoreExports {
   usageCached(): number;
   usageScanned(): number;
   usageModeIo(typeLen: number, encodingLen: number): number;
+  // Index storage (filter/core/ingest-io.ts).
+  ingestOutPtr(): number;
+  ingestStatsPtr(): number;
+  chunkTableNew(buckets: number): number;
+  chunkTableFree(id: number): void;
+  chunkTableSize(id: number): number;
+  chunkTableBytes(id: number): number;
+  chunkAdd(id: number, hash: bigint, depth: number, slot: number, tier: number, nowMs: number): void;
+  chunkRemove(id: number, hash: bigint, slot: number, tier: number): void;
+  chunkSpeculated(id: number, hash: bigint, depth: number, nowMs: number, on: number): void;
+  chunkDropIfEmpty(id: number, hash: bigint): number;
+  chunkHolderCount(id: number, hash: bigint, slot: number, tier: number): number;
+  chunkMarkDirty(id: number, bucket: number): void;
+  chunkGetIo(id: number, hash: bigint): number;
+  chunkBucketIo(id: number, bucket: number): number;
+  chunkTakeDirtyIo(id: number): number;
+  blockTableNew(chunkId: number, slot: number, chunkSize: number, maxBlocks: number): number;
+  blockTableFree(id: number, withChunks: number): void;
+  blockCount(id: number): number;
+  blockTableBytes(id: number): number;
+  blockLookupIo(id: number, ptr: number, n: number, hasParent: number, parent: bigint): number;
+  blockStoreIo(
+    id: number,
+    ptr: number,
+    n: number,
+    tier: number,
+    hasParent: number,
+    parent: bigint,
+    root: bigint,
+    nowMs: number,
+  ): number;
+  blockStoreTokensIo(
+    id: number,
+    tokensId: number,
+    ptr: number,
+    n: number,
+    blockSize: number,
+    tier: number,
+    hasParent: number,
+    parent: bigint,
+    root: bigint,
+    nowMs: number,
+  ): number;
+  tokenTableNew(size: number, byteLen: number, dummy: number): number;
+  tokenTableBytesPtr(id: number): number;
+  tokenTableOffsetsPtr(id: number): number;
+  tokenTableFlagsPtr(id: number): number;
+  blockCopiesIo(id: number, ptr: number, n: number, tier: number, nowMs: number): number;
+  blockRemoveIo(id: number, ptr: number, n: number, tier: number): void;
+  blockClear(id: number): void;
+  blockHashesIo(id: number): number;
 }
 
 const DEFAULT_WASM = new URL("../../../build/kvroute-core.wasm", import.meta.url);
@@ -51,6 +102,10 @@ export class CoreModule {
   #buffer: ArrayBuffer;
   #u8: Uint8Array;
   #u64: BigUint64Array;
+  #u32: Uint32Array;
+  #i32: Int32Array;
+  #f64: Float64Array;
+  #i64: BigInt64Array;
   #ioPtr: number;
   #ioCap: number;
 
@@ -69,6 +124,10 @@ export class CoreModule {
     this.#buffer = this.ex.memory.buffer;
     this.#u8 = new Uint8Array(this.#buffer);
     this.#u64 = new BigUint64Array(this.#buffer);
+    this.#u32 = new Uint32Array(this.#buffer);
+    this.#i32 = new Int32Array(this.#buffer);
+    this.#f64 = new Float64Array(this.#buffer);
+    this.#i64 = new BigInt64Array(this.#buffer);
     this.#ioCap = 64 << 10;
     this.#ioPtr = this.ex.ioReserve(this.#ioCap);
   }
@@ -79,8 +138,33 @@ export class CoreModule {
       this.#buffer = this.ex.memory.buffer;
       this.#u8 = new Uint8Array(this.#buffer);
       this.#u64 = new BigUint64Array(this.#buffer);
+      this.#u32 = new Uint32Array(this.#buffer);
+      this.#i32 = new Int32Array(this.#buffer);
+      this.#f64 = new Float64Array(this.#buffer);
+      this.#i64 = new BigInt64Array(this.#buffer);
     }
     return this.#u8;
+  }
+
+  /** Typed views of linear memory (index = address / element size), renewed when memory grew. */
+  get u32view(): Uint32Array {
+    void this.u8;
+    return this.#u32;
+  }
+
+  get i32view(): Int32Array {
+    void this.u8;
+    return this.#i32;
+  }
+
+  get f64view(): Float64Array {
+    void this.u8;
+    return this.#f64;
+  }
+
+  get i64view(): BigInt64Array {
+    void this.u8;
+    return this.#i64;
   }
 
   /** A u64 view of linear memory (index = address / 8), renewed when memory grew. */

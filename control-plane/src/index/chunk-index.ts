@@ -3,12 +3,16 @@
 // shared-data layout (bucket-image.ts encodes it). Every change marks the chunk's bucket dirty
 // so publication re-encodes only what changed.
 //
-// Sized for the ingest path (DESIGN §9: hundreds of thousands of blocks per second): holders
-// are small parallel arrays (a chunk is usually on one or two slots, a Map would cost more
-// than the chunk), and each bucket lists its hashes in an array with O(1) swap-removal.
+// Sized for the ingest path (issue 18: a million blocks per CPU-second, a couple of hundred
+// bytes each): the entries live in the Wasm core's linear memory (filter/core/chunk-table.ts,
+// fixed records found by u64 open addressing, one list per bucket), so holding a chunk costs
+// no JavaScript object and no BigInt map key. A ChunkEntry is a snapshot read from there when
+// a bucket is encoded (publication) or an entry is asked for. Speculative routes, few and
+// short-lived, stay here and are merged into those snapshots.
 //
 // A holder is a (slot, tier) pair: with offloading the same chunk can be on a slot's GPU and on
 // its CPU at once, and removing one copy leaves the other (tier.ts).
+import { type CoreModule, core } from "../core/core-wasm.ts";
 import { TIER_GPU, type Tier } from "./tier.ts";
 
 export interface ChunkEntry {
@@ -67,91 +71,94 @@ export function holderCount(entry: ChunkEntry, slot: number, tier: Tier = TIER_G
   return i < 0 ? 0 : (entry.counts[i] as number);
 }
 
-function heldOnGpu(entry: ChunkEntry, slot: number): boolean {
-  return holderAt(entry, slot, TIER_GPU) >= 0;
+/** Frees a chunk table whose ChunkIndex was collected (an index lives as long as its process in production; tests and benches make many). */
+const tables = new FinalizationRegistry<number>((id) => core().ex.chunkTableFree(id));
+
+/** Reads `count` records written by ChunkTable.write from the core's output buffer. */
+function readEntries(
+  c: CoreModule,
+  count: number,
+  bucketOf: (hash: bigint) => number,
+): Array<[bigint, ChunkEntry]> {
+  const out: Array<[bigint, ChunkEntry]> = [];
+  const u64 = c.u64view;
+  const u32 = c.u32view;
+  const f64 = c.f64view;
+  let at = c.ex.ingestOutPtr();
+  for (let i = 0; i < count; i++) {
+    const hash = u64[at >>> 3] as bigint;
+    const n = u32[(at + 20) >>> 2] as number;
+    const slots: number[] = new Array(n);
+    const counts: number[] = new Array(n);
+    let tiers: Tier[] | undefined;
+    for (let k = 0; k < n; k++) {
+      const lo = u32[(at + 24 + 8 * k) >>> 2] as number;
+      slots[k] = lo & 0xffff;
+      counts[k] = u32[(at + 28 + 8 * k) >>> 2] as number;
+      const tier = ((lo >>> 16) & 0xff) as Tier;
+      if (tier !== TIER_GPU && tiers === undefined) tiers = slots.slice(0, k).map(() => TIER_GPU);
+      tiers?.push(tier);
+    }
+    const entry: ChunkEntry = {
+      bucket: bucketOf(hash),
+      pos: i,
+      depth: u32[(at + 16) >>> 2] as number,
+      slots,
+      counts,
+      stampMs: f64[(at + 8) >>> 3] as number,
+    };
+    if (tiers !== undefined) entry.tiers = tiers;
+    out.push([hash, entry]);
+    at += 24 + 8 * n;
+  }
+  return out;
 }
 
 export class ChunkIndex {
-  readonly #entries = new Map<bigint, ChunkEntry>();
-  readonly #dirty = new Set<number>();
+  /** The core's chunk table (slot-blocks.ts feeds it from the Wasm side directly). */
+  readonly tableId: number;
+  readonly #core = core();
   readonly #bucketMask: bigint;
-  /** Hashes by bucket, so encoding a bucket does not scan the whole index (created on first use: up to 2^24 buckets). */
-  readonly #byBucket = new Map<number, bigint[]>();
+  /** hash → slot id → expiry (ms) of a speculative route; the core's record is flagged while any exists. */
+  readonly #speculative = new Map<bigint, Map<number, number>>();
   readonly #expiries: Array<{ hash: bigint; slot: number; expiresMs: number }> = [];
 
   constructor(readonly buckets: number) {
     if (buckets <= 0 || (buckets & (buckets - 1)) !== 0)
       throw new Error(`bucket count must be a power of two, got ${buckets}`);
     this.#bucketMask = BigInt(buckets - 1);
+    this.tableId = this.#core.ex.chunkTableNew(buckets);
+    tables.register(this, this.tableId, this);
+  }
+
+  /** Frees the core's table now rather than when this is collected; the index is unusable after. */
+  dispose(): void {
+    if (tables.unregister(this)) this.#core.ex.chunkTableFree(this.tableId);
   }
 
   get size(): number {
-    return this.#entries.size;
+    return this.#core.ex.chunkTableSize(this.tableId);
+  }
+
+  /** Bytes of linear memory the table holds (records, lookup table, bucket lists). */
+  get bytes(): number {
+    return this.#core.ex.chunkTableBytes(this.tableId);
   }
 
   bucketOf(hash: bigint): number {
     return Number(hash & this.#bucketMask);
   }
 
-  #entry(hash: bigint, depth: number, nowMs: number): ChunkEntry {
-    let entry = this.#entries.get(hash);
-    if (entry === undefined) {
-      const bucket = this.bucketOf(hash);
-      let members = this.#byBucket.get(bucket);
-      if (members === undefined) {
-        members = [];
-        this.#byBucket.set(bucket, members);
-      }
-      entry = { bucket, pos: members.length, depth, slots: [], counts: [], stampMs: nowMs };
-      members.push(hash);
-      this.#entries.set(hash, entry);
-    }
-    return entry;
-  }
-
-  #dropIfEmpty(hash: bigint, entry: ChunkEntry): void {
-    if (entry.slots.length > 0 || (entry.speculative?.size ?? 0) > 0) return;
-    this.#entries.delete(hash);
-    const members = this.#byBucket.get(entry.bucket) as bigint[];
-    const last = members.pop() as bigint;
-    if (last !== hash) {
-      members[entry.pos] = last;
-      (this.#entries.get(last) as ChunkEntry).pos = entry.pos;
-    }
-  }
-
   add(hash: bigint, depth: number, slot: number, nowMs: number, tier: Tier = TIER_GPU): void {
-    const entry = this.#entry(hash, depth, nowMs);
-    const i = holderAt(entry, slot, tier);
-    if (i < 0) {
-      if (entry.tiers === undefined && tier !== TIER_GPU) entry.tiers = entry.slots.map(() => TIER_GPU);
-      entry.slots.push(slot);
-      entry.tiers?.push(tier);
-      entry.counts.push(1);
-    } else {
-      entry.counts[i] = (entry.counts[i] as number) + 1;
-    }
-    entry.stampMs = nowMs;
-    // A new holder changes the image; a repeat store only refreshes the LRU stamp, which
-    // matters for eviction order, so it dirties the bucket too.
-    this.#dirty.add(entry.bucket);
+    this.#core.ex.chunkAdd(this.tableId, hash, depth, slot, tier, nowMs);
   }
 
   remove(hash: bigint, slot: number, tier: Tier = TIER_GPU): void {
-    const entry = this.#entries.get(hash);
-    if (entry === undefined) return;
-    const i = holderAt(entry, slot, tier);
-    if (i < 0) return;
-    const count = entry.counts[i] as number;
-    if (count > 1) {
-      entry.counts[i] = count - 1;
-      return;
-    }
-    entry.slots.splice(i, 1);
-    entry.tiers?.splice(i, 1);
-    entry.counts.splice(i, 1);
-    this.#dropIfEmpty(hash, entry);
-    this.#dirty.add(entry.bucket);
+    this.#core.ex.chunkRemove(this.tableId, hash, slot, tier);
+  }
+
+  #heldOnGpu(hash: bigint, slot: number): boolean {
+    return this.#core.ex.chunkHolderCount(this.tableId, hash, slot, TIER_GPU) > 0;
   }
 
   /**
@@ -159,10 +166,15 @@ export class ChunkIndex {
    * so other gateways follow before the engine's KV events confirm it (DESIGN §3).
    */
   speculate(hash: bigint, depth: number, slot: number, nowMs: number, expiresMs: number): void {
-    const entry = this.#entry(hash, depth, nowMs);
-    entry.speculative ??= new Map();
-    if (!entry.speculative.has(slot) && !heldOnGpu(entry, slot)) this.#dirty.add(entry.bucket);
-    entry.speculative.set(slot, Math.max(expiresMs, entry.speculative.get(slot) ?? 0));
+    let routes = this.#speculative.get(hash);
+    if (routes === undefined) {
+      routes = new Map();
+      this.#speculative.set(hash, routes);
+      this.#core.ex.chunkSpeculated(this.tableId, hash, depth, nowMs, 1);
+    }
+    if (!routes.has(slot) && !this.#heldOnGpu(hash, slot))
+      this.#core.ex.chunkMarkDirty(this.tableId, this.bucketOf(hash));
+    routes.set(slot, Math.max(expiresMs, routes.get(slot) ?? 0));
     this.#expiries.push({ hash, slot, expiresMs });
   }
 
@@ -174,31 +186,46 @@ export class ChunkIndex {
     for (; i < this.#expiries.length; i++) {
       const e = this.#expiries[i] as { hash: bigint; slot: number; expiresMs: number };
       if (e.expiresMs > nowMs) break;
-      const entry = this.#entries.get(e.hash);
-      const current = entry?.speculative?.get(e.slot);
-      if (entry === undefined || current === undefined || current > nowMs) continue;
-      entry.speculative?.delete(e.slot);
-      if (!heldOnGpu(entry, e.slot)) this.#dirty.add(entry.bucket);
-      this.#dropIfEmpty(e.hash, entry);
+      const routes = this.#speculative.get(e.hash);
+      const current = routes?.get(e.slot);
+      if (routes === undefined || current === undefined || current > nowMs) continue;
+      routes.delete(e.slot);
+      if (!this.#heldOnGpu(e.hash, e.slot)) this.#core.ex.chunkMarkDirty(this.tableId, this.bucketOf(e.hash));
+      if (routes.size === 0) {
+        this.#speculative.delete(e.hash);
+        this.#core.ex.chunkSpeculated(this.tableId, e.hash, 0, nowMs, 0);
+        this.#core.ex.chunkDropIfEmpty(this.tableId, e.hash);
+      }
     }
     if (i > 0) this.#expiries.splice(0, i);
   }
 
-  get(hash: bigint): ChunkEntry | undefined {
-    return this.#entries.get(hash);
+  #withSpeculation(entries: Array<[bigint, ChunkEntry]>): Array<[bigint, ChunkEntry]> {
+    if (this.#speculative.size > 0)
+      for (const [hash, entry] of entries) {
+        const routes = this.#speculative.get(hash);
+        if (routes !== undefined) entry.speculative = new Map(routes);
+      }
+    return entries;
   }
 
-  /** The chunk hashes that fall into a bucket, with their entries. */
+  /** A snapshot of the chunk's entry (changes to the index do not show in it). */
+  get(hash: bigint): ChunkEntry | undefined {
+    const found = this.#core.ex.chunkGetIo(this.tableId, hash);
+    if (found === 0) return undefined;
+    return this.#withSpeculation(readEntries(this.#core, 1, (h) => this.bucketOf(h)))[0]?.[1];
+  }
+
+  /** The chunk hashes that fall into a bucket, with (snapshots of) their entries. */
   bucketEntries(bucket: number): Array<[bigint, ChunkEntry]> {
-    const members = this.#byBucket.get(bucket);
-    if (members === undefined) return [];
-    return members.map((h) => [h, this.#entries.get(h) as ChunkEntry]);
+    const n = this.#core.ex.chunkBucketIo(this.tableId, bucket);
+    return this.#withSpeculation(readEntries(this.#core, n, () => bucket));
   }
 
   /** Buckets changed since the last call; the caller re-encodes and publishes them. */
   takeDirty(): number[] {
-    const out = [...this.#dirty];
-    this.#dirty.clear();
-    return out;
+    const n = this.#core.ex.chunkTakeDirtyIo(this.tableId);
+    const at = this.#core.ex.ingestOutPtr() >>> 2;
+    return Array.from(this.#core.u32view.subarray(at, at + n));
   }
 }

@@ -1,19 +1,10 @@
-// The routing core's chunk hashing as the index consumes it, per KV block on the ingest path:
-// the hashes land in one reused array (valid until the next call) instead of a fresh typed
-// array per block.
-import { feedChunksEach, initialState } from "../core/kvroute-core.ts";
+// The routing core's chunk hashing as the index consumes it: the chunk size and the chain's
+// h0 (the index's block table in the core hashes the chunks itself, filter/core/block-table.ts).
+import { rootHash } from "../core/kvroute-core.ts";
 import type { ChunkHasher } from "./slot-blocks.ts";
 
 export function coreChunkHasher(chunkSize: number): ChunkHasher {
-  const hashes: bigint[] = [];
-  const push = (h: bigint) => {
-    hashes.push(h);
-  };
-  return {
-    initialState,
-    feed(state, bytes) {
-      hashes.length = 0;
-      return { hashes, state: feedChunksEach(state, bytes, chunkSize, push) };
-    },
-  };
+  if (!Number.isInteger(chunkSize) || chunkSize < 1 || chunkSize > 0x7fffffff)
+    throw new RangeError(`chunkSize must be a positive integer (got ${chunkSize})`);
+  return { chunkSize, rootHash };
 }

@@ -2,6 +2,7 @@
 // subscriber's sink), bucket images out. Slots are registered by discovery with a stable
 // numeric id (the bit in every bucket bitmap) and the canonical model that seeds their hashes.
 import type { BatchMeta, EventSink, KvEvent, RankResetReason } from "../events/types.ts";
+import type { TokenBytesTable } from "../tokens/token-bytes-table.ts";
 import { encodeBucket, slotWordsFor } from "./bucket-image.ts";
 import { ChunkIndex } from "./chunk-index.ts";
 import { type ChunkHasher, type Detokenize, SlotBlocks } from "./slot-blocks.ts";
@@ -11,6 +12,8 @@ export interface PrefixIndexOptions {
   ways: number;
   /** Size of the slot table: fixes the bitmap width of every bucket image. */
   maxSlots: number;
+  /** Blocks each slot indexes at most (slot-blocks.ts; default DEFAULT_MAX_BLOCKS_PER_SLOT). */
+  maxBlocksPerSlot?: number;
   now?: () => number;
 }
 
@@ -20,6 +23,8 @@ export interface SlotRegistration {
   model: string;
   hasher: ChunkHasher;
   detokenize: Detokenize;
+  /** The token-bytes table `detokenize` reads, if it is one: the core then detokenizes whole events (the fast path). */
+  tokenTable?: TokenBytesTable | null;
 }
 
 export class PrefixIndex implements EventSink {
@@ -42,14 +47,26 @@ export class PrefixIndex implements EventSink {
     if (this.#slots.has(reg.slotKey)) return;
     this.#slots.set(
       reg.slotKey,
-      new SlotBlocks(reg.slotId, reg.model, this.chunks, reg.hasher, reg.detokenize),
+      new SlotBlocks(reg.slotId, reg.model, this.chunks, reg.hasher, reg.detokenize, {
+        maxBlocks: this.opts.maxBlocksPerSlot,
+        tokenTable: reg.tokenTable,
+      }),
     );
   }
 
   /** A slot that left (scaled down, removed from discovery): its chunks leave the index. */
   removeSlot(slotKey: string): void {
-    this.#slots.get(slotKey)?.clear();
+    const slot = this.#slots.get(slotKey);
+    slot?.clear();
+    slot?.dispose();
     this.#slots.delete(slotKey);
+  }
+
+  /** Gives the core memory of every table back now (tests, benches); the index is unusable after. */
+  dispose(): void {
+    for (const slot of this.#slots.values()) slot.dispose();
+    this.#slots.clear();
+    this.chunks.dispose();
   }
 
   slot(slotKey: string): SlotBlocks | undefined {

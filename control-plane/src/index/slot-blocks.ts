@@ -2,6 +2,12 @@
 // block keeps the chunk-hashing state at its end (the last chunk hash and the bytes of the
 // unfinished chunk), so a child block continues the chain without re-reading its ancestors.
 //
+// The blocks live in the Wasm core (filter/core/block-table.ts): one heap record per block in
+// linear memory, found by u64 open addressing, which hashes and feeds the chunk index itself.
+// This side detokenizes (the vocabulary tables are JavaScript's) and moves a whole event across
+// in one call — hashes, byte lengths, last tokens and bytes back to back in the I/O region — so
+// a block costs no JavaScript object, no BigInt map key and no call of its own.
+//
 // A block is known once, whatever medium holds it, and carries the set of tiers it is on
 // (tier.ts): with offloading the engine stores it on the GPU, copies it to CPU (often as a
 // placeholder store naming the hash only), and may evict the GPU copy while the CPU one stays.
@@ -9,21 +15,20 @@
 // chaining state, which children need) goes when no tier holds it any more. A second store of
 // a copy already held (vLLM's kv_cache_report_mode="full" reports reused blocks again) changes
 // nothing.
+
+import { core } from "../core/core-wasm.ts";
 import type { BlockRemoved, BlockStored } from "../events/types.ts";
+import { SEQUENCE_START } from "../tokens/detokenize.ts";
+import type { TokenBytesTable } from "../tokens/token-bytes-table.ts";
 import type { ChunkIndex } from "./chunk-index.ts";
-import { TIER_COUNT, type Tier, tierOfMedium } from "./tier.ts";
+import { coreTokenTable } from "./core-token-table.ts";
+import { type Tier, tierOfMedium } from "./tier.ts";
 
-export interface ChunkState {
-  /** Hash of the last complete chunk (h0 at the start of a stream). */
-  prev: bigint;
-  /** Bytes of the chunk being filled (shorter than the chunk size). */
-  partial: Uint8Array;
-}
-
-/** The routing core's chained chunk hashing (filter/core, through the Wasm loader). */
+/** The routing core's chained chunk hashing (filter/core), as the index needs it: the chain's h0 and the chunk size. */
 export interface ChunkHasher {
-  initialState(model: string, lora: string, cacheSalt: string): ChunkState;
-  feed(state: ChunkState, bytes: Uint8Array): { hashes: ArrayLike<bigint>; state: ChunkState };
+  readonly chunkSize: number;
+  /** h0 of a stream: model, LoRA and cache salt (docs/wire-format.md §3). */
+  rootHash(model: string, lora: string, cacheSalt: string): bigint;
 }
 
 /**
@@ -33,20 +38,6 @@ export interface ChunkHasher {
  * vocabularies need it for their leading-space rule.
  */
 export type Detokenize = (ids: ArrayLike<number>, previous: number) => Uint8Array | null;
-
-const NO_CHUNKS: bigint[] = [];
-
-interface Block {
-  state: ChunkState;
-  /** Last token id of the block: the `previous` of a child block's detokenization. */
-  lastToken: number;
-  /** Chunks completed so far along this chain, including this block's. */
-  depth: number;
-  /** Chunk hashes completed inside this block (removed with it). */
-  chunks: bigint[];
-  /** Bit t set: a copy is on tier t. */
-  tiers: number;
-}
 
 export interface SlotBlockStats {
   blocks: number;
@@ -65,10 +56,41 @@ export interface SlotBlockStats {
   unknownMediumBlocks: number;
   /** Blocks with token ids outside the vocabulary (wrong tokenizer configured?): dropped. */
   undetokenizableBlocks: number;
+  /** Blocks dropped because the slot reached its cap (the least recently stored go first). */
+  evictedBlocks: number;
+}
+
+/** BlockTable.lookup's answers (filter/core/block-table.ts): the parent is not held; no token. */
+const STORE_ORPHAN = -2;
+const NO_TOKEN = 0xffffffff;
+
+/** How many blocks a slot holds at most before the least recently stored go (DESIGN §9: bounded memory). */
+export const DEFAULT_MAX_BLOCKS_PER_SLOT = 1 << 20;
+
+/** Frees the core's block table of a SlotBlocks that was collected (its chunks left the index in clear(), or the index went too). */
+const tables = new FinalizationRegistry<number>((id) => core().ex.blockTableFree(id, 0));
+
+export interface SlotBlocksOptions {
+  /** Blocks held at most; past it the least recently stored go (default DEFAULT_MAX_BLOCKS_PER_SLOT). */
+  maxBlocks?: number;
+  /**
+   * The vocabulary `detokenize` reads (when it is a token-bytes table): then whole events are
+   * detokenized in the core, which is the fast path; without it `detokenize` is called per block.
+   */
+  tokenTable?: TokenBytesTable | null;
 }
 
 export class SlotBlocks {
-  readonly #blocks = new Map<bigint, Block>();
+  readonly #core = core();
+  readonly #table: number;
+  /** The core's copy of the vocabulary (core-token-table.ts), or null: detokenize in JavaScript. */
+  readonly #tokens: number | null;
+  /** Detokenized bytes of the event being stored, staged before they go to the core in one copy. */
+  #bytes = new Uint8Array(4096);
+  /** One block's token ids (reused: no slice per block). */
+  readonly #ids: number[] = [];
+  /** Per block of the event being stored: byte lengths, then last tokens. */
+  #lens = new Uint32Array(64);
   readonly stats: SlotBlockStats = {
     blocks: 0,
     storedBlocks: 0,
@@ -80,132 +102,204 @@ export class SlotBlocks {
     unresolvedPlaceholders: 0,
     unknownMediumBlocks: 0,
     undetokenizableBlocks: 0,
+    evictedBlocks: 0,
   };
 
   constructor(
     readonly slot: number,
     private readonly model: string,
-    private readonly index: ChunkIndex,
+    index: ChunkIndex,
     private readonly hasher: ChunkHasher,
     private readonly detokenize: Detokenize,
-  ) {}
+    opts: SlotBlocksOptions = {},
+  ) {
+    const maxBlocks = opts.maxBlocks ?? DEFAULT_MAX_BLOCKS_PER_SLOT;
+    if (!Number.isInteger(maxBlocks) || maxBlocks < 1 || maxBlocks > 0xffffffff)
+      throw new RangeError(`maxBlocks must be a positive integer (got ${maxBlocks})`);
+    this.#table = this.#core.ex.blockTableNew(index.tableId, slot, hasher.chunkSize, maxBlocks);
+    tables.register(this, this.#table, this);
+    this.#tokens = opts.tokenTable == null ? null : coreTokenTable(opts.tokenTable);
+  }
 
-  /** Adds the tier's copy of a known block; false when that copy was already held. */
-  #addCopy(block: Block, tier: Tier, nowMs: number): boolean {
-    const bit = 1 << tier;
-    if ((block.tiers & bit) !== 0) {
-      this.stats.duplicateStores++;
-      return false;
-    }
-    block.tiers |= bit;
-    const first = block.depth - block.chunks.length;
-    for (let k = 0; k < block.chunks.length; k++)
-      this.index.add(block.chunks[k] as bigint, first + k + 1, this.slot, nowMs, tier);
-    if (tier !== 0) this.stats.lowerTierStores++;
-    return true;
+  /** Writes the hashes at the start of an I/O region of at least `bytes` (≥ 8 per hash); returns its address. */
+  #writeHashes(hashes: readonly bigint[], bytes: number): number {
+    const ptr = this.#core.io(bytes);
+    const u64 = this.#core.u64view;
+    const at = ptr >>> 3;
+    for (let i = 0; i < hashes.length; i++) u64[at + i] = hashes[i] as bigint;
+    return ptr;
+  }
+
+  /** Adds the counters of the core's last store/remove call (ingest-io.ts ingestStatsPtr). */
+  #count(): void {
+    const v = this.#core.i32view;
+    const at = this.#core.ex.ingestStatsPtr() >>> 2;
+    const s = this.stats;
+    s.storedBlocks += v[at] as number;
+    s.duplicateStores += v[at + 1] as number;
+    s.lowerTierStores += v[at + 2] as number;
+    s.removedBlocks += v[at + 3] as number;
+    s.unknownRemovals += v[at + 4] as number;
+    s.evictedBlocks += v[at + 5] as number;
+    s.blocks = this.blockCount;
   }
 
   stored(event: BlockStored, nowMs: number): void {
     const tier = tierOfMedium(event.medium);
+    const n = event.hashes.length;
     if (tier === null) {
-      this.stats.unknownMediumBlocks += event.hashes.length;
+      this.stats.unknownMediumBlocks += n;
       return;
     }
+    const c = this.#core;
+    const ex = c.ex;
     if (event.tokenIds.length === 0) {
-      for (const hash of event.hashes) {
-        const block = this.#blocks.get(hash);
-        if (block === undefined) this.stats.unresolvedPlaceholders++;
-        else this.#addCopy(block, tier, nowMs);
-      }
+      const ptr = this.#writeHashes(event.hashes, 8 * n);
+      this.stats.unresolvedPlaceholders += ex.blockCopiesIo(this.#table, ptr, n, tier, nowMs);
+      this.#count();
       return;
     }
-    let state: ChunkState;
-    let depth = 0;
-    let previous = -1;
-    if (event.parent === null) {
-      state = this.hasher.initialState(this.model, event.loraName ?? "", event.cacheSalt ?? "");
-    } else {
-      const parent = this.#blocks.get(event.parent);
-      if (parent === undefined) {
-        this.stats.orphanBlocks += event.hashes.length;
-        return;
-      }
-      state = parent.state;
-      depth = parent.depth;
-      previous = parent.lastToken;
+    const hasParent = event.parent === null ? 0 : 1;
+    const parent = event.parent ?? 0n;
+    if (this.#tokens !== null) {
+      this.#storeTokens(event, tier, hasParent, parent, nowMs, this.#tokens);
+      return;
     }
+    // Pass 1: which blocks are held (those are not detokenized again), and the parent's last token.
+    let ptr = this.#writeHashes(event.hashes, 8 * n);
+    if (ex.blockLookupIo(this.#table, ptr, n, hasParent, parent) === STORE_ORPHAN) {
+      this.stats.orphanBlocks += n;
+      return;
+    }
+    if (this.#lens.length < 2 * n) this.#lens = new Uint32Array(4 * n);
+    const lens = this.#lens; // [0, n): byte lengths, [n, 2n): last tokens
+    const heldView = c.u32view;
+    const heldAt = ex.ingestOutPtr() >>> 2;
+    // Pass 2: detokenize the new blocks, each after the token its chain really ends with.
     const size = event.blockSize;
-    for (let i = 0; i < event.hashes.length; i++) {
-      const hash = event.hashes[i] as bigint;
-      const existing = this.#blocks.get(hash);
-      if (existing !== undefined) {
-        // A block we hold (same content by construction): maybe a copy on another tier.
-        this.#addCopy(existing, tier, nowMs);
-        state = existing.state;
-        depth = existing.depth;
-        previous = existing.lastToken;
+    const tokens = event.tokenIds;
+    const ids = this.#ids;
+    ids.length = size;
+    let total = 0;
+    let count = n;
+    const parentLast = heldView[heldAt] as number;
+    let previous = parentLast === NO_TOKEN ? SEQUENCE_START : parentLast;
+    for (let i = 0; i < n; i++) {
+      const held = heldView[heldAt + 1 + i] as number;
+      if (held !== NO_TOKEN) {
+        lens[i] = 0;
+        lens[n + i] = held;
+        previous = held;
         continue;
       }
-      const ids = event.tokenIds.slice(i * size, (i + 1) * size);
+      const base = i * size;
+      for (let k = 0; k < size; k++) ids[k] = tokens[base + k] as number;
       const bytes = this.detokenize(ids, previous);
       if (bytes === null) {
         // Its descendants in this event cannot be hashed either.
-        this.stats.undetokenizableBlocks += event.hashes.length - i;
+        this.stats.undetokenizableBlocks += n - i;
+        count = i;
         break;
       }
-      const fed = this.hasher.feed(state, bytes);
-      // Most 16-token blocks complete no chunk: share one empty list instead of allocating.
-      const chunks: bigint[] = fed.hashes.length === 0 ? NO_CHUNKS : [];
-      for (let k = 0; k < fed.hashes.length; k++) {
-        const h = fed.hashes[k] as bigint;
-        chunks.push(h);
-        this.index.add(h, depth + k + 1, this.slot, nowMs, tier);
+      if (total + bytes.length > this.#bytes.length) {
+        const grown = new Uint8Array(Math.max(2 * this.#bytes.length, total + bytes.length));
+        grown.set(this.#bytes.subarray(0, total));
+        this.#bytes = grown;
       }
-      depth += chunks.length;
-      state = fed.state;
-      previous = ids[ids.length - 1] ?? previous;
-      this.#blocks.set(hash, { state, lastToken: previous, depth, chunks, tiers: 1 << tier });
-      this.stats.storedBlocks++;
-      if (tier !== 0) this.stats.lowerTierStores++;
+      this.#bytes.set(bytes, total);
+      total += bytes.length;
+      lens[i] = bytes.length;
+      previous = tokens[base + size - 1] ?? previous;
+      lens[n + i] = previous;
     }
-    this.stats.blocks = this.#blocks.size;
+    if (count === 0) return;
+    // h0 first: rootHash uses the I/O region too.
+    const root =
+      hasParent === 1 ? 0n : this.hasher.rootHash(this.model, event.loraName ?? "", event.cacheSalt ?? "");
+    // One call: hashes u64 × count, byte lengths u32 × count, last tokens u32 × count, bytes. The
+    // hashes of pass 1 are still in place unless the I/O region had to grow (or rootHash wrote it).
+    const need = 16 * count + total;
+    const again = hasParent === 0 || c.io(need) !== ptr || count !== n;
+    ptr = again ? this.#writeHashes(count === n ? event.hashes : event.hashes.slice(0, count), need) : ptr;
+    const u32 = c.u32view;
+    const lensAt = (ptr + 8 * count) >>> 2;
+    u32.set(lens.subarray(0, count), lensAt);
+    u32.set(lens.subarray(n, n + count), lensAt + count);
+    c.u8.set(this.#bytes.subarray(0, total), ptr + 16 * count);
+    ex.blockStoreIo(this.#table, ptr, count, tier, hasParent, parent, root, nowMs);
+    this.#count();
+  }
+
+  /** One call for the whole event: hashes u64 × n, then the token ids u32 × n·blockSize. */
+  #storeTokens(
+    event: BlockStored,
+    tier: Tier,
+    hasParent: number,
+    parent: bigint,
+    nowMs: number,
+    tokens: number,
+  ): void {
+    const c = this.#core;
+    const n = event.hashes.length;
+    // h0 first: rootHash uses the I/O region too.
+    const root =
+      hasParent === 1 ? 0n : this.hasher.rootHash(this.model, event.loraName ?? "", event.cacheSalt ?? "");
+    const ptr = this.#writeHashes(event.hashes, 8 * n + 4 * event.tokenIds.length);
+    c.u32view.set(event.tokenIds, (ptr + 8 * n) >>> 2);
+    const r = c.ex.blockStoreTokensIo(
+      this.#table,
+      tokens,
+      ptr,
+      n,
+      event.blockSize,
+      tier,
+      hasParent,
+      parent,
+      root,
+      nowMs,
+    );
+    if (r === STORE_ORPHAN) {
+      this.stats.orphanBlocks += n;
+      return;
+    }
+    this.stats.undetokenizableBlocks += r;
+    this.#count();
   }
 
   /** Removes the copy on the event's medium; the block stays while another tier holds it. */
   removed(event: BlockRemoved): void {
     const tier = tierOfMedium(event.medium);
     if (tier === null) return;
-    const bit = 1 << tier;
-    for (const hash of event.hashes) {
-      const block = this.#blocks.get(hash);
-      if (block === undefined || (block.tiers & bit) === 0) {
-        this.stats.unknownRemovals++;
-        continue;
-      }
-      for (const h of block.chunks) this.index.remove(h, this.slot, tier);
-      block.tiers &= ~bit;
-      if (block.tiers === 0) this.#blocks.delete(hash);
-      this.stats.removedBlocks++;
-    }
-    this.stats.blocks = this.#blocks.size;
+    const n = event.hashes.length;
+    const ptr = this.#writeHashes(event.hashes, 8 * n);
+    this.#core.ex.blockRemoveIo(this.#table, ptr, n, tier);
+    this.#count();
   }
 
   /** AllBlocksCleared, an engine restart, or a gap replay could not cover. */
   clear(): void {
-    for (const block of this.#blocks.values())
-      for (let t = 0; t < TIER_COUNT; t++)
-        if ((block.tiers & (1 << t)) !== 0)
-          for (const h of block.chunks) this.index.remove(h, this.slot, t as Tier);
-    this.#blocks.clear();
+    this.#core.ex.blockClear(this.#table);
     this.stats.blocks = 0;
   }
 
+  /** Frees the core's table now (its chunks stay in the index: clear() first to take them out); unusable after. */
+  dispose(): void {
+    if (tables.unregister(this)) this.#core.ex.blockTableFree(this.#table, 0);
+  }
+
   get blockCount(): number {
-    return this.#blocks.size;
+    return this.#core.ex.blockCount(this.#table);
+  }
+
+  /** Bytes of linear memory the slot's blocks hold (records at the allocator's granularity, lookup table). */
+  get bytes(): number {
+    return this.#core.ex.blockTableBytes(this.#table);
   }
 
   /** The engine block hashes indexed for this slot (for checks against the engine's own view). */
   blockHashes(): IterableIterator<bigint> {
-    return this.#blocks.keys();
+    const n = this.#core.ex.blockHashesIo(this.#table);
+    const at = this.#core.ex.ingestOutPtr() >>> 3;
+    return Array.from(this.#core.u64view.subarray(at, at + n)).values();
   }
 }

@@ -10,12 +10,14 @@ import type { PoolRendering } from "../publish/images.ts";
 import { bosTextOf } from "../tokens/bos-text.ts";
 import { deriveSegmentTemplate } from "../tokens/derive-segment-template.ts";
 import { detokenizeInto } from "../tokens/detokenize.ts";
-import { buildTokenBytesTable } from "../tokens/token-bytes-table.ts";
+import { buildTokenBytesTable, type TokenBytesTable } from "../tokens/token-bytes-table.ts";
 import { loadTokenizerFiles } from "../tokens/tokenizer-files.ts";
 
 export interface PoolTokens {
   /** null: KV events of this pool cannot be turned into chunk hashes. */
   detokenize: Detokenize | null;
+  /** The table `detokenize` reads (the index copies it into the core and detokenizes there). */
+  tokenTable: TokenBytesTable | null;
   segmentTemplate: SegmentTemplate | null;
   rendering: PoolRendering;
   /** Why something above is missing, for logs (warn) and /v1/status. */
@@ -27,6 +29,7 @@ export interface PoolTokens {
 export function loadPoolTokens(pool: PoolConfig): PoolTokens {
   const none: PoolTokens = {
     detokenize: null,
+    tokenTable: null,
     segmentTemplate: null,
     rendering: { bosText: "", segmentTemplate: new Uint8Array() },
     problems: [],
@@ -69,6 +72,7 @@ export function loadPoolTokens(pool: PoolConfig): PoolTokens {
   }
   return {
     detokenize: detok,
+    tokenTable: built.ok ? built.table : null,
     segmentTemplate,
     rendering: {
       bosText: bosTextOf(files.tokenizer),

@@ -1,0 +1,351 @@
+// biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
+// One slot's KV blocks (control-plane/src/index/slot-blocks.ts is its JavaScript face): engine
+// block hash → a heap record with the chunk-hashing state at the block's end (the last chunk
+// hash and the bytes of the unfinished chunk), the chunks it completed, its depth, its last
+// token and the tiers holding a copy. Storing and removing whole events happens here in one
+// call each, feeding the slot's ChunkTable directly: no per-block JavaScript object, no BigInt.
+//
+// Record layout (one heap.alloc per block, sized to its content):
+//   0 prev u64 (hash of the last complete chunk; the block's last chunk when it completed any)
+//   8 hash u64 (the engine's block hash: the record's key, for eviction)
+//   16 depth u32 (chunks completed along the chain up to here)
+//   20 lastToken u32
+//   24 older, 28 newer: u32 record pointers of the slot's store-order list (eviction, below)
+//   32 tiers u32 (bit t: a copy is on tier t)
+//   36 nChunks u32 (chunks completed inside this block)
+//   40 partialLen u32
+//   44 the block's chunk hashes but the last (which is `prev`), u64 × (nChunks - 1)
+//   .. the partial chunk's bytes
+//
+// Bounded: a slot holds at most maxBlocks blocks. An engine's BlockRemoved events keep its
+// table at the size of its KV cache; an engine that never reports evictions (or a flood of
+// unique prompts on a tier whose removals are not reported) would grow it forever, so past the
+// cap the block stored longest ago goes — the index's own eviction rule (the least recently
+// stored goes first; storing a block again, on any tier, refreshes it).
+import { ByteBuf } from "./byte-buf";
+import { chainChunks } from "./chunk-hash";
+import { ChunkTable } from "./chunk-table";
+import { SEQUENCE_START, TokenTable } from "./token-table";
+import { U64Map } from "./u64-map";
+
+const B_PREV = 0;
+const B_HASH = 8;
+const B_DEPTH = 16;
+const B_LAST = 20;
+const B_OLDER = 24;
+const B_NEWER = 28;
+const B_TIERS = 32;
+const B_NCHUNKS = 36;
+const B_PARTIAL_LEN = 40;
+const B_HEADER: usize = 44;
+export const TIER_COUNT: u32 = 3;
+
+/** Bytes of a record's chunk hashes kept besides `prev` (all but the last). */
+function extraBytes(nChunks: u32): usize {
+  return nChunks > 1 ? (<usize>(nChunks - 1)) << 3 : 0;
+}
+
+/** "No token" in lookup's answers. */
+export const NO_TOKEN: u32 = 0xffffffff;
+
+/** Result codes of store. */
+export const STORE_ORPHAN: i32 = -2;
+
+/** Bytes TLSF really takes for an allocation of n (4-byte header, 16-byte granules). */
+export function heapFootprint(n: usize): usize {
+  return (n + 4 + 15) & ~(<usize>15);
+}
+
+/** Counters of the last store/remove call (the JavaScript side adds them to the slot's stats). */
+export class CallStats {
+  stored: i32 = 0;
+  duplicates: i32 = 0;
+  lowerTier: i32 = 0;
+  removed: i32 = 0;
+  unknownRemovals: i32 = 0;
+  evicted: i32 = 0;
+}
+
+@unmanaged
+export class BlockTable {
+  /** hash → record; the record holds its hash, so the table keeps 4 bytes a slot. */
+  map: U64Map = new U64Map(B_HASH);
+  recBytes: usize = 0;
+
+  /** Ends of the store-order list: oldest is evicted first (0: empty). */
+  oldest: usize = 0;
+  newest: usize = 0;
+
+  constructor(
+    public chunks: ChunkTable,
+    public slot: u32,
+    public chunkSize: i32,
+    public maxBlocks: u32,
+  ) {}
+
+  private link(rec: usize): void {
+    store<u32>(rec + B_OLDER, <u32>this.newest);
+    store<u32>(rec + B_NEWER, 0);
+    if (this.newest !== 0) store<u32>(this.newest + B_NEWER, <u32>rec);
+    else this.oldest = rec;
+    this.newest = rec;
+  }
+
+  private unlink(rec: usize): void {
+    const older = <usize>load<u32>(rec + B_OLDER);
+    const newer = <usize>load<u32>(rec + B_NEWER);
+    if (older !== 0) store<u32>(older + B_NEWER, <u32>newer);
+    else this.oldest = newer;
+    if (newer !== 0) store<u32>(newer + B_OLDER, <u32>older);
+    else this.newest = older;
+  }
+
+  /** Drops the least recently stored block with every copy of its chunks. */
+  private evictOldest(stats: CallStats): void {
+    const rec = this.oldest;
+    if (rec === 0) return;
+    const tiers = load<u32>(rec + B_TIERS);
+    for (let t: u32 = 0; t < TIER_COUNT; t++) if ((tiers & (1 << t)) !== 0) this.chunksOf(rec, t, false, 0);
+    this.drop(load<u64>(rec + B_HASH), rec);
+    stats.evicted++;
+  }
+
+  get bytes(): usize {
+    return this.map.bytes + this.recBytes;
+  }
+
+  @inline private chunkAt(rec: usize, k: u32, n: u32): u64 {
+    return k === n - 1 ? load<u64>(rec + B_PREV) : load<u64>(rec + B_HEADER + ((<usize>k) << 3));
+  }
+
+  /** Adds (or, add = false, removes) the chunks of block `rec` for one tier. */
+  private chunksOf(rec: usize, tier: u32, add: bool, nowMs: f64): void {
+    const n = load<u32>(rec + B_NCHUNKS);
+    const first = load<u32>(rec + B_DEPTH) - n;
+    for (let k: u32 = 0; k < n; k++) {
+      const h = this.chunkAt(rec, k, n);
+      if (add) this.chunks.add(h, first + k + 1, this.slot, tier, nowMs);
+      else this.chunks.remove(h, this.slot, tier);
+    }
+  }
+
+  /** Adds the tier's copy of a known block (counted as a duplicate when already held). */
+  addCopy(rec: usize, tier: u32, nowMs: f64, stats: CallStats): void {
+    // Stored again: the most recently stored block now.
+    if (rec !== this.newest) {
+      this.unlink(rec);
+      this.link(rec);
+    }
+    const bit: u32 = 1 << tier;
+    const tiers = load<u32>(rec + B_TIERS);
+    if ((tiers & bit) !== 0) {
+      stats.duplicates++;
+      return;
+    }
+    store<u32>(rec + B_TIERS, tiers | bit);
+    this.chunksOf(rec, tier, true, nowMs);
+    if (tier !== 0) stats.lowerTier++;
+  }
+
+  /**
+   * For an event's n hashes at `hashes`: writes u32s to `held` — the parent's last token
+   * (NO_TOKEN without a parent), then per block its last token when the block is held, else
+   * NO_TOKEN — and returns 0, or STORE_ORPHAN when the parent is not held. Lets the caller
+   * detokenize only new blocks, each after the token its chain really ends with. (A stored
+   * block's last token is never NO_TOKEN: no vocabulary reaches id 2^32 - 1.)
+   */
+  lookup(hashes: usize, n: i32, hasParent: bool, parent: u64, held: usize): i32 {
+    let last = NO_TOKEN;
+    if (hasParent) {
+      const p = this.map.get(parent);
+      if (p === 0) return STORE_ORPHAN;
+      last = load<u32>(<usize>p + B_LAST);
+    }
+    store<u32>(held, last);
+    for (let i = 0; i < n; i++) {
+      const rec = <usize>this.map.get(load<u64>(hashes + ((<usize>i) << 3)));
+      store<u32>(held + ((<usize>(i + 1)) << 2), rec !== 0 ? load<u32>(rec + B_LAST) : NO_TOKEN);
+    }
+    return 0;
+  }
+
+  /**
+   * Stores n blocks continuing from `parent` (or from `root`, the chain's h0, without one).
+   * Input at `hashes`: hashes u64 × n, then either (tokens ≠ null) the token ids u32 ×
+   * n·blockSize, detokenized here; or the blocks' bytes as the caller detokenized them — byte
+   * length u32 × n, last token u32 × n, the bytes back to back (a block already held has length
+   * 0 and is not read). Returns STORE_ORPHAN when the parent is not held, else how many blocks
+   * could not be detokenized (the first such block and its descendants in the event).
+   * `scratch` holds partial ‖ bytes while hashing; `hashOut` the chunks of one block.
+   */
+  store(
+    hashes: usize,
+    n: i32,
+    tokens: TokenTable | null,
+    blockSize: i32,
+    tier: u32,
+    hasParent: bool,
+    parent: u64,
+    root: u64,
+    nowMs: f64,
+    scratch: ByteBuf,
+    hashOut: ByteBuf,
+    stats: CallStats,
+  ): i32 {
+    let prev = root;
+    let partial: usize = 0;
+    let partialLen: u32 = 0;
+    let depth: u32 = 0;
+    let previous = SEQUENCE_START;
+    if (hasParent) {
+      const p = <usize>this.map.get(parent);
+      if (p === 0) return STORE_ORPHAN;
+      prev = load<u64>(p + B_PREV);
+      depth = load<u32>(p + B_DEPTH);
+      partialLen = load<u32>(p + B_PARTIAL_LEN);
+      partial = p + B_HEADER + extraBytes(load<u32>(p + B_NCHUNKS));
+      previous = <i64>load<u32>(p + B_LAST);
+    }
+    const after = hashes + ((<usize>n) << 3);
+    const lens = after;
+    const lasts = lens + ((<usize>n) << 2);
+    let bytes = lasts + ((<usize>n) << 2);
+    const chunk = this.chunkSize;
+    for (let i = 0; i < n; i++) {
+      const hash = load<u64>(hashes + ((<usize>i) << 3));
+      let rec = <usize>this.map.get(hash);
+      if (rec === 0) {
+        // Hash (partial ‖ the block's bytes) on from prev.
+        scratch.len = 0;
+        scratch.append(partial, <i32>partialLen);
+        let last: u32;
+        if (tokens !== null) {
+          const ids = after + ((<usize>(i * blockSize)) << 2);
+          if (!tokens.append(ids, blockSize, previous, scratch)) return n - i;
+          last = load<u32>(ids + ((<usize>(blockSize - 1)) << 2));
+        } else {
+          const len = load<u32>(lens + ((<usize>i) << 2));
+          scratch.append(bytes, <i32>len);
+          bytes += len;
+          last = load<u32>(lasts + ((<usize>i) << 2));
+        }
+        const total = scratch.len;
+        hashOut.len = 0;
+        hashOut.reserve((total / chunk) << 3);
+        const count = <u32>chainChunks(prev, scratch.ptr, total, chunk, hashOut.ptr);
+        const rest = <u32>(total - <i32>count * chunk);
+        const extra = extraBytes(count);
+        const size = B_HEADER + extra + <usize>rest;
+        // At the cap, the least recently stored block goes (after hashing: `partial` may lie in it).
+        if (this.map.size >= this.maxBlocks) this.evictOldest(stats);
+        rec = heap.alloc(size);
+        this.recBytes += heapFootprint(size);
+        store<u64>(rec + B_PREV, count > 0 ? load<u64>(hashOut.ptr + ((<usize>(count - 1)) << 3)) : prev);
+        store<u32>(rec + B_DEPTH, depth + count);
+        store<u32>(rec + B_LAST, last);
+        store<u32>(rec + B_TIERS, 1 << tier);
+        store<u32>(rec + B_NCHUNKS, count);
+        store<u32>(rec + B_PARTIAL_LEN, rest);
+        memory.copy(rec + B_HEADER, hashOut.ptr, extra);
+        memory.copy(rec + B_HEADER + extra, scratch.ptr + <usize>(<i32>count * chunk), rest);
+        store<u64>(rec + B_HASH, hash);
+        this.map.set(hash, <u32>rec);
+        this.link(rec);
+        for (let k: u32 = 0; k < count; k++)
+          this.chunks.add(load<u64>(hashOut.ptr + ((<usize>k) << 3)), depth + k + 1, this.slot, tier, nowMs);
+        stats.stored++;
+        if (tier !== 0) stats.lowerTier++;
+      } else {
+        // A block we hold (same content by construction): maybe a copy on another tier.
+        this.addCopy(rec, tier, nowMs, stats);
+        if (tokens === null) bytes += load<u32>(lens + ((<usize>i) << 2));
+      }
+      prev = load<u64>(rec + B_PREV);
+      depth = load<u32>(rec + B_DEPTH);
+      partialLen = load<u32>(rec + B_PARTIAL_LEN);
+      partial = rec + B_HEADER + extraBytes(load<u32>(rec + B_NCHUNKS));
+      previous = <i64>load<u32>(rec + B_LAST);
+    }
+    return 0;
+  }
+
+  /** Adds the tier's copy of each held block among n hashes (placeholder stores); returns how many were not held. */
+  storeCopies(hashes: usize, n: i32, tier: u32, nowMs: f64, stats: CallStats): i32 {
+    let unresolved = 0;
+    for (let i = 0; i < n; i++) {
+      const rec = <usize>this.map.get(load<u64>(hashes + ((<usize>i) << 3)));
+      if (rec === 0) unresolved++;
+      else this.addCopy(rec, tier, nowMs, stats);
+    }
+    return unresolved;
+  }
+
+  /** Removes the tier's copy of each of n blocks; a block goes when no tier holds it. */
+  remove(hashes: usize, n: i32, tier: u32, stats: CallStats): void {
+    const bit: u32 = 1 << tier;
+    for (let i = 0; i < n; i++) {
+      const hash = load<u64>(hashes + ((<usize>i) << 3));
+      const rec = <usize>this.map.get(hash);
+      if (rec === 0 || (load<u32>(rec + B_TIERS) & bit) === 0) {
+        stats.unknownRemovals++;
+        continue;
+      }
+      this.chunksOf(rec, tier, false, 0);
+      const left = load<u32>(rec + B_TIERS) & ~bit;
+      store<u32>(rec + B_TIERS, left);
+      if (left === 0) this.drop(hash, rec);
+      stats.removed++;
+    }
+  }
+
+  private drop(hash: u64, rec: usize): void {
+    this.recBytes -= heapFootprint(
+      B_HEADER + extraBytes(load<u32>(rec + B_NCHUNKS)) + <usize>load<u32>(rec + B_PARTIAL_LEN),
+    );
+    this.unlink(rec);
+    // The map reads keys from the records: delete while the record is still there.
+    this.map.delete(hash);
+    heap.free(rec);
+  }
+
+  /** Drops every block, taking its copies out of the chunk table (withChunks) or not (the table is gone). */
+  clear(withChunks: bool): void {
+    const map = this.map;
+    for (let i: u32 = 0; i < map.cap; i++) {
+      const rec = <usize>map.valueAt(i);
+      if (rec === 0) continue;
+      if (withChunks) {
+        const tiers = load<u32>(rec + B_TIERS);
+        for (let t: u32 = 0; t < TIER_COUNT; t++)
+          if ((tiers & (1 << t)) !== 0) this.chunksOf(rec, t, false, 0);
+      }
+      heap.free(rec);
+    }
+    map.clear();
+    this.recBytes = 0;
+    this.oldest = 0;
+    this.newest = 0;
+  }
+
+  /** Gives back everything the table holds, itself included (see clear for withChunks). */
+  dispose(withChunks: bool): void {
+    this.clear(withChunks);
+    this.map.dispose();
+    heap.free(changetype<usize>(this));
+  }
+
+  /** Writes every held block hash (u64) to out; returns how many. */
+  writeHashes(out: ByteBuf): i32 {
+    out.len = 0;
+    const map = this.map;
+    out.reserve((<i32>map.size) << 3);
+    let n = 0;
+    for (let i: u32 = 0; i < map.cap; i++) {
+      if (map.valueAt(i) === 0) continue;
+      store<u64>(out.ptr + ((<usize>n) << 3), map.keyAt(i));
+      n++;
+    }
+    out.len = n << 3;
+    return n;
+  }
+}

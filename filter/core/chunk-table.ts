@@ -1,0 +1,276 @@
+// biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
+// The control plane's fleet-wide chunk index (control-plane/src/index/chunk-index.ts is its
+// JavaScript face): chunk hash → the (slot, tier) holders with how many stored blocks on each
+// produced it, the chunk's depth and LRU stamp, and per bucket the list of its chunks, so a dirty
+// bucket is encoded without scanning the index. Lives in linear memory as fixed 56-byte records
+// in one slab (indices stay valid when it grows), found through a U64Map; no per-chunk object
+// and no BigInt key. Speculative routes stay in JavaScript (few, short-lived, keyed by gateway
+// reports); a record only carries a flag that some exist, so it is not dropped under them.
+import { ByteBuf } from "./byte-buf";
+import { U64Map } from "./u64-map";
+
+// Record layout (bytes).
+const R_HASH = 0; // u64
+const R_STAMP = 8; // f64 ms
+const R_DEPTH = 16; // u32
+const R_NEXT = 20; // u32 record index + 1 (bucket list; free list when unused)
+const R_PREV = 24; // u32 record index + 1 (bucket list)
+const R_COUNT = 28; // u16 holders
+const R_FLAGS = 30; // u16
+const R_EXT = 32; // u32 heap array of holders once there are more than INLINE (0: inline)
+const R_EXTCAP = 36; // u32
+const R_INLINE = 40; // INLINE × u64 holders
+const INLINE: u32 = 2;
+export const RECORD_BYTES: u32 = 56;
+
+const FLAG_SPECULATED: u16 = 1;
+
+/** A holder: slot (16 bits) | tier (8 bits) << 16 | count (32 bits) << 32. */
+function holderKey(slot: u32, tier: u32): u64 {
+  return <u64>(slot & 0xffff) | ((<u64>(tier & 0xff)) << 16);
+}
+
+@unmanaged
+export class ChunkTable {
+  map: U64Map = new U64Map();
+  recs: usize = 0;
+  recCap: u32 = 0;
+  recTop: u32 = 0;
+  freeHead: u32 = 0;
+  heads: usize;
+  dirtyBits: usize;
+  dirty: ByteBuf = new ByteBuf(256);
+  mask: u32;
+  /** Heap bytes of holder arrays beyond the inline two. */
+  extBytes: usize = 0;
+
+  constructor(public buckets: u32) {
+    this.mask = buckets - 1;
+    this.heads = heap.alloc((<usize>buckets) << 2);
+    memory.fill(this.heads, 0, (<usize>buckets) << 2);
+    const bits = (<usize>buckets + 7) >> 3;
+    this.dirtyBits = heap.alloc(bits);
+    memory.fill(this.dirtyBits, 0, bits);
+    this.recCap = 64;
+    this.recs = heap.alloc(<usize>this.recCap * RECORD_BYTES);
+  }
+
+  /** Gives back everything the table holds, itself included. */
+  dispose(): void {
+    for (let ref: u32 = 1; ref <= this.recTop; ref++) {
+      const r = this.rec(ref);
+      // Live records only: a dropped one (on the free list) already gave its holder array back.
+      const ext = load<u32>(r + R_EXT);
+      if (ext !== 0 && this.map.get(load<u64>(r + R_HASH)) === ref) heap.free(<usize>ext);
+    }
+    heap.free(this.recs);
+    heap.free(this.heads);
+    heap.free(this.dirtyBits);
+    heap.free(this.dirty.ptr);
+    heap.free(changetype<usize>(this.dirty));
+    this.map.dispose();
+    heap.free(changetype<usize>(this));
+  }
+
+  @inline rec(ref: u32): usize {
+    return this.recs + <usize>(ref - 1) * RECORD_BYTES;
+  }
+
+  @inline bucketOf(hash: u64): u32 {
+    return <u32>hash & this.mask;
+  }
+
+  get size(): u32 {
+    return this.map.size;
+  }
+
+  get bytes(): usize {
+    return this.map.bytes + <usize>this.recCap * RECORD_BYTES + this.extBytes + ((<usize>this.buckets) << 2);
+  }
+
+  markDirty(bucket: u32): void {
+    const at = this.dirtyBits + (<usize>bucket >> 3);
+    const bit: u32 = 1 << (bucket & 7);
+    const b = <u32>load<u8>(at);
+    if ((b & bit) !== 0) return;
+    store<u8>(at, <u8>(b | bit));
+    this.dirty.appendI32(<i32>bucket);
+  }
+
+  /** Moves the dirty bucket list (in first-dirtied order, as u32s) to `out` and clears it. */
+  takeDirty(out: ByteBuf): i32 {
+    const n = this.dirty.len >> 2;
+    out.len = 0;
+    out.append(this.dirty.ptr, this.dirty.len);
+    for (let i = 0; i < n; i++) {
+      const b = load<u32>(this.dirty.ptr + ((<usize>i) << 2));
+      store<u8>(this.dirtyBits + (<usize>b >> 3), 0);
+    }
+    this.dirty.len = 0;
+    return n;
+  }
+
+  find(hash: u64): u32 {
+    return this.map.get(hash);
+  }
+
+  /** The chunk's record, created (no holder, not dirty) when absent. */
+  ensure(hash: u64, depth: u32, nowMs: f64): u32 {
+    let ref = this.map.get(hash);
+    if (ref !== 0) return ref;
+    if (this.freeHead !== 0) {
+      ref = this.freeHead;
+      this.freeHead = load<u32>(this.rec(ref) + R_NEXT);
+    } else {
+      if (this.recTop === this.recCap) {
+        this.recCap <<= 1;
+        this.recs = heap.realloc(this.recs, <usize>this.recCap * RECORD_BYTES);
+      }
+      ref = ++this.recTop;
+    }
+    const r = this.rec(ref);
+    store<u64>(r + R_HASH, hash);
+    store<f64>(r + R_STAMP, nowMs);
+    store<u32>(r + R_DEPTH, depth);
+    store<u16>(r + R_COUNT, 0);
+    store<u16>(r + R_FLAGS, 0);
+    store<u32>(r + R_EXT, 0);
+    store<u32>(r + R_EXTCAP, 0);
+    // Link at the head of its bucket's list.
+    const head = this.heads + ((<usize>this.bucketOf(hash)) << 2);
+    const first = load<u32>(head);
+    store<u32>(r + R_NEXT, first);
+    store<u32>(r + R_PREV, 0);
+    if (first !== 0) store<u32>(this.rec(first) + R_PREV, ref);
+    store<u32>(head, ref);
+    this.map.set(hash, ref);
+    return ref;
+  }
+
+  @inline holders(r: usize): usize {
+    const ext = load<u32>(r + R_EXT);
+    return ext !== 0 ? <usize>ext : r + R_INLINE;
+  }
+
+  @inline holderCount(r: usize): u32 {
+    return load<u16>(r + R_COUNT);
+  }
+
+  /** Index of the (slot, tier) holder in r, or -1. */
+  holderAt(r: usize, slot: u32, tier: u32): i32 {
+    const key = holderKey(slot, tier);
+    const h = this.holders(r);
+    const n = this.holderCount(r);
+    for (let i: u32 = 0; i < n; i++)
+      if ((load<u64>(h + ((<usize>i) << 3)) & 0xffffffff) === key) return <i32>i;
+    return -1;
+  }
+
+  add(hash: u64, depth: u32, slot: u32, tier: u32, nowMs: f64): void {
+    const ref = this.ensure(hash, depth, nowMs);
+    const r = this.rec(ref);
+    const i = this.holderAt(r, slot, tier);
+    if (i >= 0) {
+      const at = this.holders(r) + ((<usize>i) << 3);
+      store<u64>(at, load<u64>(at) + ((<u64>1) << 32));
+    } else {
+      const n = this.holderCount(r);
+      let h = this.holders(r);
+      const ext = load<u32>(r + R_EXT);
+      const cap = ext !== 0 ? load<u32>(r + R_EXTCAP) : INLINE;
+      if (n === cap) {
+        const newCap = cap << 1;
+        const grown = heap.alloc((<usize>newCap) << 3);
+        memory.copy(grown, h, (<usize>n) << 3);
+        if (ext !== 0) heap.free(<usize>ext);
+        this.extBytes += ((<usize>newCap) << 3) - (ext !== 0 ? (<usize>cap) << 3 : 0);
+        store<u32>(r + R_EXT, <u32>grown);
+        store<u32>(r + R_EXTCAP, newCap);
+        h = grown;
+      }
+      store<u64>(h + ((<usize>n) << 3), holderKey(slot, tier) | ((<u64>1) << 32));
+      store<u16>(r + R_COUNT, <u16>(n + 1));
+    }
+    store<f64>(r + R_STAMP, nowMs);
+    // A new holder changes the image; a repeat store only refreshes the LRU stamp, which
+    // matters for eviction order, so it dirties the bucket too.
+    this.markDirty(this.bucketOf(hash));
+  }
+
+  remove(hash: u64, slot: u32, tier: u32): void {
+    const ref = this.map.get(hash);
+    if (ref === 0) return;
+    const r = this.rec(ref);
+    const i = this.holderAt(r, slot, tier);
+    if (i < 0) return;
+    const h = this.holders(r);
+    const at = h + ((<usize>i) << 3);
+    const v = load<u64>(at);
+    if (v >> 32 > 1) {
+      store<u64>(at, v - ((<u64>1) << 32));
+      return;
+    }
+    const n = this.holderCount(r) - 1;
+    store<u64>(at, load<u64>(h + ((<usize>n) << 3)));
+    store<u16>(r + R_COUNT, <u16>n);
+    this.dropIfEmpty(ref);
+    this.markDirty(this.bucketOf(hash));
+  }
+
+  /** Drops the record when it has no holder and no speculative route. */
+  dropIfEmpty(ref: u32): bool {
+    const r = this.rec(ref);
+    if (this.holderCount(r) !== 0 || (load<u16>(r + R_FLAGS) & FLAG_SPECULATED) !== 0) return false;
+    const hash = load<u64>(r + R_HASH);
+    const next = load<u32>(r + R_NEXT);
+    const prev = load<u32>(r + R_PREV);
+    if (prev !== 0) store<u32>(this.rec(prev) + R_NEXT, next);
+    else store<u32>(this.heads + ((<usize>this.bucketOf(hash)) << 2), next);
+    if (next !== 0) store<u32>(this.rec(next) + R_PREV, prev);
+    const ext = load<u32>(r + R_EXT);
+    if (ext !== 0) {
+      heap.free(<usize>ext);
+      this.extBytes -= (<usize>load<u32>(r + R_EXTCAP)) << 3;
+    }
+    this.map.delete(hash);
+    store<u32>(r + R_NEXT, this.freeHead);
+    this.freeHead = ref;
+    return true;
+  }
+
+  setSpeculated(ref: u32, on: bool): void {
+    const r = this.rec(ref);
+    const f = load<u16>(r + R_FLAGS);
+    store<u16>(r + R_FLAGS, on ? f | FLAG_SPECULATED : f & ~FLAG_SPECULATED);
+  }
+
+  /**
+   * Appends record `ref` to out as: hash u64, stamp f64, depth u32, holder count u32, then the
+   * holders (u64 each: slot | tier << 16 | count << 32).
+   */
+  write(ref: u32, out: ByteBuf): void {
+    const r = this.rec(ref);
+    const n = this.holderCount(r);
+    out.reserve(24 + ((<i32>n) << 3));
+    const o = out.ptr + <usize>out.len;
+    store<u64>(o, load<u64>(r + R_HASH));
+    store<f64>(o + 8, load<f64>(r + R_STAMP));
+    store<u32>(o + 16, load<u32>(r + R_DEPTH));
+    store<u32>(o + 20, n);
+    memory.copy(o + 24, this.holders(r), (<usize>n) << 3);
+    out.len += 24 + ((<i32>n) << 3);
+  }
+
+  /** Writes every record of a bucket to out (see write); returns how many. */
+  writeBucket(bucket: u32, out: ByteBuf): i32 {
+    out.len = 0;
+    let n = 0;
+    let ref = load<u32>(this.heads + ((<usize>(bucket & this.mask)) << 2));
+    while (ref !== 0) {
+      this.write(ref, out);
+      n++;
+      ref = load<u32>(this.rec(ref) + R_NEXT);
+    }
+    return n;
+  }
+}

@@ -1,0 +1,233 @@
+// biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
+// Node export surface of the control plane's index storage (chunk-table.ts, block-table.ts),
+// re-exported by index.ts. Tables are named by small integer ids; inputs lie at a pointer the
+// caller wrote (its I/O region), outputs go to one shared buffer (ingestOutPtr) and the counters
+// of the last call to ingestStatsPtr. Only the control plane calls these (the filter never
+// links this module), and it passes pointers and counts it computed itself.
+import { BlockTable, CallStats } from "./block-table";
+import { ByteBuf } from "./byte-buf";
+import { ChunkTable } from "./chunk-table";
+import { TokenTable } from "./token-table";
+
+const chunkTables: usize[] = [];
+const blockTables: usize[] = [];
+const tokenTables: usize[] = [];
+const out = new ByteBuf(4096);
+const scratch = new ByteBuf(1024);
+const hashOut = new ByteBuf(64);
+const stats = new CallStats();
+
+function freeId(ids: usize[]): i32 {
+  for (let i = 0; i < ids.length; i++) if (unchecked(ids[i]) === 0) return i;
+  ids.push(0);
+  return ids.length - 1;
+}
+
+function chunkTable(id: i32): ChunkTable {
+  return changetype<ChunkTable>(unchecked(chunkTables[id]));
+}
+
+function blockTable(id: i32): BlockTable {
+  return changetype<BlockTable>(unchecked(blockTables[id]));
+}
+
+function resetStats(): void {
+  stats.stored = 0;
+  stats.duplicates = 0;
+  stats.lowerTier = 0;
+  stats.removed = 0;
+  stats.unknownRemovals = 0;
+  stats.evicted = 0;
+}
+
+export function ingestOutPtr(): usize {
+  return out.ptr;
+}
+
+/** Address of the last call's counters: stored, duplicates, lowerTier, removed, unknownRemovals, evicted (i32 each). */
+export function ingestStatsPtr(): usize {
+  return changetype<usize>(stats);
+}
+
+export function chunkTableNew(buckets: u32): i32 {
+  const id = freeId(chunkTables);
+  chunkTables[id] = changetype<usize>(new ChunkTable(buckets));
+  return id;
+}
+
+/** Frees a chunk table (its block tables must be freed without chunks, or already be). */
+export function chunkTableFree(id: i32): void {
+  chunkTable(id).dispose();
+  chunkTables[id] = 0;
+}
+
+export function chunkTableSize(id: i32): u32 {
+  return chunkTable(id).size;
+}
+
+export function chunkTableBytes(id: i32): f64 {
+  return <f64>chunkTable(id).bytes;
+}
+
+export function chunkAdd(id: i32, hash: u64, depth: u32, slot: u32, tier: u32, nowMs: f64): void {
+  chunkTable(id).add(hash, depth, slot, tier, nowMs);
+}
+
+export function chunkRemove(id: i32, hash: u64, slot: u32, tier: u32): void {
+  chunkTable(id).remove(hash, slot, tier);
+}
+
+/** Creates the chunk's record when absent and marks whether speculative routes hold it. */
+export function chunkSpeculated(id: i32, hash: u64, depth: u32, nowMs: f64, on: bool): void {
+  const t = chunkTable(id);
+  t.setSpeculated(t.ensure(hash, depth, nowMs), on);
+}
+
+/** Drops the chunk when nothing holds it any more; true when it went. */
+export function chunkDropIfEmpty(id: i32, hash: u64): bool {
+  const t = chunkTable(id);
+  const ref = t.find(hash);
+  return ref !== 0 && t.dropIfEmpty(ref);
+}
+
+/** How many stored blocks on (slot, tier) produced the chunk (0: none). */
+export function chunkHolderCount(id: i32, hash: u64, slot: u32, tier: u32): u32 {
+  const t = chunkTable(id);
+  const ref = t.find(hash);
+  if (ref === 0) return 0;
+  const r = t.rec(ref);
+  const i = t.holderAt(r, slot, tier);
+  return i < 0 ? 0 : <u32>(load<u64>(t.holders(r) + ((<usize>i) << 3)) >> 32);
+}
+
+export function chunkMarkDirty(id: i32, bucket: u32): void {
+  chunkTable(id).markDirty(bucket);
+}
+
+/** Writes the chunk's record to the output buffer (ChunkTable.write); 0 when absent. */
+export function chunkGetIo(id: i32, hash: u64): i32 {
+  const t = chunkTable(id);
+  const ref = t.find(hash);
+  out.len = 0;
+  if (ref === 0) return 0;
+  t.write(ref, out);
+  return 1;
+}
+
+export function chunkBucketIo(id: i32, bucket: u32): i32 {
+  return chunkTable(id).writeBucket(bucket, out);
+}
+
+export function chunkTakeDirtyIo(id: i32): i32 {
+  return chunkTable(id).takeDirty(out);
+}
+
+export function blockTableNew(chunkId: i32, slot: u32, chunkSize: i32, maxBlocks: u32): i32 {
+  const id = freeId(blockTables);
+  blockTables[id] = changetype<usize>(new BlockTable(chunkTable(chunkId), slot, chunkSize, maxBlocks));
+  return id;
+}
+
+/** Frees a block table; its chunks leave the chunk table first when withChunks. */
+export function blockTableFree(id: i32, withChunks: bool): void {
+  blockTable(id).dispose(withChunks);
+  blockTables[id] = 0;
+}
+
+export function blockCount(id: i32): u32 {
+  return blockTable(id).map.size;
+}
+
+export function blockTableBytes(id: i32): f64 {
+  return <f64>blockTable(id).bytes;
+}
+
+/** BlockTable.lookup over n hashes at ptr; the held blocks' last tokens go to the output buffer. */
+export function blockLookupIo(id: i32, ptr: usize, n: i32, hasParent: bool, parent: u64): i32 {
+  out.len = 0;
+  out.reserve((n + 1) << 2);
+  return blockTable(id).lookup(ptr, n, hasParent, parent, out.ptr);
+}
+
+/** BlockTable.store with the bytes the caller detokenized. */
+export function blockStoreIo(
+  id: i32,
+  ptr: usize,
+  n: i32,
+  tier: u32,
+  hasParent: bool,
+  parent: u64,
+  root: u64,
+  nowMs: f64,
+): i32 {
+  resetStats();
+  return blockTable(id).store(ptr, n, null, 0, tier, hasParent, parent, root, nowMs, scratch, hashOut, stats);
+}
+
+/** BlockTable.store with token ids, detokenized here through token table `tokensId`. */
+export function blockStoreTokensIo(
+  id: i32,
+  tokensId: i32,
+  ptr: usize,
+  n: i32,
+  blockSize: i32,
+  tier: u32,
+  hasParent: bool,
+  parent: u64,
+  root: u64,
+  nowMs: f64,
+): i32 {
+  resetStats();
+  const tokens = changetype<TokenTable>(unchecked(tokenTables[tokensId]));
+  return blockTable(id).store(
+    ptr,
+    n,
+    tokens,
+    blockSize,
+    tier,
+    hasParent,
+    parent,
+    root,
+    nowMs,
+    scratch,
+    hashOut,
+    stats,
+  );
+}
+
+/** A token table of `size` ids and `byteLen` bytes (filled by the caller at tokenTable*Ptr). */
+export function tokenTableNew(size: u32, byteLen: u32, dummy: i32): i32 {
+  const id = freeId(tokenTables);
+  tokenTables[id] = changetype<usize>(new TokenTable(size, byteLen, dummy));
+  return id;
+}
+
+export function tokenTableBytesPtr(id: i32): usize {
+  return changetype<TokenTable>(unchecked(tokenTables[id])).bytes;
+}
+
+export function tokenTableOffsetsPtr(id: i32): usize {
+  return changetype<TokenTable>(unchecked(tokenTables[id])).offsets;
+}
+
+export function tokenTableFlagsPtr(id: i32): usize {
+  return changetype<TokenTable>(unchecked(tokenTables[id])).flags;
+}
+
+export function blockCopiesIo(id: i32, ptr: usize, n: i32, tier: u32, nowMs: f64): i32 {
+  resetStats();
+  return blockTable(id).storeCopies(ptr, n, tier, nowMs, stats);
+}
+
+export function blockRemoveIo(id: i32, ptr: usize, n: i32, tier: u32): void {
+  resetStats();
+  blockTable(id).remove(ptr, n, tier, stats);
+}
+
+export function blockClear(id: i32): void {
+  blockTable(id).clear(true);
+}
+
+export function blockHashesIo(id: i32): i32 {
+  return blockTable(id).writeHashes(out);
+}
