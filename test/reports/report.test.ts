@@ -49,6 +49,10 @@ const sample: Report = {
     },
   ],
   speculative: [{ slot: 5, depth: 70, hash: 2n ** 64n - 2n, ttlMs: 2000 }],
+  sessions: [
+    { slot: 5, outcome: 1, hash: 2n ** 64n - 3n },
+    { slot: 0, outcome: 2, hash: 7n },
+  ],
 };
 
 describe("report codec", () => {
@@ -99,9 +103,9 @@ describe("report codec", () => {
         requestId: "r1",
       },
     ]);
-    const v3 = w.finish().slice();
-    new DataView(v3.buffer).setUint16(4, 3, true);
-    expect(() => decodeReport(v3)).toThrow(/protocol 3/);
+    const v4 = w.finish().slice();
+    new DataView(v4.buffer).setUint16(4, 4, true);
+    expect(() => decodeReport(v4)).toThrow(/protocol 4/);
   });
 
   it("refuses truncated, trailing, oversized-count and foreign bodies", () => {

@@ -2,7 +2,7 @@
 // how loaded and healthy they are, how much of their cache is indexed, whether their KV-event
 // streams are flowing, and which gateways are in sync. The dashboard renders this same
 // document (pushed over /v1/events/status), so new fields are added, never renamed.
-
+import type { SessionTable } from "../model/session-table.ts";
 import type { Config } from "../config/schema.ts";
 import type { EventsSupervisor } from "../events/index.ts";
 import type { PrefixIndex } from "../index/prefix-index.ts";
@@ -31,6 +31,8 @@ export interface StatusInput {
   reports: ReportStats;
   /** Null without a `nats` section. */
   replicas?: ReplicaExchange | null;
+  /** The fleet's session table (its size is a metric); absent in tools without one. */
+  sessions?: SessionTable;
 }
 
 export function buildStatus(s: StatusInput) {

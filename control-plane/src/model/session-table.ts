@@ -1,0 +1,83 @@
+// The fleet's session → slot table (docs/configuration.md "Session affinity"): learned from every
+// gateway's reports (session hashes only — gateways never report ids), forgotten `ttlMs` after a
+// session's last request, and published to every gateway as `kvr.sc.<j>` so a session that started
+// on one gateway continues on its slot through another. Bounded like the filter's own table: the
+// same SESSION_KEYS keys of at most SESSION_WAYS sessions, a full key dropping the session whose
+// last request is the oldest (docs/wire-format.md §4.6 has the value layout).
+import { ByteWriter } from "../wire/byte-writer.ts";
+
+export const SESSION_KEYS = 1024;
+export const SESSION_WAYS = 8;
+/** A published entry never expires at the gateway: the control plane withdraws it. */
+const NEVER = 2n ** 64n - 1n;
+
+interface Entry {
+  hash: bigint;
+  slot: number;
+  expiresAt: number;
+}
+
+export class SessionTable {
+  readonly #keys = new Map<number, Entry[]>();
+  readonly #dirty = new Set<number>();
+
+  constructor(private readonly ttlMs: number) {}
+
+  static keyOf(hash: bigint): number {
+    return Number(hash & BigInt(SESSION_KEYS - 1));
+  }
+
+  /** Session `hash` went to `slot` at `nowMs`. */
+  learn(hash: bigint, slot: number, nowMs: number): void {
+    const key = SessionTable.keyOf(hash);
+    const entries = (this.#keys.get(key) ?? []).filter((e) => e.hash !== hash && e.expiresAt > nowMs);
+    // Entries stay in the order of their last request: the first is the oldest.
+    if (entries.length >= SESSION_WAYS) entries.splice(0, entries.length - SESSION_WAYS + 1);
+    entries.push({ hash, slot, expiresAt: nowMs + this.ttlMs });
+    this.#keys.set(key, entries);
+    this.#dirty.add(key);
+  }
+
+  /** Drops the sessions whose TTL ended. */
+  expire(nowMs: number): void {
+    for (const [key, entries] of this.#keys) {
+      const live = entries.filter((e) => e.expiresAt > nowMs);
+      if (live.length === entries.length) continue;
+      if (live.length === 0) this.#keys.delete(key);
+      else this.#keys.set(key, live);
+      this.#dirty.add(key);
+    }
+  }
+
+  /** The slot session `hash` last went to, if it is remembered. */
+  slotOf(hash: bigint): number | undefined {
+    return this.#keys.get(SessionTable.keyOf(hash))?.find((e) => e.hash === hash)?.slot;
+  }
+
+  get size(): number {
+    let n = 0;
+    for (const entries of this.#keys.values()) n += entries.length;
+    return n;
+  }
+
+  /** The keys that changed since the last call, encoded. */
+  takeDirtyImages(): Array<[string, Uint8Array]> {
+    const out: Array<[string, Uint8Array]> = [];
+    for (const key of this.#dirty) out.push([`kvr.sc.${key}`, this.#encode(key)]);
+    this.#dirty.clear();
+    return out;
+  }
+
+  /** Every key (empty ones too: a gateway resyncing a new epoch drops the previous epoch's sessions). */
+  allImages(): Array<[string, Uint8Array]> {
+    this.#dirty.clear();
+    return Array.from({ length: SESSION_KEYS }, (_, key) => [`kvr.sc.${key}`, this.#encode(key)]);
+  }
+
+  #encode(key: number): Uint8Array {
+    const entries = this.#keys.get(key) ?? [];
+    const w = new ByteWriter().u8(entries.length).u8(0).u16(0);
+    for (const e of entries) w.u64(e.hash).u64(NEVER).u32(0).u16(e.slot).u16(0);
+    return w.finish();
+  }
+}
