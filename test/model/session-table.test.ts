@@ -1,0 +1,94 @@
+// The control plane's fleet session table: learned from reports (only for slots it has), bounded
+// per key like the filter's, forgotten after its TTL, published as kvr.sc.<j> in the layout the
+// filter reads (a session entry of the speculative layout, never expiring at the gateway).
+import { describe, expect, it } from "vitest";
+import { parseConfig } from "../../control-plane/src/config/load-config.ts";
+import { SESSION_KEYS, SESSION_WAYS, SessionTable } from "../../control-plane/src/model/session-table.ts";
+import { LoadModel } from "../../control-plane/src/model/slot-load.ts";
+import { SlotTable } from "../../control-plane/src/model/slot-table.ts";
+import { applyReport } from "../../control-plane/src/reports/apply-report.ts";
+import { PrefixIndex } from "../../control-plane/src/index/prefix-index.ts";
+
+/** A hash that lands in key `key`, the `i`th of them. */
+const inKey = (key: number, i: number) => (BigInt(i + 1) << 10n) | BigInt(key);
+
+describe("fleet session table", () => {
+  it("keeps the newest SESSION_WAYS sessions of a key and publishes them in the filter's layout", () => {
+    const t = new SessionTable(60_000);
+    for (let i = 0; i < SESSION_WAYS + 3; i++) t.learn(inKey(5, i), i, 1000 + i);
+    expect(t.size).toBe(SESSION_WAYS);
+    expect(t.slotOf(inKey(5, 0))).toBeUndefined();
+    expect(t.slotOf(inKey(5, SESSION_WAYS + 2))).toBe(SESSION_WAYS + 2);
+    // A session seen again moves to the newest place and keeps its one entry.
+    t.learn(inKey(5, 3), 40, 2000);
+    expect(t.slotOf(inKey(5, 3))).toBe(40);
+    expect(t.size).toBe(SESSION_WAYS);
+    const images = t.takeDirtyImages();
+    expect(images.map(([k]) => k)).toEqual(["kvr.sc.5"]);
+    const v = Buffer.from((images[0] as [string, Uint8Array])[1]);
+    expect(v.length).toBe(4 + SESSION_WAYS * 24);
+    expect(v.readUInt8(0)).toBe(SESSION_WAYS);
+    const last = 4 + (SESSION_WAYS - 1) * 24;
+    expect(v.readBigUInt64LE(last)).toBe(inKey(5, 3));
+    expect(v.readBigUInt64LE(last + 8)).toBe(2n ** 64n - 1n);
+    expect(v.readUInt32LE(last + 16)).toBe(0);
+    expect(v.readUInt16LE(last + 20)).toBe(40);
+    expect(t.takeDirtyImages()).toEqual([]);
+  });
+
+  it("forgets sessions after the TTL and republishes their key", () => {
+    const t = new SessionTable(1000);
+    t.learn(inKey(1, 0), 2, 0);
+    t.learn(inKey(1, 1), 3, 500);
+    t.takeDirtyImages();
+    t.expire(1200);
+    expect(t.slotOf(inKey(1, 0))).toBeUndefined();
+    expect(t.slotOf(inKey(1, 1))).toBe(3);
+    const [[key, value]] = t.takeDirtyImages() as [[string, Uint8Array]];
+    expect(key).toBe("kvr.sc.1");
+    expect(value[0]).toBe(1);
+    t.expire(1600);
+    expect(t.size).toBe(0);
+    expect(Buffer.from((t.takeDirtyImages()[0] as [string, Uint8Array])[1])).toEqual(Buffer.from([0, 0, 0, 0]));
+  });
+
+  it("publishes every key at the start of an epoch, so a gateway drops the previous epoch's sessions", () => {
+    const t = new SessionTable(1000);
+    t.learn(inKey(7, 0), 1, 0);
+    const all = t.allImages();
+    expect(all.length).toBe(SESSION_KEYS);
+    expect(all.filter(([, v]) => v[0] !== 0).map(([k]) => k)).toEqual(["kvr.sc.7"]);
+    expect(t.takeDirtyImages()).toEqual([]);
+  });
+
+  it("learns from reports only the slots it has", () => {
+    const cfg = parseConfig(
+      { pools: [{ name: "p", models: ["m"], endpoints: [{ address: "10.0.0.1:8000", ranks: [0, 1] }] }] },
+      "t",
+      {},
+    );
+    const slots = new SlotTable(16);
+    const pool = cfg.pools[0] as (typeof cfg.pools)[number];
+    slots.setEndpointRanks(pool, pool.endpoints[0] as (typeof pool.endpoints)[number], [0, 1]);
+    const sessions = new SessionTable(60_000);
+    const targets = { load: new LoadModel(3), slots, index: new PrefixIndex({ buckets: 64, ways: 4, maxSlots: 16 }), sessions };
+    applyReport(
+      targets,
+      {
+        gateway: "g",
+        inflight: new Map(),
+        finished: [],
+        speculative: [],
+        sessions: [
+          { slot: 1, outcome: 0, hash: 11n },
+          { slot: 9, outcome: 0, hash: 12n }, // no such slot
+          { slot: 0xffff, outcome: 2, hash: 13n },
+        ],
+      },
+      0,
+    );
+    expect(sessions.slotOf(11n)).toBe(1);
+    expect(sessions.slotOf(12n)).toBeUndefined();
+    expect(sessions.slotOf(13n)).toBeUndefined();
+  });
+});
