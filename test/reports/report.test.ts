@@ -108,6 +108,19 @@ describe("report codec", () => {
     expect(() => decodeReport(v4)).toThrow(/protocol 4/);
   });
 
+  it("reads protocol 2 (no session entries) and refuses session entries in it", () => {
+    const w = new ByteWriter().u32(0x5252564b).u16(2).u16(0).str16("gw-2");
+    w.u32(0).u32(0).u32(0);
+    const v2 = w.finish();
+    expect(decodeReport(v2)).toEqual({ gateway: "gw-2", inflight: new Map(), finished: [], speculative: [], sessions: [] });
+    // The same bytes with a session section are trailing garbage to protocol 2.
+    const withSessions = new ByteWriter().bytes(v2).u32(1).u16(3).u8(0).u64(5n).finish();
+    expect(() => decodeReport(withSessions)).toThrow(/trailing/);
+    const v3 = withSessions.slice();
+    new DataView(v3.buffer).setUint16(4, 3, true);
+    expect(decodeReport(v3).sessions).toEqual([{ slot: 3, outcome: 0, hash: 5n }]);
+  });
+
   it("refuses truncated, trailing, oversized-count and foreign bodies", () => {
     const bytes = encodeReport(sample);
     for (let cut = 0; cut < bytes.length; cut += 7)
