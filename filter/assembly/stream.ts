@@ -43,7 +43,6 @@ import {
   OUT_PREFIX_HIT,
 } from "../core/route-decision";
 import { servedSlot } from "../core/served-slot";
-import { sessionOutcome, sessions } from "./session";
 import { dropSaturated, firstSlot } from "../core/shedding";
 import { UsageScan, usageModeOf } from "../core/usage-scan";
 import { cache, SharedBuckets } from "./cache-view";
@@ -64,6 +63,7 @@ import {
   setHeader,
 } from "./host";
 import { stats } from "./metrics";
+import { sessionOutcome, sessions } from "./session";
 import { Speculation } from "./speculation";
 import { vm } from "./state";
 import { readSubsetHint } from "./subset-hint";

@@ -253,7 +253,8 @@ export class Decider {
     this.cachedChunks = 0;
     const p = cfg.pools[pool];
     let chosen = this.pick(cfg, loads, p.policy, pool, bitmap, words, cached, promptBytes, local);
-    if (chosen >= 0 && pin < 0 && this.preferred >= 0) chosen = this.preferSession(chosen, p.policy, bitmap, words);
+    if (chosen >= 0 && pin < 0 && this.preferred >= 0)
+      chosen = this.preferSession(chosen, p.policy, bitmap, words);
     if (chosen < 0) {
       if (pin < 0) return OUT_NO_SLOT;
       this.rankRange(slots, pool);

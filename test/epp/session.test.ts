@@ -2,7 +2,16 @@
 // request's x-session-id keeps its conversation on the rank its last request went to — here with a
 // new prompt no rank holds and an even load, where without the session each pick is a 1-in-4 tie.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { chatBody, type EppStack, eppSynced, header, JSON_HEADERS, startEppStack, until, upstream } from "./stack.ts";
+import {
+  chatBody,
+  type EppStack,
+  eppSynced,
+  header,
+  JSON_HEADERS,
+  startEppStack,
+  until,
+  upstream,
+} from "./stack.ts";
 
 const SESSIONS = 8;
 

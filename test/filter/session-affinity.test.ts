@@ -31,17 +31,27 @@ function once(body: string, session?: string, extra: Array<[string, string]> = [
 
 /** A prompt no other request of the test shares a chunk with. */
 let seq = 0;
-const fresh = (model = "qwen3") => chat(`system prompt number ${++seq} of this test`, `question ${seq}`, model);
+const fresh = (model = "qwen3") =>
+  chat(`system prompt number ${++seq} of this test`, `question ${seq}`, model);
 
 /** Every slot of pool `qwen` idle and healthy, but `each` (slot → waiting). */
 function setWaiting(each: Record<number, number>) {
-  for (const s of f.slots.all()) f.load.scraped(s.id, { running: 0, waiting: each[s.id] ?? 0, kvUsage: 0 }, 0);
+  for (const s of f.slots.all())
+    f.load.scraped(s.id, { running: 0, waiting: each[s.id] ?? 0, kvUsage: 0 }, 0);
   f.publishLoad();
   f.tick();
 }
 
-const qwenSlots = () => f.slots.all().filter((s) => s.pool === "qwen").map((s) => s.id);
-const otherSlots = () => f.slots.all().filter((s) => s.pool === "other").map((s) => s.id);
+const qwenSlots = () =>
+  f.slots
+    .all()
+    .filter((s) => s.pool === "qwen")
+    .map((s) => s.id);
+const otherSlots = () =>
+  f.slots
+    .all()
+    .filter((s) => s.pool === "other")
+    .map((s) => s.id);
 
 describe("session affinity", () => {
   it("keeps each session on its slot before KV events confirm it, while the load is even", () => {
@@ -124,7 +134,13 @@ describe("session affinity", () => {
     // A client rank pin decides alone: the session neither steers nor learns it.
     f.close();
     f = new ShippedFilter({ routing: { rankHeaderPolicy: { mode: "honor", trustedCidrs: ["0.0.0.0/0"] } } });
-    const pinned = f.route(fresh(), { headers: [[SESSION, "p"], ["x-data-parallel-rank", "2"]], source: "10.0.0.9" });
+    const pinned = f.route(fresh(), {
+      headers: [
+        [SESSION, "p"],
+        ["x-data-parallel-rank", "2"],
+      ],
+      source: "10.0.0.9",
+    });
     f.finish(pinned);
     expect(pinned.outcome).toBe("pinned");
     expect(counter("new") + counter("kept") + counter("moved")).toBe(0);

@@ -59,7 +59,8 @@ async function chat(g: Gateway, session: string, system: string): Promise<string
 describe("session affinity across gateways", () => {
   it("continues a session started on gateway A on its rank when its next request goes to gateway B", async () => {
     const ranks = new Map<string, string>();
-    for (let i = 0; i < SESSIONS; i++) ranks.set(`conv-${i}`, await chat(stack.gateway, `conv-${i}`, `first ${i}`));
+    for (let i = 0; i < SESSIONS; i++)
+      ranks.set(`conv-${i}`, await chat(stack.gateway, `conv-${i}`, `first ${i}`));
     // A's leader reports the sessions; the control plane learns them and publishes them to B.
     await until(() => stack.cp.sessions.size >= SESSIONS, "the control plane to learn the sessions");
     await syncedGateway(b);
@@ -72,7 +73,9 @@ describe("session affinity across gateways", () => {
   it("counts the sessions' outcomes in the control plane's Prometheus output", async () => {
     const metric = async (outcome: string) => {
       const text = await (await fetch(`${stack.cp.url}/metrics`)).text();
-      const line = text.split("\n").find((l) => l.startsWith(`kvroute_session_requests_total{outcome="${outcome}"}`));
+      const line = text
+        .split("\n")
+        .find((l) => l.startsWith(`kvroute_session_requests_total{outcome="${outcome}"}`));
       return Number(line?.split(" ")[1] ?? 0);
     };
     await until(async () => (await metric("kept")) >= SESSIONS, "B's kept sessions in the metrics");

@@ -3,11 +3,11 @@
 // filter reads (a session entry of the speculative layout, never expiring at the gateway).
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
+import { PrefixIndex } from "../../control-plane/src/index/prefix-index.ts";
 import { SESSION_KEYS, SESSION_WAYS, SessionTable } from "../../control-plane/src/model/session-table.ts";
 import { LoadModel } from "../../control-plane/src/model/slot-load.ts";
 import { SlotTable } from "../../control-plane/src/model/slot-table.ts";
 import { applyReport } from "../../control-plane/src/reports/apply-report.ts";
-import { PrefixIndex } from "../../control-plane/src/index/prefix-index.ts";
 
 /** A hash that lands in key `key`, the `i`th of them. */
 const inKey = (key: number, i: number) => (BigInt(i + 1) << 10n) | BigInt(key);
@@ -49,7 +49,9 @@ describe("fleet session table", () => {
     expect(value[0]).toBe(1);
     t.expire(1600);
     expect(t.size).toBe(0);
-    expect(Buffer.from((t.takeDirtyImages()[0] as [string, Uint8Array])[1])).toEqual(Buffer.from([0, 0, 0, 0]));
+    expect(Buffer.from((t.takeDirtyImages()[0] as [string, Uint8Array])[1])).toEqual(
+      Buffer.from([0, 0, 0, 0]),
+    );
   });
 
   it("publishes every key at the start of an epoch, so a gateway drops the previous epoch's sessions", () => {
@@ -71,7 +73,12 @@ describe("fleet session table", () => {
     const pool = cfg.pools[0] as (typeof cfg.pools)[number];
     slots.setEndpointRanks(pool, pool.endpoints[0] as (typeof pool.endpoints)[number], [0, 1]);
     const sessions = new SessionTable(60_000);
-    const targets = { load: new LoadModel(3), slots, index: new PrefixIndex({ buckets: 64, ways: 4, maxSlots: 16 }), sessions };
+    const targets = {
+      load: new LoadModel(3),
+      slots,
+      index: new PrefixIndex({ buckets: 64, ways: 4, maxSlots: 16 }),
+      sessions,
+    };
     applyReport(
       targets,
       {

@@ -112,7 +112,13 @@ describe("report codec", () => {
     const w = new ByteWriter().u32(0x5252564b).u16(2).u16(0).str16("gw-2");
     w.u32(0).u32(0).u32(0);
     const v2 = w.finish();
-    expect(decodeReport(v2)).toEqual({ gateway: "gw-2", inflight: new Map(), finished: [], speculative: [], sessions: [] });
+    expect(decodeReport(v2)).toEqual({
+      gateway: "gw-2",
+      inflight: new Map(),
+      finished: [],
+      speculative: [],
+      sessions: [],
+    });
     // The same bytes with a session section are trailing garbage to protocol 2.
     const withSessions = new ByteWriter().bytes(v2).u32(1).u16(3).u8(0).u64(5n).finish();
     expect(() => decodeReport(withSessions)).toThrow(/trailing/);

@@ -2,10 +2,11 @@
 // how loaded and healthy they are, how much of their cache is indexed, whether their KV-event
 // streams are flowing, and which gateways are in sync. The dashboard renders this same
 // document (pushed over /v1/events/status), so new fields are added, never renamed.
-import type { SessionTable } from "../model/session-table.ts";
+
 import type { Config } from "../config/schema.ts";
 import type { EventsSupervisor } from "../events/index.ts";
 import type { PrefixIndex } from "../index/prefix-index.ts";
+import type { SessionTable } from "../model/session-table.ts";
 import type { LoadModel } from "../model/slot-load.ts";
 import type { SlotTable } from "../model/slot-table.ts";
 import type { PoolTokens } from "../pools/pool-tokens.ts";

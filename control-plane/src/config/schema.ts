@@ -306,7 +306,7 @@ const routingSchema = z.strictObject({
    */
   sessionHeader: z
     .string()
-    .regex(/^([A-Za-z0-9!#$%&'*+.^_`|~-]{1,64})?$/, "expected an HTTP header name or \"\"")
+    .regex(/^([A-Za-z0-9!#$%&'*+.^_`|~-]{1,64})?$/, 'expected an HTTP header name or ""')
     .toLowerCase()
     .default("x-session-id"),
   sessionMargin: z.number().min(0).max(1_000_000).default(1024),

@@ -37,5 +37,6 @@ export function applyReport(t: ReportTargets, report: Report, nowMs: number): vo
       t.index.chunks.speculate(s.hash, s.depth, s.slot, nowMs, nowMs + s.ttlMs);
   }
   // A slot the table does not have is no route: a gateway's report cannot plant one.
-  for (const s of report.sessions ?? []) if (t.slots.get(s.slot)?.present) t.sessions?.learn(s.hash, s.slot, nowMs);
+  for (const s of report.sessions ?? [])
+    if (t.slots.get(s.slot)?.present) t.sessions?.learn(s.hash, s.slot, nowMs);
 }

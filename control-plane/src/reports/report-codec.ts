@@ -160,7 +160,11 @@ export function decodeReport(bytes: Uint8Array, mapSlot: SlotMapper = sameSlot):
   const sessions: SessionRoute[] = [];
   if (protocol >= 3) {
     for (let i = 0, n = r.count("sessions"); i < n; i++) {
-      sessions.push({ slot: r.u16("session slot"), outcome: r.u8("session outcome"), hash: r.u64("session hash") });
+      sessions.push({
+        slot: r.u16("session slot"),
+        outcome: r.u8("session outcome"),
+        hash: r.u64("session hash"),
+      });
     }
   }
   r.end();
