@@ -9,6 +9,7 @@ import {
   SESSION_KEPT,
   SESSION_MOVED,
   SESSION_NEW,
+  sessionExpiry,
   sessionHash,
   sessionKey,
   sessionLookup,
@@ -22,6 +23,8 @@ const CAS_ATTEMPTS: i32 = 3;
 export class SessionTable {
   private read: SharedValue = new SharedValue();
   private out: ByteBuf = new ByteBuf(256);
+  /** Expiry of the last lookup's entry (0: none). */
+  private expiry: u64 = 0;
 
   /**
    * The session hash of this request's session header (0: affinity off, no header, or an
@@ -37,22 +40,30 @@ export class SessionTable {
     return h;
   }
 
-  /** The slot session `hash` last went to (this gateway's record, else the fleet's), or -1. */
+  /**
+   * The slot session `hash` last went to, or -1: of this gateway's record and the fleet's, the
+   * one that expires last (the session's latest request, through whichever gateway).
+   */
   find(hash: u64, nowMs: u64): i32 {
     const key = sessionKey(hash);
     const local = this.lookup(`kvr.ss.${key}`, hash, nowMs);
-    return local >= 0 ? local : this.lookup(`kvr.sc.${key}`, hash, nowMs);
+    const localExpiry = this.expiry;
+    const fleet = this.lookup(`kvr.sc.${key}`, hash, nowMs);
+    return fleet >= 0 && this.expiry > localExpiry ? fleet : local;
   }
 
   private lookup(key: string, hash: u64, nowMs: u64): i32 {
+    this.expiry = 0;
     getShared(key, this.read);
     const v = this.read.value;
     if (v === null) return -1;
-    return sessionLookup(changetype<usize>(v), v.byteLength, hash, nowMs);
+    const p = changetype<usize>(v);
+    this.expiry = sessionExpiry(p, v.byteLength, hash, nowMs);
+    return sessionLookup(p, v.byteLength, hash, nowMs);
   }
 
-  /** Records that session `hash` now goes to `slot`, until now + ttl. */
-  record(hash: u64, slot: i32, ttlMs: u32, nowMs: u64): void {
+  /** Records that session `hash` now goes to `slot`, until `expiresMs`. */
+  record(hash: u64, slot: i32, expiresMs: u64, nowMs: u64): void {
     const key = `kvr.ss.${sessionKey(hash)}`;
     const r = this.read;
     for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
@@ -63,7 +74,7 @@ export class SessionTable {
         v === null ? 0 : v.byteLength,
         hash,
         slot,
-        nowMs + <u64>ttlMs,
+        expiresMs,
         nowMs,
         this.out,
       );

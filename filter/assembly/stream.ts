@@ -690,9 +690,10 @@ export class KvrouteStream {
   /** The session goes on at `slot` (the cache slot): this gateway's table, and the leader's report for the fleet's. */
   private rememberSession(hash: u64, remembered: i32, slot: i32, ttlMs: u32, now: u64): void {
     const outcome = sessionOutcome(remembered, slot);
-    sessions.record(hash, slot, ttlMs, now);
+    const expires = now + <u64>ttlMs;
+    sessions.record(hash, slot, expires, now);
     if (vm.reportQueue === 0) return;
-    writeSession(vm.message, slot, outcome, hash);
+    writeSession(vm.message, slot, outcome, hash, expires);
     vm.outbox.add(vm.message);
   }
 

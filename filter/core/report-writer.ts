@@ -16,10 +16,13 @@ export const QUEUE_FINISHED_V1: u8 = 1;
 export const QUEUE_SPECULATIVE: u8 = 2;
 /** A finished record: the §6 protocol-2 entry. */
 export const QUEUE_FINISHED: u8 = 3;
-/** A session's route: type, slot u16, outcome u8 (session-affinity.ts SESSION_*), session hash u64. */
+/**
+ * A session's route: type, slot u16, outcome u8 (session-affinity.ts SESSION_*), session hash u64,
+ * expiry u64 (ms, the gateway's clock: its last request + sessionTtlMs).
+ */
 export const QUEUE_SESSION: u8 = 4;
-const SESSION_RECORD: i32 = 12;
-const SESSION_ENTRY: i32 = 11;
+const SESSION_RECORD: i32 = 20;
+const SESSION_ENTRY: i32 = 19;
 
 /** Fixed bytes of a finished queue record before its request id (type byte included). */
 const FINISHED_FIXED: i32 = 30;
@@ -84,7 +87,7 @@ export function writeSpeculative(out: ByteBuf, slot: i32, hashes: usize, count: 
 }
 
 /** A session's route as a queue message (the session hash only: ids are never reported). */
-export function writeSession(out: ByteBuf, slot: i32, outcome: u8, hash: u64): void {
+export function writeSession(out: ByteBuf, slot: i32, outcome: u8, hash: u64, expiresMs: u64): void {
   out.len = 0;
   out.reserve(SESSION_RECORD);
   const p = out.ptr;
@@ -92,6 +95,7 @@ export function writeSession(out: ByteBuf, slot: i32, outcome: u8, hash: u64): v
   store<u16>(p + 1, <u16>slot);
   store<u8>(p + 3, outcome);
   store<u64>(p + 4, hash);
+  store<u64>(p + 12, expiresMs);
   out.len = SESSION_RECORD;
 }
 

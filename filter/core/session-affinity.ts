@@ -8,11 +8,14 @@
 // (speculative.ts) with depth 0 — count u8, 3 reserved bytes, up to SESSION_WAYS entries of
 // (hash u64, expiry u64, depth u32 = 0, slot u16, reserved u16):
 // - `kvr.ss.<j>`: this gateway's, written by the filter after routing (expiry = now + TTL);
-// - `kvr.sc.<j>`: the fleet's, published by the control plane from every gateway's reports (its
-//   entries never expire at the gateway: the control plane withdraws them after the TTL).
+// - `kvr.sc.<j>`: the fleet's, published by the control plane from every gateway's reports, with
+//   the expiry the reporting gateway gave it (gateways' clocks are wall clocks: a skew between
+//   them only shifts the TTL by as much).
+// When both name the session, the entry that expires last — the session's latest request,
+// wherever it was routed — wins.
 // j = hash & (SESSION_KEYS − 1): both are bounded to SESSION_KEYS × SESSION_WAYS sessions.
 import { ByteBuf } from "./byte-buf";
-import { specLookup, specUpdate } from "./speculative";
+import { specExpiry, specLookup, specUpdate } from "./speculative";
 import { xxh64 } from "./xxh64";
 
 export const SESSION_KEYS: u32 = 1024;
@@ -50,6 +53,11 @@ export function sessionKey(hash: u64): u32 {
 /** The slot a live entry for `hash` names in the table value at p (may be 0), or -1. */
 export function sessionLookup(p: usize, len: i32, hash: u64, nowMs: u64): i32 {
   return specLookup(p, len, hash, SESSION_DEPTH, nowMs);
+}
+
+/** The expiry of the live entry for `hash` in the table value at p (may be 0), or 0. */
+export function sessionExpiry(p: usize, len: i32, hash: u64, nowMs: u64): u64 {
+  return specExpiry(p, len, hash, SESSION_DEPTH, nowMs);
 }
 
 /** Whether the remembered slot stays: cost within `margin` of the lowest (both in the cost's units). */

@@ -42,6 +42,17 @@ function setWaiting(each: Record<number, number>) {
   f.tick();
 }
 
+/** Writes a fleet entry (kvr.sc, the control plane's) for session `id` → `slot` until `expires`. */
+function fleetEntry(id: string, slot: number, expires = 2n ** 64n - 1n) {
+  const h = hashOf(id);
+  const v = Buffer.alloc(4 + 24);
+  v.writeUInt8(1, 0);
+  v.writeBigUInt64LE(h, 4);
+  v.writeBigUInt64LE(expires, 12);
+  v.writeUInt16LE(slot, 24);
+  f.host.core.sharedData.set("kvroute", `kvr.sc.${Number(h & 1023n)}`, v, 0);
+}
+
 const qwenSlots = () =>
   f.slots
     .all()
@@ -114,18 +125,9 @@ describe("session affinity", () => {
     expect(counter("moved")).toBeGreaterThanOrEqual(1);
     // A fleet entry (kvr.sc, the control plane's) naming a slot of `other`, one naming no slot at
     // all, one naming a slot past the bitmap: each is only a preference, never a destination.
-    const forged = (id: string, slot: number) => {
-      const h = hashOf(id);
-      const v = Buffer.alloc(4 + 24);
-      v.writeUInt8(1, 0);
-      v.writeBigUInt64LE(h, 4);
-      v.writeBigUInt64LE(2n ** 64n - 1n, 12);
-      v.writeUInt16LE(slot, 24);
-      f.host.core.sharedData.set("kvroute", `kvr.sc.${Number(h & 1023n)}`, v, 0);
-    };
-    forged("forged-other", otherSlots()[0] as number);
-    forged("forged-none", 60);
-    forged("forged-huge", 65535);
+    fleetEntry("forged-other", otherSlots()[0] as number);
+    fleetEntry("forged-none", 60);
+    fleetEntry("forged-huge", 65535);
     for (const id of ["forged-other", "forged-none", "forged-huge"]) {
       const r = once(fresh(), id);
       expect(r.forwarded).not.toBeNull();
@@ -144,6 +146,26 @@ describe("session affinity", () => {
     f.finish(pinned);
     expect(pinned.outcome).toBe("pinned");
     expect(counter("new") + counter("kept") + counter("moved")).toBe(0);
+  });
+
+  it("follows the fleet's entry when it is newer than the gateway's own, and only while it lasts", () => {
+    f = new ShippedFilter();
+    const [a, b] = qwenSlots() as [number, number];
+    // The fleet says the session's latest request (through another gateway) went to `b`.
+    fleetEntry("roaming", b, BigInt(f.clock.now + 1000));
+    expect(once(fresh(), "roaming").slot).toBe(b);
+    // Now this gateway's own record (expiring in sessionTtlMs) is the newer one: the fleet's
+    // older entry for `a` changes nothing.
+    fleetEntry("roaming", a, BigInt(f.clock.now + 1000));
+    for (let i = 0; i < 3; i++) expect(once(fresh(), "roaming").slot).toBe(b);
+    // A fleet entry newer than this gateway's record wins.
+    fleetEntry("roaming", a, BigInt(f.clock.now + 3_600_000));
+    for (let i = 0; i < 3; i++) expect(once(fresh(), "roaming").slot).toBe(a);
+    // An expired fleet entry is no entry.
+    fleetEntry("elsewhere", b, BigInt(f.clock.now - 1));
+    once(fresh(), "elsewhere");
+    expect(counter("new")).toBe(1);
+    expect([counter("kept"), counter("moved")]).toEqual([7, 0]);
   });
 
   it("forgets a session after sessionTtlMs", () => {
@@ -200,13 +222,17 @@ describe("session affinity", () => {
 
   it("reports session routes by hash, never the id", () => {
     f = new ShippedFilter();
+    const t0 = f.clock.now;
     const slot = once(fresh(), "reported-session").slot;
+    f.tick();
+    const t1 = f.clock.now;
     once(fresh(), "reported-session");
     for (let i = 0; i < 8; i++) f.tick();
     const sessions = f.reports.flatMap((r) => r.sessions ?? []);
+    // Each with the expiry the gateway gave it: its request + sessionTtlMs (600 s by default).
     expect(sessions).toEqual([
-      { slot, outcome: 0, hash: hashOf("reported-session") },
-      { slot, outcome: 1, hash: hashOf("reported-session") },
+      { slot, outcome: 0, hash: hashOf("reported-session"), expiresMs: BigInt(t0 + 600_000) },
+      { slot, outcome: 1, hash: hashOf("reported-session"), expiresMs: BigInt(t1 + 600_000) },
     ]);
     for (const r of f.reports) expect(Buffer.from(encodeReport(r)).includes("reported-session")).toBe(false);
   });

@@ -15,12 +15,13 @@ const inKey = (key: number, i: number) => (BigInt(i + 1) << 10n) | BigInt(key);
 describe("fleet session table", () => {
   it("keeps the newest SESSION_WAYS sessions of a key and publishes them in the filter's layout", () => {
     const t = new SessionTable(60_000);
-    for (let i = 0; i < SESSION_WAYS + 3; i++) t.learn(inKey(5, i), i, 1000 + i);
+    for (let i = 0; i < SESSION_WAYS + 3; i++) t.learn(inKey(5, i), i, 1000 + i, 61_000n + BigInt(i));
     expect(t.size).toBe(SESSION_WAYS);
     expect(t.slotOf(inKey(5, 0))).toBeUndefined();
     expect(t.slotOf(inKey(5, SESSION_WAYS + 2))).toBe(SESSION_WAYS + 2);
-    // A session seen again moves to the newest place and keeps its one entry.
-    t.learn(inKey(5, 3), 40, 2000);
+    // A session seen again moves to the newest place and keeps its one entry. Its gateway's
+    // expiry is published; one past this process's now + TTL (a clock ahead) is capped there.
+    t.learn(inKey(5, 3), 40, 2000, 10n ** 15n);
     expect(t.slotOf(inKey(5, 3))).toBe(40);
     expect(t.size).toBe(SESSION_WAYS);
     const images = t.takeDirtyImages();
@@ -30,7 +31,8 @@ describe("fleet session table", () => {
     expect(v.readUInt8(0)).toBe(SESSION_WAYS);
     const last = 4 + (SESSION_WAYS - 1) * 24;
     expect(v.readBigUInt64LE(last)).toBe(inKey(5, 3));
-    expect(v.readBigUInt64LE(last + 8)).toBe(2n ** 64n - 1n);
+    expect(v.readBigUInt64LE(last + 8)).toBe(62_000n);
+    expect(v.readBigUInt64LE(4 + 8)).toBe(61_004n); // the oldest kept: i = 4
     expect(v.readUInt32LE(last + 16)).toBe(0);
     expect(v.readUInt16LE(last + 20)).toBe(40);
     expect(t.takeDirtyImages()).toEqual([]);
@@ -38,8 +40,8 @@ describe("fleet session table", () => {
 
   it("forgets sessions after the TTL and republishes their key", () => {
     const t = new SessionTable(1000);
-    t.learn(inKey(1, 0), 2, 0);
-    t.learn(inKey(1, 1), 3, 500);
+    t.learn(inKey(1, 0), 2, 0, 1000n);
+    t.learn(inKey(1, 1), 3, 500, 1500n);
     t.takeDirtyImages();
     t.expire(1200);
     expect(t.slotOf(inKey(1, 0))).toBeUndefined();
@@ -56,7 +58,7 @@ describe("fleet session table", () => {
 
   it("publishes every key at the start of an epoch, so a gateway drops the previous epoch's sessions", () => {
     const t = new SessionTable(1000);
-    t.learn(inKey(7, 0), 1, 0);
+    t.learn(inKey(7, 0), 1, 0, 1000n);
     const all = t.allImages();
     expect(all.length).toBe(SESSION_KEYS);
     expect(all.filter(([, v]) => v[0] !== 0).map(([k]) => k)).toEqual(["kvr.sc.7"]);
@@ -87,9 +89,9 @@ describe("fleet session table", () => {
         finished: [],
         speculative: [],
         sessions: [
-          { slot: 1, outcome: 0, hash: 11n },
-          { slot: 9, outcome: 0, hash: 12n }, // no such slot
-          { slot: 0xffff, outcome: 2, hash: 13n },
+          { slot: 1, outcome: 0, hash: 11n, expiresMs: 60_000n },
+          { slot: 9, outcome: 0, hash: 12n, expiresMs: 60_000n }, // no such slot
+          { slot: 0xffff, outcome: 2, hash: 13n, expiresMs: 60_000n },
         ],
       },
       0,

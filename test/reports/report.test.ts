@@ -50,8 +50,8 @@ const sample: Report = {
   ],
   speculative: [{ slot: 5, depth: 70, hash: 2n ** 64n - 2n, ttlMs: 2000 }],
   sessions: [
-    { slot: 5, outcome: 1, hash: 2n ** 64n - 3n },
-    { slot: 0, outcome: 2, hash: 7n },
+    { slot: 5, outcome: 1, hash: 2n ** 64n - 3n, expiresMs: 1_790_000_000_000n },
+    { slot: 0, outcome: 2, hash: 7n, expiresMs: 2n ** 64n - 1n },
   ],
 };
 
@@ -120,11 +120,11 @@ describe("report codec", () => {
       sessions: [],
     });
     // The same bytes with a session section are trailing garbage to protocol 2.
-    const withSessions = new ByteWriter().bytes(v2).u32(1).u16(3).u8(0).u64(5n).finish();
+    const withSessions = new ByteWriter().bytes(v2).u32(1).u16(3).u8(0).u64(5n).u64(9n).finish();
     expect(() => decodeReport(withSessions)).toThrow(/trailing/);
     const v3 = withSessions.slice();
     new DataView(v3.buffer).setUint16(4, 3, true);
-    expect(decodeReport(v3).sessions).toEqual([{ slot: 3, outcome: 0, hash: 5n }]);
+    expect(decodeReport(v3).sessions).toEqual([{ slot: 3, outcome: 0, hash: 5n, expiresMs: 9n }]);
   });
 
   it("refuses truncated, trailing, oversized-count and foreign bodies", () => {

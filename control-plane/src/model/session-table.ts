@@ -3,18 +3,20 @@
 // session's last request, and published to every gateway as `kvr.sc.<j>` so a session that started
 // on one gateway continues on its slot through another. Bounded like the filter's own table: the
 // same SESSION_KEYS keys of at most SESSION_WAYS sessions, a full key dropping the session whose
-// last request is the oldest (docs/wire-format.md §4.6 has the value layout).
+// last request is the oldest (docs/wire-format.md §4.6 has the value layout). A published entry
+// carries the expiry its gateway gave it (the gateways' wall clock, capped at this process's now +
+// TTL), so a gateway that holds its own record of the session keeps whichever is newer.
 import { ByteWriter } from "../wire/byte-writer.ts";
 
 export const SESSION_KEYS = 1024;
 export const SESSION_WAYS = 8;
-/** A published entry never expires at the gateway: the control plane withdraws it. */
-const NEVER = 2n ** 64n - 1n;
-
 interface Entry {
   hash: bigint;
   slot: number;
+  /** This process's clock: when the entry is dropped. */
   expiresAt: number;
+  /** The reporting gateway's expiry, as published. */
+  published: bigint;
 }
 
 export class SessionTable {
@@ -27,13 +29,18 @@ export class SessionTable {
     return Number(hash & BigInt(SESSION_KEYS - 1));
   }
 
-  /** Session `hash` went to `slot` at `nowMs`. */
-  learn(hash: bigint, slot: number, nowMs: number): void {
+  /**
+   * Session `hash` went to `slot` at `nowMs`; its gateway forgets it at `gatewayExpiresMs` (its
+   * clock). A gateway clock ahead of ours cannot make an entry outlive our TTL at the gateways.
+   */
+  learn(hash: bigint, slot: number, nowMs: number, gatewayExpiresMs: bigint): void {
     const key = SessionTable.keyOf(hash);
     const entries = (this.#keys.get(key) ?? []).filter((e) => e.hash !== hash && e.expiresAt > nowMs);
     // Entries stay in the order of their last request: the first is the oldest.
     if (entries.length >= SESSION_WAYS) entries.splice(0, entries.length - SESSION_WAYS + 1);
-    entries.push({ hash, slot, expiresAt: nowMs + this.ttlMs });
+    const expiresAt = nowMs + this.ttlMs;
+    const cap = BigInt(Math.floor(expiresAt));
+    entries.push({ hash, slot, expiresAt, published: gatewayExpiresMs < cap ? gatewayExpiresMs : cap });
     this.#keys.set(key, entries);
     this.#dirty.add(key);
   }
@@ -77,7 +84,7 @@ export class SessionTable {
   #encode(key: number): Uint8Array {
     const entries = this.#keys.get(key) ?? [];
     const w = new ByteWriter().u8(entries.length).u8(0).u16(0);
-    for (const e of entries) w.u64(e.hash).u64(NEVER).u32(0).u16(e.slot).u16(0);
+    for (const e of entries) w.u64(e.hash).u64(e.published).u32(0).u16(e.slot).u16(0);
     return w.finish();
   }
 }

@@ -38,5 +38,5 @@ export function applyReport(t: ReportTargets, report: Report, nowMs: number): vo
   }
   // A slot the table does not have is no route: a gateway's report cannot plant one.
   for (const s of report.sessions ?? [])
-    if (t.slots.get(s.slot)?.present) t.sessions?.learn(s.hash, s.slot, nowMs);
+    if (t.slots.get(s.slot)?.present) t.sessions?.learn(s.hash, s.slot, nowMs, s.expiresMs);
 }

@@ -59,6 +59,8 @@ export interface SessionRoute {
   outcome: number;
   /** XXH64 of the session id (the gateway never reports the id itself). */
   hash: bigint;
+  /** When the gateway forgets the session (ms since the epoch, its clock): its last request + sessionTtlMs. */
+  expiresMs: bigint;
 }
 
 export interface Report {
@@ -164,6 +166,7 @@ export function decodeReport(bytes: Uint8Array, mapSlot: SlotMapper = sameSlot):
         slot: r.u16("session slot"),
         outcome: r.u8("session outcome"),
         hash: r.u64("session hash"),
+        expiresMs: r.u64("session expiry"),
       });
     }
   }
@@ -200,6 +203,6 @@ export function encodeReport(report: Report): Uint8Array {
   for (const s of report.speculative) w.u16(s.slot).u32(s.depth).u64(s.hash).u32(s.ttlMs);
   const sessions = report.sessions ?? [];
   w.u32(sessions.length);
-  for (const s of sessions) w.u16(s.slot).u8(s.outcome).u64(s.hash);
+  for (const s of sessions) w.u16(s.slot).u8(s.outcome).u64(s.hash).u64(s.expiresMs);
   return w.finish();
 }
