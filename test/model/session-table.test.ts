@@ -38,6 +38,26 @@ describe("fleet session table", () => {
     expect(t.takeDirtyImages()).toEqual([]);
   });
 
+  it("republishes a kept session only once its published expiry lags by an eighth of the TTL", () => {
+    const t = new SessionTable(80_000);
+    t.learn(7n, 1, 0, 80_000n);
+    expect(t.takeDirtyImages().length).toBe(1);
+    // The same slot, reported again and again: nothing to resend yet.
+    t.learn(7n, 1, 5000, 85_000n);
+    t.learn(7n, 1, 9999, 89_999n);
+    expect(t.takeDirtyImages()).toEqual([]);
+    t.learn(7n, 1, 10_000, 90_000n);
+    const [[, v]] = t.takeDirtyImages() as [[string, Uint8Array]];
+    expect(Buffer.from(v).readBigUInt64LE(12)).toBe(90_000n);
+    // A new slot goes out at once, and the table keeps the session until its last report's TTL.
+    t.learn(7n, 2, 10_001, 90_001n);
+    expect(t.takeDirtyImages().length).toBe(1);
+    t.learn(7n, 2, 12_000, 92_000n);
+    expect(t.takeDirtyImages()).toEqual([]);
+    t.expire(91_000);
+    expect(t.slotOf(7n)).toBe(2);
+  });
+
   it("forgets sessions after the TTL and republishes their key", () => {
     const t = new SessionTable(1000);
     t.learn(inKey(1, 0), 2, 0, 1000n);

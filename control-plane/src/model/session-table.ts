@@ -10,6 +10,8 @@ import { ByteWriter } from "../wire/byte-writer.ts";
 
 export const SESSION_KEYS = 1024;
 export const SESSION_WAYS = 8;
+/** A kept session's published expiry is refreshed once it lags by ttl / REPUBLISH_FRACTION. */
+const REPUBLISH_FRACTION = 8;
 interface Entry {
   hash: bigint;
   slot: number;
@@ -35,14 +37,26 @@ export class SessionTable {
    */
   learn(hash: bigint, slot: number, nowMs: number, gatewayExpiresMs: bigint): void {
     const key = SessionTable.keyOf(hash);
-    const entries = (this.#keys.get(key) ?? []).filter((e) => e.hash !== hash && e.expiresAt > nowMs);
+    const old = this.#keys.get(key) ?? [];
+    const before = old.find((e) => e.hash === hash && e.expiresAt > nowMs);
+    const entries = old.filter((e) => e.hash !== hash && e.expiresAt > nowMs);
     // Entries stay in the order of their last request: the first is the oldest.
     if (entries.length >= SESSION_WAYS) entries.splice(0, entries.length - SESSION_WAYS + 1);
     const expiresAt = nowMs + this.ttlMs;
     const cap = BigInt(Math.floor(expiresAt));
-    entries.push({ hash, slot, expiresAt, published: gatewayExpiresMs < cap ? gatewayExpiresMs : cap });
+    const reported = gatewayExpiresMs < cap ? gatewayExpiresMs : cap;
+    // A session kept on its slot is reported with every request; republishing it each time would
+    // resend its key to every gateway at the session's request rate. Its published expiry is only
+    // brought forward once it lags by an eighth of the TTL (other gateways may forget the session
+    // that much early); a new slot is published at once.
+    const fresh =
+      before === undefined ||
+      before.slot !== slot ||
+      reported - before.published >= BigInt(Math.ceil(this.ttlMs / REPUBLISH_FRACTION));
+    const published = fresh ? reported : (before as Entry).published;
+    entries.push({ hash, slot, expiresAt, published });
     this.#keys.set(key, entries);
-    this.#dirty.add(key);
+    if (fresh || entries.length !== old.length) this.#dirty.add(key);
   }
 
   /** Drops the sessions whose TTL ended. */
