@@ -163,7 +163,7 @@ export function decodeReport(bytes: Uint8Array, mapSlot: SlotMapper = sameSlot):
   if (protocol >= 3) {
     for (let i = 0, n = r.count("sessions"); i < n; i++) {
       sessions.push({
-        slot: r.u16("session slot"),
+        slot: r.slot("session slot"),
         outcome: r.u8("session outcome"),
         hash: r.u64("session hash"),
         expiresMs: r.u64("session expiry"),
