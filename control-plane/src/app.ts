@@ -21,6 +21,7 @@ import { coreChunkHasher } from "./index/core-hasher.ts";
 import { PrefixIndex } from "./index/prefix-index.ts";
 import { MetricsScraper } from "./load/scraper.ts";
 import { Fleet } from "./model/fleet.ts";
+import { SessionTable } from "./model/session-table.ts";
 import { LoadModel } from "./model/slot-load.ts";
 import { type Slot, SlotTable } from "./model/slot-table.ts";
 import { loadPoolTokens, type PoolTokens } from "./pools/pool-tokens.ts";
@@ -57,6 +58,8 @@ export interface ControlPlane {
   readonly slots: SlotTable;
   readonly load: LoadModel;
   readonly fleet: Fleet;
+  /** The fleet's session → slot table, learned from reports (model/session-table.ts). */
+  readonly sessions: SessionTable;
   /** The GAIE endpoint picker, when the configuration has `epp` (epp/part.ts). */
   readonly epp: Epp | null;
   /** Report sharing with peer replicas over NATS, when the configuration has `nats` (replicas/). */
@@ -154,13 +157,14 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
   });
 
   const renderings = new Map([...poolTokens].map(([name, t]) => [name, t.rendering]));
-  const publisher = new Publisher({ log, index, slots, load, poolIndex });
+  const sessions = new SessionTable(cfg.routing.sessionTtlMs);
+  const publisher = new Publisher({ log, index, slots, load, poolIndex, sessions });
   const publish = () => publisher.publish(Date.now());
   publisher.start(encodeCfgImage(cfg, index.slotWords, renderings), Date.now());
   const published = true;
 
   const applyReport = (report: Report) =>
-    applyReportTo({ load, slots, index, decisions }, report, Date.now());
+    applyReportTo({ load, slots, index, decisions, sessions }, report, Date.now());
   // Peers' gateways apply like ours; their reports are not counted in `reports` (each replica's
   // counters are its own gateways', so Prometheus sums over replicas without counting twice).
   const replicas =
@@ -182,6 +186,7 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     events,
     reports,
     replicas,
+    sessions,
   };
   const metrics = buildMetrics(statusInput);
   const server: Server = createHttpServer(
@@ -276,6 +281,7 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     slots,
     load,
     fleet,
+    sessions,
     epp,
     replicas,
     publish,

@@ -33,6 +33,10 @@ export class Stats {
   syncVersion: u32 = 0;
   syncLeader: u32 = 0;
   reportsDropped: u32 = 0;
+  sessionKept: u32 = 0;
+  sessionMoved: u32 = 0;
+  sessionNew: u32 = 0;
+  sessionInvalid: u32 = 0;
   cachedRatio: u32 = 0;
   decisionUs: u32 = 0;
   private shedCfg: CfgImage | null = null;
@@ -63,6 +67,10 @@ export class Stats {
     this.syncVersion = defineMetric(GAUGE, "kvroute.sync.version");
     this.syncLeader = defineMetric(GAUGE, "kvroute.sync.leader");
     this.reportsDropped = defineMetric(COUNTER, "kvroute.reports.dropped");
+    this.sessionKept = defineMetric(COUNTER, "kvroute.session.kept");
+    this.sessionMoved = defineMetric(COUNTER, "kvroute.session.moved");
+    this.sessionNew = defineMetric(COUNTER, "kvroute.session.new");
+    this.sessionInvalid = defineMetric(COUNTER, "kvroute.session.invalid");
     this.cachedRatio = defineMetric(HISTOGRAM, "kvroute.cached_ratio_permille");
     this.decisionUs = defineMetric(HISTOGRAM, "kvroute.decision_us");
   }

@@ -32,7 +32,7 @@ import {
 import { loadSignature } from "../core/queued-work";
 import { parseRank, RANK_INVALID } from "../core/rank-header";
 import { RENDER_NONE } from "../core/render";
-import { writeFinished, writeSpeculative } from "../core/report-writer";
+import { writeFinished, writeSession, writeSpeculative } from "../core/report-writer";
 import { ENDPOINT_CHAT, ENDPOINT_COMPLETIONS } from "../core/request-hash";
 import {
   BYTES_PER_TOKEN,
@@ -63,6 +63,7 @@ import {
   setHeader,
 } from "./host";
 import { stats } from "./metrics";
+import { sessionOutcome, sessions } from "./session";
 import { Speculation } from "./speculation";
 import { vm } from "./state";
 import { readSubsetHint } from "./subset-hint";
@@ -453,6 +454,10 @@ export class KvrouteStream {
       } else specDepth = 0;
     }
     const prompt = h.renderer.out.len > 0 ? h.renderer.out.len : bodyLen;
+    // Session affinity: a pin decides alone; otherwise the session's last slot is a preference.
+    const session = this.pin < 0 ? sessions.hashOf(cfg) : 0;
+    d.preferred = session !== 0 ? sessions.find(session, now) : -1;
+    d.preferMargin = <f64>cfg.sessionMargin;
     const outcome = d.decide(
       cfg,
       slots,
@@ -476,6 +481,8 @@ export class KvrouteStream {
       return;
     }
     d.allowed = 0;
+    const remembered = d.preferred;
+    d.preferred = -1;
     if (outcome === OUT_NO_SLOT && subset !== null) {
       // GAIE: an empty subset, or none of it eligible, is a 503 whatever the fail mode.
       stats.inc(stats.failClosed);
@@ -503,6 +510,7 @@ export class KvrouteStream {
     vm.publishQueue(now);
     // The slot whose KV cache receives the prompt: the prefill worker's when disaggregated.
     const cacheSlot = d.prefillSlot >= 0 ? d.prefillSlot : d.slot;
+    if (session !== 0) this.rememberSession(session, remembered, cacheSlot, cfg.sessionTtlMs, now);
     if (outcome === OUT_PINNED) {
       this.outcome = REPORT_PINNED;
       stats.inc(stats.pinned);
@@ -677,6 +685,16 @@ export class KvrouteStream {
     const m = vm.message;
     writeSpeculative(m, slot, h.hashes.ptr, n, ttlMs);
     vm.outbox.add(m);
+  }
+
+  /** The session goes on at `slot` (the cache slot): this gateway's table, and the leader's report for the fleet's. */
+  private rememberSession(hash: u64, remembered: i32, slot: i32, ttlMs: u32, now: u64): void {
+    const outcome = sessionOutcome(remembered, slot);
+    const expires = now + <u64>ttlMs;
+    sessions.record(hash, slot, expires, now);
+    if (vm.reportQueue === 0) return;
+    writeSession(vm.message, slot, outcome, hash, expires);
+    vm.outbox.add(vm.message);
   }
 
   /** Queued at its slot (its prompt's prefill at the prefill slot when disaggregated). */

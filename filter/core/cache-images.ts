@@ -7,6 +7,8 @@ import { decodeSegmentTemplate, SegmentTemplate } from "./segment-template";
 
 /** 2: kvr.cfg carries tier weights; bucket rows carry a tier (docs/wire-format.md §4). */
 export const IMAGE_PROTOCOL: u32 = 2;
+/** 3: kvr.cfg carries the session-affinity settings at its end; protocol 2 is still read (sessions off). */
+export const CFG_PROTOCOL: u32 = 3;
 export const CFG_MAGIC: u32 = 0x4352564b; // "KVRC"
 export const SLOTS_MAGIC: u32 = 0x5452564b; // "KVRT"
 export const LOAD_MAGIC: u32 = 0x4c52564b; // "KVRL"
@@ -92,21 +94,32 @@ export class CfgImage {
   pools: PoolImage[] = [];
   /** The request header carrying a priority (filter/core/priority.ts); never forwarded. */
   priorityHeaderName: string = DEFAULT_PRIORITY_HEADER;
+  /** Session affinity (session-affinity.ts): the session header, "" = off (a protocol-2 image). */
+  sessionHeaderName: string = "";
+  /** How much costlier than the best a session's slot may be and still be kept (prefill-token equivalents). */
+  sessionMargin: f32 = 0;
+  sessionTtlMs: u32 = 0;
 }
 
 /** The priority header before any configuration arrived (the control plane's default). */
 export const DEFAULT_PRIORITY_HEADER = "x-kvroute-priority";
 
 function header(r: ImageReader, magic: u32): bool {
+  return headerProtocol(r, magic, IMAGE_PROTOCOL, IMAGE_PROTOCOL) !== 0;
+}
+
+/** Reads magic and protocol; the protocol when it is within oldest..newest, else 0 (imageError set). */
+function headerProtocol(r: ImageReader, magic: u32, oldest: u32, newest: u32): u32 {
   if (r.u32() !== magic) {
     imageError = IMG_ERR_MAGIC;
-    return false;
+    return 0;
   }
-  if (r.u16() !== IMAGE_PROTOCOL) {
+  const protocol = <u32>r.u16();
+  if (protocol < oldest || protocol > newest) {
     imageError = IMG_ERR_PROTOCOL;
-    return false;
+    return 0;
   }
-  return true;
+  return protocol;
 }
 
 function finish(r: ImageReader): bool {
@@ -123,7 +136,8 @@ function finish(r: ImageReader): bool {
 
 export function decodeCfg(ptr: usize, len: i32): CfgImage | null {
   const r = new ImageReader(ptr, len);
-  if (!header(r, CFG_MAGIC)) return null;
+  const protocol = headerProtocol(r, CFG_MAGIC, IMAGE_PROTOCOL, CFG_PROTOCOL);
+  if (protocol === 0) return null;
   r.u16();
   const c = new CfgImage();
   c.chunkSize = <i32>r.u32();
@@ -174,6 +188,11 @@ export function decodeCfg(ptr: usize, len: i32): CfgImage | null {
     c.pools.push(p);
   }
   c.priorityHeaderName = r.str16();
+  if (protocol >= 3) {
+    c.sessionHeaderName = r.str16();
+    c.sessionMargin = r.f32();
+    c.sessionTtlMs = r.u32();
+  }
   if (!finish(r)) return null;
   // Values the routing math divides by or indexes with: refuse the image rather than trap later.
   const bucketsPowerOfTwo = c.buckets !== 0 && (c.buckets & (c.buckets - 1)) === 0;
@@ -184,7 +203,8 @@ export function decodeCfg(ptr: usize, len: i32): CfgImage | null {
     c.slotWords < 1 ||
     c.slotWords > 1024 ||
     c.defaultPool >= c.pools.length ||
-    c.priorityHeaderName.length === 0
+    c.priorityHeaderName.length === 0 ||
+    !(c.sessionMargin >= 0)
   ) {
     imageError = IMG_ERR_RANGE;
     return null;

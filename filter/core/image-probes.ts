@@ -78,6 +78,12 @@ export function cfgField(which: i32): f64 {
       return c.tierCpu;
     case 16:
       return c.tierStorage;
+    case 17:
+      return c.sessionHeaderName.length;
+    case 18:
+      return c.sessionMargin;
+    case 19:
+      return c.sessionTtlMs;
     default:
       return -1;
   }

@@ -6,11 +6,23 @@ import { ByteBuf } from "./byte-buf";
 export const REPORT_MAGIC: u32 = 0x5252564b; // "KVRR"
 /** Report protocol 2: finished entries carry the served cached tokens and the request's priority (docs/wire-format.md §6). */
 export const REPORT_PROTOCOL: u16 = 2;
+/**
+ * Report protocol 3: protocol 2 plus the session entries at the end. Sent only when a report has
+ * sessions — which a control plane asks for (kvr.cfg protocol 3) only once it reads protocol 3.
+ */
+export const REPORT_PROTOCOL_SESSIONS: u16 = 3;
 /** A protocol-1 finished record, from a VM of an older module still draining into the queue. */
 export const QUEUE_FINISHED_V1: u8 = 1;
 export const QUEUE_SPECULATIVE: u8 = 2;
 /** A finished record: the §6 protocol-2 entry. */
 export const QUEUE_FINISHED: u8 = 3;
+/**
+ * A session's route: type, slot u16, outcome u8 (session-affinity.ts SESSION_*), session hash u64,
+ * expiry u64 (ms, the gateway's clock: its last request + sessionTtlMs).
+ */
+export const QUEUE_SESSION: u8 = 4;
+const SESSION_RECORD: i32 = 20;
+const SESSION_ENTRY: i32 = 19;
 
 /** Fixed bytes of a finished queue record before its request id (type byte included). */
 const FINISHED_FIXED: i32 = 30;
@@ -74,12 +86,27 @@ export function writeSpeculative(out: ByteBuf, slot: i32, hashes: usize, count: 
   out.len = 9 + n * 8;
 }
 
+/** A session's route as a queue message (the session hash only: ids are never reported). */
+export function writeSession(out: ByteBuf, slot: i32, outcome: u8, hash: u64, expiresMs: u64): void {
+  out.len = 0;
+  out.reserve(SESSION_RECORD);
+  const p = out.ptr;
+  store<u8>(p, QUEUE_SESSION);
+  store<u16>(p + 1, <u16>slot);
+  store<u8>(p + 3, outcome);
+  store<u64>(p + 4, hash);
+  store<u64>(p + 12, expiresMs);
+  out.len = SESSION_RECORD;
+}
+
 /** Accumulates one report from queue messages and in-flight counts. */
 export class ReportWriter {
   private finished: ByteBuf = new ByteBuf(4096);
   private speculative: ByteBuf = new ByteBuf(1024);
   private inflight: ByteBuf = new ByteBuf(256);
+  private sessions: ByteBuf = new ByteBuf(256);
   finishedCount: u32 = 0;
+  sessionCount: u32 = 0;
   speculativeCount: u32 = 0;
   inflightCount: u32 = 0;
   readonly out: ByteBuf = new ByteBuf(4096);
@@ -88,6 +115,8 @@ export class ReportWriter {
     this.finished.len = 0;
     this.speculative.len = 0;
     this.inflight.len = 0;
+    this.sessions.len = 0;
+    this.sessionCount = 0;
     this.finishedCount = 0;
     this.speculativeCount = 0;
     this.inflightCount = 0;
@@ -139,6 +168,11 @@ export class ReportWriter {
       this.speculativeCount += <u32>n;
       return true;
     }
+    if (type === QUEUE_SESSION && len === SESSION_RECORD) {
+      this.sessions.append(p + 1, SESSION_ENTRY);
+      this.sessionCount++;
+      return true;
+    }
     return false;
   }
 
@@ -155,7 +189,7 @@ export class ReportWriter {
 
   /** Bytes of records taken so far (finished + expanded speculative entries). */
   get recordBytes(): i32 {
-    return this.finished.len + this.speculative.len;
+    return this.finished.len + this.speculative.len + this.sessions.len;
   }
 
   addInflight(slot: i32, n: u32): void {
@@ -168,7 +202,7 @@ export class ReportWriter {
   }
 
   get hasNews(): bool {
-    return this.finishedCount > 0 || this.speculativeCount > 0;
+    return this.finishedCount > 0 || this.speculativeCount > 0 || this.sessionCount > 0;
   }
 
   /** The report body in `out`. */
@@ -177,9 +211,12 @@ export class ReportWriter {
     const idLen = id.byteLength > 0xffff ? 0xffff : id.byteLength;
     const o = this.out;
     o.len = 0;
-    o.reserve(8 + 2 + idLen + 12 + this.inflight.len + this.finished.len + this.speculative.len);
+    const sessions = this.sessionCount > 0;
+    o.reserve(
+      8 + 2 + idLen + 16 + this.inflight.len + this.finished.len + this.speculative.len + this.sessions.len,
+    );
     store<u32>(o.ptr, REPORT_MAGIC);
-    store<u16>(o.ptr + 4, REPORT_PROTOCOL);
+    store<u16>(o.ptr + 4, sessions ? REPORT_PROTOCOL_SESSIONS : REPORT_PROTOCOL);
     store<u16>(o.ptr + 6, 0);
     store<u16>(o.ptr + 8, <u16>idLen);
     o.len = 10;
@@ -190,6 +227,9 @@ export class ReportWriter {
     o.append(this.finished.ptr, this.finished.len);
     o.appendI32(<i32>this.speculativeCount);
     o.append(this.speculative.ptr, this.speculative.len);
+    if (!sessions) return;
+    o.appendI32(<i32>this.sessionCount);
+    o.append(this.sessions.ptr, this.sessions.len);
   }
 }
 
@@ -202,5 +242,6 @@ export function recordLength(p: usize, avail: i32): i32 {
   else if (type === QUEUE_FINISHED_V1 && avail >= FINISHED_V1_FIXED)
     n = FINISHED_V1_FIXED + <i32>load<u16>(p + 23);
   else if (type === QUEUE_SPECULATIVE && avail >= 9) n = 9 + 8 * <i32>load<u16>(p + 7);
+  else if (type === QUEUE_SESSION) n = SESSION_RECORD;
   return n <= avail ? n : 0;
 }

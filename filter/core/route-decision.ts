@@ -25,6 +25,7 @@ import {
   SlotsImage,
 } from "./cache-images";
 import { elsewhereOf, LocalQueue, QUEUED_TOKENS, queuedAt, queuedTokens } from "./queued-work";
+import { keepsSession } from "./session-affinity";
 
 export { QUEUED_TOKENS };
 
@@ -65,6 +66,13 @@ export class Decider {
    * subset hint): other slots are no candidates, except prefill slots, which are never one.
    */
   allowed: usize = 0;
+  /**
+   * Session affinity (session-affinity.ts): the slot the request's session last went to, -1 for
+   * none — set by the caller per request — and how much costlier than the best it may be and still
+   * be kept (prefill-token equivalents).
+   */
+  preferred: i32 = -1;
+  preferMargin: f64 = 0;
 
   constructor(seed: u64) {
     this.rng = seed === 0 ? 0x9e3779b97f4a7c15 : seed;
@@ -244,7 +252,9 @@ export class Decider {
     this.prefillSlot = -1;
     this.cachedChunks = 0;
     const p = cfg.pools[pool];
-    const chosen = this.pick(cfg, loads, p.policy, pool, bitmap, words, cached, promptBytes, local);
+    let chosen = this.pick(cfg, loads, p.policy, pool, bitmap, words, cached, promptBytes, local);
+    if (chosen >= 0 && pin < 0 && this.preferred >= 0)
+      chosen = this.preferSession(chosen, p.policy, bitmap, words);
     if (chosen < 0) {
       if (pin < 0) return OUT_NO_SLOT;
       this.rankRange(slots, pool);
@@ -267,6 +277,27 @@ export class Decider {
     }
     if (pin >= 0) return OUT_PINNED;
     return this.cachedChunks > 0 ? OUT_PREFIX_HIT : OUT_LOAD_ONLY;
+  }
+
+  /**
+   * The session's slot instead of `chosen` when it is one of this pick's candidates and its cost is
+   * within the margin of the lowest. Random and round-robin keep no costs: there the session stays
+   * while its slot is a candidate. Least-load counts requests: the margin counts QUEUED_TOKENS each.
+   */
+  private preferSession(chosen: i32, policy: u8, bitmap: usize, words: i32): i32 {
+    const s = this.preferred;
+    if (s === chosen) return s;
+    if (s >= words * 64) return chosen;
+    if (policy === POLICY_RANDOM || policy === POLICY_ROUND_ROBIN) return bitIn(bitmap, s) ? s : chosen;
+    let lowest = Infinity;
+    let cost = Infinity;
+    for (let i = 0; i < this.lastCount; i++) {
+      const c = this.rankCosts[i];
+      if (c < lowest) lowest = c;
+      if (this.picks[i] === s) cost = c;
+    }
+    const margin = policy === POLICY_LEAST_LOAD ? this.preferMargin / QUEUED_TOKENS : this.preferMargin;
+    return cost !== Infinity && keepsSession(cost, lowest, margin) ? s : chosen;
   }
 
   /**

@@ -20,15 +20,26 @@ function countOf(p: usize, len: i32): i32 {
   return n < fit ? n : fit;
 }
 
-/** The slot a live entry for `hash` at `depth` names in the value at p, or -1. */
-export function specLookup(p: usize, len: i32, hash: u64, depth: u32, nowMs: u64): i32 {
+/** The live entry for `hash` at `depth` in the value at p, or 0. */
+function liveEntry(p: usize, len: i32, hash: u64, depth: u32, nowMs: u64): usize {
   const n = countOf(p, len);
   for (let i = 0; i < n; i++) {
     const e = p + <usize>(HEADER + i * ENTRY);
-    if (load<u64>(e) === hash && load<u32>(e, 16) === depth && load<u64>(e, 8) > nowMs)
-      return <i32>load<u16>(e, 20);
+    if (load<u64>(e) === hash && load<u32>(e, 16) === depth && load<u64>(e, 8) > nowMs) return e;
   }
-  return -1;
+  return 0;
+}
+
+/** The slot a live entry for `hash` at `depth` names in the value at p, or -1. */
+export function specLookup(p: usize, len: i32, hash: u64, depth: u32, nowMs: u64): i32 {
+  const e = liveEntry(p, len, hash, depth, nowMs);
+  return e === 0 ? -1 : <i32>load<u16>(e, 20);
+}
+
+/** The expiry of the live entry for `hash` at `depth` in the value at p, or 0. */
+export function specExpiry(p: usize, len: i32, hash: u64, depth: u32, nowMs: u64): u64 {
+  const e = liveEntry(p, len, hash, depth, nowMs);
+  return e === 0 ? 0 : load<u64>(e, 8);
 }
 
 /** Writes into `out` the value at p (may be 0) with the entry for `hash` set to slot/depth/expiry. */

@@ -151,12 +151,15 @@ describe("shedding configuration", () => {
             },
           }),
         ],
-        routing: { priorityHeader: "x-tier" },
+        routing: { priorityHeader: "x-tier", sessionHeader: "" },
       },
       "t",
       {},
     );
-    const img = Buffer.from(encodeCfgImage(cfg, 1, new Map()));
+    // The session settings close the image (protocol 3): header "" (u16 0), margin f32, TTL u32.
+    const full = Buffer.from(encodeCfgImage(cfg, 1, new Map()));
+    const img = full.subarray(0, full.length - 10);
+    expect(full.readUInt16LE(full.length - 10)).toBe(0);
     const header = Buffer.from([6, 0, ...Buffer.from("x-tier")]);
     expect(img.subarray(img.length - header.length)).toEqual(header);
     // enabled u8, reserved u8, Retry-After u16, standard (queued u16, KV ‰ u16), sheddable (same).

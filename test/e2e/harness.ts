@@ -211,10 +211,15 @@ export interface Routed {
 }
 
 /** A chat through the gateway; which (worker, rank) served it and what it found cached. */
-export async function chat(e: E2E, system: string, user: string): Promise<Routed> {
+export async function chat(
+  e: E2E,
+  system: string,
+  user: string,
+  headers: Record<string, string> = {},
+): Promise<Routed> {
   const res = await fetch(`${e.url}/v1/chat/completions`, {
     method: "POST",
-    headers: { "content-type": "application/json" },
+    headers: { "content-type": "application/json", ...headers },
     body: JSON.stringify({
       model: MODEL,
       messages: [

@@ -74,6 +74,22 @@ describe("cache image decoders", () => {
     const pool = (p: number) => Array.from({ length: 8 }, (_, i) => route.cfgPoolField(p, i));
     expect(pool(0)).toEqual([0, 1, 0, 0, 16, 2, 0, 1]);
     expect(pool(1)).toEqual([2, 0, 1, 2 | 4, 16, 1, 0, 0]);
+    // Protocol 3's session settings: header x-session-id, margin, TTL (the defaults).
+    expect([17, 18, 19].map((i) => route.cfgField(i))).toEqual(["x-session-id".length, 1024, 600_000]);
+  });
+
+  it("read a protocol-2 kvr.cfg (a control plane before sessions) with session affinity off", () => {
+    const sessionBytes = 2 + "x-session-id".length + 4 + 4;
+    const v2 = cfgImage.slice(0, cfgImage.length - sessionBytes);
+    new DataView(v2.buffer).setUint16(4, 2, true);
+    writeIo(v2);
+    expect(route.cfgDecodeIo(v2.length)).toBe(2);
+    expect([17, 18, 19].map((i) => route.cfgField(i))).toEqual([0, 0, 0]);
+    // Protocol 4 is not read.
+    const v4 = cfgImage.slice();
+    new DataView(v4.buffer).setUint16(4, 4, true);
+    writeIo(v4);
+    expect(route.cfgDecodeIo(v4.length)).toBeLessThan(0);
   });
 
   it("read kvr.slots with tombstones, header ranks and 64-bit worker ids", () => {

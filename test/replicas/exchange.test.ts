@@ -142,6 +142,14 @@ describe.skipIf(skipReason !== null)("control-plane replicas over NATS", () => {
     );
   });
 
+  it("a peer's session routes enter the fleet's session table under our slot ids", async () => {
+    const slot = (b.slots.byKey(`p/${e2}#0`) as { id: number }).id;
+    const sessions = [{ slot, outcome: 0, hash: 0x5e55_1011n, expiresMs: BigInt(Date.now() + 60_000) }];
+    expect((await report(b, "g4", [], { sessions })).status).toBe(204);
+    const aSlot = (a.slots.byKey(`p/${e2}#0`) as { id: number }).id;
+    await until("a learns b's gateway's session", () => a.sessions.slotOf(0x5e55_1011n) === aSlot);
+  });
+
   it("NATS down: both stay ready, say so in /readyz and /metrics; sharing resumes when it is back", async () => {
     await nats.down();
     await until(

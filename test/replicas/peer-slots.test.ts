@@ -4,6 +4,7 @@
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
 import { PrefixIndex } from "../../control-plane/src/index/prefix-index.ts";
+import { SessionTable } from "../../control-plane/src/model/session-table.ts";
 import { LoadModel } from "../../control-plane/src/model/slot-load.ts";
 import { SlotTable } from "../../control-plane/src/model/slot-table.ts";
 import { PeerSlotTables } from "../../control-plane/src/replicas/peer-slots.ts";
@@ -99,16 +100,22 @@ describe("a peer's slot ids", () => {
         { slot: 1, depth: 1, hash: 11n, ttlMs: 1000 },
         { slot: 0, depth: 1, hash: 12n, ttlMs: 1000 },
       ],
+      sessions: [
+        { slot: 1, outcome: 0, hash: 21n, expiresMs: 1000n },
+        { slot: 0, outcome: 1, hash: 22n, expiresMs: 1000n },
+      ],
     });
     const report = decodeReport(body, peers.mapperFor("b", 5n, 0) ?? undefined);
     const load = new LoadModel(3);
     const index = new PrefixIndex({ buckets: 16, ways: 4, maxSlots: 16 });
     const decisions = new RecentDecisions();
-    applyReport({ load, slots: ours, index, decisions }, report, 0);
+    const sessions = new SessionTable(1000);
+    applyReport({ load, slots: ours, index, decisions, sessions }, report, 0);
     expect([0, 1, 2].map((s) => load.get(s).inflight)).toEqual([1, 0, 4]);
     expect(decisions.list().map((d) => d.slot)).toEqual([NO_SLOT, 2]);
     expect(index.chunks.get(11n)).toBeUndefined();
     expect(index.chunks.get(12n)?.speculative?.has(2)).toBe(true);
+    expect([sessions.slotOf(21n), sessions.slotOf(22n)]).toEqual([undefined, 2]);
   });
 
   it("follow our table as it grows, and forget silent peers", () => {

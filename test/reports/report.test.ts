@@ -49,6 +49,10 @@ const sample: Report = {
     },
   ],
   speculative: [{ slot: 5, depth: 70, hash: 2n ** 64n - 2n, ttlMs: 2000 }],
+  sessions: [
+    { slot: 5, outcome: 1, hash: 2n ** 64n - 3n, expiresMs: 1_790_000_000_000n },
+    { slot: 0, outcome: 2, hash: 7n, expiresMs: 2n ** 64n - 1n },
+  ],
 };
 
 describe("report codec", () => {
@@ -99,9 +103,28 @@ describe("report codec", () => {
         requestId: "r1",
       },
     ]);
-    const v3 = w.finish().slice();
+    const v4 = w.finish().slice();
+    new DataView(v4.buffer).setUint16(4, 4, true);
+    expect(() => decodeReport(v4)).toThrow(/protocol 4/);
+  });
+
+  it("reads protocol 2 (no session entries) and refuses session entries in it", () => {
+    const w = new ByteWriter().u32(0x5252564b).u16(2).u16(0).str16("gw-2");
+    w.u32(0).u32(0).u32(0);
+    const v2 = w.finish();
+    expect(decodeReport(v2)).toEqual({
+      gateway: "gw-2",
+      inflight: new Map(),
+      finished: [],
+      speculative: [],
+      sessions: [],
+    });
+    // The same bytes with a session section are trailing garbage to protocol 2.
+    const withSessions = new ByteWriter().bytes(v2).u32(1).u16(3).u8(0).u64(5n).u64(9n).finish();
+    expect(() => decodeReport(withSessions)).toThrow(/trailing/);
+    const v3 = withSessions.slice();
     new DataView(v3.buffer).setUint16(4, 3, true);
-    expect(() => decodeReport(v3)).toThrow(/protocol 3/);
+    expect(decodeReport(v3).sessions).toEqual([{ slot: 3, outcome: 0, hash: 5n, expiresMs: 9n }]);
   });
 
   it("refuses truncated, trailing, oversized-count and foreign bodies", () => {

@@ -1,7 +1,7 @@
 // Metrics from gateway reports: how many reports came and were refused, what the gateways
 // decided (outcome per finished request), the bytes behind the pool's cache hit ratio,
 // upstream connection failures per slot, and predicted vs served cached tokens per slot.
-import { Counter, type Registry } from "prom-client";
+import { Counter, Gauge, type Registry } from "prom-client";
 import type { ServedCache } from "../reports/served-cache.ts";
 import type { StatusInput } from "./status.ts";
 
@@ -46,6 +46,24 @@ export function registerReportMetrics(registry: Registry, s: StatusInput): void 
       this.reset();
       for (const [pool, p] of r.pools)
         for (const [priority, n] of Object.entries(p.shedByPriority)) this.inc({ pool, priority }, n);
+    },
+  });
+  new Counter({
+    name: "kvroute_session_requests_total",
+    help: "Requests with a session header reported by gateways, by what happened to the session: new (no slot remembered), kept (its slot stayed), moved (its slot was no candidate or cost more than sessionMargin over the best).",
+    labelNames: ["outcome"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [outcome, n] of Object.entries(r.sessions)) this.inc({ outcome }, n);
+    },
+  });
+  new Gauge({
+    name: "kvroute_sessions",
+    help: "Sessions in the fleet's session table (bounded at 8192).",
+    registers: [registry],
+    collect() {
+      this.set(s.sessions?.size ?? 0);
     },
   });
   new Counter({

@@ -4,7 +4,7 @@
 // cached ratio, predicted vs served cached tokens per slot, and the hit-rate time series of the
 // dashboard. Plain numbers; prometheus.ts and status.ts read them.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { NO_SLOT, type Report } from "../reports/report-codec.ts";
+import { NO_SLOT, type Report, SESSION_KEPT, SESSION_MOVED, SESSION_NEW } from "../reports/report-codec.ts";
 import { emptyServedCache, observeServed, type ServedCache } from "../reports/served-cache.ts";
 import { HitRateSeries } from "./hit-rate-series.ts";
 import type { RouteHandler } from "./http-server.ts";
@@ -30,6 +30,13 @@ export interface SlotRecent {
 /** Weight of the newest request in a slot's recent cached ratio (≈ the last 10 requests). */
 const RECENT_WEIGHT = 0.1;
 
+function sessionOutcomeName(outcome: number): string {
+  if (outcome === SESSION_NEW) return "new";
+  if (outcome === SESSION_KEPT) return "kept";
+  if (outcome === SESSION_MOVED) return "moved";
+  return "unknown";
+}
+
 /** Why a report was refused, from the status the report handler answered. */
 function rejectReason(status: number): string {
   if (status === 400) return "bad_report";
@@ -44,11 +51,17 @@ export class ReportStats {
   readonly pools = new Map<string, PoolReportCounters>();
   readonly slots = new Map<number, SlotRecent>();
   readonly hitRate = new HitRateSeries();
+  /** Reported session routes by outcome (new, kept, moved). */
+  readonly sessions: Record<string, number> = {};
 
   constructor(private readonly poolOf: (slot: number) => string) {}
 
   observe(report: Report, nowMs = Date.now()): void {
     this.accepted++;
+    for (const s of report.sessions ?? []) {
+      const outcome = sessionOutcomeName(s.outcome);
+      this.sessions[outcome] = (this.sessions[outcome] ?? 0) + 1;
+    }
     for (const f of report.finished) {
       const pool = this.poolOf(f.slot);
       let p = this.pools.get(pool);

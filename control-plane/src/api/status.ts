@@ -6,6 +6,7 @@
 import type { Config } from "../config/schema.ts";
 import type { EventsSupervisor } from "../events/index.ts";
 import type { PrefixIndex } from "../index/prefix-index.ts";
+import type { SessionTable } from "../model/session-table.ts";
 import type { LoadModel } from "../model/slot-load.ts";
 import type { SlotTable } from "../model/slot-table.ts";
 import type { PoolTokens } from "../pools/pool-tokens.ts";
@@ -31,6 +32,8 @@ export interface StatusInput {
   reports: ReportStats;
   /** Null without a `nats` section. */
   replicas?: ReplicaExchange | null;
+  /** The fleet's session table (its size is a metric); absent in tools without one. */
+  sessions?: SessionTable;
 }
 
 export function buildStatus(s: StatusInput) {

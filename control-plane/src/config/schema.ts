@@ -299,6 +299,19 @@ const routingSchema = z.strictObject({
     .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$/, "expected an HTTP header name")
     .toLowerCase()
     .default("x-kvroute-priority"),
+  /**
+   * Session affinity (docs/configuration.md "Session affinity"): the request header naming a
+   * conversation ("" = off). Its requests stay on the slot the last one went to while that slot is
+   * a healthy candidate costing at most sessionMargin (prefill-token equivalents) over the best.
+   */
+  sessionHeader: z
+    .string()
+    .regex(/^([A-Za-z0-9!#$%&'*+.^_`|~-]{1,64})?$/, 'expected an HTTP header name or ""')
+    .toLowerCase()
+    .default("x-session-id"),
+  sessionMargin: z.number().min(0).max(1_000_000).default(1024),
+  /** How long a session's slot is remembered after its last request. */
+  sessionTtlMs: z.number().int().min(1000).max(86_400_000).default(600_000),
   /** Pool for requests whose model no pool lists; none → 404. */
   defaultPool: z.string().optional(),
   /** Bodies larger than this are routed by load only. */
@@ -485,6 +498,18 @@ export const configSchema = z
         code: "custom",
         path: ["routing", "priorityHeader"],
         message: `${priority} already has a meaning to kvroute; choose another header name`,
+      });
+    const session = cfg.routing.sessionHeader;
+    if (
+      session.length > 0 &&
+      (session === priority ||
+        session === cfg.routing.rankHeaderPolicy.secretHeader?.name ||
+        ROUTING_HEADER_NAMES.has(session))
+    )
+      ctx.addIssue({
+        code: "custom",
+        path: ["routing", "sessionHeader"],
+        message: `${session} already has a meaning to kvroute; choose another header name`,
       });
     if (cfg.routing.defaultPool !== undefined && !names.has(cfg.routing.defaultPool))
       ctx.addIssue({

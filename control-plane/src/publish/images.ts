@@ -8,6 +8,8 @@ import { ByteWriter } from "../wire/byte-writer.ts";
 
 /** 2: kvr.cfg carries tier weights; bucket rows carry a tier (docs/wire-format.md §4). */
 export const IMAGE_PROTOCOL = 2;
+/** 3: kvr.cfg ends with the session-affinity settings (docs/wire-format.md §4.1). */
+export const CFG_PROTOCOL = 3;
 export const CFG_MAGIC = 0x4352564b; // "KVRC"
 export const SLOTS_MAGIC = 0x5452564b; // "KVRT"
 export const LOAD_MAGIC = 0x4c52564b; // "KVRL"
@@ -33,7 +35,7 @@ export function encodeCfgImage(
   rendering: Map<string, PoolRendering>,
 ): Uint8Array {
   const r = cfg.routing;
-  const w = new ByteWriter().u32(CFG_MAGIC).u16(IMAGE_PROTOCOL).u16(0);
+  const w = new ByteWriter().u32(CFG_MAGIC).u16(CFG_PROTOCOL).u16(0);
   w.u32(r.chunkSize)
     .u32(cfg.cache.buckets)
     .u16(cfg.cache.ways)
@@ -74,6 +76,7 @@ export function encodeCfgImage(
       .u16(permille(shed.sheddable.maxKvUsage));
   }
   w.str16(r.priorityHeader);
+  w.str16(r.sessionHeader).f32(r.sessionMargin).u32(r.sessionTtlMs);
   return w.finish();
 }
 

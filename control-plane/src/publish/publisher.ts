@@ -4,6 +4,7 @@
 // service runs publish() on a short timer; the quality bench's virtual-time control plane on its
 // virtual clock.
 import type { PrefixIndex } from "../index/prefix-index.ts";
+import type { SessionTable } from "../model/session-table.ts";
 import type { LoadModel } from "../model/slot-load.ts";
 import type { SlotTable } from "../model/slot-table.ts";
 import type { SyncLog } from "../sync/sync-log.ts";
@@ -19,6 +20,8 @@ export interface PublisherParts {
   load: LoadModel;
   /** Pool name → its index in kvr.cfg. */
   poolIndex: (name: string) => number;
+  /** The fleet's session → slot table (kvr.sc.<j>); none: no session keys are published. */
+  sessions?: SessionTable;
 }
 
 export class Publisher {
@@ -29,12 +32,14 @@ export class Publisher {
     this.p.log.publish([["kvr.cfg", cfgImage]]);
     this.publish(nowMs);
     this.p.log.publish(this.p.index.allImages());
+    if (this.p.sessions !== undefined) this.p.log.publish(this.p.sessions.allImages());
   }
 
-  /** Expires speculative routes and silent gateways, then publishes the images that changed. */
+  /** Expires speculative routes, sessions and silent gateways, then publishes the images that changed. */
   publish(nowMs: number): void {
-    const { log, index, slots, load, poolIndex } = this.p;
+    const { log, index, slots, load, poolIndex, sessions } = this.p;
     index.chunks.expire(nowMs);
+    sessions?.expire(nowMs);
     load.expireGateways(nowMs, GATEWAY_SILENCE_MS);
     const changes: Array<[string, Uint8Array]> = [];
     const slotsChanged = slots.takeChanged();
@@ -44,6 +49,7 @@ export class Publisher {
     if (load.takeChanged() || slotsChanged)
       changes.push(["kvr.load", encodeLoadImage(slots.all(), (id) => load.get(id))]);
     changes.push(...index.takeDirtyImages());
+    if (sessions !== undefined) changes.push(...sessions.takeDirtyImages());
     if (changes.length > 0) log.publish(changes);
   }
 }

@@ -1,10 +1,11 @@
 // What a gateway's report changes in the model: its in-flight counts (replacing its previous
 // ones), TTFT and connection failures per slot, the recent-decisions feed, and its speculative
-// routes, which enter the prefix index until their TTL ends. One function, so the HTTP service and
-// the quality bench's virtual-time control plane apply reports the same way. A report relayed by a
-// peer replica (replicas/) may name slots this replica does not know (UNKNOWN_SLOT): those
-// entries are skipped, the rest applies.
+// routes, which enter the prefix index until their TTL ends, and its sessions' slots (the fleet's
+// session table). One function, so the HTTP service and the quality bench's virtual-time control
+// plane apply reports the same way. A report relayed by a peer replica (replicas/) may name slots
+// this replica does not know (UNKNOWN_SLOT): those entries are skipped, the rest applies.
 import type { PrefixIndex } from "../index/prefix-index.ts";
+import type { SessionTable } from "../model/session-table.ts";
 import type { LoadModel } from "../model/slot-load.ts";
 import type { SlotTable } from "../model/slot-table.ts";
 import type { RecentDecisions } from "./recent-decisions.ts";
@@ -15,6 +16,7 @@ export interface ReportTargets {
   slots: SlotTable;
   index: PrefixIndex;
   decisions?: RecentDecisions;
+  sessions?: SessionTable;
 }
 
 export function applyReport(t: ReportTargets, report: Report, nowMs: number): void {
@@ -34,4 +36,7 @@ export function applyReport(t: ReportTargets, report: Report, nowMs: number): vo
     if (t.slots.get(s.slot)?.present)
       t.index.chunks.speculate(s.hash, s.depth, s.slot, nowMs, nowMs + s.ttlMs);
   }
+  // A slot the table does not have is no route: a gateway's report cannot plant one.
+  for (const s of report.sessions ?? [])
+    if (t.slots.get(s.slot)?.present) t.sessions?.learn(s.hash, s.slot, nowMs, s.expiresMs);
 }

@@ -5,8 +5,11 @@ import { ByteReader } from "../wire/byte-reader.ts";
 import { ByteWriter } from "../wire/byte-writer.ts";
 
 export const REPORT_MAGIC = 0x5252564b; // "KVRR" read as a little-endian u32
-/** Protocol 2 adds the served cached tokens to finished entries; protocol 1 is still read. */
-export const REPORT_PROTOCOL = 2;
+/**
+ * Protocol 2 adds the served cached tokens to finished entries; protocol 3 adds session entries
+ * at the end (filters send it only when a report has sessions). Protocols 1 and 2 are still read.
+ */
+export const REPORT_PROTOCOL = 3;
 const OLDEST_PROTOCOL = 1;
 
 /** Finished-entry flags (protocol 2): what the engine's answer said about its cache. */
@@ -44,12 +47,30 @@ export interface SpeculativeRoute {
   ttlMs: number;
 }
 
+/** What the gateway did with a request's session (filter/core/session-affinity.ts SESSION_*). */
+export const SESSION_NEW = 0;
+export const SESSION_KEPT = 1;
+export const SESSION_MOVED = 2;
+
+export interface SessionRoute {
+  /** The cache slot the session's request went to. */
+  slot: number;
+  /** SESSION_NEW, SESSION_KEPT or SESSION_MOVED. */
+  outcome: number;
+  /** XXH64 of the session id (the gateway never reports the id itself). */
+  hash: bigint;
+  /** When the gateway forgets the session (ms since the epoch, its clock): its last request + sessionTtlMs. */
+  expiresMs: bigint;
+}
+
 export interface Report {
   gateway: string;
   /** The gateway's current in-flight requests per slot (replaces its previous report). */
   inflight: Map<number, number>;
   finished: FinishedRequest[];
   speculative: SpeculativeRoute[];
+  /** Session routes (protocol 3; absent or empty before). */
+  sessions?: SessionRoute[];
 }
 
 export class ReportDecodeError extends Error {}
@@ -138,8 +159,19 @@ export function decodeReport(bytes: Uint8Array, mapSlot: SlotMapper = sameSlot):
       ttlMs: r.u32("speculative ttl"),
     });
   }
+  const sessions: SessionRoute[] = [];
+  if (protocol >= 3) {
+    for (let i = 0, n = r.count("sessions"); i < n; i++) {
+      sessions.push({
+        slot: r.slot("session slot"),
+        outcome: r.u8("session outcome"),
+        hash: r.u64("session hash"),
+        expiresMs: r.u64("session expiry"),
+      });
+    }
+  }
   r.end();
-  return { gateway, inflight, finished, speculative };
+  return { gateway, inflight, finished, speculative, sessions };
 }
 
 /** The flags of an entry: SERVED_CACHED exactly when it carries served tokens. */
@@ -169,5 +201,8 @@ export function encodeReport(report: Report): Uint8Array {
   }
   w.u32(report.speculative.length);
   for (const s of report.speculative) w.u16(s.slot).u32(s.depth).u64(s.hash).u32(s.ttlMs);
+  const sessions = report.sessions ?? [];
+  w.u32(sessions.length);
+  for (const s of sessions) w.u16(s.slot).u8(s.outcome).u64(s.hash).u64(s.expiresMs);
   return w.finish();
 }
