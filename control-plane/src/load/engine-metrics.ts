@@ -37,14 +37,17 @@ export class MetricsParseError extends Error {}
  * vLLM's adapter gauge: labels max_lora, running_lora_adapters, waiting_lora_adapters (names,
  * comma-separated), value = the Unix time it was set. vLLM sets a new label set on every change
  * and the old series stay on the page, so the newest value is the current state (as GAIE reads it).
- * vLLM exports it without an `engine` label (it refuses LoRA metrics under DP); the simulator
- * adds one per rank, and a series without the label is rank 0, the server's only engine.
+ * vLLM exports it without an `engine` label (it refuses LoRA metrics under DP): such a series is
+ * the page's only rank (none when the page shows several). The simulator labels each rank's.
  */
 const LORA_INFO = "vllm:lora_requests_info";
 /** Adapters read from one label at most: a page is engine output, not trusted to be small. */
 const MAX_LABEL_ADAPTERS = 256;
 
-function loraInfo(samples: Array<{ value?: string; labels?: Record<string, string> }>): Map<number, RankLora> {
+function loraInfo(
+  samples: Array<{ value?: string; labels?: Record<string, string> }>,
+  onlyRank: number | undefined,
+): Map<number, RankLora> {
   const newest = new Map<number, { at: number; lora: RankLora }>();
   const names = (v: string | undefined) =>
     (v ?? "")
@@ -53,7 +56,8 @@ function loraInfo(samples: Array<{ value?: string; labels?: Record<string, strin
       .filter((n) => n.length > 0)
       .slice(0, MAX_LABEL_ADAPTERS);
   for (const s of samples) {
-    const rank = rankOf(s.labels);
+    const labelled = s.labels?.engine !== undefined || s.labels?.dp_rank !== undefined;
+    const rank = labelled ? rankOf(s.labels) : onlyRank;
     const at = Number(s.value);
     const max = s.labels?.max_lora ?? "";
     if (rank === undefined || !Number.isFinite(at) || !/^\d{1,6}$/.test(max)) continue;
@@ -114,7 +118,8 @@ export function parseEngineMetrics(text: string, modelName?: string): EngineMetr
   apply(WAITING, "waiting");
   apply(KV_USAGE, "kvUsage");
 
-  for (const [rank, lora] of loraInfo(byName.get(LORA_INFO)?.metrics ?? [])) {
+  const onlyRank = ranks.size === 1 ? (ranks.keys().next().value as number) : undefined;
+  for (const [rank, lora] of loraInfo(byName.get(LORA_INFO)?.metrics ?? [], onlyRank)) {
     const load = ranks.get(rank);
     if (load !== undefined) load.lora = lora;
   }
