@@ -156,7 +156,9 @@ describe("shedding configuration", () => {
       "t",
       {},
     );
-    const img = Buffer.from(encodeCfgImage(cfg, 1, new Map()));
+    const full = Buffer.from(encodeCfgImage(cfg, 1, new Map()));
+    // Protocol 3 ends with the LoRA costs (2 × f32) and each pool's (empty) adapter table (u16).
+    const img = full.subarray(0, full.length - 8 - 2 * cfg.pools.length);
     const header = Buffer.from([6, 0, ...Buffer.from("x-tier")]);
     expect(img.subarray(img.length - header.length)).toEqual(header);
     // enabled u8, reserved u8, Retry-After u16, standard (queued u16, KV ‰ u16), sheddable (same).
