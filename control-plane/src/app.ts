@@ -185,6 +185,7 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     poolTokens,
     events,
     reports,
+    adapters,
   };
   const metrics = buildMetrics(statusInput);
   const server: Server = createHttpServer(
