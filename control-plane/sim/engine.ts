@@ -149,6 +149,8 @@ export interface EngineLoad {
   kvUsage: number;
   numFreeBlocks: number;
   numCachedBlocks: number;
+  /** Adapters of running and waiting requests (null or absent without LoRA). */
+  lora?: LoraInfo | null;
 }
 
 export interface EngineCounters {
@@ -205,6 +207,7 @@ export class Engine {
       kvUsage: this.pool.usage,
       numFreeBlocks: this.pool.numFreeBlocks,
       numCachedBlocks: this.pool.numCachedBlocks,
+      lora: this.loraInfo(),
     };
   }
 

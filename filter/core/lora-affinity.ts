@@ -5,10 +5,13 @@
 // only; a request for another adapter waits until one is loaded (its load time, once) or, when
 // all are taken by adapters with running requests, until one of those drains. So, per slot, in
 // prefill-token equivalents added to the routing cost (route-decision.ts):
-//   0                 the adapter has running or waiting requests there (kvr.load), or this VM
-//                     routed one of its requests there within the last speculative TTL
+//   0                 the adapter has running requests there (kvr.load), or this VM routed one
+//                     of its requests there within the last speculative TTL
 //   loadCost          the slot has room for another adapter (or its list is truncated)
-//   fullCost          max_loras adapters are active there already, none of them this one
+//   fullCost          max_loras other adapters are active there (running or waiting)
+// An adapter with only waiting requests there is queued for a place like any other: it costs a
+// load where the others leave room, the full cost where they do not (GAIE's lora-affinity scorer
+// likewise ranks "waiting" below "room for another").
 //   0                 the engine reports no adapters at all (no information: decide as before)
 // The estimate of a slot's active adapters is the metric's count plus this VM's recent routes
 // of adapters the metric does not show yet, and never counts more than max_loras.
@@ -81,7 +84,14 @@ export class LoraAffinity {
     const max = loads.maxLoras(s);
     if (max === 0) return 0;
     const listed = loads.listedAdapters(s);
-    for (let i = 0; i < listed; i++) if (loads.adapterId(s, i) === <u32>adapter) return 0;
+    // Running there: loaded. Only waiting there: queued for a place like any other adapter (the
+    // engine may be full), so it is judged by the places the others take.
+    let self: u32 = 0;
+    for (let i = 0; i < listed; i++) {
+      if (loads.adapterId(s, i) !== <u32>adapter) continue;
+      if (loads.adapterRunning(s, i)) return 0;
+      self = 1;
+    }
     // This VM's routes the metric does not show yet: one of them may be the adapter itself.
     let others: u32 = 0;
     for (let r = 0; r < RECENT; r++) {
@@ -90,7 +100,7 @@ export class LoraAffinity {
       if (a === adapter) return 0;
       if (!this.listedOrSeen(loads, s, a, listed, r, pool, nowMs)) others++;
     }
-    let active = loads.activeAdapters(s) + others;
+    let active = loads.activeAdapters(s) - self + others;
     if (active > max) active = max;
     // A truncated list may hold the adapter among the unnamed: no worse than a load.
     if (active < max || <u32>listed < loads.activeAdapters(s)) return <f64>cfg.loraLoadCost;

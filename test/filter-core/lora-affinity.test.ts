@@ -1,7 +1,7 @@
 // LoRA adapters in the shared-data images and the filter's adapter cost (filter/core/lora-affinity.ts),
 // through build/kvroute-core.wasm: kvr.cfg carries each pool's adapter table, kvr.load each slot's
-// active adapters as ids into it; a slot running the adapter costs nothing, one with room a load,
-// a full one more, and an image without LoRA fields (stride 16, protocol 2) changes nothing.
+// active adapters as ids into it; a slot running the adapter costs nothing, one with room a load
+// (also when the adapter only waits there), a full one more, and an image without LoRA fields (stride 16, protocol 2) changes nothing.
 import { beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
 import { AdapterCatalog } from "../../control-plane/src/model/adapter-catalog.ts";
@@ -139,10 +139,17 @@ describe("the adapter cost", () => {
       null,
     ]);
     expect([1, 2, 3, 4].map((s) => cost(SQL, s))).toEqual([0, 300, 5000, 0]);
-    // Waiting requests of the adapter count as active there too (as GAIE's lora-affinity).
-    publish([null, { maxLoras: 1, running: ["chat"], waiting: ["sql"] }, null, null, null]);
-    expect(cost(SQL, 1)).toBe(0);
-    expect(cost(LEGAL, 1)).toBe(5000);
+    // Only waiting there: queued for a place, judged by what the other adapters take.
+    publish([
+      null,
+      { maxLoras: 1, running: ["chat"], waiting: ["sql"] },
+      { maxLoras: 2, running: ["chat"], waiting: ["sql"] },
+      null,
+      null,
+    ]);
+    expect([cost(SQL, 1), cost(SQL, 2)]).toEqual([5000, 300]);
+    expect([cost(LEGAL, 1), cost(LEGAL, 2)]).toEqual([5000, 5000]);
+    expect(cost(CHAT, 1)).toBe(0);
   });
 
   it("counts this VM's recent routes as active until their TTL, never more than max_loras", () => {
