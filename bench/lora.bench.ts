@@ -59,7 +59,12 @@ const variant = kvroutePolicy(
     speculative: true,
     pool: { adapters: adapterNames(LORA_DEFAULTS.adapters) },
     load: { scrapeIntervalMs: flag("kvroute-load-ms", 250) },
-    routing: { lora: { loadCost: flag("lora-load-cost", 256), fullCost: flag("lora-full-cost", Math.max(flag("lora-load-cost", 256), 4096)) } },
+    routing: {
+      lora: {
+        loadCost: flag("lora-load-cost", 256),
+        fullCost: flag("lora-full-cost", Math.max(flag("lora-load-cost", 256), 4096)),
+      },
+    },
   },
   "kvroute (variant)",
 );
@@ -114,4 +119,6 @@ Policies: ${policies.map((p) => `**${p.name}**: ${p.describe}`).join(" · ")}
 |---|---|---|---|---|---|---|---|---|
 ${rows.join("\n")}
 `;
-process.stdout.write(`\nwritten to ${writeResult(`lora${QUICK ? "-quick" : ""}${MAX_LORAS === 4 ? "" : `-max-loras-${MAX_LORAS}`}`, md)}\n`);
+process.stdout.write(
+  `\nwritten to ${writeResult(`lora${QUICK ? "-quick" : ""}${MAX_LORAS === 4 ? "" : `-max-loras-${MAX_LORAS}`}`, md)}\n`,
+);

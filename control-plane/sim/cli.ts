@@ -264,7 +264,12 @@ export function registerSimCommand(program: Command): void {
     .option("--no-enable-prompt-tokens-details", "omit usage.prompt_tokens_details (vLLM's default)")
     .option("--enable-lora", "serve LoRA adapters (vLLM --enable-lora)")
     .option("--lora-modules <name=path...>", "LoRA adapters served under their own model names")
-    .option("--max-loras <n>", "adapters in one batch and in GPU memory (vLLM --max-loras)", int(1), LORA_DEFAULTS.maxLoras)
+    .option(
+      "--max-loras <n>",
+      "adapters in one batch and in GPU memory (vLLM --max-loras)",
+      int(1),
+      LORA_DEFAULTS.maxLoras,
+    )
     .option(
       "--lora-load-ms <ms>",
       "simulator: time to load an adapter into GPU memory, charged to the step that needs it",

@@ -286,7 +286,12 @@ export class Engine {
     ) {
       const req = this.waiting[w] as EngineRequest;
       const adapter = req.spec.loraName ?? null;
-      if (lora !== null && adapter !== null && !stepAdapters.has(adapter) && stepAdapters.size >= lora.maxLoras) {
+      if (
+        lora !== null &&
+        adapter !== null &&
+        !stepAdapters.has(adapter) &&
+        stepAdapters.size >= lora.maxLoras
+      ) {
         w++; // another adapter's turn: skipped, still first in line for a later step
         continue;
       }

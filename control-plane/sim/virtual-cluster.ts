@@ -10,7 +10,13 @@
 import { type BalancerRule, VllmDpBalancer } from "./balancer.ts";
 import { type BlockExtraKeys, type BlockHash, BlockHasher, noneHash } from "./block-hash.ts";
 import type { CachedBlockInfo } from "./block-pool.ts";
-import { Engine, type EngineLoad, type EngineRequest, type LoraSettings, type ScheduledStep } from "./engine.ts";
+import {
+  Engine,
+  type EngineLoad,
+  type EngineRequest,
+  type LoraSettings,
+  type ScheduledStep,
+} from "./engine.ts";
 import { EventHeap } from "./heap.ts";
 import type { KvEvent } from "./kv-events.ts";
 import type { LatencyModel } from "./latency.ts";

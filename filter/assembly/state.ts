@@ -5,9 +5,9 @@
 // in KvrouteRoot.
 import { ByteBuf } from "../core/byte-buf";
 import { LoadImage } from "../core/cache-images";
+import { AdapterMatch, LoraAffinity } from "../core/lora-affinity";
 import { PluginConfig } from "../core/plugin-config";
 import { PrefixWalk } from "../core/prefix-walk";
-import { AdapterMatch, LoraAffinity } from "../core/lora-affinity";
 import { LocalQueue, loadSignature } from "../core/queued-work";
 import { RequestHasher } from "../core/request-hash";
 import { Decider } from "../core/route-decision";

@@ -57,19 +57,33 @@ describe("LoRA configuration", () => {
     expect(problemsOf({ pools: [pool("a")], routing: { lora: { loadCost: 500, fullCost: 100 } } })).toMatch(
       /routing\.lora\.fullCost.*must not be below loadCost \(500\)/,
     );
-    expect(problemsOf({ pools: [pool("a")], routing: { lora: { loadCost: -1 } } })).toContain("routing.lora.loadCost");
+    expect(problemsOf({ pools: [pool("a")], routing: { lora: { loadCost: -1 } } })).toContain(
+      "routing.lora.loadCost",
+    );
   });
 });
 
 describe("adapter catalog", () => {
-  const cfg = parseConfig({ pools: [pool("a", { adapters: ["sql"] }), pool("bb", { adapters: ["legal"] })] }, "t", {});
+  const cfg = parseConfig(
+    { pools: [pool("a", { adapters: ["sql"] }), pool("bb", { adapters: ["legal"] })] },
+    "t",
+    {},
+  );
 
   it("adds an engine's adapters over the pool's models after the configured ones, once, in order", () => {
     const c = new AdapterCatalog(cfg);
-    expect(c.discovered("a", [{ id: "a-base", parent: null }, { id: "chat", parent: "a-base" }, { id: "sql", parent: "a-base" }])).toBe(true);
+    expect(
+      c.discovered("a", [
+        { id: "a-base", parent: null },
+        { id: "chat", parent: "a-base" },
+        { id: "sql", parent: "a-base" },
+      ]),
+    ).toBe(true);
     expect(c.discovered("a", [{ id: "chat", parent: "a-base" }])).toBe(false);
     expect(c.adapters("a")).toEqual(["sql", "chat"]);
-    expect([c.idOf("a", "sql"), c.idOf("a", "chat"), c.idOf("a", "nope"), c.idOf("zz", "sql")]).toEqual([0, 1, -1, -1]);
+    expect([c.idOf("a", "sql"), c.idOf("a", "chat"), c.idOf("a", "nope"), c.idOf("zz", "sql")]).toEqual([
+      0, 1, -1, -1,
+    ]);
   });
 
   it("refuses what cannot be routed: other bases, taken names, bad names, a full table", () => {
@@ -94,7 +108,12 @@ describe("adapter catalog", () => {
   });
 
   it("reads /v1/models bodies, skipping entries that are not model cards", () => {
-    expect(parseModelList({ object: "list", data: [{ id: "m", parent: null }, { id: "x", parent: "m" }, { id: 3 }, null, "s"] })).toEqual([
+    expect(
+      parseModelList({
+        object: "list",
+        data: [{ id: "m", parent: null }, { id: "x", parent: "m" }, { id: 3 }, null, "s"],
+      }),
+    ).toEqual([
       { id: "m", parent: null },
       { id: "x", parent: "m" },
     ]);

@@ -79,7 +79,10 @@ describe("LoRA adapters end to end", () => {
     await until(() => (e.cp?.index.chunks.size ?? 0) > before2 + 10, "the base model's blocks indexed");
     await synced(e);
     // ... and the other way round: another adapter finds neither.
-    const other = await chat(e, s, "Find refunds over $100.", { model: "legal-lora", requestId: "other-miss" });
+    const other = await chat(e, s, "Find refunds over $100.", {
+      model: "legal-lora",
+      requestId: "other-miss",
+    });
     expect(other.status).toBe(200);
     expect(other.cached).toBe(0);
     expect((await predicted("other-miss")).cachedBytes).toBe(0);
@@ -119,7 +122,10 @@ describe("LoRA adapters end to end", () => {
       await until(() => {
         const slot = cp.slots.present().find((s) => cp.load.get(s.id).lora?.running.includes("sql-lora"));
         if (slot === undefined) return false;
-        running = { worker: e.workers.findIndex((w) => slot.address.endsWith(`:${w.port}`)), rank: slot.globalRank };
+        running = {
+          worker: e.workers.findIndex((w) => slot.address.endsWith(`:${w.port}`)),
+          rank: slot.globalRank,
+        };
         return true;
       }, "the engine reports sql-lora running");
       await synced(e);

@@ -19,7 +19,9 @@ beforeAll(async () => {
 }, 90_000);
 afterAll(async () => s?.close());
 
-const system = "you are a careful SQL reviewer for a payments company; answer with the query only. ".repeat(25);
+const system = "you are a careful SQL reviewer for a payments company; answer with the query only. ".repeat(
+  25,
+);
 
 async function ask(model: string, user: string, id: string) {
   const body = JSON.stringify({

@@ -13,7 +13,12 @@ import { route, writeIo } from "./core-probes.ts";
 const cfg = parseConfig(
   {
     pools: [
-      { name: "other", models: ["other-base"], adapters: ["other-a"], endpoints: [{ address: "10.0.0.9:8000", ranks: [0] }] },
+      {
+        name: "other",
+        models: ["other-base"],
+        adapters: ["other-a"],
+        endpoints: [{ address: "10.0.0.9:8000", ranks: [0] }],
+      },
       {
         name: "llama",
         models: ["meta-llama/Llama-3.1-8B", "llama"],
@@ -55,7 +60,11 @@ function publish(lora: Array<{ maxLoras: number; running: string[]; waiting: str
   const slotsImage = encodeSlotsImage(slots.all(), poolIndex);
   writeIo(slotsImage);
   expect(route.slotsDecodeIo(slotsImage.length)).toBe(5);
-  const loadImage = encodeLoadImage(slots.all(), (id) => load.get(id), (p, a) => catalog.idOf(p, a));
+  const loadImage = encodeLoadImage(
+    slots.all(),
+    (id) => load.get(id),
+    (p, a) => catalog.idOf(p, a),
+  );
   writeIo(loadImage);
   expect(route.loadDecodeIo(loadImage.length)).toBe(5);
 }
@@ -85,7 +94,8 @@ describe("adapters in kvr.cfg", () => {
 
   it("names no adapter for base models, unknown names, prefixes or case variants", () => {
     publish([null, null, null, null]);
-    for (const m of ["llama", "meta-llama/Llama-3.1-8B", "not-ours", "sq", "sqlx", "SQL", ""]) expect(find(m), m).toBe(-1);
+    for (const m of ["llama", "meta-llama/Llama-3.1-8B", "not-ours", "sq", "sqlx", "SQL", ""])
+      expect(find(m), m).toBe(-1);
   });
 
   it("still reads a protocol-2 kvr.cfg (no adapters) and refuses protocol 4", () => {
@@ -115,7 +125,13 @@ describe("adapters in kvr.cfg", () => {
 
 describe("adapters in kvr.load", () => {
   it("lists running adapters first, ids from the pool's table, unknown names as 0xffff", () => {
-    publish([null, { maxLoras: 4, running: ["legal"], waiting: ["sql", "mystery", "legal"] }, null, null, null]);
+    publish([
+      null,
+      { maxLoras: 4, running: ["legal"], waiting: ["sql", "mystery", "legal"] },
+      null,
+      null,
+      null,
+    ]);
     expect([6, 7, 8].map((f) => Number(route.loadField(1, f)))).toEqual([4, 3, 3]);
     expect([0, 1, 2, 3].map((i) => route.loadAdapterIo(1, i))).toEqual([0x10000 | LEGAL, SQL, 0xffff, -1]);
     // No report: no LoRA fields.
@@ -153,7 +169,13 @@ describe("the adapter cost", () => {
   });
 
   it("counts this VM's recent routes as active until their TTL, never more than max_loras", () => {
-    publish([null, { maxLoras: 2, running: [], waiting: [] }, { maxLoras: 2, running: ["chat"], waiting: [] }, null, null]);
+    publish([
+      null,
+      { maxLoras: 2, running: [], waiting: [] },
+      { maxLoras: 2, running: ["chat"], waiting: [] },
+      null,
+      null,
+    ]);
     route.loraRoutedIo(1, SQL, 1, 1000n, 500);
     expect(cost(SQL, 1, 1200n)).toBe(0);
     expect(cost(SQL, 1, 1500n)).toBe(300); // expired

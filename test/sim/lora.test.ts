@@ -145,7 +145,9 @@ describe("LoRA flags", () => {
     }) as SimOptions;
 
   it("--enable-lora with --lora-modules name=path and --max-loras", () => {
-    const c = configOf(opts({ enableLora: true, loraModules: ["sql=/a", "chat=/b/c"], maxLoras: 4, loraLoadMs: 9 }));
+    const c = configOf(
+      opts({ enableLora: true, loraModules: ["sql=/a", "chat=/b/c"], maxLoras: 4, loraLoadMs: 9 }),
+    );
     expect(c.loraNames).toEqual(["sql", "chat"]);
     expect(c.lora).toEqual({ maxLoras: 4, loadMs: 9 });
     expect(configOf(opts({ enableLora: true })).lora).toEqual({ maxLoras: 1, loadMs: 25 });
@@ -165,7 +167,19 @@ describe("LoRA flags", () => {
   it("the CLI refuses a bad --max-loras", async () => {
     const child = spawn(
       process.execPath,
-      ["--import", "tsx", "control-plane/bin/kvroute.ts", "sim", "--model", "m", "--tokenizer", QWEN3, "--enable-lora", "--max-loras", "0"],
+      [
+        "--import",
+        "tsx",
+        "control-plane/bin/kvroute.ts",
+        "sim",
+        "--model",
+        "m",
+        "--tokenizer",
+        QWEN3,
+        "--enable-lora",
+        "--max-loras",
+        "0",
+      ],
       { stdio: ["ignore", "pipe", "pipe"] },
     );
     let stderr = "";

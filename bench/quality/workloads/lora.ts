@@ -25,7 +25,13 @@ export interface LoraWorkloadOptions {
   seed: number;
 }
 
-export const LORA_DEFAULTS = { adapters: 32, zipf: 1, systemTokens: 1024, questionTokens: 128, outputTokens: 128 };
+export const LORA_DEFAULTS = {
+  adapters: 32,
+  zipf: 1,
+  systemTokens: 1024,
+  questionTokens: 128,
+  outputTokens: 128,
+};
 
 /** Adapter names as the engines serve them (--lora-modules) and requests name them. */
 export function adapterNames(n: number): string[] {
@@ -40,11 +46,17 @@ export function loraWorkload(tok: BenchTokenizer, o: LoraWorkloadOptions): Workl
   const total = weights.reduce((a, b) => a + b, 0);
   const cdf: number[] = [];
   let acc = 0;
-  for (const w of weights) cdf.push((acc += w / total));
+  for (const w of weights) {
+    acc += w / total;
+    cdf.push(acc);
+  }
   const pick = new Rng(o.seed ^ 0x10ca);
   const requests: BenchRequest[] = Array.from({ length: o.requests }, (_, i) => {
     const u = pick.next();
-    const a = Math.min(names.length - 1, cdf.findIndex((c) => u < c));
+    const a = Math.min(
+      names.length - 1,
+      cdf.findIndex((c) => u < c),
+    );
     const question = wordText(pieceRng(o.seed, 72, i), o.questionTokens, tok.words);
     const answer = answerLength(o.output, o.outputTokens, o.seed, 73, i);
     return chatRequest(

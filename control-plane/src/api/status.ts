@@ -4,8 +4,8 @@
 // document (pushed over /v1/events/status), so new fields are added, never renamed.
 import type { Config } from "../config/schema.ts";
 import type { EventsSupervisor } from "../events/index.ts";
-import type { AdapterCatalog } from "../model/adapter-catalog.ts";
 import type { PrefixIndex } from "../index/prefix-index.ts";
+import type { AdapterCatalog } from "../model/adapter-catalog.ts";
 import type { LoadModel } from "../model/slot-load.ts";
 import type { SlotTable } from "../model/slot-table.ts";
 import type { PoolTokens } from "../pools/pool-tokens.ts";

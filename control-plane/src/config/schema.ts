@@ -305,7 +305,11 @@ const loraRoutingSchema = z
   })
   .superRefine((l, ctx) => {
     if (l.fullCost < l.loadCost)
-      ctx.addIssue({ code: "custom", path: ["fullCost"], message: `must not be below loadCost (${l.loadCost})` });
+      ctx.addIssue({
+        code: "custom",
+        path: ["fullCost"],
+        message: `must not be below loadCost (${l.loadCost})`,
+      });
   });
 
 const routingSchema = z.strictObject({

@@ -38,7 +38,8 @@ export function encodeCfgImage(
   cfg: Config,
   slotWords: number,
   rendering: Map<string, PoolRendering>,
-  adapters: (pool: string) => readonly string[] = (pool) => cfg.pools.find((p) => p.name === pool)?.adapters ?? [],
+  adapters: (pool: string) => readonly string[] = (pool) =>
+    cfg.pools.find((p) => p.name === pool)?.adapters ?? [],
 ): Uint8Array {
   const r = cfg.routing;
   const w = new ByteWriter().u32(CFG_MAGIC).u16(CFG_PROTOCOL).u16(0);
