@@ -14,7 +14,7 @@ beforeAll(async () => {
     workers: 2,
     ranks: 2,
     // Slow enough that a long answer keeps its adapter running across several scrapes.
-    sim: { loraNames: ADAPTERS, lora: { maxLoras: 1, loadMs: 5 }, timeScale: 0.2 },
+    sim: { loraNames: ADAPTERS, lora: { maxLoras: 1, loadMs: 5 }, timeScale: 0.5 },
     // One adapter configured; the others come from the workers' /v1/models.
     pool: { adapters: ["sql-lora"] },
     load: { modelsIntervalMs: 200 },
@@ -104,6 +104,7 @@ describe("LoRA adapters end to end", () => {
     const abort = new AbortController();
     const sentAt = Date.now();
     // Streamed, so the gateway sees its first byte and counts it as decoding, not as a prefill ahead.
+    let longEnded = false;
     const long = fetch(`${e.url}/v1/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json" },
@@ -116,7 +117,10 @@ describe("LoRA adapters end to end", () => {
       }),
     })
       .then((r) => r.text())
-      .catch(() => null);
+      .catch(() => null)
+      .finally(() => {
+        longEnded = true;
+      });
     try {
       let running: { worker: number; rank: number } | null = null;
       await until(() => {
@@ -135,6 +139,7 @@ describe("LoRA adapters end to end", () => {
       for (let i = 0; i < 4; i++) {
         const r = await chat(e, system(`unrelated ${i}`), "q", { model: "sql-lora" });
         expect(r.status).toBe(200);
+        expect(longEnded, "the long answer must still be decoding").toBe(false);
         // The busy slot (one long decode) over three idle ones: the adapter is loaded there.
         expect([r.worker, r.rank]).toEqual([busy.worker, busy.rank]);
       }
