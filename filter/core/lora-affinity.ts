@@ -6,7 +6,8 @@
 // all are taken by adapters with running requests, until one of those drains. So, per slot, in
 // prefill-token equivalents added to the routing cost (route-decision.ts):
 //   0                 the adapter has running requests there (kvr.load), or this VM routed one
-//                     of its requests there within the last speculative TTL
+//                     of its requests there within the last speculative TTL and the other
+//                     adapters leave it a place
 //   loadCost          the slot has room for another adapter (or its list is truncated)
 //   fullCost          max_loras other adapters are active there (running or waiting)
 // An adapter with only waiting requests there is queued for a place like any other: it costs a
@@ -94,14 +95,18 @@ export class LoraAffinity {
     }
     // This VM's routes the metric does not show yet: one of them may be the adapter itself.
     let others: u32 = 0;
+    let routedHere = false;
     for (let r = 0; r < RECENT; r++) {
       if (this.recentSlot[r] !== s || this.recentPool[r] !== pool || this.recentAt[r] <= nowMs) continue;
       const a = this.recentAdapter[r];
-      if (a === adapter) return 0;
-      if (!this.listedOrSeen(loads, s, a, listed, r, pool, nowMs)) others++;
+      if (a === adapter) routedHere = true;
+      else if (!this.listedOrSeen(loads, s, a, listed, r, pool, nowMs)) others++;
     }
     let active = loads.activeAdapters(s) - self + others;
     if (active > max) active = max;
+    // This thread's recent route of the adapter loads it there when the others leave it a place;
+    // on a full slot that route is only waiting, and more of its requests would wait behind it.
+    if (routedHere && active < max) return 0;
     // A truncated list may hold the adapter among the unnamed: no worse than a load.
     if (active < max || <u32>listed < loads.activeAdapters(s)) return <f64>cfg.loraLoadCost;
     return <f64>cfg.loraFullCost;
