@@ -7,7 +7,7 @@
 // vLLM's own DP balancer. Reported per rate: TTFT, cached share of the prompt, adapter loads.
 //   tsx bench/lora.bench.ts [--quick] [--seed=N] [--max-loras=N]
 // and, to explore, a second kvroute row with --kvroute-load-ms=MS (scrape period),
-// --lora-load-cost=T, --lora-full-cost=T (routing.lora).
+// --lora-load-cost=T, --lora-full-cost=T (routing.lora), --inflight-weight=W.
 import type { Engine } from "../control-plane/sim/engine.ts";
 import { lognormalAround } from "../control-plane/sim/output-lengths.ts";
 import { writeResult } from "./lib/results.ts";
@@ -70,7 +70,7 @@ const variant = kvroutePolicy(
 );
 const policies: PolicyFactory[] = [
   kvroute,
-  ...(process.argv.some((a) => a.startsWith("--kvroute-") || a.startsWith("--lora-")) ? [variant] : []),
+  ...(process.argv.some((a) => /^--(kvroute-|lora-|inflight-)/.test(a)) ? [variant] : []),
   gaieLoraPolicy(1),
   gaieLoraPolicy(4),
   vllmLegacyPolicy,
