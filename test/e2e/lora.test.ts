@@ -141,12 +141,16 @@ describe("LoRA adapters end to end", () => {
         expect(r.status).toBe(200);
         expect(longEnded, "the long answer must still be decoding").toBe(false);
         // The busy slot (one long decode) over three idle ones: the adapter is loaded there.
-        expect([r.worker, r.rank]).toEqual([busy.worker, busy.rank]);
+        const loads = cp.slots.present().map((sl) => ({ slot: sl.key, ...cp.load.get(sl.id) }));
+        expect([r.worker, r.rank], JSON.stringify(loads)).toEqual([busy.worker, busy.rank]);
       }
       // Another adapter cannot join that slot's batch (max_loras 1): it goes elsewhere.
       const other = await chat(e, system("other adapter"), "q", { model: "legal-lora" });
       expect(other.status).toBe(200);
-      expect([other.worker, other.rank]).not.toEqual([busy.worker, busy.rank]);
+      expect([other.worker, other.rank], "legal-lora must avoid the full slot").not.toEqual([
+        busy.worker,
+        busy.rank,
+      ]);
     } finally {
       abort.abort();
       await long;
