@@ -4,6 +4,7 @@
 // snapshot, so routers that scrape see loads as stale as their scrape interval. A policy with a
 // clock of its own (kvroute's gateways and control plane) also stops the clock whenever it has
 // something due, and hears each request's first token, at the engines' virtual times.
+import type { LoraSettings } from "../../control-plane/sim/engine.ts";
 import { createSimCluster, type SimRequestResult } from "../../control-plane/sim/virtual-cluster.ts";
 import { type RunMetrics, summarize } from "./metrics.ts";
 import type { PolicyContext, PolicyFactory, RoutingPolicy } from "./policies/types.ts";
@@ -23,6 +24,8 @@ export interface ClusterConfig {
   tickMs: number;
   /** Safety stop: a run that has not drained by then is reported as such. */
   maxVirtualMs: number;
+  /** LoRA serving on every rank (the LoRA bench); absent: off. */
+  lora?: LoraSettings;
 }
 
 export interface RunOutput {
@@ -83,6 +86,7 @@ export function runOne(
     outputVocab,
     balancerRule: "legacy",
     statsIntervalMs: cfg.statsIntervalMs,
+    lora: cfg.lora ?? null,
     onKvEvents: (rank, events, at) => policy?.kvEvents?.(rank, events, at),
     onFirstToken: (id, rank, at) => policy?.firstToken?.(id, rank, at),
     onRequestDone: (result) => {
@@ -118,6 +122,7 @@ export function runOne(
             id: request.id,
             tokens,
             maxTokens: request.maxTokens,
+            loraName: request.lora ?? null,
             rank: chooser === undefined ? undefined : (view) => chooser(view, request),
           },
           Math.max(a.atMs, t),

@@ -71,6 +71,9 @@ export interface SimOptions {
   lbStatsIntervalMs: number;
   enablePromptTokensDetails: boolean;
   loraModules?: string[];
+  enableLora?: boolean;
+  maxLoras?: number;
+  loraLoadMs?: number;
   stepOverheadMs: number;
   prefillTokenMs: number;
   decodeSeqMs: number;
@@ -121,6 +124,23 @@ export function topologyOf(o: SimOptions): DpTopology {
   return { mode: "internal", size, sizeLocal: size, startRank: 0 };
 }
 
+/** vLLM's --max-loras default; the load time is the simulator's (an adapter already in CPU memory). */
+export const LORA_DEFAULTS = { maxLoras: 1, loadMs: 25 } as const;
+
+/** The adapters' served names, with vLLM's rules: name=path pairs, LoRA enabled, no repeats. */
+function loraNamesOf(o: SimOptions): string[] {
+  const modules = o.loraModules ?? [];
+  if (modules.length > 0 && !o.enableLora) throw new Error("--lora-modules needs --enable-lora");
+  const names = modules.map((m) => {
+    const eq = m.indexOf("=");
+    if (eq <= 0 || eq === m.length - 1) throw new Error(`--lora-modules ${m}: expected name=path`);
+    return m.slice(0, eq);
+  });
+  const dup = names.find((n, i) => names.indexOf(n) !== i || n === o.model);
+  if (dup !== undefined) throw new Error(`--lora-modules: ${dup} is served twice`);
+  return names;
+}
+
 export function configOf(o: SimOptions): SimConfig {
   const numGpuBlocks = o.numGpuBlocks ?? o.numGpuBlocksOverride ?? ENGINE_DEFAULTS.numGpuBlocks;
   const capacity = numGpuBlocks * o.blockSize;
@@ -144,7 +164,10 @@ export function configOf(o: SimOptions): SimConfig {
     balancerRule: o.lbRule,
     statsIntervalMs: o.lbStatsIntervalMs,
     promptTokensDetails: o.enablePromptTokensDetails,
-    loraNames: o.loraModules?.map((m) => m.split("=")[0] as string) ?? [],
+    loraNames: loraNamesOf(o),
+    lora: o.enableLora
+      ? { maxLoras: o.maxLoras ?? LORA_DEFAULTS.maxLoras, loadMs: o.loraLoadMs ?? LORA_DEFAULTS.loadMs }
+      : null,
     blockSize: o.blockSize,
     numGpuBlocks,
     numCpuBlocks: o.cpuOffloadBlocks ?? 0,
@@ -239,7 +262,20 @@ export function registerSimCommand(program: Command): void {
       100,
     )
     .option("--no-enable-prompt-tokens-details", "omit usage.prompt_tokens_details (vLLM's default)")
+    .option("--enable-lora", "serve LoRA adapters (vLLM --enable-lora)")
     .option("--lora-modules <name=path...>", "LoRA adapters served under their own model names")
+    .option(
+      "--max-loras <n>",
+      "adapters in one batch and in GPU memory (vLLM --max-loras)",
+      int(1),
+      LORA_DEFAULTS.maxLoras,
+    )
+    .option(
+      "--lora-load-ms <ms>",
+      "simulator: time to load an adapter into GPU memory, charged to the step that needs it",
+      nonNegativeFloat,
+      LORA_DEFAULTS.loadMs,
+    )
     .option(
       "--step-overhead-ms <ms>",
       "latency model: fixed cost per step",

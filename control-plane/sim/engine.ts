@@ -16,6 +16,10 @@
 // With a CPU offload tier (`numCpuBlocks`), blocks the GPU evicts are kept there (cpu-tier.ts);
 // an admitted request's prefix continues from the GPU hit into the tier, and those blocks are
 // loaded (charged per token, latency.ts) instead of computed, then cached on the GPU again.
+// With LoRA (`lora`), as vLLM V1's scheduler: a step batches requests of at most `maxLoras`
+// adapters; a waiting request of another adapter is skipped (it stays queued, later ones may go
+// first); a step that uses an adapter not in GPU memory (an LRU of maxLoras) loads it first,
+// `loadMs` per adapter.
 import { type BlockHash, BlockHasher, blockExtraKeys } from "./block-hash.ts";
 import { BlockPool } from "./block-pool.ts";
 import { CpuTier } from "./cpu-tier.ts";
@@ -45,6 +49,22 @@ export interface EngineConfig {
   outputVocab: readonly number[];
   /** Hash of the (virtual) block before the first block, vLLM's NONE_HASH. */
   hashRoot: BlockHash;
+  /** LoRA serving (vLLM --enable-lora); absent or null: adapters are not limited or loaded. */
+  lora?: LoraSettings | null;
+}
+
+export interface LoraSettings {
+  /** Adapters in one batch and in GPU memory (vLLM --max-loras). */
+  maxLoras: number;
+  /** Time to load an adapter into GPU memory, charged to the step that first uses it. */
+  loadMs: number;
+}
+
+/** What vllm:lora_requests_info shows: adapters with running and with waiting requests. */
+export interface LoraInfo {
+  maxLoras: number;
+  running: string[];
+  waiting: string[];
 }
 
 export interface EngineRequestSpec {
@@ -129,6 +149,8 @@ export interface EngineLoad {
   kvUsage: number;
   numFreeBlocks: number;
   numCachedBlocks: number;
+  /** Adapters of running and waiting requests (null or absent without LoRA). */
+  lora?: LoraInfo | null;
 }
 
 export interface EngineCounters {
@@ -157,6 +179,10 @@ export class Engine {
   private readonly latency: LatencyModel;
   readonly maxModelLen: number;
   busy = false;
+  /** Adapters in GPU memory, least recently used first (LoRA only). */
+  readonly loadedAdapters: string[] = [];
+  /** Adapter loads so far (LoRA only). */
+  adapterLoads = 0;
 
   constructor(readonly config: EngineConfig) {
     const cpuBlocks = config.numCpuBlocks ?? 0;
@@ -181,7 +207,18 @@ export class Engine {
       kvUsage: this.pool.usage,
       numFreeBlocks: this.pool.numFreeBlocks,
       numCachedBlocks: this.pool.numCachedBlocks,
+      lora: this.loraInfo(),
     };
+  }
+
+  /** The adapters of running and of waiting requests (null without LoRA), as vLLM's gauge. */
+  loraInfo(): LoraInfo | null {
+    const lora = this.config.lora;
+    if (lora == null) return null;
+    const names = (rs: readonly EngineRequest[]) => [
+      ...new Set(rs.map((r) => r.spec.loraName).filter((n): n is string => n != null)),
+    ];
+    return { maxLoras: lora.maxLoras, running: names(this.running), waiting: names(this.waiting) };
   }
 
   hasWork(): boolean {
@@ -234,14 +271,30 @@ export class Engine {
       budget -= numNew;
     }
 
+    // Adapters this step batches: the running requests' first (vLLM's scheduled_loras).
+    const lora = this.config.lora ?? null;
+    const stepAdapters = new Set<string>();
+    if (lora !== null)
+      for (const e of entries) if (e.request.spec.loraName != null) stepAdapters.add(e.request.spec.loraName);
     // vLLM admits no new requests in a step that had to preempt.
+    let w = 0;
     while (
       !preempted &&
-      this.waiting.length > 0 &&
+      w < this.waiting.length &&
       this.running.length < this.config.maxNumSeqs &&
       budget > 0
     ) {
-      const req = this.waiting[0] as EngineRequest;
+      const req = this.waiting[w] as EngineRequest;
+      const adapter = req.spec.loraName ?? null;
+      if (
+        lora !== null &&
+        adapter !== null &&
+        !stepAdapters.has(adapter) &&
+        stepAdapters.size >= lora.maxLoras
+      ) {
+        w++; // another adapter's turn: skipped, still first in line for a later step
+        continue;
+      }
       req.hasher.update(req.tokens, req.tokens.length);
       const maxHit = Math.floor((req.tokens.length - 1) / bs);
       const hit = this.pool.longestCachedPrefix(req.hasher.hashes, maxHit);
@@ -251,7 +304,8 @@ export class Engine {
       const numNew = Math.min(req.tokens.length - computed, budget);
       const need = Math.ceil((computed + numNew) / bs) - hit;
       if (need > this.pool.numFreeBlocks - this.pool.freeAmongCached(req.hasher.hashes, hit)) break;
-      this.waiting.shift();
+      this.waiting.splice(w, 1);
+      if (adapter !== null) stepAdapters.add(adapter);
       // Touched first, so the GPU evictions this admission causes cannot push them out.
       for (let b = hit; b < hit + loaded; b++) this.pool.cpu?.touch(req.hasher.hashes[b] as BlockHash);
       req.blocks = this.pool.touch(req.hasher.hashes, hit);
@@ -296,7 +350,8 @@ export class Engine {
       }
     }
     this.busy = true;
-    return { durationMs: stepDurationMs(this.latency, work), entries, ...work };
+    const loadMs = lora === null ? 0 : this.loadAdapters(stepAdapters) * lora.loadMs;
+    return { durationMs: stepDurationMs(this.latency, work) + loadMs, entries, ...work };
   }
 
   /** Applies a step's results at its end time. */
@@ -347,6 +402,23 @@ export class Engine {
       req.blocks = [];
     }
     req.status = "finished";
+  }
+
+  /** Makes the step's adapters the most recently used, loading those not in GPU memory (the
+   * least recently used others are dropped); returns how many were loaded. */
+  private loadAdapters(step: ReadonlySet<string>): number {
+    const lru = this.loadedAdapters;
+    const max = this.config.lora?.maxLoras ?? 0;
+    let loads = 0;
+    for (const a of step) {
+      const at = lru.indexOf(a);
+      if (at >= 0) lru.splice(at, 1);
+      else loads++;
+      lru.push(a);
+    }
+    while (lru.length > max) lru.shift();
+    this.adapterLoads += loads;
+    return loads;
   }
 
   /** Blocks after a GPU hit of `hit` that the CPU tier holds, contiguous, up to `maxHit` in all. */

@@ -118,7 +118,40 @@ export function renderMetrics(
       );
     }
   }
+  renderLoraInfo(out, engines, extraLabels);
   return `${out.join("\n")}\n`;
+}
+
+/**
+ * vllm:lora_requests_info as vLLM's PrometheusStatLogger writes it: labels max_lora,
+ * waiting_lora_adapters, running_lora_adapters (comma-separated names), value the Unix time it was
+ * set. vLLM refuses LoRA metrics with several engines behind one server; the simulator then adds
+ * `engine` (last) so each rank's adapters can be told apart. Only engines serving LoRA have it.
+ */
+function renderLoraInfo(
+  out: string[],
+  engines: readonly Engine[],
+  extraLabels: (index: number) => Array<[string, string]>,
+): void {
+  const lora = engines.map((e) => e.loraInfo());
+  if (lora.every((l) => l === null)) return;
+  out.push("# HELP vllm:lora_requests_info Running stats on lora requests.");
+  out.push("# TYPE vllm:lora_requests_info gauge");
+  const now = Date.now() / 1000;
+  for (const [i, l] of lora.entries()) {
+    if (l === null) continue;
+    const engine: Array<[string, string]> =
+      engines.length > 1 ? [["engine", String((engines[i] as Engine).config.rank)]] : [];
+    out.push(
+      `vllm:lora_requests_info${labels([
+        ...extraLabels(i),
+        ["max_lora", String(l.maxLoras)],
+        ["waiting_lora_adapters", l.waiting.join(",")],
+        ["running_lora_adapters", l.running.join(",")],
+        ...engine,
+      ])} ${pyFloat(now)}`,
+    );
+  }
 }
 
 export const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";

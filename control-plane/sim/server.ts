@@ -4,7 +4,7 @@
 
 import type { BalancerRule } from "./balancer.ts";
 import { noneHash } from "./block-hash.ts";
-import { Engine } from "./engine.ts";
+import { Engine, type LoraSettings } from "./engine.ts";
 import { VllmFront } from "./http-front.ts";
 import type { EventEncoding } from "./kv-events.ts";
 import type { KvEventsConfig } from "./kv-events-config.ts";
@@ -24,6 +24,8 @@ export interface EngineSettings {
   maxModelLen: number;
   latency: LatencyModel;
   seed: number;
+  /** LoRA serving (--enable-lora, --max-loras, --lora-load-ms); absent or null: off. */
+  lora?: LoraSettings | null;
 }
 
 export interface SimConfig extends EngineSettings {
@@ -94,6 +96,7 @@ export async function startRanks(
         seed: s.seed,
         outputVocab,
         hashRoot: noneHash(s.seed),
+        lora: s.lora ?? null,
       });
       const rt = new RealtimeEngine(engine, {
         timeScale: s.timeScale,

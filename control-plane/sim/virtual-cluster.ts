@@ -10,7 +10,13 @@
 import { type BalancerRule, VllmDpBalancer } from "./balancer.ts";
 import { type BlockExtraKeys, type BlockHash, BlockHasher, noneHash } from "./block-hash.ts";
 import type { CachedBlockInfo } from "./block-pool.ts";
-import { Engine, type EngineLoad, type EngineRequest, type ScheduledStep } from "./engine.ts";
+import {
+  Engine,
+  type EngineLoad,
+  type EngineRequest,
+  type LoraSettings,
+  type ScheduledStep,
+} from "./engine.ts";
 import { EventHeap } from "./heap.ts";
 import type { KvEvent } from "./kv-events.ts";
 import type { LatencyModel } from "./latency.ts";
@@ -36,6 +42,8 @@ export interface SimClusterOptions {
   onFirstToken?: (id: string, rank: number, virtualTimeMs: number) => void;
   /** Observes each finished request. */
   onRequestDone?: (result: SimRequestResult) => void;
+  /** LoRA serving on every rank (engine.ts); absent: adapters are neither limited nor loaded. */
+  lora?: LoraSettings | null;
 }
 
 export interface ClusterView {
@@ -112,6 +120,7 @@ export class SimCluster {
           seed,
           outputVocab: vocab,
           hashRoot: root,
+          lora: opts.lora ?? null,
         }),
     );
     this.kickPending = new Array(opts.dataParallelSize).fill(false);

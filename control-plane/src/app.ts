@@ -13,6 +13,7 @@ import { registerReplicaMetrics } from "./api/prometheus-replicas.ts";
 import { ReportStats } from "./api/report-stats.ts";
 import { buildStatus } from "./api/status.ts";
 import type { Config, PoolConfig } from "./config/schema.ts";
+import { AdapterDiscovery } from "./discovery/adapter-discovery.ts";
 import { type Discovery, discoveryFor } from "./discovery/discovery.ts";
 import type { Epp } from "./epp/server.ts";
 import { subscriptionFor } from "./events/endpoints.ts";
@@ -20,6 +21,7 @@ import { EventsSupervisor } from "./events/index.ts";
 import { coreChunkHasher } from "./index/core-hasher.ts";
 import { PrefixIndex } from "./index/prefix-index.ts";
 import { MetricsScraper } from "./load/scraper.ts";
+import { AdapterCatalog } from "./model/adapter-catalog.ts";
 import { Fleet } from "./model/fleet.ts";
 import { SessionTable } from "./model/session-table.ts";
 import { LoadModel } from "./model/slot-load.ts";
@@ -60,6 +62,8 @@ export interface ControlPlane {
   readonly fleet: Fleet;
   /** The fleet's session → slot table, learned from reports (model/session-table.ts). */
   readonly sessions: SessionTable;
+  /** Each pool's LoRA adapters, configured and discovered (model/adapter-catalog.ts). */
+  readonly adapters: AdapterCatalog;
   /** The GAIE endpoint picker, when the configuration has `epp` (epp/part.ts). */
   readonly epp: Epp | null;
   /** Report sharing with peer replicas over NATS, when the configuration has `nats` (replicas/). */
@@ -158,10 +162,27 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
 
   const renderings = new Map([...poolTokens].map(([name, t]) => [name, t.rendering]));
   const sessions = new SessionTable(cfg.routing.sessionTtlMs);
-  const publisher = new Publisher({ log, index, slots, load, poolIndex, sessions });
+  const adapters = new AdapterCatalog(cfg);
+  const adapterId = (pool: string, name: string) => adapters.idOf(pool, name);
+  const cfgImage = () => encodeCfgImage(cfg, index.slotWords, renderings, (p) => adapters.adapters(p));
+  const publisher = new Publisher({ log, index, slots, load, poolIndex, sessions, adapterId });
   const publish = () => publisher.publish(Date.now());
-  publisher.start(encodeCfgImage(cfg, index.slotWords, renderings), Date.now());
+  publisher.start(cfgImage(), Date.now());
   const published = true;
+  const adapterDiscovery = new AdapterDiscovery({
+    intervalMs: cfg.load.modelsIntervalMs,
+    timeoutMs: cfg.load.scrapeTimeoutMs,
+    targets: () => fleet.endpoints().map((e) => ({ pool: e.pool, base: `http://${e.address}` })),
+    onCards: (pool, cards) => {
+      const refusedBefore = adapters.refused.size;
+      if (adapters.discovered(pool, cards)) {
+        logger.info({ pool, adapters: adapters.adapters(pool) }, "LoRA adapters discovered");
+        publisher.updateCfg(cfgImage());
+      }
+      if (adapters.refused.size > refusedBefore)
+        logger.warn({ pool, refused: Object.fromEntries(adapters.refused) }, "LoRA adapters not routed");
+    },
+  });
 
   const applyReport = (report: Report) =>
     applyReportTo({ load, slots, index, decisions, sessions }, report, Date.now());
@@ -187,6 +208,7 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     reports,
     replicas,
     sessions,
+    adapters,
   };
   const metrics = buildMetrics(statusInput);
   const server: Server = createHttpServer(
@@ -246,6 +268,7 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
   const url = `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`;
   scraper.start();
   replicas?.start();
+  adapterDiscovery.start();
   const timer = setInterval(publish, opts.publishIntervalMs ?? 5);
   // Loaded only when configured: it brings the Node Proxy-Wasm host and the gRPC server.
   const epp =
@@ -282,6 +305,7 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     load,
     fleet,
     sessions,
+    adapters,
     epp,
     replicas,
     publish,
@@ -292,6 +316,7 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
       clearInterval(timer);
       await discovery.stop();
       scraper.stop();
+      await adapterDiscovery.stop();
       await eventsSync;
       await events.stop();
       server.closeAllConnections();

@@ -5,6 +5,7 @@
 // in KvrouteRoot.
 import { ByteBuf } from "../core/byte-buf";
 import { LoadImage } from "../core/cache-images";
+import { AdapterMatch, LoraAffinity } from "../core/lora-affinity";
 import { PluginConfig } from "../core/plugin-config";
 import { PrefixWalk } from "../core/prefix-walk";
 import { LocalQueue, loadSignature } from "../core/queued-work";
@@ -31,6 +32,9 @@ export class VmState {
   /** Requests this thread sent per slot and not yet answered, and which the engines do not show yet (queued-work.ts). */
   queue: LocalQueue = new LocalQueue();
   message: ByteBuf = new ByteBuf(64);
+  /** The current request's LoRA adapter, and this thread's adapter affinity (lora-affinity.ts). */
+  adapter: AdapterMatch = new AdapterMatch();
+  lora: LoraAffinity = new LoraAffinity();
   /** Report records waiting for this VM's next batch to the leader. */
   outbox: ReportOutbox = new ReportOutbox();
   /** Live HTTP contexts of this VM by context id. */

@@ -371,21 +371,26 @@ export class KvrouteStream {
     let pool = -1;
     let modelNamed = false;
     let parsed = false;
+    const adapter = vm.adapter;
+    adapter.adapter = -1;
     if (body !== 0) {
       const err = h.scan.scan(body, bodyLen);
       parsed = err >= 0;
       if (!parsed && !truncated) stats.inc(stats.parseErrors);
       if (h.scan.modelLen > 0) {
         modelNamed = true;
+        // Model names are short; an escaped one is decoded, a plain one compared in place.
+        let model = body + <usize>h.scan.modelOff;
+        let modelLen = h.scan.modelLen;
         if (h.scan.modelEsc) {
-          // Model names are short; an escaped one is decoded, a plain one compared in place.
           const m = vm.message;
           m.len = 0;
-          decodeString(body + <usize>h.scan.modelOff, h.scan.modelLen, true, m);
-          pool = findPool(cfg, m.ptr, m.len);
-        } else {
-          pool = findPool(cfg, body + <usize>h.scan.modelOff, h.scan.modelLen);
+          decodeString(model, modelLen, true, m);
+          model = m.ptr;
+          modelLen = m.len;
         }
+        // A LoRA adapter's name (lora-affinity.ts) selects its base model's pool; names are unique.
+        pool = adapter.find(cfg, model, modelLen) ? adapter.pool : findPool(cfg, model, modelLen);
       }
     }
     if (pool < 0 && modelNamed) {
@@ -412,8 +417,8 @@ export class KvrouteStream {
         def.bosText.byteLength,
         changetype<usize>(canonical),
         canonical.byteLength,
-        0,
-        0,
+        adapter.adapter >= 0 ? changetype<usize>(adapter.name) : 0,
+        adapter.adapter >= 0 ? adapter.name.byteLength : 0,
         cfg.chunkSize,
       );
       if (status < 0 || status === RENDER_NONE) h.hashCount = 0;
@@ -458,6 +463,10 @@ export class KvrouteStream {
     const session = this.pin < 0 ? sessions.hashOf(cfg) : 0;
     d.preferred = session !== 0 ? sessions.find(session, now) : -1;
     d.preferMargin = <f64>cfg.sessionMargin;
+    if (adapter.adapter >= 0) {
+      vm.lora.fill(cfg, slots, load, pool, adapter.adapter, now);
+      d.adapterCost = vm.lora.cost;
+    }
     const outcome = d.decide(
       cfg,
       slots,
@@ -472,6 +481,7 @@ export class KvrouteStream {
       vm.queue,
       bitmaps.ptr + <usize>(words * 8),
     );
+    d.adapterCost = null;
     if (outcome === OUT_BAD_PIN) {
       this.reject(
         400,
@@ -483,6 +493,8 @@ export class KvrouteStream {
     d.allowed = 0;
     const remembered = d.preferred;
     d.preferred = -1;
+    if (outcome >= 0 && adapter.adapter >= 0)
+      vm.lora.routed(pool, adapter.adapter, d.slot, now, cfg.speculativeTtlMs);
     if (outcome === OUT_NO_SLOT && subset !== null) {
       // GAIE: an empty subset, or none of it eligible, is a 503 whatever the fail mode.
       stats.inc(stats.failClosed);

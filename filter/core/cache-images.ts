@@ -7,7 +7,9 @@ import { decodeSegmentTemplate, SegmentTemplate } from "./segment-template";
 
 /** 2: kvr.cfg carries tier weights; bucket rows carry a tier (docs/wire-format.md §4). */
 export const IMAGE_PROTOCOL: u32 = 2;
-/** 3: kvr.cfg carries the session-affinity settings at its end; protocol 2 is still read (sessions off). */
+/** 3: kvr.cfg ends with the session-affinity settings, then the LoRA costs and the pools'
+ * adapter tables; protocol 2 is still read (sessions off, no adapters), so a filter upgraded
+ * first keeps reading an older control plane's image. */
 export const CFG_PROTOCOL: u32 = 3;
 export const CFG_MAGIC: u32 = 0x4352564b; // "KVRC"
 export const SLOTS_MAGIC: u32 = 0x5452564b; // "KVRT"
@@ -47,6 +49,8 @@ const MAX_POOLS: u32 = 1024;
 const MAX_MODELS: u32 = 256;
 const MAX_CIDRS: u32 = 1024;
 const MAX_SLOTS: u32 = 65535;
+/** The control plane's MAX_POOL_ADAPTERS (config/schema.ts). */
+const MAX_ADAPTERS: u32 = 256;
 
 export class PoolImage {
   name: string = "";
@@ -68,6 +72,8 @@ export class PoolImage {
   standardMaxKvPermille: u32 = 0;
   sheddableMaxQueued: u32 = 0;
   sheddableMaxKvPermille: u32 = 0;
+  /** LoRA adapters served over the pool's base model (ids = positions; lora-affinity.ts). */
+  adapters: ArrayBuffer[] = [];
 }
 
 export class CfgImage {
@@ -99,6 +105,9 @@ export class CfgImage {
   /** How much costlier than the best a session's slot may be and still be kept (prefill-token equivalents). */
   sessionMargin: f32 = 0;
   sessionTtlMs: u32 = 0;
+  /** Adapter affinity's costs in prefill tokens (lora-affinity.ts); 0 in a protocol-2 image. */
+  loraLoadCost: f32 = 0;
+  loraFullCost: f32 = 0;
 }
 
 /** The priority header before any configuration arrived (the control plane's default). */
@@ -192,6 +201,14 @@ export function decodeCfg(ptr: usize, len: i32): CfgImage | null {
     c.sessionHeaderName = r.str16();
     c.sessionMargin = r.f32();
     c.sessionTtlMs = r.u32();
+    c.loraLoadCost = r.f32();
+    c.loraFullCost = r.f32();
+    for (let i = 0; r.ok && i < c.pools.length; i++) {
+      const n = r.u16();
+      if (n > MAX_ADAPTERS) r.ok = false;
+      const p = c.pools[i];
+      for (let a: u32 = 0; r.ok && a < n; a++) p.adapters.push(r.str16Bytes());
+    }
   }
   if (!finish(r)) return null;
   // Values the routing math divides by or indexes with: refuse the image rather than trap later.
@@ -288,7 +305,37 @@ export class LoadImage {
   ttftMs(slot: i32): u32 {
     return slot < this.count ? load<u32>(this.at(slot), 12) : 0;
   }
+  /** The slot's adapter capacity (vLLM max_loras); 0: no LoRA report (or an image without one). */
+  maxLoras(slot: i32): u32 {
+    return this.hasLora(slot) ? <u32>load<u8>(this.at(slot), 16) : 0;
+  }
+  /** Distinct adapters with running or waiting requests, named in the ids or not. */
+  activeAdapters(slot: i32): u32 {
+    return this.hasLora(slot) ? <u32>load<u8>(this.at(slot), 17) : 0;
+  }
+  /** How many of loraId(slot, 0..) are filled (≤ LOAD_ADAPTER_IDS). */
+  listedAdapters(slot: i32): i32 {
+    if (!this.hasLora(slot)) return 0;
+    const n = <i32>load<u8>(this.at(slot), 18);
+    return n < LOAD_ADAPTER_IDS ? n : LOAD_ADAPTER_IDS;
+  }
+  /** Listed adapter i's id in the pool's adapter table; 0xffff: one the table does not have. */
+  adapterId(slot: i32, i: i32): u32 {
+    return <u32>load<u16>(this.at(slot) + 20 + <usize>(i << 1));
+  }
+  /** Listed adapter i has running requests (else only waiting ones). */
+  adapterRunning(slot: i32, i: i32): bool {
+    return ((<u32>load<u8>(this.at(slot), 19) >> <u32>i) & 1) !== 0;
+  }
+  @inline private hasLora(slot: i32): bool {
+    return slot < this.count && this.stride >= LOAD_LORA_STRIDE;
+  }
 }
+
+/** Adapter ids per slot in kvr.load (the control plane's LOAD_ADAPTER_IDS). */
+export const LOAD_ADAPTER_IDS: i32 = 8;
+/** The stride from which a load image carries the LoRA fields (wire-format §4.3). */
+const LOAD_LORA_STRIDE: i32 = 36;
 
 const LOAD_MIN_STRIDE: u32 = 16;
 

@@ -12,6 +12,7 @@ import {
   LoadImage,
   SlotsImage,
 } from "./cache-images";
+import { AdapterMatch, LoraAffinity } from "./lora-affinity";
 import { BucketSource, PrefixWalk } from "./prefix-walk";
 import { loadSignature } from "./queued-work";
 
@@ -84,6 +85,10 @@ export function cfgField(which: i32): f64 {
       return c.sessionMargin;
     case 19:
       return c.sessionTtlMs;
+    case 20:
+      return c.loraLoadCost;
+    case 21:
+      return c.loraFullCost;
     default:
       return -1;
   }
@@ -111,6 +116,8 @@ export function cfgPoolField(p: i32, which: i32): i32 {
       return pool.bosText.byteLength;
     case 7:
       return pool.template != null ? 1 : 0;
+    case 8:
+      return pool.adapters.length;
     default:
       return -1;
   }
@@ -176,9 +183,52 @@ export function loadField(s: i32, which: i32): i64 {
       return l.inflight(s);
     case 5:
       return l.ttftMs(s);
+    case 6:
+      return l.maxLoras(s);
+    case 7:
+      return l.activeAdapters(s);
+    case 8:
+      return l.listedAdapters(s);
     default:
       return -1;
   }
+}
+
+/** Listed adapter i of slot s in the last load: its id, +0x10000 when it has running requests; -1 past the list. */
+export function loadAdapterIo(s: i32, i: i32): i32 {
+  const l = loadImage;
+  if (l == null || i < 0 || i >= l.listedAdapters(s)) return -1;
+  return <i32>l.adapterId(s, i) | (l.adapterRunning(s, i) ? 0x10000 : 0);
+}
+
+const adapterMatch = new AdapterMatch();
+let affinity = new LoraAffinity();
+
+/** Looks io[0, len) up as a request's `model` among the last cfg's adapters: pool << 16 | adapter, or -1. */
+export function adapterFindIo(len: i32): i32 {
+  const c = cfg;
+  if (c == null || !adapterMatch.find(c, io.ptr, len)) return -1;
+  return (adapterMatch.pool << 16) | adapterMatch.adapter;
+}
+
+/** Forgets the adapter affinity's recent routes. */
+export function loraResetIo(): void {
+  affinity = new LoraAffinity();
+}
+
+/** Records a route of (pool, adapter) to slot as the filter does after deciding. */
+export function loraRoutedIo(pool: i32, adapter: i32, slot: i32, nowMs: u64, ttlMs: u32): void {
+  affinity.routed(pool, adapter, slot, nowMs, ttlMs);
+}
+
+/** The adapter cost of slot s for a request of (pool, adapter) at nowMs, over the last cfg, slots and load. */
+export function loraCostIo(pool: i32, adapter: i32, s: i32, nowMs: u64): f64 {
+  const c = cfg;
+  const t = slots;
+  const l = loadImage;
+  if (c == null || t == null || l == null || s < 0 || s >= t.count) return -1;
+  affinity.fill(c, t, l, pool, adapter, nowMs);
+  return affinity.cost[s];
 }
 
 /** Bucket images laid out in the I/O region behind a directory of (offset, length) pairs. */

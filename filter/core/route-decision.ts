@@ -12,6 +12,7 @@
 //                    other gateways' requests its metrics do not show yet at QUEUED_TOKENS each
 // + decodeWeight   × sequences decoding at s (scraped, plus the gateway's the scrape may not
 //                    show yet) × DECODE_TOKENS  (queued-work.ts)
+// + adapterCost     for a LoRA adapter's request, per slot (lora-affinity.ts)
 // Tokens are estimated from bytes (BYTES_PER_TOKEN); weights come from the configuration.
 import {
   CfgImage,
@@ -73,6 +74,8 @@ export class Decider {
    */
   preferred: i32 = -1;
   preferMargin: f64 = 0;
+  /** When set, per slot prefill tokens added to the cost of the next decisions (lora-affinity.ts). */
+  adapterCost: StaticArray<f64> | null = null;
 
   constructor(seed: u64) {
     this.rng = seed === 0 ? 0x9e3779b97f4a7c15 : seed;
@@ -194,6 +197,9 @@ export class Decider {
           <f64>cfg.overlapWeight * (uncached / BYTES_PER_TOKEN) +
           <f64>cfg.inflightWeight * queuedTokens(waiting, elsewhere, seen, tokens) +
           <f64>cfg.decodeWeight * running * DECODE_TOKENS;
+        // In prefill tokens like the rest of this cost; least-load counts requests, so it has none.
+        const extra = this.adapterCost;
+        if (extra !== null && s < extra.length) cost += extra[s];
       }
       this.costs[i] = cost;
       this.rankCosts[i] = cost;

@@ -156,10 +156,12 @@ describe("shedding configuration", () => {
       "t",
       {},
     );
-    // The session settings close the image (protocol 3): header "" (u16 0), margin f32, TTL u32.
+    // Protocol 3 ends with the session settings (header "" = u16 0, margin f32, TTL u32), then the
+    // LoRA costs (2 × f32) and each pool's (empty) adapter table (u16).
     const full = Buffer.from(encodeCfgImage(cfg, 1, new Map()));
-    const img = full.subarray(0, full.length - 10);
-    expect(full.readUInt16LE(full.length - 10)).toBe(0);
+    const tail = 10 + 8 + 2 * cfg.pools.length;
+    const img = full.subarray(0, full.length - tail);
+    expect(full.readUInt16LE(full.length - tail)).toBe(0);
     const header = Buffer.from([6, 0, ...Buffer.from("x-tier")]);
     expect(img.subarray(img.length - header.length)).toEqual(header);
     // enabled u8, reserved u8, Retry-After u16, standard (queued u16, KV ‰ u16), sheddable (same).

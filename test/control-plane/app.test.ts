@@ -6,6 +6,7 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
+import { LOAD_STRIDE } from "../../control-plane/src/publish/images.ts";
 import { encodeReport } from "../../control-plane/src/reports/report-codec.ts";
 import { decodeSyncPage, SyncFlags, type SyncPage } from "../../control-plane/src/sync/sync-codec.ts";
 import { until } from "../until.ts";
@@ -90,7 +91,7 @@ describe("control plane", () => {
     const load = state.get("kvr.load") as Uint8Array;
     const view = new DataView(load.buffer, load.byteOffset, load.byteLength);
     expect(view.getUint16(6, true)).toBe(4); // slots
-    expect(view.getUint16(12 + 2 * 16 + 2, true)).toBe(5); // slot 2 running
+    expect(view.getUint16(12 + 2 * LOAD_STRIDE + 2, true)).toBe(5); // slot 2 running
   });
 
   it("folds gateway reports into the published in-flight load", async () => {
@@ -108,7 +109,7 @@ describe("control plane", () => {
     expect(res.status).toBe(204);
     cp.publish();
     const load = (await syncAll()).get("kvr.load") as Uint8Array;
-    expect(new DataView(load.buffer, load.byteOffset).getUint32(12 + 3 * 16 + 8, true)).toBe(7);
+    expect(new DataView(load.buffer, load.byteOffset).getUint32(12 + 3 * LOAD_STRIDE + 8, true)).toBe(7);
   });
 
   it("serves status and Prometheus metrics", async () => {

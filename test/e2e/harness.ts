@@ -44,6 +44,12 @@ export interface E2EOptions {
   noControlPlane?: boolean;
   /** Engine settings over the harness's (e.g. a CPU offload tier, a smaller GPU cache). */
   sim?: Partial<SimConfig>;
+  /** Extra settings of the control plane's pool (e.g. LoRA adapters). */
+  pool?: Record<string, unknown>;
+  /** Extra control-plane `load` settings. */
+  load?: Record<string, unknown>;
+  /** Extra control-plane `cache` settings. */
+  cache?: Record<string, unknown>;
 }
 
 function workerConfig(w: Worker, ranks: number, over: Partial<SimConfig> = {}): SimConfig {
@@ -90,11 +96,12 @@ export async function startE2E(o: E2EOptions = {}): Promise<E2E> {
                 topic: "kv",
               },
             })),
+            ...o.pool,
           },
         ],
         routing: { failMode: o.failMode ?? "open", ...o.routing },
-        cache: { buckets: 1024, ways: 16 },
-        load: { scrapeIntervalMs: 100, unhealthyAfter: 2 },
+        cache: { buckets: 1024, ways: 16, ...o.cache },
+        load: { scrapeIntervalMs: 100, unhealthyAfter: 2, ...o.load },
         sync: { longPollMs: 500 },
       },
       "e2e",
@@ -215,18 +222,29 @@ export async function chat(
   e: E2E,
   system: string,
   user: string,
-  headers: Record<string, string> = {},
+  o: {
+    model?: string;
+    requestId?: string;
+    maxTokens?: number;
+    signal?: AbortSignal;
+    headers?: Record<string, string>;
+  } = {},
 ): Promise<Routed> {
   const res = await fetch(`${e.url}/v1/chat/completions`, {
     method: "POST",
-    headers: { "content-type": "application/json", ...headers },
+    headers: {
+      "content-type": "application/json",
+      ...(o.requestId ? { "x-request-id": o.requestId } : {}),
+      ...o.headers,
+    },
+    ...(o.signal ? { signal: o.signal } : {}),
     body: JSON.stringify({
-      model: MODEL,
+      model: o.model ?? MODEL,
       messages: [
         { role: "system", content: system },
         { role: "user", content: user },
       ],
-      max_tokens: 4,
+      max_tokens: o.maxTokens ?? 4,
     }),
   });
   const text = await res.text();

@@ -17,7 +17,9 @@ beforeAll(async () => {
 afterAll(async () => e?.close());
 
 const turn = (id: string, n: number) =>
-  chat(e, `turn ${n} of ${id}: you are a careful assistant. `.repeat(8), "continue", { "x-session-id": id });
+  chat(e, `turn ${n} of ${id}: you are a careful assistant. `.repeat(8), "continue", {
+    headers: { "x-session-id": id },
+  });
 
 describe("session affinity on the simulator", () => {
   it("keeps each conversation on its worker and rank across turns whose prompts share nothing", async () => {

@@ -4,7 +4,7 @@
 // report to the same handler, so they share in-flight accounting.
 import { pino } from "pino";
 import { zmqKvEvents } from "../../control-plane/sim/kv-events-config.ts";
-import { type RunningSim, startSim } from "../../control-plane/sim/server.ts";
+import { type RunningSim, type SimConfig, startSim } from "../../control-plane/sim/server.ts";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
 import { createHost, type Host } from "../../host/index.ts";
@@ -30,7 +30,7 @@ export interface SimStack {
   close(): Promise<void>;
 }
 
-async function startWorker(ranks: number): Promise<SimWorker> {
+async function startWorker(ranks: number, over: Partial<SimConfig> = {}): Promise<SimWorker> {
   // HTTP on base, KV events on base+1+r, replay on base+11+r.
   return onFreePortBase(async (base) => {
     const sim = await startSim(
@@ -48,6 +48,7 @@ async function startWorker(ranks: number): Promise<SimWorker> {
           topic: "kv",
           bufferSteps: 1000,
         }),
+        ...over,
       }),
     );
     return { port: base, zmq: base + 1, sim };
@@ -62,12 +63,16 @@ export interface SimStackOptions {
   epp?: Record<string, unknown>;
   /** The plugin `seed` of both data planes (inline gateway and picker): same seed, same tie-breaks. */
   seed?: number;
+  /** Engine settings over the stack's (e.g. LoRA adapters). */
+  sim?: Partial<SimConfig>;
+  /** Extra settings of the pool (e.g. `adapters`). */
+  pool?: Record<string, unknown>;
 }
 
 export async function startSimStack(o: SimStackOptions = {}): Promise<SimStack> {
   const ranks = o.ranks ?? 2;
   const workers: SimWorker[] = [];
-  for (let i = 0; i < (o.workers ?? 2); i++) workers.push(await startWorker(ranks));
+  for (let i = 0; i < (o.workers ?? 2); i++) workers.push(await startWorker(ranks, o.sim));
   const cfg = parseConfig(
     {
       authToken: TOKEN,
@@ -81,6 +86,7 @@ export async function startSimStack(o: SimStackOptions = {}): Promise<SimStack> 
             ranks: Array.from({ length: ranks }, (_, r) => r),
             kvEvents: { endpoint: `tcp://*:${w.zmq}`, replayEndpoint: `tcp://*:${w.zmq + 10}`, topic: "kv" },
           })),
+          ...o.pool,
         },
       ],
       // Speculative routes outlive the test: their expiry cannot fall between two data planes' reads.

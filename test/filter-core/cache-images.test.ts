@@ -79,8 +79,9 @@ describe("cache image decoders", () => {
   });
 
   it("read a protocol-2 kvr.cfg (a control plane before sessions) with session affinity off", () => {
-    const sessionBytes = 2 + "x-session-id".length + 4 + 4;
-    const v2 = cfgImage.slice(0, cfgImage.length - sessionBytes);
+    // Protocol 3's tail: the session settings, then the LoRA costs and each pool's (empty) adapter table.
+    const tailBytes = 2 + "x-session-id".length + 4 + 4 + 8 + 2 * cfg.pools.length;
+    const v2 = cfgImage.slice(0, cfgImage.length - tailBytes);
     new DataView(v2.buffer).setUint16(4, 2, true);
     writeIo(v2);
     expect(route.cfgDecodeIo(v2.length)).toBe(2);

@@ -15,6 +15,11 @@ interface RouteExports {
   slotWorkerId(s: number): bigint;
   loadDecodeIo(len: number): number;
   loadField(s: number, which: number): bigint;
+  loadAdapterIo(s: number, i: number): number;
+  adapterFindIo(len: number): number;
+  loraResetIo(): void;
+  loraRoutedIo(pool: number, adapter: number, slot: number, nowMs: bigint, ttlMs: number): void;
+  loraCostIo(pool: number, adapter: number, slot: number, nowMs: bigint): number;
   walkIo(count: number, buckets: number, words: number, slotCount: number, totalLen: number): number;
   walkWeighIo(gpu: number, cpu: number, storage: number): void;
 }

@@ -370,7 +370,7 @@ describe("load signature", () => {
     const loads = [first, second];
     const img = encodeLoadImage(
       [0, 1].map((id) => ({ id, present: true }) as never),
-      (id) => ({ ...(loads[id] as Seen), consecutiveFailures: 0, lastOkMs: 0 }),
+      (id) => ({ ...(loads[id] as Seen), consecutiveFailures: 0, lastOkMs: 0, lora: null }),
     );
     writeIo(img);
     expect(route.loadDecodeIo(img.length)).toBe(2);

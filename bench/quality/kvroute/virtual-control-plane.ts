@@ -192,6 +192,8 @@ export class VirtualControlPlane {
       slots: this.slots,
       load: this.load,
       poolIndex: (name) => this.cfg.pools.findIndex((p) => p.name === name),
+      adapterId: (name, adapter) =>
+        this.cfg.pools.find((p) => p.name === name)?.adapters.indexOf(adapter) ?? -1,
     });
     this.#publisher.start(
       encodeCfgImage(this.cfg, this.index.slotWords, new Map([[pool.name, tokens.rendering]])),

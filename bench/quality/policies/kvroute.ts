@@ -47,6 +47,8 @@ export interface KvrouteOptions {
   latencyMs?: number;
   /** Extra fields of the filter's plugin configuration (tickMs, reportMs). */
   plugin?: Record<string, unknown>;
+  /** Merged into the pool's configuration (LoRA `adapters`…). */
+  pool?: Record<string, unknown>;
 }
 
 /** The default deployment kvroute's rows are measured in; the bench's flags change it. */
@@ -97,6 +99,7 @@ export function kvroutePolicy(o: KvrouteOptions, name = "kvroute", stats?: Kvrou
           routing: o.routing,
           load: o.load,
           speculative: o.speculative,
+          ...(o.pool === undefined ? {} : { pool: o.pool }),
         },
         timers,
         clock,

@@ -14,6 +14,7 @@ export function chatRequest(
   messages: ChatMessage[],
   maxTokens: number,
   capTokens: number = maxTokens,
+  lora?: string,
 ): BenchRequest {
   const messagesJson = JSON.stringify(messages);
   return {
@@ -22,10 +23,11 @@ export function chatRequest(
     maxTokens,
     tokens: tok.encodeRendered(tok.renderChat(messages)),
     body: utf8.encode(
-      `{"model":${JSON.stringify(MODEL)},"messages":${messagesJson},"max_tokens":${capTokens}}`,
+      `{"model":${JSON.stringify(lora ?? MODEL)},"messages":${messagesJson},"max_tokens":${capTokens}}`,
     ),
     messagesJson,
     routingText: messages.map((m) => m.content).join("\n"),
+    ...(lora === undefined ? {} : { lora }),
   };
 }
 

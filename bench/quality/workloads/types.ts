@@ -15,6 +15,8 @@ export interface BenchRequest {
   messagesJson: string;
   /** Message contents joined: the text sgl-router's cache-aware policy matches. */
   routingText: string;
+  /** The LoRA adapter the body's `model` names (the LoRA bench); absent: the base model. */
+  lora?: string;
 }
 
 export interface Arrival {

@@ -6,6 +6,7 @@
 import type { Config } from "../config/schema.ts";
 import type { EventsSupervisor } from "../events/index.ts";
 import type { PrefixIndex } from "../index/prefix-index.ts";
+import type { AdapterCatalog } from "../model/adapter-catalog.ts";
 import type { SessionTable } from "../model/session-table.ts";
 import type { LoadModel } from "../model/slot-load.ts";
 import type { SlotTable } from "../model/slot-table.ts";
@@ -34,6 +35,8 @@ export interface StatusInput {
   replicas?: ReplicaExchange | null;
   /** The fleet's session table (its size is a metric); absent in tools without one. */
   sessions?: SessionTable;
+  /** LoRA adapters per pool, configured and discovered (absent: the configured ones). */
+  adapters?: AdapterCatalog;
 }
 
 export function buildStatus(s: StatusInput) {
@@ -57,6 +60,8 @@ export function buildStatus(s: StatusInput) {
       return {
         name: p.name,
         models: p.models,
+        /** LoRA adapters routed to this pool, in id order (docs/configuration.md "LoRA adapters"). */
+        adapters: s.adapters?.adapters(p.name) ?? p.adapters,
         engine: p.engine,
         dpMode: p.dpMode,
         policy: p.policy,
@@ -87,6 +92,8 @@ export function buildStatus(s: StatusInput) {
           kvUsage: load.kvUsage,
           inflight: load.inflight,
           ttftMs: Math.round(load.ttftMs),
+          /** The engine's active adapters and max_loras (vllm:lora_requests_info); null: none reported. */
+          lora: load.lora,
         },
         index: blocks === undefined ? null : { ...blocks.stats, blocks: blocks.blockCount },
         /**

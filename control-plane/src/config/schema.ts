@@ -158,6 +158,17 @@ const sheddingSchema = z
         });
   });
 
+/**
+ * A LoRA adapter's served name (vLLM `--lora-modules name=path`): what a request puts in `model`
+ * and what KV events carry as `lora_name`. Bounded because the name goes into shared data and into
+ * every chunk hash of its requests; printable ASCII without quotes or backslashes, so it never
+ * needs JSON escapes and compares byte for byte with the request's `model`.
+ */
+export const ADAPTER_NAME = /^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$/;
+/** Adapters one pool may know (configured and discovered together): the cfg image's table. */
+export const MAX_POOL_ADAPTERS = 256;
+const adapterName = z.string().regex(ADAPTER_NAME, "1-128 characters: letters, digits and . _ : / @ + -");
+
 const poolSchema = z
   .strictObject({
     name: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, "lowercase letters, digits and dashes"),
@@ -181,6 +192,12 @@ const poolSchema = z
     /** Where endpoints come from when not listed in `endpoints`. */
     discovery: discoverySchema.optional(),
     shedding: sheddingSchema.default(sheddingSchema.parse({})),
+    /**
+     * LoRA adapters served over the pool's base model (docs/configuration.md "LoRA adapters"): a
+     * request whose `model` names one goes to this pool and is hashed with the adapter's name.
+     * The engines' /v1/models adds the adapters they list with a `parent` among `models`.
+     */
+    adapters: z.array(adapterName).max(MAX_POOL_ADAPTERS).default([]),
   })
   .superRefine((pool, ctx) => {
     const k8s = pool.discovery?.kubernetes;
@@ -276,6 +293,25 @@ const tierWeightsSchema = z
       ctx.addIssue({ code: "custom", path: ["storage"], message: `must not exceed cpu (${w.cpu})` });
   });
 
+/**
+ * Adapter affinity (docs/configuration.md "LoRA adapters"), in prefill-token equivalents like the
+ * rest of the cost: what sending an adapter's request to a slot that must load it costs over a slot
+ * that has it loaded, and (fullCost) to a slot whose adapter slots are all taken by other adapters.
+ */
+const loraRoutingSchema = z
+  .strictObject({
+    loadCost: z.number().min(0).max(1_000_000).default(256),
+    fullCost: z.number().min(0).max(1_000_000).default(4096),
+  })
+  .superRefine((l, ctx) => {
+    if (l.fullCost < l.loadCost)
+      ctx.addIssue({
+        code: "custom",
+        path: ["fullCost"],
+        message: `must not be below loadCost (${l.loadCost})`,
+      });
+  });
+
 const routingSchema = z.strictObject({
   /** Bytes per prefix chunk (wire-format §3). Changing it re-keys the whole index. */
   chunkSize: z.number().int().min(16).max(65536).default(128),
@@ -312,6 +348,7 @@ const routingSchema = z.strictObject({
   sessionMargin: z.number().min(0).max(1_000_000).default(1024),
   /** How long a session's slot is remembered after its last request. */
   sessionTtlMs: z.number().int().min(1000).max(86_400_000).default(600_000),
+  lora: loraRoutingSchema.default(loraRoutingSchema.parse({})),
   /** Pool for requests whose model no pool lists; none → 404. */
   defaultPool: z.string().optional(),
   /** Bodies larger than this are routed by load only. */
@@ -350,6 +387,8 @@ const loadSchema = z.strictObject({
   scrapeTimeoutMs: z.number().int().min(50).max(60_000).default(1000),
   /** Consecutive failed scrapes (or reported connection errors) before a slot is unhealthy. */
   unhealthyAfter: z.number().int().min(1).max(100).default(3),
+  /** How often every endpoint's /v1/models is read for LoRA adapters (docs/configuration.md). */
+  modelsIntervalMs: z.number().int().min(100).max(600_000).default(10_000),
 });
 
 const syncSchema = z.strictObject({
@@ -490,6 +529,19 @@ export const configSchema = z
             message: `model ${m} is already served by pool ${other}`,
           });
         models.set(m, p.name);
+      });
+    });
+    // Adapters share the request's `model` namespace with the base models: one name, one meaning.
+    cfg.pools.forEach((p, i) => {
+      p.adapters.forEach((a, j) => {
+        const other = models.get(a);
+        if (other !== undefined)
+          ctx.addIssue({
+            code: "custom",
+            path: ["pools", i, "adapters", j],
+            message: `${a} is already a model or adapter of pool ${other}`,
+          });
+        models.set(a, p.name);
       });
     });
     const priority = cfg.routing.priorityHeader;

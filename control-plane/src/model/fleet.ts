@@ -61,6 +61,11 @@ export class Fleet {
     return [...this.#endpoints.values()].map((e) => e.target);
   }
 
+  /** Every endpoint's pool and HTTP address (the gateway's destination, where /v1/models is). */
+  endpoints(): Array<{ pool: string; address: string }> {
+    return [...this.#endpoints.values()].map((e) => ({ pool: e.pool.name, address: e.endpoint.address }));
+  }
+
   onScrape(target: ScrapeTarget, outcome: ScrapeOutcome): void {
     const known = this.#endpoints.get(target.key);
     if (known === undefined) return;

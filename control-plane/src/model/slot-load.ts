@@ -3,7 +3,17 @@
 // or connection errors reported by gateways) and healthy again on the first success.
 import type { RankLoad } from "../load/engine-metrics.ts";
 
-export interface SlotLoad extends RankLoad {
+/** The slot's LoRA adapters as its engine reports them (vllm:lora_requests_info). */
+export interface SlotLora {
+  /** Adapters the engine can hold in GPU memory at once (vLLM --max-loras). */
+  maxLoras: number;
+  running: string[];
+  waiting: string[];
+}
+
+export interface SlotLoad extends Omit<RankLoad, "lora"> {
+  /** null: the engine reports no adapters (LoRA off, or not vLLM). */
+  lora: SlotLora | null;
   healthy: boolean;
   consecutiveFailures: number;
   lastOkMs: number;
@@ -34,6 +44,7 @@ export class LoadModel {
         lastOkMs: 0,
         inflight: 0,
         ttftMs: 0,
+        lora: null,
       };
       this.#loads.set(slot, l);
     }
@@ -51,6 +62,9 @@ export class LoadModel {
     l.running = load.running;
     l.waiting = load.waiting;
     l.kvUsage = load.kvUsage;
+    const lora = load.lora ?? null;
+    if (!sameLora(l.lora, lora)) this.#changed = true;
+    l.lora = lora;
     l.consecutiveFailures = 0;
     l.healthy = true;
     l.lastOkMs = nowMs;
@@ -106,4 +120,10 @@ export class LoadModel {
     this.#changed = false;
     return c;
   }
+}
+
+function sameLora(a: SlotLora | null, b: SlotLora | null): boolean {
+  if (a === null || b === null) return a === b;
+  const same = (x: string[], y: string[]) => x.length === y.length && x.every((v, i) => v === y[i]);
+  return a.maxLoras === b.maxLoras && same(a.running, b.running) && same(a.waiting, b.waiting);
 }

@@ -2,18 +2,24 @@
 // `kvr.cfg`, `kvr.slots`, `kvr.load`. The filter decodes them once per change, never per
 // request, so they favour simple fixed layouts over compactness.
 import type { Config } from "../config/schema.ts";
-import type { SlotLoad } from "../model/slot-load.ts";
+import type { SlotLoad, SlotLora } from "../model/slot-load.ts";
 import type { Slot } from "../model/slot-table.ts";
 import { ByteWriter } from "../wire/byte-writer.ts";
 
 /** 2: kvr.cfg carries tier weights; bucket rows carry a tier (docs/wire-format.md §4). */
 export const IMAGE_PROTOCOL = 2;
-/** 3: kvr.cfg ends with the session-affinity settings (docs/wire-format.md §4.1). */
+/** 3: kvr.cfg ends with the session-affinity settings, then the LoRA costs and each pool's
+ * adapter table (docs/wire-format.md §4.1; kvr.slots and kvr.load stay at 2). */
 export const CFG_PROTOCOL = 3;
 export const CFG_MAGIC = 0x4352564b; // "KVRC"
 export const SLOTS_MAGIC = 0x5452564b; // "KVRT"
 export const LOAD_MAGIC = 0x4c52564b; // "KVRL"
-export const LOAD_STRIDE = 16;
+/** 16 bytes of load, then the slot's LoRA adapters (20 bytes, docs/wire-format.md §4.3). */
+export const LOAD_STRIDE = 36;
+/** Loaded adapters listed per slot in kvr.load; more are counted but not named. */
+export const LOAD_ADAPTER_IDS = 8;
+/** An adapter id for a name the pool's table does not have. */
+const NO_ADAPTER_ID = 0xffff;
 
 const ENGINE = { vllm: 0, sglang: 1, dynamo: 2 } as const;
 const DP_MODE = { internal: 0, hybrid: 1, external: 2 } as const;
@@ -33,6 +39,8 @@ export function encodeCfgImage(
   cfg: Config,
   slotWords: number,
   rendering: Map<string, PoolRendering>,
+  adapters: (pool: string) => readonly string[] = (pool) =>
+    cfg.pools.find((p) => p.name === pool)?.adapters ?? [],
 ): Uint8Array {
   const r = cfg.routing;
   const w = new ByteWriter().u32(CFG_MAGIC).u16(CFG_PROTOCOL).u16(0);
@@ -77,6 +85,13 @@ export function encodeCfgImage(
   }
   w.str16(r.priorityHeader);
   w.str16(r.sessionHeader).f32(r.sessionMargin).u32(r.sessionTtlMs);
+  // Protocol 3: adapter affinity's costs, then every pool's adapter table (ids = positions).
+  w.f32(r.lora.loadCost).f32(r.lora.fullCost);
+  for (const pool of cfg.pools) {
+    const names = adapters(pool.name);
+    w.u16(names.length);
+    for (const a of names) w.str16(a);
+  }
   return w.finish();
 }
 
@@ -97,7 +112,11 @@ export function encodeSlotsImage(slots: readonly Slot[], poolIndex: (name: strin
   return w.finish();
 }
 
-export function encodeLoadImage(slots: readonly Slot[], loadOf: (slot: number) => SlotLoad): Uint8Array {
+export function encodeLoadImage(
+  slots: readonly Slot[],
+  loadOf: (slot: number) => SlotLoad,
+  adapterId: (pool: string, adapter: string) => number = () => -1,
+): Uint8Array {
   const w = new ByteWriter().u32(LOAD_MAGIC).u16(IMAGE_PROTOCOL).u16(slots.length).u16(LOAD_STRIDE).u16(0);
   const clamp16 = (v: number) => Math.max(0, Math.min(0xffff, Math.round(v)));
   const clamp32 = (v: number) => Math.max(0, Math.min(0xffffffff, Math.round(v)));
@@ -110,6 +129,34 @@ export function encodeLoadImage(slots: readonly Slot[], loadOf: (slot: number) =
       .u16(clamp16(l.kvUsage * 1000))
       .u32(clamp32(l.inflight))
       .u32(clamp32(l.ttftMs));
+    writeSlotAdapters(w, l.lora, (name) => adapterId(s.pool, name));
   }
   return w.finish();
+}
+
+/**
+ * maxLoras u8 (0: the engine reports no LoRA), adapters active u8 (running or waiting, distinct,
+ * named or not), listed u8, running bits u8 (bit i: listed adapter i has running requests), then
+ * LOAD_ADAPTER_IDS u16 ids (running ones first; 0xffff = not in the pool's table; unused = 0xffff).
+ */
+function writeSlotAdapters(w: ByteWriter, lora: SlotLora | null, idOf: (name: string) => number): void {
+  if (lora === null) {
+    w.u8(0).u8(0).u8(0).u8(0);
+    for (let i = 0; i < LOAD_ADAPTER_IDS; i++) w.u16(NO_ADAPTER_ID);
+    return;
+  }
+  const active = [...new Set([...lora.running, ...lora.waiting])];
+  const running = new Set(lora.running);
+  // Running ones first: they are the adapters certainly in GPU memory.
+  active.sort((a, b) => Number(running.has(b)) - Number(running.has(a)));
+  const listed = active.slice(0, LOAD_ADAPTER_IDS);
+  let bits = 0;
+  listed.forEach((a, i) => {
+    if (running.has(a)) bits |= 1 << i;
+  });
+  w.u8(Math.min(255, lora.maxLoras)).u8(Math.min(255, active.length)).u8(listed.length).u8(bits);
+  for (let i = 0; i < LOAD_ADAPTER_IDS; i++) {
+    const id = i < listed.length ? idOf(listed[i] as string) : -1;
+    w.u16(id >= 0 && id < NO_ADAPTER_ID ? id : NO_ADAPTER_ID);
+  }
 }

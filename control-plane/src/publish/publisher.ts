@@ -22,10 +22,21 @@ export interface PublisherParts {
   poolIndex: (name: string) => number;
   /** The fleet's session → slot table (kvr.sc.<j>); none: no session keys are published. */
   sessions?: SessionTable;
+  /** An adapter's id in its pool's kvr.cfg table (model/adapter-catalog.ts), -1 when not there. */
+  adapterId?: (pool: string, adapter: string) => number;
 }
 
 export class Publisher {
+  #cfgChanged = false;
+
   constructor(private readonly p: PublisherParts) {}
+
+  /** A new kvr.cfg within the epoch (an adapter table grew): published with the next load image,
+   * whose adapter ids it explains. */
+  updateCfg(cfgImage: Uint8Array): void {
+    this.p.log.publish([["kvr.cfg", cfgImage]]);
+    this.#cfgChanged = true;
+  }
 
   /** The start of an epoch: kvr.cfg, then everything publish() covers, then every bucket. */
   start(cfgImage: Uint8Array, nowMs: number): void {
@@ -46,8 +57,10 @@ export class Publisher {
     if (slotsChanged) changes.push(["kvr.slots", encodeSlotsImage(slots.all(), poolIndex)]);
     // A new slot needs its row in the load image even when its load reads like the default:
     // gateways treat slots past the image's end as unhealthy.
-    if (load.takeChanged() || slotsChanged)
-      changes.push(["kvr.load", encodeLoadImage(slots.all(), (id) => load.get(id))]);
+    const cfgChanged = this.#cfgChanged;
+    this.#cfgChanged = false;
+    if (load.takeChanged() || slotsChanged || cfgChanged)
+      changes.push(["kvr.load", encodeLoadImage(slots.all(), (id) => load.get(id), this.p.adapterId)]);
     changes.push(...index.takeDirtyImages());
     if (sessions !== undefined) changes.push(...sessions.takeDirtyImages());
     if (changes.length > 0) log.publish(changes);
