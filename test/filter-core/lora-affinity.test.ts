@@ -102,7 +102,8 @@ describe("adapters in kvr.cfg", () => {
     publish([null, null, null, null]);
     const image = encodeCfgImage(cfg, 1, new Map(), (p) => catalog.adapters(p));
     // A protocol-2 image is this one without the protocol-3 tail (session settings, then LoRA).
-    const tail = 2 + cfg.routing.sessionHeader.length + 4 + 4 + 8 + 2 + (2 + 7) + 2 + (2 + 3) + (2 + 4) + (2 + 5);
+    const tail =
+      2 + cfg.routing.sessionHeader.length + 4 + 4 + 8 + 2 + (2 + 7) + 2 + (2 + 3) + (2 + 4) + (2 + 5);
     const v2 = Buffer.from(image.subarray(0, image.length - tail));
     v2.writeUInt16LE(2, 4);
     writeIo(v2);
