@@ -150,7 +150,21 @@ export async function startE2E(o: E2EOptions = {}): Promise<E2E> {
       for (let i = 0; i < workers.length; i++) await e.stopWorker(i);
     },
   };
-  for (let i = 0; i < n; i++) await e.startWorker(i);
+  for (let i = 0; i < n; i++) {
+    // Ports found free can be taken by another process before the worker binds them (another
+    // test suite on the machine): the first start moves to other ports; restarts keep theirs.
+    for (let attempt = 0; ; attempt++) {
+      const w = workers[i] as Worker;
+      try {
+        w.sim = await startSim(workerConfig(w, ranks, o.sim));
+        break;
+      } catch (err) {
+        if (attempt >= 5 || !String(err).includes("in use")) throw err;
+        w.port = await freePortRange(1);
+        w.zmq = await freePortRange(20);
+      }
+    }
+  }
   if (!o.noControlPlane) await e.startControlPlane();
   e.gateway = await startGateway({
     wasm: WASM,
