@@ -90,7 +90,13 @@ const R_COUNT = 11;
 
 const results = heap.alloc(R_COUNT << 3);
 const plan = new ByteBuf(4096);
-const fieldAt = new StaticArray<i32>(FIELD_COUNT);
+/** Where each field's value starts in the payload (-1: absent), by field id. */
+const fieldAt = heap.alloc(FIELD_COUNT << 2);
+/** An event's hashes (u64) and token ids (u32), read where they lie in the event: one pass over the bytes. */
+const stagedHashes = new ByteBuf(256);
+const stagedTokens = new ByteBuf(4096);
+let hashCount: i64 = -1;
+let tokenCount: i64 = -1;
 
 // The reader: the payload lies at [pos, end); `ok` turns false at the first thing refused.
 let pos: usize = 0;
@@ -102,15 +108,23 @@ let intNegative = false;
 let strPtr: usize = 0;
 let strLen: i32 = 0;
 
-@inline function setResult(i: i32, v: f64): void {
+function field(f: i32): i32 {
+  return load<i32>(fieldAt + ((<usize>f) << 2));
+}
+
+function setField(f: i32, at: i32): void {
+  store<i32>(fieldAt + ((<usize>f) << 2), at);
+}
+
+function setResult(i: i32, v: f64): void {
   store<f64>(results + ((<usize>i) << 3), v);
 }
 
-@inline function addResult(i: i32, v: f64): void {
+function addResult(i: i32, v: f64): void {
   store<f64>(results + ((<usize>i) << 3), load<f64>(results + ((<usize>i) << 3)) + v);
 }
 
-@inline function need(n: usize): bool {
+function need(n: usize): bool {
   if (end - pos < n) ok = false;
   return ok;
 }
@@ -166,7 +180,7 @@ function readUint(max: u64): u64 {
   return intValue;
 }
 
-@inline function isNil(): bool {
+function isNil(): bool {
   return pos < end && load<u8>(pos) === 0xc0;
 }
 
@@ -278,7 +292,9 @@ function skip(depth: i32): void {
 function strIs(s: string): bool {
   const n = s.length;
   if (strLen !== n) return false;
-  for (let i = 0; i < n; i++) if (<u32>load<u8>(strPtr + <usize>i) !== <u32>s.charCodeAt(i)) return false;
+  const chars = changetype<usize>(s);
+  for (let i = 0; i < n; i++)
+    if (<u32>load<u8>(strPtr + <usize>i) !== <u32>load<u16>(chars + ((<usize>i) << 1))) return false;
   return true;
 }
 
@@ -289,8 +305,8 @@ function strIndex(list: string[]): i32 {
 }
 
 /** Jumps to field f's value; false when the event lacks it. */
-@inline function at(f: i32): bool {
-  const p = unchecked(fieldAt[f]);
+function at(f: i32): bool {
+  const p = field(f);
   if (p < 0) return false;
   pos = <usize>p;
   return true;
@@ -331,47 +347,86 @@ function mainGroup(): bool {
   return readStr() && strIndex(MAIN_KINDS) >= 0;
 }
 
-/** Stages the integer hashes of field F_HASHES as u64s at `out`; the count, or -1. */
-function stageHashes(out: ByteBuf): i64 {
-  if (!at(F_HASHES)) return -1;
+/** Reads the array of integer hashes at pos into stagedHashes; false to refuse. */
+function stageHashes(): bool {
   const n = readHeader(false);
-  if (n <= 0) return -1; // empty stores are placeholders-in-waiting: the decoder's business
-  out.reserve(<i32>(n << 3));
-  const dst = out.ptr + <usize>out.len;
+  if (n <= 0) return false; // empty stores are placeholders-in-waiting: the decoder's business
+  stagedHashes.len = 0;
+  stagedHashes.reserve(<i32>(n << 3));
+  const dst = stagedHashes.ptr;
   for (let i: i64 = 0; i < n; i++) {
-    if (!readInt()) return -1;
+    if (!readInt()) return false;
     store<u64>(dst + ((<usize>i) << 3), intValue);
   }
-  out.len += <i32>(n << 3);
-  return n;
+  hashCount = n;
+  return true;
+}
+
+/** Reads the array of u32 token ids at pos into stagedTokens; false to refuse. */
+function stageTokens(): bool {
+  const n = readHeader(false);
+  if (n < 0) return false;
+  stagedTokens.len = 0;
+  stagedTokens.reserve(<i32>(n << 2));
+  const dst = stagedTokens.ptr;
+  for (let i: i64 = 0; i < n; i++) {
+    // Inline the common case: a token id below 128 or a uint16/uint32 (msgspec's forms).
+    if (pos >= end) {
+      ok = false;
+      return false;
+    }
+    const b = <u32>load<u8>(pos);
+    let id: u32;
+    if (b < 0x80) {
+      pos++;
+      id = b;
+    } else if (b === 0xcd && end - pos >= 3) {
+      id = ((<u32>load<u8>(pos + 1)) << 8) | <u32>load<u8>(pos + 2);
+      pos += 3;
+    } else {
+      id = <u32>readUint(0xffffffff);
+      if (!ok) return false;
+    }
+    store<u32>(dst + ((<usize>i) << 2), id);
+  }
+  tokenCount = n;
+  return ok;
+}
+
+/** Reads field f's value at pos: the hashes and token ids are staged, the rest skipped for now. */
+function readField(f: i32): bool {
+  if (f >= 0) setField(f, <i32>pos);
+  if (f === F_HASHES) return stageHashes();
+  if (f === F_TOKENS) return stageTokens();
+  skip(1);
+  return ok;
 }
 
 /** Reads an event's fields into fieldAt (array form when `arrayLen` ≥ 0); false to refuse. */
 function readFields(arrayLen: i64, mapLen: i64): bool {
-  for (let f = 0; f < FIELD_COUNT; f++) unchecked((fieldAt[f] = -1));
+  for (let f = 0; f < FIELD_COUNT; f++) setField(f, -1);
+  hashCount = -1;
+  tokenCount = -1;
   if (arrayLen >= 0) {
     // The tag first tells which positional layout the rest has.
     const tagAt = <i32>pos;
     if (arrayLen === 0 || !readStr()) return false;
     const removed = strIs("BlockRemoved");
-    unchecked((fieldAt[F_TYPE] = tagAt));
+    setField(F_TYPE, tagAt);
     for (let i: i64 = 1; i < arrayLen && ok; i++) {
       let f: i32 = -1;
       if (removed) f = i === 1 ? F_HASHES : i === 2 ? F_MEDIUM : i === 3 ? F_GROUP : -1;
       else if (i <= F_WINDOW) f = <i32>i;
-      if (f >= 0) unchecked((fieldAt[f] = <i32>pos));
-      skip(1);
+      if (!readField(f)) return false;
     }
     return ok;
   }
   for (let i: i64 = 0; i < mapLen && ok; i++) {
     if (!readStr()) return false;
     const f = strIndex(EVENT_KEYS);
-    if (f >= 0) {
-      if (unchecked(fieldAt[f]) >= 0) return false; // a repeated key: msgpackr keeps the last
-      unchecked((fieldAt[f] = <i32>pos));
-    } else if (strIs("__proto__")) return false;
-    skip(1);
+    if (f >= 0 && field(f) >= 0) return false; // a repeated key: msgpackr keeps the last
+    if (f < 0 && strIs("__proto__")) return false;
+    if (!readField(f)) return false;
   }
   return ok;
 }
@@ -396,11 +451,12 @@ function scanEvent(arrayLen: i64, mapLen: i64): bool {
   if (!stored && !strIs("BlockRemoved")) return false;
   // The decoder's shape rules: array BlockStored has ≥ 5 elements; map events need their keys.
   if (stored && isArray && arrayLen < 5) return false;
-  if (fieldAt[F_HASHES] < 0 || (stored && (fieldAt[F_TOKENS] < 0 || fieldAt[F_BLOCK_SIZE] < 0))) return false;
-  plan.reserve(<i32>P_HEADER);
-  plan.len += <i32>P_HEADER;
-  const n = stageHashes(plan);
+  if (field(F_HASHES) < 0 || (stored && (field(F_TOKENS) < 0 || field(F_BLOCK_SIZE) < 0))) return false;
+  const n = hashCount;
   if (n < 0 || !ok) return false;
+  plan.reserve(<i32>(P_HEADER + (n << 3)));
+  memory.copy(plan.ptr + <usize>entry + P_HEADER, stagedHashes.ptr, <usize>(n << 3));
+  plan.len += <i32>(P_HEADER + (n << 3));
   const tier = mediumTier();
   if (tier < 0 || !mainGroup()) return false;
   if (!optStr(F_LOCALITY) || !optStr(F_OWNERSHIP)) return false;
@@ -416,13 +472,10 @@ function scanEvent(arrayLen: i64, mapLen: i64): bool {
     at(F_BLOCK_SIZE);
     blockSize = readUint(0xffff);
     if (!ok || blockSize === 0) return false;
-    at(F_TOKENS);
-    const count = readHeader(false);
+    const count = tokenCount;
     if (count < 0 || <u64>count !== <u64>n * blockSize) return false;
-    plan.reserve(<i32>((count << 2) + 4));
-    const dst = plan.ptr + <usize>plan.len;
-    for (let i: i64 = 0; i < count; i++) store<u32>(dst + ((<usize>i) << 2), <u32>readUint(0xffffffff));
-    if (!ok) return false;
+    plan.reserve(<i32>((count << 2) + 8));
+    memory.copy(plan.ptr + <usize>plan.len, stagedTokens.ptr, <usize>(count << 2));
     plan.len += <i32>(count << 2);
     plan.len = (plan.len + 7) & ~7; // the next entry's hashes stay 8-aligned
     // LoRA and salts change the chain's root hash: the JavaScript path owns those rules.
@@ -472,7 +525,7 @@ function readTs(): bool {
     if (!need(9)) return false;
     pos++;
     const v = reinterpret<f64>(be(8));
-    if (!isFinite(v)) return false;
+    if (v - v !== 0) return false; // NaN or ±Infinity: the decoder refuses them
     setResult(R_TS, v);
     return true;
   }
@@ -506,15 +559,10 @@ export function scanBatch(ptr: usize, len: i32): i32 {
   const arr = readHeader(false);
   if (!ok) return 0;
   if (arr >= 0) {
-    if (arr < 2 || !readTs()) return 0;
-    const eventsAt = pos;
-    skip(1);
-    if (!ok) return 0;
+    if (arr < 2 || !readTs() || !scanEvents()) return 0;
     if (arr >= 3 && !readRank()) return 0;
     for (let i: i64 = 3; i < arr && ok; i++) skip(1);
-    if (!ok || pos !== end) return 0;
-    pos = eventsAt;
-    return scanEvents() ? 1 : 0;
+    return ok && pos === end ? 1 : 0;
   }
   const m = readHeader(true);
   if (m < 0) return 0;
@@ -549,6 +597,7 @@ export function scanBatch(ptr: usize, len: i32): i32 {
     pos = <usize>rankAt;
     if (!readRank()) return 0;
   }
+  // The map's one extra pass (the events were skipped to find every key) is the rare revision.
   pos = <usize>eventsAt;
   return scanEvents() ? 1 : 0;
 }

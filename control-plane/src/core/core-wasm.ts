@@ -92,6 +92,10 @@ export interface CoreExports {
   blockRemoveIo(id: number, ptr: number, n: number, tier: number): void;
   blockClear(id: number): void;
   blockHashesIo(id: number): number;
+  // The ingest fast path (filter/core/kv-batch.ts).
+  batchScanIo(ptr: number, len: number): number;
+  batchApply(id: number, tokensId: number, root: bigint, nowMs: number): void;
+  batchResultsPtr(): number;
 }
 
 const DEFAULT_WASM = new URL("../../../build/kvroute-core.wasm", import.meta.url);
