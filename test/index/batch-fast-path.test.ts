@@ -12,6 +12,7 @@
 import fc from "fast-check";
 import { pino } from "pino";
 import { afterAll, describe, expect, it } from "vitest";
+import { encodeEventBatch } from "../../control-plane/sim/kv-events.ts";
 import { encodeSeq } from "../../control-plane/src/events/frames.ts";
 import { RankIngest } from "../../control-plane/src/events/rank-ingest.ts";
 import { newRankStats, ThrottledLog } from "../../control-plane/src/events/stats.ts";
@@ -344,6 +345,43 @@ describe("the core's batch fast path indexes exactly what the JavaScript decoder
     // The plain forms take the fast path, the rest the decoder.
     expect(fast.fastBatches).toBeGreaterThanOrEqual(8);
     expect(fast.fastBatches).toBeLessThan(decoderFixtures().length - 10);
+  });
+
+  it("the simulated worker's batches (vLLM's encodings) take the fast path", () => {
+    const ids = range(1000, 32);
+    const payloads = (["array", "map"] as const).flatMap((encoding) => [
+      encodeEventBatch(
+        1.7e9,
+        [
+          {
+            type: "BlockStored",
+            blockHashes: [BIG, 5n],
+            parentBlockHash: null,
+            tokenIds: ids,
+            blockSize: 16,
+            loraName: null,
+            extraKeys: null,
+          },
+          {
+            type: "BlockStored",
+            blockHashes: [6n],
+            parentBlockHash: 5n,
+            tokenIds: ids.slice(0, 16),
+            blockSize: 16,
+            loraName: null,
+            extraKeys: [null],
+            medium: "CPU",
+          },
+          { type: "BlockRemoved", blockHashes: [6n], medium: "CPU" },
+        ],
+        0,
+        encoding,
+      ),
+      encodeEventBatch(1.7e9 + 1, [{ type: "AllBlocksCleared" }], 0, encoding),
+    ]);
+    const [fast] = runBoth(inOrder(payloads), 1);
+    expect(fast.fastBatches).toBe(payloads.length);
+    expect(fast.stats.storedByMedium).toEqual({ GPU: 4, CPU: 2 });
   });
 
   it("generated streams the fast path understands: chains, removals, clears, tiers, envelopes", () => {
