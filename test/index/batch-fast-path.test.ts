@@ -419,6 +419,39 @@ describe("the core's batch fast path indexes exactly what the JavaScript decoder
     expect(fast.snapshot().slot.evictedBlocks).toBeGreaterThan(0);
   });
 
+  it("every truncation of valid payloads, and arbitrary bytes, are refused like the decoder refuses them", () => {
+    const s = (hashes: (number | bigint)[], parent: number | bigint | null): StoredSpec => ({
+      hashes,
+      parent,
+      tokens: range(40_000, 16 * hashes.length),
+      blockSize: 16,
+    });
+    const whole = [
+      batch([storedArray(s([BIG, 70_000], null)), removedArray([BIG], "CPU"), clearedArray], 0),
+      encode({
+        ts: new F64(1_700_000_001),
+        events: [storedMap(s([-3n, 300], null)), removedMap([300], { medium: "GPU", group_idx: 0 })],
+        data_parallel_rank: 0,
+      }),
+    ];
+    const frames: Array<[number, Buffer]> = [];
+    for (const p of whole) {
+      for (let cut = 0; cut <= p.length; cut++) frames.push([frames.length, p.subarray(0, cut)]);
+    }
+    const [fast] = runBoth(frames, 25);
+    expect(fast.fastBatches).toBe(whole.length); // only the uncut payloads
+    fc.assert(
+      fc.property(fc.array(fc.uint8Array({ maxLength: 120 }), { minLength: 1, maxLength: 8 }), (payloads) => {
+        const pair = runBoth(inOrder(payloads.map((b) => Buffer.from(b))), 1);
+        for (const p of pair) {
+          p.index.dispose();
+          open.splice(open.indexOf(p), 1);
+        }
+      }),
+      { numRuns: 100 },
+    );
+  });
+
   it("arbitrary mutations of valid events", () => {
     const good: Value[] = [
       storedArray({ hashes: [BIG, 2], parent: null, tokens: range(10, 8), blockSize: 4 }),
