@@ -76,7 +76,7 @@ const MAX_DEPTH = 16;
 
 // Results for JavaScript (f64 each): ts, rank (-1: none), stored/removed/cleared events,
 // stored blocks on GPU/CPU/STORAGE media, removed blocks; after apply: orphan blocks,
-// undetokenizable blocks. apply's CallStats counters are at batchStatsPtr.
+// undetokenizable blocks. apply's CallStats counters are at ingestStatsPtr (ingest-io.ts).
 const R_TS = 0;
 const R_RANK = 1;
 const R_STORED_EVENTS = 2;
@@ -90,7 +90,7 @@ const R_COUNT = 11;
 
 const results = heap.alloc(R_COUNT << 3);
 const plan = new ByteBuf(4096);
-/** Where each field's value starts in the payload (-1: absent), by field id. */
+/** The address of each field's value in the payload (0: absent; the payload never lies at 0), by field id. */
 const fieldAt = heap.alloc(FIELD_COUNT << 2);
 /** An event's hashes (u64) and token ids (u32), read where they lie in the event: one pass over the bytes. */
 const stagedHashes = new ByteBuf(256);
@@ -108,12 +108,12 @@ let intNegative = false;
 let strPtr: usize = 0;
 let strLen: i32 = 0;
 
-function field(f: i32): i32 {
-  return load<i32>(fieldAt + ((<usize>f) << 2));
+function field(f: i32): usize {
+  return <usize>load<u32>(fieldAt + ((<usize>f) << 2));
 }
 
-function setField(f: i32, at: i32): void {
-  store<i32>(fieldAt + ((<usize>f) << 2), at);
+function setField(f: i32, at: usize): void {
+  store<u32>(fieldAt + ((<usize>f) << 2), <u32>at);
 }
 
 function setResult(i: i32, v: f64): void {
@@ -307,8 +307,8 @@ function strIndex(list: string[]): i32 {
 /** Jumps to field f's value; false when the event lacks it. */
 function at(f: i32): bool {
   const p = field(f);
-  if (p < 0) return false;
-  pos = <usize>p;
+  if (p === 0) return false;
+  pos = p;
   return true;
 }
 
@@ -395,7 +395,7 @@ function stageTokens(): bool {
 
 /** Reads field f's value at pos: the hashes and token ids are staged, the rest skipped for now. */
 function readField(f: i32): bool {
-  if (f >= 0) setField(f, <i32>pos);
+  if (f >= 0) setField(f, pos);
   if (f === F_HASHES) return stageHashes();
   if (f === F_TOKENS) return stageTokens();
   skip(1);
@@ -404,12 +404,12 @@ function readField(f: i32): bool {
 
 /** Reads an event's fields into fieldAt (array form when `arrayLen` ≥ 0); false to refuse. */
 function readFields(arrayLen: i64, mapLen: i64): bool {
-  for (let f = 0; f < FIELD_COUNT; f++) setField(f, -1);
+  for (let f = 0; f < FIELD_COUNT; f++) setField(f, 0);
   hashCount = -1;
   tokenCount = -1;
   if (arrayLen >= 0) {
     // The tag first tells which positional layout the rest has.
-    const tagAt = <i32>pos;
+    const tagAt = pos;
     if (arrayLen === 0 || !readStr()) return false;
     const removed = strIs("BlockRemoved");
     setField(F_TYPE, tagAt);
@@ -424,7 +424,7 @@ function readFields(arrayLen: i64, mapLen: i64): bool {
   for (let i: i64 = 0; i < mapLen && ok; i++) {
     if (!readStr()) return false;
     const f = strIndex(EVENT_KEYS);
-    if (f >= 0 && field(f) >= 0) return false; // a repeated key: msgpackr keeps the last
+    if (f >= 0 && field(f) !== 0) return false; // a repeated key: msgpackr keeps the last
     if (f < 0 && strIs("__proto__")) return false;
     if (!readField(f)) return false;
   }
@@ -433,7 +433,6 @@ function readFields(arrayLen: i64, mapLen: i64): bool {
 
 /** Validates one event and appends its plan entry; false to refuse the batch. */
 function scanEvent(arrayLen: i64, mapLen: i64): bool {
-  const start = pos;
   if (!readFields(arrayLen, mapLen)) return false;
   const after = pos;
   if (!at(F_TYPE) || !readStr()) return false;
@@ -451,7 +450,7 @@ function scanEvent(arrayLen: i64, mapLen: i64): bool {
   if (!stored && !strIs("BlockRemoved")) return false;
   // The decoder's shape rules: array BlockStored has ≥ 5 elements; map events need their keys.
   if (stored && isArray && arrayLen < 5) return false;
-  if (field(F_HASHES) < 0 || (stored && (field(F_TOKENS) < 0 || field(F_BLOCK_SIZE) < 0))) return false;
+  if (field(F_HASHES) === 0 || (stored && (field(F_TOKENS) === 0 || field(F_BLOCK_SIZE) === 0))) return false;
   const n = hashCount;
   if (n < 0 || !ok) return false;
   plan.reserve(<i32>(P_HEADER + (n << 3)));
@@ -501,7 +500,7 @@ function scanEvent(arrayLen: i64, mapLen: i64): bool {
   store<u64>(h + 16, parent);
   store<u32>(h + 24, hasParent);
   pos = after;
-  return ok && start < after;
+  return ok;
 }
 
 function scanEvents(): bool {
