@@ -21,7 +21,10 @@ import { BlockTable, CallStats, STORE_ORPHAN } from "./block-table";
 import { ByteBuf } from "./byte-buf";
 import { TokenTable } from "./token-table";
 
-// Field ids: the positions of vLLM's array-form BlockStored (0..11), then map-only names.
+// Field ids: the positions of vLLM's array-form BlockStored (0..11), then map-only names. The
+// map keys (eventKey): type, block_hashes, parent_block_hash, token_ids, block_size, lora_id,
+// medium, lora_name, extra_keys, group_idx, kv_cache_spec_kind, kv_cache_spec_sliding_window,
+// event_version, locality, ownership, cache_salt, metadata, session_id.
 const F_TYPE = 0;
 const F_HASHES = 1;
 const F_PARENT = 2;
@@ -41,26 +44,6 @@ const F_SALT = 15;
 const F_METADATA = 16;
 const F_SESSION = 17;
 const FIELD_COUNT = 18;
-const EVENT_KEYS: string[] = [
-  "type",
-  "block_hashes",
-  "parent_block_hash",
-  "token_ids",
-  "block_size",
-  "lora_id",
-  "medium",
-  "lora_name",
-  "extra_keys",
-  "group_idx",
-  "kv_cache_spec_kind",
-  "kv_cache_spec_sliding_window",
-  "event_version",
-  "locality",
-  "ownership",
-  "cache_salt",
-  "metadata",
-  "session_id",
-];
 /** Kinds whose blocks form the prefix cache (event-decoder.ts MAIN_ATTENTION_KINDS). */
 const MAIN_KINDS: string[] = ["full_attention", "mla_attention", "sink_full_attention"];
 /** Media the fast path knows, by tier (tier.ts); "" and nil are the GPU too. */
@@ -298,6 +281,45 @@ function strIs(s: string): bool {
   return true;
 }
 
+/** The field id of the last read string as an event map key, or -1: by length and first byte,
+ * so a key costs one comparison at most (a map event has eight or so, every event). */
+function eventKey(): i32 {
+  if (strLen === 0) return -1;
+  const c = <u32>load<u8>(strPtr);
+  switch (strLen) {
+    case 4:
+      return strIs("type") ? F_TYPE : -1;
+    case 6:
+      return strIs("medium") ? F_MEDIUM : -1;
+    case 7:
+      return strIs("lora_id") ? F_LORA_ID : -1;
+    case 8:
+      if (c === 0x6c) return strIs("locality") ? F_LOCALITY : -1;
+      return strIs("metadata") ? F_METADATA : -1;
+    case 9:
+      if (c === 0x74) return strIs("token_ids") ? F_TOKENS : -1;
+      if (c === 0x6c) return strIs("lora_name") ? F_LORA_NAME : -1;
+      if (c === 0x67) return strIs("group_idx") ? F_GROUP : -1;
+      return strIs("ownership") ? F_OWNERSHIP : -1;
+    case 10:
+      if (c === 0x62) return strIs("block_size") ? F_BLOCK_SIZE : -1;
+      if (c === 0x65) return strIs("extra_keys") ? F_EXTRA_KEYS : -1;
+      if (c === 0x63) return strIs("cache_salt") ? F_SALT : -1;
+      return strIs("session_id") ? F_SESSION : -1;
+    case 12:
+      return strIs("block_hashes") ? F_HASHES : -1;
+    case 13:
+      return strIs("event_version") ? F_EVENT_VERSION : -1;
+    case 17:
+      return strIs("parent_block_hash") ? F_PARENT : -1;
+    case 18:
+      return strIs("kv_cache_spec_kind") ? F_KIND : -1;
+    case 28:
+      return strIs("kv_cache_spec_sliding_window") ? F_WINDOW : -1;
+  }
+  return -1;
+}
+
 /** Index of the last read string in `list`, or -1. */
 function strIndex(list: string[]): i32 {
   for (let i = 0; i < list.length; i++) if (strIs(unchecked(list[i]))) return i;
@@ -423,7 +445,7 @@ function readFields(arrayLen: i64, mapLen: i64): bool {
   }
   for (let i: i64 = 0; i < mapLen && ok; i++) {
     if (!readStr()) return false;
-    const f = strIndex(EVENT_KEYS);
+    const f = eventKey();
     if (f >= 0 && field(f) !== 0) return false; // a repeated key: msgpackr keeps the last
     if (f < 0 && strIs("__proto__")) return false;
     if (!readField(f)) return false;
