@@ -376,8 +376,13 @@ describe("RankIngest replay path", () => {
   it("drops batches whose topic does not match the subscription prefix", () => {
     const { ingest, stats } = make(null);
     ingest.onFrames([Buffer.from("other"), encodeSeq(0), payload(0)]);
-    expect(stats.dropped.topic).toBe(1);
+    ingest.onFrames([Buffer.from("k"), encodeSeq(0), payload(0)]);
+    ingest.onFrames([Buffer.from("kV"), encodeSeq(0), payload(0)]);
+    expect(stats.dropped.topic).toBe(3);
     expect(stats.lastSeq).toBeNull();
+    // A topic the subscription is a prefix of is the engine's (ZMQ SUB filters by prefix).
+    ingest.onFrames([Buffer.from("kv@rank0"), encodeSeq(0), payload(0)]);
+    expect(stats.lastSeq).toBe(0);
   });
 });
 

@@ -140,7 +140,9 @@ export class RankIngest {
   }
 
   private topicMatches(topic: Buffer): boolean {
-    return topic.length >= this.topic.length && topic.subarray(0, this.topic.length).equals(this.topic);
+    // compare() on a range: no view allocated per message.
+    const n = this.topic.length;
+    return topic.length >= n && this.topic.compare(topic, 0, n) === 0;
   }
 
   private enqueue(q: Queued): void {
