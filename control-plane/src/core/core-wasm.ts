@@ -122,7 +122,13 @@ export class CoreModule {
         throw new Error(`routing core aborted (proc_exit ${code})`);
       },
     };
-    const { exports } = instantiateSync<Record<string, unknown>>(wasm, { wasi_snapshot_preview1: wasi });
+    const loaded = instantiateSync<Record<string, unknown>>(wasm, { wasi_snapshot_preview1: wasi });
+    // The raw exports, not the loader's demangled ones: those wrap every function in a rest-args
+    // closure (an array per call) to pass an argument count, which only exports with optional
+    // parameters need — and asc exports __setArgumentsLength exactly when one has them.
+    const raw = loaded.instance.exports as Record<string, unknown>;
+    const needsCount = "__setArgumentsLength" in raw || "__argumentsLength" in raw;
+    const exports = needsCount ? loaded.exports : raw;
     if (typeof exports._start === "function") (exports._start as () => void)();
     this.ex = exports as unknown as CoreExports;
     this.#buffer = this.ex.memory.buffer;
