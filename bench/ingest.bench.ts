@@ -286,6 +286,8 @@ const corePerBlock = coreBytes / totalBlocks;
 const perBlock = Math.max(0, heapPerBlock) + corePerBlock;
 
 const fmt = (n: number) => Math.round(n).toLocaleString("en");
+/** A per-block CPU time as a share of the end-to-end one. */
+const share = (secondsPerBlock: number) => `${Math.round(100 * secondsPerBlock * median(fullRates))} %`;
 const base = median(rates.decode);
 const row = (stage: string, timed: string, xs: number[]) =>
   `| ${stage} | ${timed} | ${fmt(Math.min(...xs))} / ${fmt(median(xs))} / ${fmt(Math.max(...xs))} | ${(median(xs) / base).toFixed(2)} |`;
@@ -326,6 +328,7 @@ const lines: string[] = [
   `${fmt(totalBlocks)} stored blocks (${SEQUENCES} chains × ${SEQUENCE_BLOCKS} blocks of ${BLOCK} tokens, ${BLOCKS_PER_EVENT} blocks/event, ${EVENTS_PER_BATCH} events/batch, map encoding, ${CHUNK}-byte chunks)`,
   "rates are per CPU-second of this process (GC included), so other load on the machine does not skew them; the stages overlap (index insert includes detokenize and hashing), so they do not add up",
   `end to end: median ${fmt(median(fullRates))} blocks/CPU-s = ${(median(fullRates) / base).toFixed(2)} × decode only, ${(median(fullRates) / median(fullJsRates)).toFixed(2)} × the JavaScript-decoder path; target 1,000,000 → ${(median(fullRates) / 1e6).toFixed(2)}× target`,
+  `where the end-to-end time goes (from the medians): the core's batch walk ${share(1 / median(rates.scan))}, applying the batch in the core (detokenize, chunk hashing, block map, chunk index) ${share(1 / median(rates.fast) - 1 / median(rates.scan))}, RankIngest and the rest (frames, sequence, stats, GC) ${share(1 / median(fullRates) - 1 / median(rates.fast))}`,
   `index: ${fmt(kept.index.chunks.size)} chunk hashes; memory ≈ ${fmt(perBlock)} bytes per indexed block (core tables ${fmt(corePerBlock)} + JS heap ${fmt(heapPerBlock)}${gc === undefined ? ", no --expose-gc: approximate" : ""}); target ≤ 200`,
   `encoding all dirty bucket images after the run: ${publishMs.toFixed(0)} ms`,
 ];
