@@ -46,7 +46,7 @@ const corpus = tokenizer.encode(
   { add_special_tokens: false },
 ).ids;
 
-function sequenceBatches(seqNo: number, hashBase: bigint): Buffer[] {
+function sequenceBatches(seqNo: number, hashBase: bigint, lora: string | null = null): Buffer[] {
   const ids: number[] = [];
   const offset = (seqNo * 7919) % (corpus.length - SEQUENCE_BLOCKS * BLOCK);
   ids.push(...tokenizer.encode(`Session ${seqNo}: `, { add_special_tokens: false }).ids);
@@ -60,8 +60,9 @@ function sequenceBatches(seqNo: number, hashBase: bigint): Buffer[] {
       parentBlockHash: b === 0 ? null : hashBase + BigInt(b - 1),
       tokenIds: ids.slice(b * BLOCK, (b + BLOCKS_PER_EVENT) * BLOCK),
       blockSize: BLOCK,
-      loraName: null,
-      extraKeys: null,
+      loraName: lora,
+      // vLLM mixes the adapter's name into every block's extra keys.
+      extraKeys: lora === null ? null : Array.from({ length: BLOCKS_PER_EVENT }, () => [lora]),
     });
     if (events.length === EVENTS_PER_BATCH) batches.push(encodeEventBatch(1.7e9, events.splice(0), 0, "map"));
   }
@@ -70,6 +71,11 @@ function sequenceBatches(seqNo: number, hashBase: bigint): Buffer[] {
 
 const payloads: Buffer[] = [];
 for (let s = 0; s < SEQUENCES; s++) payloads.push(...sequenceBatches(s, 2n ** 63n + BigInt(s) * 1000n));
+// The same chains under a LoRA adapter: every batch is one the fast path refuses (the decoder takes
+// it after the core's walk gave up at its first event), the cost of falling back.
+const loraPayloads: Buffer[] = [];
+for (let s = 0; s < SEQUENCES; s++)
+  loraPayloads.push(...sequenceBatches(s, 2n ** 63n + BigInt(s) * 1000n, "adapter-a"));
 const totalBlocks = SEQUENCES * SEQUENCE_BLOCKS;
 
 /** Seconds of CPU this process used since `start` (robust to other load on the machine, unlike wall time). */
@@ -208,8 +214,12 @@ function fastPathRate(): number {
 // The frames as the socket hands them over (zeromq allocates them): built before the clock starts.
 const topic = Buffer.alloc(0);
 const frames = payloads.map((p, seq) => [topic, encodeSeq(seq), p]);
+const loraFrames = loraPayloads.map((p, seq) => [topic, encodeSeq(seq), p]);
 
-function fullPath(batchFastPath = true): { rate: number; index: PrefixIndex; publishMs: number } {
+function fullPath(
+  batchFastPath = true,
+  input = frames,
+): { rate: number; index: PrefixIndex; publishMs: number } {
   const index = newIndex(batchFastPath);
   const stats = newRankStats("bench", 0, "-", "connect", null);
   const ingest = new RankIngest({
@@ -223,7 +233,7 @@ function fullPath(batchFastPath = true): { rate: number; index: PrefixIndex; pub
     maxPending: 1,
   });
   const t0 = process.cpuUsage();
-  for (const f of frames) ingest.onFrames(f);
+  for (const f of input) ingest.onFrames(f);
   const seconds = cpuSeconds(t0);
   const stored = checkIndexed(index);
   const p0 = performance.now();
@@ -242,6 +252,7 @@ scanRate();
 fastPathRate();
 fullPath().index.dispose();
 fullPath(false).index.dispose();
+fullPath(true, loraFrames).index.dispose();
 const rates = {
   decode: [] as number[],
   detok: [] as number[],
@@ -253,6 +264,8 @@ const rates = {
 const imageRates: number[] = [];
 const fullRates: number[] = [];
 const fullJsRates: number[] = [];
+const loraRates: number[] = [];
+const loraJsRates: number[] = [];
 let publishMs = 0;
 for (let r = 0; r < repeats; r++) {
   rates.decode.push(decodeOnlyRate());
@@ -270,6 +283,14 @@ for (let r = 0; r < repeats; r++) {
   const j = fullPath(false);
   fullJsRates.push(j.rate);
   j.index.dispose();
+  for (const [out, fast] of [
+    [loraRates, true],
+    [loraJsRates, false],
+  ] as const) {
+    const l = fullPath(fast, loraFrames);
+    out.push(l.rate);
+    l.index.dispose();
+  }
 }
 
 // Memory: what one index holding every block takes — JavaScript heap growth (gc forced where
@@ -323,11 +344,22 @@ const table = [
     fullJsRates,
   ),
   row("end to end", "frames → sequence check → batch fast path → index (RankIngest, the default)", fullRates),
+  row(
+    "end to end, LoRA, JavaScript decoder",
+    "the same chains under a LoRA adapter (lora_name and extra_keys on every event), batchFastPath: false",
+    loraJsRates,
+  ),
+  row(
+    "end to end, LoRA, refused by the fast path",
+    "the same LoRA frames with the fast path on: the core refuses each batch, the decoder takes it",
+    loraRates,
+  ),
 ];
 const lines: string[] = [
   `${fmt(totalBlocks)} stored blocks (${SEQUENCES} chains × ${SEQUENCE_BLOCKS} blocks of ${BLOCK} tokens, ${BLOCKS_PER_EVENT} blocks/event, ${EVENTS_PER_BATCH} events/batch, map encoding, ${CHUNK}-byte chunks)`,
   "rates are per CPU-second of this process (GC included), so other load on the machine does not skew them; the stages overlap (index insert includes detokenize and hashing), so they do not add up",
   `end to end: median ${fmt(median(fullRates))} blocks/CPU-s = ${(median(fullRates) / base).toFixed(2)} × decode only, ${(median(fullRates) / median(fullJsRates)).toFixed(2)} × the JavaScript-decoder path; target 1,000,000 → ${(median(fullRates) / 1e6).toFixed(2)}× target`,
+  `falling back costs ${Math.round(100 * (1 - median(loraRates) / median(loraJsRates)))} % (LoRA frames: the core's walk before the decoder, ${(median(loraRates) / median(loraJsRates)).toFixed(2)} × the decoder alone)`,
   `where the end-to-end time goes (from the medians): the core's batch walk ${share(1 / median(rates.scan))}, applying the batch in the core (detokenize, chunk hashing, block map, chunk index) ${share(1 / median(rates.fast) - 1 / median(rates.scan))}, RankIngest and the rest (frames, sequence, stats, GC) ${share(1 / median(fullRates) - 1 / median(rates.fast))}`,
   `index: ${fmt(kept.index.chunks.size)} chunk hashes; memory ≈ ${fmt(perBlock)} bytes per indexed block (core tables ${fmt(corePerBlock)} + JS heap ${fmt(heapPerBlock)}${gc === undefined ? ", no --expose-gc: approximate" : ""}); target ≤ 200`,
   `encoding all dirty bucket images after the run: ${publishMs.toFixed(0)} ms`,
