@@ -7,6 +7,10 @@
 import { BlockTable, CallStats } from "./block-table";
 import { ByteBuf } from "./byte-buf";
 import { ChunkTable } from "./chunk-table";
+import { applyBatch, scanBatch } from "./kv-batch";
+
+export { batchResultsPtr } from "./kv-batch";
+
 import { TokenTable } from "./token-table";
 
 const chunkTables: usize[] = [];
@@ -230,4 +234,19 @@ export function blockClear(id: i32): void {
 
 export function blockHashesIo(id: i32): i32 {
   return blockTable(id).writeHashes(out);
+}
+
+/**
+ * The ingest fast path (kv-batch.ts): walks the batch payload at ptr (len bytes); 1 when it
+ * takes the batch (results at batchResultsPtr, the plan staged), 0 when JavaScript must decode it.
+ */
+export function batchScanIo(ptr: usize, len: i32): i32 {
+  return scanBatch(ptr, len);
+}
+
+/** Applies the last accepted scan to block table `id`, detokenizing through `tokensId`; counters at ingestStatsPtr. */
+export function batchApply(id: i32, tokensId: i32, root: u64, nowMs: f64): void {
+  resetStats();
+  const tokens = changetype<TokenTable>(unchecked(tokenTables[tokensId]));
+  applyBatch(blockTable(id), tokens, root, nowMs, scratch, hashOut, stats);
 }

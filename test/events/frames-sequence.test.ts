@@ -7,7 +7,12 @@ import {
   subscriberEndpoint,
   subscriptionFor,
 } from "../../control-plane/src/events/endpoints.ts";
-import { encodeSeq, parseLiveMessage, parseReplayFrames } from "../../control-plane/src/events/frames.ts";
+import {
+  encodeSeq,
+  parseLiveMessage,
+  parseReplayFrames,
+  readSeq,
+} from "../../control-plane/src/events/frames.ts";
 import { SequenceTracker } from "../../control-plane/src/events/sequence.ts";
 
 const b = (s: string) => Buffer.from(s);
@@ -19,6 +24,25 @@ describe("live frames", () => {
     const r = parseLiveMessage([b("kv"), encodeSeq(258), b("x")]);
     expect(r).toMatchObject({ ok: true, value: { seq: 258 } });
     expect(encodeSeq(258)).toEqual(Buffer.from([0, 0, 0, 0, 0, 0, 1, 2]));
+  });
+
+  it("reads every sequence up to 2^53 - 1 exactly and refuses the next", () => {
+    for (const seq of [
+      0,
+      1,
+      255,
+      256,
+      2 ** 32 - 1,
+      2 ** 32,
+      2 ** 32 + 1,
+      2 ** 40 + 12345,
+      Number.MAX_SAFE_INTEGER,
+    ]) {
+      expect(readSeq(encodeSeq(seq))).toEqual({ ok: true, value: seq });
+    }
+    const past = Buffer.alloc(8);
+    past.writeBigUInt64BE(2n ** 53n);
+    expect(readSeq(past)).toEqual({ ok: false, error: "seq_range" });
   });
 
   it.each([

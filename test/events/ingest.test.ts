@@ -373,11 +373,39 @@ describe("RankIngest replay path", () => {
     expect(stats.lastSeq).toBe(2);
   });
 
+  it("a sink whose batch fast path fails gets the batch event by event, counted once", () => {
+    const recording = new RecordingSink();
+    let applied = 0;
+    let scans = 0;
+    const sink: EventSink = {
+      event: (slot, event, meta) => recording.event(slot, event, meta),
+      rankReset: (slot, reason) => recording.rankReset(slot, reason),
+      scanBatch: () => {
+        if (scans++ % 2 === 0) throw new Error("core trapped");
+        return null; // refused: the decoder takes it
+      },
+      applyScanned: () => {
+        applied++;
+      },
+    };
+    const { ingest, stats } = make(null, sink);
+    for (let seq = 0; seq < 4; seq++) ingest.onFrames(frames(seq));
+    expect(recording.trace()).toEqual(range(0, 4).map((s) => `${s}:BlockStored`));
+    expect(applied).toBe(0);
+    expect(stats.dropped.sink_error).toBe(2);
+    expect(stats.storedBlocks).toBe(4);
+  });
+
   it("drops batches whose topic does not match the subscription prefix", () => {
     const { ingest, stats } = make(null);
     ingest.onFrames([Buffer.from("other"), encodeSeq(0), payload(0)]);
-    expect(stats.dropped.topic).toBe(1);
+    ingest.onFrames([Buffer.from("k"), encodeSeq(0), payload(0)]);
+    ingest.onFrames([Buffer.from("kV"), encodeSeq(0), payload(0)]);
+    expect(stats.dropped.topic).toBe(3);
     expect(stats.lastSeq).toBeNull();
+    // A topic the subscription is a prefix of is the engine's (ZMQ SUB filters by prefix).
+    ingest.onFrames([Buffer.from("kv@rank0"), encodeSeq(0), payload(0)]);
+    expect(stats.lastSeq).toBe(0);
   });
 });
 

@@ -92,6 +92,10 @@ export interface CoreExports {
   blockRemoveIo(id: number, ptr: number, n: number, tier: number): void;
   blockClear(id: number): void;
   blockHashesIo(id: number): number;
+  // The ingest fast path (filter/core/kv-batch.ts).
+  batchScanIo(ptr: number, len: number): number;
+  batchApply(id: number, tokensId: number, root: bigint, nowMs: number): void;
+  batchResultsPtr(): number;
 }
 
 const DEFAULT_WASM = new URL("../../../build/kvroute-core.wasm", import.meta.url);
@@ -118,7 +122,13 @@ export class CoreModule {
         throw new Error(`routing core aborted (proc_exit ${code})`);
       },
     };
-    const { exports } = instantiateSync<Record<string, unknown>>(wasm, { wasi_snapshot_preview1: wasi });
+    const loaded = instantiateSync<Record<string, unknown>>(wasm, { wasi_snapshot_preview1: wasi });
+    // The raw exports, not the loader's demangled ones: those wrap every function in a rest-args
+    // closure (an array per call) to pass an argument count, which only exports with optional
+    // parameters need — and asc exports __setArgumentsLength exactly when one has them.
+    const raw = loaded.instance.exports as Record<string, unknown>;
+    const needsCount = "__setArgumentsLength" in raw || "__argumentsLength" in raw;
+    const exports = needsCount ? loaded.exports : raw;
     if (typeof exports._start === "function") (exports._start as () => void)();
     this.ex = exports as unknown as CoreExports;
     this.#buffer = this.ex.memory.buffer;

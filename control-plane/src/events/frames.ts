@@ -18,10 +18,20 @@ export type Parsed<T> = { ok: true; value: T } | { ok: false; error: FrameError 
 /** Reads an 8-byte big-endian unsigned sequence number. */
 export function readSeq(frame: Uint8Array): Parsed<number> {
   if (frame.length !== 8) return { ok: false, error: "seq_size" };
-  const view = new DataView(frame.buffer, frame.byteOffset, 8);
-  const value = view.getBigUint64(0, false);
-  if (value > BigInt(MAX_SEQ)) return { ok: false, error: "seq_range" };
-  return { ok: true, value: Number(value) };
+  // Two 32-bit halves, not a DataView and a BigInt: this runs for every message.
+  const hi =
+    (frame[0] as number) * 0x1000000 +
+    (frame[1] as number) * 0x10000 +
+    (frame[2] as number) * 0x100 +
+    (frame[3] as number);
+  const lo =
+    (frame[4] as number) * 0x1000000 +
+    (frame[5] as number) * 0x10000 +
+    (frame[6] as number) * 0x100 +
+    (frame[7] as number);
+  // MAX_SEQ = 2^53 - 1: the high half holds 21 bits at most.
+  if (hi > 0x1fffff) return { ok: false, error: "seq_range" };
+  return { ok: true, value: hi * 0x100000000 + lo };
 }
 
 export function encodeSeq(seq: number): Buffer {

@@ -20,7 +20,10 @@ import type { ReplayedBatch, ReplayFn, ReplayResult } from "./replay-client.ts";
 import { SequenceTracker } from "./sequence.ts";
 import { bump, type DropReason, type RankStats, type ThrottledLog } from "./stats.ts";
 import { StreamHistory } from "./stream-history.ts";
-import type { BatchMeta, EventSink, RankResetReason } from "./types.ts";
+import type { BatchMeta, EventSink, RankResetReason, ScannedBatch } from "./types.ts";
+
+/** A payload as read: decoded into events, or scanned whole by the sink's fast path. */
+type ReadBatch = BatchResult | { ok: true; scanned: ScannedBatch };
 
 export interface RankIngestOptions {
   slotKey: string;
@@ -137,7 +140,9 @@ export class RankIngest {
   }
 
   private topicMatches(topic: Buffer): boolean {
-    return topic.length >= this.topic.length && topic.subarray(0, this.topic.length).equals(this.topic);
+    // compare() on a range: no view allocated per message.
+    const n = this.topic.length;
+    return topic.length >= n && this.topic.compare(topic, 0, n) === 0;
   }
 
   private enqueue(q: Queued): void {
@@ -172,11 +177,11 @@ export class RankIngest {
     const action = this.tracker.classify(seq, this.dedupeFrom);
     switch (action.kind) {
       case "apply": {
-        const decoded = decodeBatch(q.msg.payload);
+        const decoded = this.read(q.msg.payload);
         if (this.clockWentBack(decoded)) {
           this.log(
             "clock",
-            { seq, ts: decoded.ok ? decoded.batch.ts : null, lastTs: this.lastTs },
+            { seq, ts: decoded.ok ? batchTs(decoded) : null, lastTs: this.lastTs },
             "KV event batch older than the last one; asking the engine's replay buffer",
           );
           this.resync(q);
@@ -216,11 +221,11 @@ export class RankIngest {
 
   /** A batch stamped earlier than the one before it: engines stamp with their wall clock, so
    * another process (or a clock stepped back) is speaking. Checked once per replay round. */
-  private clockWentBack(decoded: BatchResult): boolean {
+  private clockWentBack(decoded: ReadBatch): boolean {
     return (
       decoded.ok &&
       this.lastTs !== null &&
-      decoded.batch.ts < this.lastTs &&
+      batchTs(decoded) < this.lastTs &&
       this.o.replay !== null &&
       !this.afterReplay
     );
@@ -416,7 +421,7 @@ export class RankIngest {
     payload: Buffer,
     receivedAt: number,
     replayed: boolean,
-    decoded: BatchResult = decodeBatch(payload),
+    decoded: ReadBatch = this.read(payload),
   ): void {
     this.tracker.advance(seq);
     this.history.add(seq, payload);
@@ -426,14 +431,19 @@ export class RankIngest {
       this.drop(decoded.error, { seq, bytes: payload.length }, "undecodable KV event batch");
       return;
     }
-    const batch = decoded.batch;
-    if (batch.rank !== null && batch.rank !== this.o.rank) {
-      this.drop("rank_mismatch", { seq, batchRank: batch.rank }, "KV event batch from another DP rank");
+    const { ts, rank } = "scanned" in decoded ? decoded.scanned : decoded.batch;
+    if (rank !== null && rank !== this.o.rank) {
+      this.drop("rank_mismatch", { seq, batchRank: rank }, "KV event batch from another DP rank");
       return;
     }
     s.batches++;
-    s.lastBatchTs = batch.ts;
-    this.lastTs = batch.ts;
+    s.lastBatchTs = ts;
+    this.lastTs = ts;
+    if ("scanned" in decoded) {
+      this.applyScanned(decoded.scanned, seq);
+      return;
+    }
+    const batch = decoded.batch;
     for (const k in batch.ignored) bump(s.ignored, k, batch.ignored[k as keyof typeof batch.ignored]);
     for (const k in batch.errors) {
       const n = batch.errors[k as keyof typeof batch.errors] ?? 0;
@@ -456,6 +466,36 @@ export class RankIngest {
     }
   }
 
+  /** The sink's fast path reads the payload when it can; the JavaScript decoder otherwise. */
+  private read(payload: Buffer): ReadBatch {
+    const scan = this.o.sink.scanBatch;
+    if (scan !== undefined) {
+      try {
+        const scanned = scan.call(this.o.sink, this.o.slotKey, payload);
+        if (scanned !== null) return { ok: true, scanned };
+      } catch (err) {
+        this.drop("sink_error", { err: String(err) }, "KV event sink failed to read a batch");
+      }
+    }
+    return decodeBatch(payload);
+  }
+
+  /** The counters delivering the batch's events would have added, then the sink applies it whole. */
+  private applyScanned(b: ScannedBatch, seq: number): void {
+    const s = this.o.stats;
+    s.events.BlockStored += b.events.BlockStored;
+    s.events.BlockRemoved += b.events.BlockRemoved;
+    s.events.AllBlocksCleared += b.events.AllBlocksCleared;
+    s.storedBlocks += b.storedBlocks;
+    s.removedBlocks += b.removedBlocks;
+    for (const m in b.storedByMedium) bump(s.storedByMedium, m, b.storedByMedium[m]);
+    try {
+      this.o.sink.applyScanned?.(this.o.slotKey);
+    } catch (err) {
+      this.drop("sink_error", { seq, err: String(err) }, "KV event sink failed");
+    }
+  }
+
   private log(key: string, fields: Record<string, unknown>, msg: string): void {
     this.o.log.warn(`${this.o.slotKey}:${key}`, { slot: this.o.slotKey, ...fields }, msg);
   }
@@ -464,4 +504,8 @@ export class RankIngest {
     bump(this.o.stats.dropped, reason, n);
     this.o.log.warn(`${this.o.slotKey}:${reason}`, { slot: this.o.slotKey, reason, ...fields }, msg);
   }
+}
+
+function batchTs(decoded: ReadBatch & { ok: true }): number {
+  return "scanned" in decoded ? decoded.scanned.ts : decoded.batch.ts;
 }

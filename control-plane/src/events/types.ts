@@ -70,10 +70,30 @@ export interface BatchMeta {
 /** Why a rank's whole index must be dropped. */
 export type RankResetReason = "gap" | "restart";
 
+/** A batch payload a sink's fast path has read whole and will apply itself: what the events
+ * layer needs of it for sequencing and stats (index/batch-fast-path.ts). */
+export interface ScannedBatch {
+  ts: number;
+  rank: number | null;
+  events: Record<KvEventType, number>;
+  storedBlocks: number;
+  removedBlocks: number;
+  /** Stored blocks per medium, media with none left out. */
+  storedByMedium: Record<string, number>;
+}
+
 /** Where normalised events go (the index, in production). Calls are synchronous and in
  * sequence order per slot; a sink that throws has the error counted, never the process. */
 export interface EventSink {
   event(slotKey: string, event: KvEvent, meta: BatchMeta): void;
   /** Everything known about this slot's cache is stale: clear it before further events. */
   rankReset(slotKey: string, reason: RankResetReason): void;
+  /**
+   * Optional fast path: reads a whole batch payload without decoding it into events, or
+   * returns null (the payload is then decoded and delivered event by event, as without it).
+   * Reading changes nothing; applyScanned(slotKey) applies the batch read last, and must come
+   * before the next scanBatch. The result must be what delivering the decoded events would give.
+   */
+  scanBatch?(slotKey: string, payload: Uint8Array): ScannedBatch | null;
+  applyScanned?(slotKey: string): void;
 }

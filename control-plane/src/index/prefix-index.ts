@@ -1,8 +1,9 @@
 // The control plane's model of every slot's KV cache: KV events in (it is the events
 // subscriber's sink), bucket images out. Slots are registered by discovery with a stable
 // numeric id (the bit in every bucket bitmap) and the canonical model that seeds their hashes.
-import type { BatchMeta, EventSink, KvEvent, RankResetReason } from "../events/types.ts";
+import type { BatchMeta, EventSink, KvEvent, RankResetReason, ScannedBatch } from "../events/types.ts";
 import type { TokenBytesTable } from "../tokens/token-bytes-table.ts";
+import { scanBatchPayload } from "./batch-fast-path.ts";
 import { encodeBucket, slotWordsFor } from "./bucket-image.ts";
 import { ChunkIndex } from "./chunk-index.ts";
 import { type ChunkHasher, type Detokenize, SlotBlocks } from "./slot-blocks.ts";
@@ -15,6 +16,8 @@ export interface PrefixIndexOptions {
   /** Blocks each slot indexes at most (slot-blocks.ts; default DEFAULT_MAX_BLOCKS_PER_SLOT). */
   maxBlocksPerSlot?: number;
   now?: () => number;
+  /** Read whole batch payloads in the core when it can (batch-fast-path.ts; default true). False: always decode in JavaScript. */
+  batchFastPath?: boolean;
 }
 
 export interface SlotRegistration {
@@ -32,6 +35,8 @@ export class PrefixIndex implements EventSink {
   readonly #slots = new Map<string, SlotBlocks>();
   readonly #now: () => number;
   readonly slotWords: number;
+  /** The slot whose batch the core scanned last and has not applied (scanBatch → applyScanned). */
+  #scannedFor: string | null = null;
   resets = 0;
   unknownSlotEvents = 0;
 
@@ -90,6 +95,24 @@ export class PrefixIndex implements EventSink {
         slot.clear();
         break;
     }
+  }
+
+  scanBatch(slotKey: string, payload: Uint8Array): ScannedBatch | null {
+    if (this.opts.batchFastPath === false) return null;
+    const slot = this.#slots.get(slotKey);
+    if (slot === undefined || !slot.takesBatches) return null;
+    slot.prepareBatch();
+    const scanned = scanBatchPayload(payload);
+    this.#scannedFor = scanned === null ? null : slotKey;
+    return scanned;
+  }
+
+  applyScanned(slotKey: string): void {
+    const slot = this.#slots.get(slotKey);
+    if (slot === undefined || this.#scannedFor !== slotKey)
+      throw new Error(`no batch scanned for ${slotKey}`);
+    this.#scannedFor = null;
+    slot.applyScannedBatch(this.#now());
   }
 
   rankReset(slotKey: string, _reason: RankResetReason): void {

@@ -20,6 +20,7 @@ import { core } from "../core/core-wasm.ts";
 import type { BlockRemoved, BlockStored } from "../events/types.ts";
 import { SEQUENCE_START } from "../tokens/detokenize.ts";
 import type { TokenBytesTable } from "../tokens/token-bytes-table.ts";
+import { appliedBatchDrops } from "./batch-fast-path.ts";
 import type { ChunkIndex } from "./chunk-index.ts";
 import { coreTokenTable } from "./core-token-table.ts";
 import { type Tier, tierOfMedium } from "./tier.ts";
@@ -85,6 +86,9 @@ export class SlotBlocks {
   readonly #table: number;
   /** The core's copy of the vocabulary (core-token-table.ts), or null: detokenize in JavaScript. */
   readonly #tokens: number | null;
+  /** h0 of a chain stored without LoRA or salt: the only root the batch fast path uses (it
+   * leaves every event naming a LoRA or a salt to the JavaScript decoder and stored()). */
+  #plainRoot: bigint | null = null;
   /** Detokenized bytes of the event being stored, staged before they go to the core in one copy. */
   #bytes = new Uint8Array(4096);
   /** One block's token ids (reused: no slice per block). */
@@ -264,6 +268,26 @@ export class SlotBlocks {
     }
     this.stats.undetokenizableBlocks += r;
     this.#count();
+  }
+
+  /** Whether applyScannedBatch can serve this slot (the core detokenizes only with a token table). */
+  get takesBatches(): boolean {
+    return this.#tokens !== null;
+  }
+
+  /** Computes what applyScannedBatch needs before a payload goes into the I/O region (rootHash uses it). */
+  prepareBatch(): void {
+    this.#plainRoot ??= this.hasher.rootHash(this.model, "", "");
+  }
+
+  /** Applies the batch the core's fast path scanned last (batch-fast-path.ts); prepareBatch() first. */
+  applyScannedBatch(nowMs: number): void {
+    if (this.#tokens === null || this.#plainRoot === null) throw new Error("slot not prepared for batches");
+    this.#core.ex.batchApply(this.#table, this.#tokens, this.#plainRoot, nowMs);
+    this.#count();
+    const drops = appliedBatchDrops();
+    this.stats.orphanBlocks += drops.orphans;
+    this.stats.undetokenizableBlocks += drops.undetokenizable;
   }
 
   /** Removes the copy on the event's medium; the block stays while another tier holds it. */

@@ -1,0 +1,59 @@
+// The ingest fast path's JavaScript face: a KV-event batch payload goes into the core, which
+// walks the MessagePack itself (filter/core/kv-batch.ts) and, when every part of it is in the
+// subset it knows (plain vLLM text-prompt batches in either encoding), stages the batch for
+// SlotBlocks.applyScannedBatch. Anything else returns null and takes the JavaScript decoder
+// (events/batch-decoder.ts), so the index never depends on which path read a batch.
+import { core } from "../core/core-wasm.ts";
+import type { ScannedBatch } from "../events/types.ts";
+
+/** Result slots of the core's scan (kv-batch.ts R_*). */
+const R_TS = 0;
+const R_RANK = 1;
+const R_STORED_EVENTS = 2;
+const R_REMOVED_EVENTS = 3;
+const R_CLEARED_EVENTS = 4;
+const R_STORED_BY_MEDIUM = 5;
+const R_REMOVED_BLOCKS = 8;
+export const R_ORPHANS = 9;
+export const R_UNDETOKENIZABLE = 10;
+/** The media of R_STORED_BY_MEDIUM, in order: the engine names the JavaScript decoder reports. */
+const MEDIA = ["GPU", "CPU", "STORAGE"] as const;
+
+/** Reads the payload in the core; null when the JavaScript decoder must take it. */
+export function scanBatchPayload(payload: Uint8Array): ScannedBatch | null {
+  const c = core();
+  const ptr = c.io(payload.length);
+  c.u8.set(payload, ptr);
+  if (c.ex.batchScanIo(ptr, payload.length) === 0) return null;
+  const r = c.f64view;
+  const at = c.ex.batchResultsPtr() >>> 3;
+  const storedByMedium: Record<string, number> = {};
+  let storedBlocks = 0;
+  for (let m = 0; m < MEDIA.length; m++) {
+    const n = r[at + R_STORED_BY_MEDIUM + m] as number;
+    if (n === 0) continue;
+    storedByMedium[MEDIA[m] as string] = n;
+    storedBlocks += n;
+  }
+  const rank = r[at + R_RANK] as number;
+  return {
+    ts: r[at + R_TS] as number,
+    rank: rank < 0 ? null : rank,
+    events: {
+      BlockStored: r[at + R_STORED_EVENTS] as number,
+      BlockRemoved: r[at + R_REMOVED_EVENTS] as number,
+      AllBlocksCleared: r[at + R_CLEARED_EVENTS] as number,
+    },
+    storedBlocks,
+    removedBlocks: r[at + R_REMOVED_BLOCKS] as number,
+    storedByMedium,
+  };
+}
+
+/** The orphan and undetokenizable block counts of the last applied batch. */
+export function appliedBatchDrops(): { orphans: number; undetokenizable: number } {
+  const c = core();
+  const r = c.f64view;
+  const at = c.ex.batchResultsPtr() >>> 3;
+  return { orphans: r[at + R_ORPHANS] as number, undetokenizable: r[at + R_UNDETOKENIZABLE] as number };
+}

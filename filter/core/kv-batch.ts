@@ -1,0 +1,677 @@
+// biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
+// The ingest fast path: a vLLM KV-event batch payload (MessagePack bytes) walked in the core and
+// applied to one slot's BlockTable, so the common batch costs no msgpackr objects, no BigInt and
+// no per-event JavaScript (control-plane/src/index/batch-fast-path.ts is its JavaScript face).
+//
+// Two steps. scan() reads the whole payload and either accepts it — every part in the subset
+// below, the batch's ts/rank and per-kind counts written for JavaScript, the events staged as a
+// plan (hashes as u64, token ids as u32, exactly the layout BlockTable.store reads) — or refuses
+// it, having changed nothing. apply() then runs the plan. JavaScript checks the sequence, the
+// clock and the rank between the two, as it does for a decoded batch.
+//
+// The subset is what vLLM publishes for plain text prompts, in both encodings (docs/kv-events.md):
+// batch [ts, events, rank?, ...] or {ts, events, data_parallel_rank}; BlockStored with integer
+// hashes, a nil or integer parent, u32 token ids, block_size > 0 and n·block_size tokens, medium
+// nil/""/GPU/CPU/STORAGE, lora_id/lora_name/cache_salt/metadata nil, extra_keys nil or all nil,
+// group_idx nil or 0, a full-attention kind; BlockRemoved likewise; AllBlocksCleared. Anything
+// else — SGLang's names, salts, LoRA, multimodal keys, placeholders, hybrid groups, bytes hashes,
+// floats where ints go, ext types, duplicate keys, malformed or trailing bytes — is refused and
+// the JavaScript decoder takes the batch, so the index result never depends on which path ran.
+import { BlockTable, CallStats, STORE_ORPHAN } from "./block-table";
+import { ByteBuf } from "./byte-buf";
+import { TokenTable } from "./token-table";
+
+// Field ids: the positions of vLLM's array-form BlockStored (0..11), then map-only names. The
+// map keys (eventKey): type, block_hashes, parent_block_hash, token_ids, block_size, lora_id,
+// medium, lora_name, extra_keys, group_idx, kv_cache_spec_kind, kv_cache_spec_sliding_window,
+// event_version, locality, ownership, cache_salt, metadata, session_id.
+const F_TYPE = 0;
+const F_HASHES = 1;
+const F_PARENT = 2;
+const F_TOKENS = 3;
+const F_BLOCK_SIZE = 4;
+const F_LORA_ID = 5;
+const F_MEDIUM = 6;
+const F_LORA_NAME = 7;
+const F_EXTRA_KEYS = 8;
+const F_GROUP = 9;
+const F_KIND = 10;
+const F_WINDOW = 11;
+const F_EVENT_VERSION = 12;
+const F_LOCALITY = 13;
+const F_OWNERSHIP = 14;
+const F_SALT = 15;
+const F_METADATA = 16;
+const F_SESSION = 17;
+const FIELD_COUNT = 18;
+/** Kinds whose blocks form the prefix cache (event-decoder.ts MAIN_ATTENTION_KINDS). */
+const MAIN_KINDS: string[] = ["full_attention", "mla_attention", "sink_full_attention"];
+/** Media the fast path knows, by tier (tier.ts); "" and nil are the GPU too. */
+const MEDIA: string[] = ["GPU", "CPU", "STORAGE"];
+
+/** Plan entry kinds. */
+const K_STORED: u32 = 1;
+const K_REMOVED: u32 = 2;
+const K_CLEARED: u32 = 3;
+/** Plan entry header: kind, tier, n, blockSize u32; parent u64; hasParent u32; pad. */
+const P_HEADER: usize = 32;
+const MAX_DEPTH = 16;
+
+// Results for JavaScript (f64 each): ts, rank (-1: none), stored/removed/cleared events,
+// stored blocks on GPU/CPU/STORAGE media, removed blocks; after apply: orphan blocks,
+// undetokenizable blocks. apply's CallStats counters are at ingestStatsPtr (ingest-io.ts).
+const R_TS = 0;
+const R_RANK = 1;
+const R_STORED_EVENTS = 2;
+const R_REMOVED_EVENTS = 3;
+const R_CLEARED_EVENTS = 4;
+const R_STORED_BY_MEDIUM = 5;
+const R_REMOVED_BLOCKS = 8;
+const R_ORPHANS = 9;
+const R_UNDETOKENIZABLE = 10;
+const R_COUNT = 11;
+
+const results = heap.alloc(R_COUNT << 3);
+const plan = new ByteBuf(4096);
+/** The address of each field's value in the payload (0: absent; the payload never lies at 0), by field id. */
+const fieldAt = heap.alloc(FIELD_COUNT << 2);
+/** An event's hashes (u64) and token ids (u32), read where they lie in the event: one pass over the bytes. */
+const stagedHashes = new ByteBuf(256);
+const stagedTokens = new ByteBuf(4096);
+let hashCount: i64 = -1;
+let tokenCount: i64 = -1;
+
+// The reader: the payload lies at [pos, end); `ok` turns false at the first thing refused.
+let pos: usize = 0;
+let end: usize = 0;
+let ok = true;
+/** The integer the last readInt read, as a u64 (negatives in two's complement, as hash.ts maps them). */
+let intValue: u64 = 0;
+let intNegative = false;
+let strPtr: usize = 0;
+let strLen: i32 = 0;
+
+function field(f: i32): usize {
+  return <usize>load<u32>(fieldAt + ((<usize>f) << 2));
+}
+
+function setField(f: i32, at: usize): void {
+  store<u32>(fieldAt + ((<usize>f) << 2), <u32>at);
+}
+
+function setResult(i: i32, v: f64): void {
+  store<f64>(results + ((<usize>i) << 3), v);
+}
+
+function addResult(i: i32, v: f64): void {
+  store<f64>(results + ((<usize>i) << 3), load<f64>(results + ((<usize>i) << 3)) + v);
+}
+
+function need(n: usize): bool {
+  if (end - pos < n) ok = false;
+  return ok;
+}
+
+function be(n: i32): u64 {
+  let v: u64 = 0;
+  for (let i = 0; i < n; i++) v = (v << 8) | <u64>load<u8>(pos + <usize>i);
+  pos += <usize>n;
+  return v;
+}
+
+/** Reads an integer of any msgpack width; false (nothing consumed) when the value is not one. */
+function readInt(): bool {
+  if (!need(1)) return false;
+  const b = <u32>load<u8>(pos);
+  if (b < 0x80) {
+    pos++;
+    intValue = b;
+    intNegative = false;
+    return true;
+  }
+  if (b >= 0xe0) {
+    pos++;
+    intValue = <u64>(<i64>(<i8>b));
+    intNegative = true;
+    return true;
+  }
+  if (b >= 0xcc && b <= 0xcf) {
+    const w = 1 << (b - 0xcc);
+    if (!need(1 + <usize>w)) return false;
+    pos++;
+    intValue = be(w);
+    intNegative = false;
+    return true;
+  }
+  if (b >= 0xd0 && b <= 0xd3) {
+    const w = 1 << (b - 0xd0);
+    if (!need(1 + <usize>w)) return false;
+    pos++;
+    const raw = be(w);
+    const shift = <u64>(64 - 8 * w);
+    const v = <i64>(raw << shift) >> <i64>shift; // sign-extend
+    intValue = <u64>v;
+    intNegative = v < 0;
+    return true;
+  }
+  return false;
+}
+
+/** A non-negative integer at most `max`; refuses anything else. */
+function readUint(max: u64): u64 {
+  if (!readInt() || intNegative || intValue > max) ok = false;
+  return intValue;
+}
+
+function isNil(): bool {
+  return pos < end && load<u8>(pos) === 0xc0;
+}
+
+/** Consumes a nil; false (nothing consumed) for any other value. */
+function takeNil(): bool {
+  if (!isNil()) return false;
+  pos++;
+  return true;
+}
+
+function readStr(): bool {
+  if (!need(1)) return false;
+  const b = <u32>load<u8>(pos);
+  let n: u64;
+  if (b >= 0xa0 && b <= 0xbf) {
+    pos++;
+    n = b & 0x1f;
+  } else if (b >= 0xd9 && b <= 0xdb) {
+    const w = 1 << (b - 0xd9);
+    if (!need(1 + <usize>w)) return false;
+    pos++;
+    n = be(w);
+  } else return false;
+  if (<u64>(end - pos) < n) {
+    ok = false;
+    return false;
+  }
+  strPtr = pos;
+  strLen = <i32>n;
+  pos += <usize>n;
+  return true;
+}
+
+/** The count of an array (or map, when `map`) header; -1 (nothing consumed) for another value. */
+function readHeader(map: bool): i64 {
+  if (!need(1)) return -1;
+  const b = <u32>load<u8>(pos);
+  const fix: u32 = map ? 0x80 : 0x90;
+  const w16: u32 = map ? 0xde : 0xdc;
+  let n: u64;
+  if (b >= fix && b <= fix + 15) {
+    pos++;
+    n = b & 15;
+  } else if (b === w16 || b === w16 + 1) {
+    const w = b === w16 ? 2 : 4;
+    if (!need(1 + <usize>w)) return -1;
+    pos++;
+    n = be(w);
+  } else return -1;
+  // Every element takes a byte at least: a longer count is a truncated payload.
+  if (n > <u64>(end - pos)) {
+    ok = false;
+    return -1;
+  }
+  return <i64>n;
+}
+
+/** Skips one value of any type the JavaScript decoder would read without complaint. */
+function skip(depth: i32): void {
+  if (!need(1) || depth > MAX_DEPTH) {
+    ok = false;
+    return;
+  }
+  const b = <u32>load<u8>(pos);
+  if (b < 0x80 || b >= 0xe0 || b === 0xc0 || b === 0xc2 || b === 0xc3) {
+    pos++;
+    return;
+  }
+  if ((b >= 0xcc && b <= 0xcf) || (b >= 0xd0 && b <= 0xd3)) {
+    readInt();
+    return;
+  }
+  if ((b >= 0xa0 && b <= 0xbf) || (b >= 0xd9 && b <= 0xdb)) {
+    readStr();
+    return;
+  }
+  if (b === 0xcb) {
+    if (need(9)) pos += 9;
+    return;
+  }
+  if (b >= 0xc4 && b <= 0xc6) {
+    const w = 1 << (b - 0xc4);
+    if (!need(1 + <usize>w)) return;
+    pos++;
+    const n = be(w);
+    if (<u64>(end - pos) < n) ok = false;
+    else pos += <usize>n;
+    return;
+  }
+  const arr = readHeader(false);
+  if (arr >= 0) {
+    for (let i: i64 = 0; i < arr && ok; i++) skip(depth + 1);
+    return;
+  }
+  if (!ok) return;
+  const m = readHeader(true);
+  if (m >= 0) {
+    for (let i: i64 = 0; i < m && ok; i++) {
+      // msgpackr turns other keys into strings; leave those to it.
+      if (!readStr()) ok = false;
+      skip(depth + 1);
+    }
+    return;
+  }
+  // float32 (msgpackr may round it), ext types, 0xc1: the JavaScript decoder's business.
+  ok = false;
+}
+
+function strIs(s: string): bool {
+  const n = s.length;
+  if (strLen !== n) return false;
+  const chars = changetype<usize>(s);
+  for (let i = 0; i < n; i++)
+    if (<u32>load<u8>(strPtr + <usize>i) !== <u32>load<u16>(chars + ((<usize>i) << 1))) return false;
+  return true;
+}
+
+/** The field id of the last read string as an event map key, or -1: by length and first byte,
+ * so a key costs one comparison at most (a map event has eight or so, every event). */
+function eventKey(): i32 {
+  if (strLen === 0) return -1;
+  const c = <u32>load<u8>(strPtr);
+  switch (strLen) {
+    case 4:
+      return strIs("type") ? F_TYPE : -1;
+    case 6:
+      return strIs("medium") ? F_MEDIUM : -1;
+    case 7:
+      return strIs("lora_id") ? F_LORA_ID : -1;
+    case 8:
+      if (c === 0x6c) return strIs("locality") ? F_LOCALITY : -1;
+      return strIs("metadata") ? F_METADATA : -1;
+    case 9:
+      if (c === 0x74) return strIs("token_ids") ? F_TOKENS : -1;
+      if (c === 0x6c) return strIs("lora_name") ? F_LORA_NAME : -1;
+      if (c === 0x67) return strIs("group_idx") ? F_GROUP : -1;
+      return strIs("ownership") ? F_OWNERSHIP : -1;
+    case 10:
+      if (c === 0x62) return strIs("block_size") ? F_BLOCK_SIZE : -1;
+      if (c === 0x65) return strIs("extra_keys") ? F_EXTRA_KEYS : -1;
+      if (c === 0x63) return strIs("cache_salt") ? F_SALT : -1;
+      return strIs("session_id") ? F_SESSION : -1;
+    case 12:
+      return strIs("block_hashes") ? F_HASHES : -1;
+    case 13:
+      return strIs("event_version") ? F_EVENT_VERSION : -1;
+    case 17:
+      return strIs("parent_block_hash") ? F_PARENT : -1;
+    case 18:
+      return strIs("kv_cache_spec_kind") ? F_KIND : -1;
+    case 28:
+      return strIs("kv_cache_spec_sliding_window") ? F_WINDOW : -1;
+  }
+  return -1;
+}
+
+/** Index of the last read string in `list`, or -1. */
+function strIndex(list: string[]): i32 {
+  for (let i = 0; i < list.length; i++) if (strIs(unchecked(list[i]))) return i;
+  return -1;
+}
+
+/** Jumps to field f's value; false when the event lacks it. */
+function at(f: i32): bool {
+  const p = field(f);
+  if (p === 0) return false;
+  pos = p;
+  return true;
+}
+
+/** The field is absent or nil. */
+function nilOrAbsent(f: i32): bool {
+  return !at(f) || isNil();
+}
+
+/** Absent, nil or a string. */
+function optStr(f: i32): bool {
+  if (nilOrAbsent(f)) return true;
+  return readStr();
+}
+
+/** Absent, nil or a non-negative safe integer. */
+function optUint(f: i32): bool {
+  if (nilOrAbsent(f)) return true;
+  readUint(<u64>9007199254740991);
+  return ok;
+}
+
+/** The tier of the medium field, or -1 when the fast path does not know it. */
+function mediumTier(): i32 {
+  if (nilOrAbsent(F_MEDIUM)) return 0;
+  if (!readStr()) return -1;
+  if (strLen === 0) return 0;
+  return strIndex(MEDIA);
+}
+
+/** group_idx nil/0 and a full-attention kind (anything the decoder would skip is refused). */
+function mainGroup(): bool {
+  if (!nilOrAbsent(F_GROUP)) {
+    if (readUint(<u64>9007199254740991) !== 0 || !ok) return false;
+  }
+  if (nilOrAbsent(F_KIND)) return true;
+  return readStr() && strIndex(MAIN_KINDS) >= 0;
+}
+
+/** Reads the array of integer hashes at pos into stagedHashes; false to refuse. */
+function stageHashes(): bool {
+  const n = readHeader(false);
+  if (n <= 0) return false; // empty stores are placeholders-in-waiting: the decoder's business
+  stagedHashes.len = 0;
+  stagedHashes.reserve(<i32>(n << 3));
+  const dst = stagedHashes.ptr;
+  for (let i: i64 = 0; i < n; i++) {
+    if (!readInt()) return false;
+    store<u64>(dst + ((<usize>i) << 3), intValue);
+  }
+  hashCount = n;
+  return true;
+}
+
+/** Reads the array of u32 token ids at pos into stagedTokens; false to refuse. */
+function stageTokens(): bool {
+  const n = readHeader(false);
+  if (n < 0) return false;
+  stagedTokens.len = 0;
+  stagedTokens.reserve(<i32>(n << 2));
+  const dst = stagedTokens.ptr;
+  for (let i: i64 = 0; i < n; i++) {
+    // Inline the common case: a token id below 128 or a uint16/uint32 (msgspec's forms).
+    if (pos >= end) {
+      ok = false;
+      return false;
+    }
+    const b = <u32>load<u8>(pos);
+    let id: u32;
+    if (b < 0x80) {
+      pos++;
+      id = b;
+    } else if (b === 0xcd && end - pos >= 3) {
+      id = ((<u32>load<u8>(pos + 1)) << 8) | <u32>load<u8>(pos + 2);
+      pos += 3;
+    } else {
+      id = <u32>readUint(0xffffffff);
+      if (!ok) return false;
+    }
+    store<u32>(dst + ((<usize>i) << 2), id);
+  }
+  tokenCount = n;
+  return ok;
+}
+
+/** Reads field f's value at pos: the hashes and token ids are staged, the rest skipped for now. */
+function readField(f: i32): bool {
+  if (f >= 0) setField(f, pos);
+  if (f === F_HASHES) return stageHashes();
+  if (f === F_TOKENS) return stageTokens();
+  skip(1);
+  return ok;
+}
+
+/** Reads an event's fields into fieldAt (array form when `arrayLen` ≥ 0); false to refuse. */
+function readFields(arrayLen: i64, mapLen: i64): bool {
+  for (let f = 0; f < FIELD_COUNT; f++) setField(f, 0);
+  hashCount = -1;
+  tokenCount = -1;
+  if (arrayLen >= 0) {
+    // The tag first tells which positional layout the rest has.
+    const tagAt = pos;
+    if (arrayLen === 0 || !readStr()) return false;
+    const removed = strIs("BlockRemoved");
+    setField(F_TYPE, tagAt);
+    for (let i: i64 = 1; i < arrayLen && ok; i++) {
+      let f: i32 = -1;
+      if (removed) f = i === 1 ? F_HASHES : i === 2 ? F_MEDIUM : i === 3 ? F_GROUP : -1;
+      else if (i <= F_WINDOW) f = <i32>i;
+      if (!readField(f)) return false;
+    }
+    return ok;
+  }
+  for (let i: i64 = 0; i < mapLen && ok; i++) {
+    if (!readStr()) return false;
+    const f = eventKey();
+    if (f >= 0 && field(f) !== 0) return false; // a repeated key: msgpackr keeps the last
+    if (f < 0 && strIs("__proto__")) return false;
+    if (!readField(f)) return false;
+  }
+  return ok;
+}
+
+/** Validates one event and appends its plan entry; false to refuse the batch. */
+function scanEvent(arrayLen: i64, mapLen: i64): bool {
+  if (!readFields(arrayLen, mapLen)) return false;
+  const after = pos;
+  if (!at(F_TYPE) || !readStr()) return false;
+  const isArray = arrayLen >= 0;
+  const entry = plan.len;
+  if (strIs("AllBlocksCleared")) {
+    plan.reserve(<i32>P_HEADER);
+    store<u32>(plan.ptr + <usize>entry, K_CLEARED);
+    plan.len += <i32>P_HEADER;
+    addResult(R_CLEARED_EVENTS, 1);
+    pos = after;
+    return true;
+  }
+  const stored = strIs("BlockStored");
+  if (!stored && !strIs("BlockRemoved")) return false;
+  // The decoder's shape rules: array BlockStored has ≥ 5 elements; map events need their keys.
+  if (stored && isArray && arrayLen < 5) return false;
+  if (field(F_HASHES) === 0 || (stored && (field(F_TOKENS) === 0 || field(F_BLOCK_SIZE) === 0))) return false;
+  const n = hashCount;
+  if (n < 0 || !ok) return false;
+  plan.reserve(<i32>(P_HEADER + (n << 3)));
+  memory.copy(plan.ptr + <usize>entry + P_HEADER, stagedHashes.ptr, <usize>(n << 3));
+  plan.len += <i32>(P_HEADER + (n << 3));
+  const tier = mediumTier();
+  if (tier < 0 || !mainGroup()) return false;
+  if (!optStr(F_LOCALITY) || !optStr(F_OWNERSHIP)) return false;
+  let blockSize: u64 = 0;
+  let hasParent: u32 = 0;
+  let parent: u64 = 0;
+  if (stored) {
+    if (!nilOrAbsent(F_PARENT)) {
+      if (!readInt()) return false;
+      hasParent = 1;
+      parent = intValue;
+    }
+    at(F_BLOCK_SIZE);
+    blockSize = readUint(0xffff);
+    if (!ok || blockSize === 0) return false;
+    const count = tokenCount;
+    if (count < 0 || <u64>count !== <u64>n * blockSize) return false;
+    plan.reserve(<i32>((count << 2) + 8));
+    memory.copy(plan.ptr + <usize>plan.len, stagedTokens.ptr, <usize>(count << 2));
+    plan.len += <i32>(count << 2);
+    plan.len = (plan.len + 7) & ~7; // the next entry's hashes stay 8-aligned
+    // LoRA and salts change the chain's root hash: the JavaScript path owns those rules.
+    if (!nilOrAbsent(F_LORA_ID) || !nilOrAbsent(F_LORA_NAME)) return false;
+    if (!nilOrAbsent(F_SALT) || !nilOrAbsent(F_METADATA)) return false;
+    if (!nilOrAbsent(F_EXTRA_KEYS)) {
+      const keys = readHeader(false);
+      if (keys < 0) return false;
+      for (let i: i64 = 0; i < keys; i++) if (!takeNil()) return false;
+    }
+    if (!optUint(F_WINDOW) || !optUint(F_EVENT_VERSION) || !optStr(F_SESSION)) return false;
+    addResult(R_STORED_EVENTS, 1);
+    addResult(R_STORED_BY_MEDIUM + tier, <f64>n);
+  } else {
+    addResult(R_REMOVED_EVENTS, 1);
+    addResult(R_REMOVED_BLOCKS, <f64>n);
+  }
+  const h = plan.ptr + <usize>entry;
+  store<u32>(h, stored ? K_STORED : K_REMOVED);
+  store<u32>(h + 4, <u32>tier);
+  store<u32>(h + 8, <u32>n);
+  store<u32>(h + 12, <u32>blockSize);
+  store<u64>(h + 16, parent);
+  store<u32>(h + 24, hasParent);
+  pos = after;
+  return ok;
+}
+
+function scanEvents(): bool {
+  const n = readHeader(false);
+  if (n < 0) return false;
+  for (let i: i64 = 0; i < n; i++) {
+    if (!need(1)) return false;
+    const arr = readHeader(false);
+    if (!ok) return false;
+    const m = arr < 0 ? readHeader(true) : -1;
+    if (!ok || (arr < 0 && m < 0)) return false;
+    if (!scanEvent(arr, m)) return false;
+  }
+  return ok;
+}
+
+/** The batch's ts: a float64 or an integer (what the decoder's asNumber takes, float32 aside). */
+function readTs(): bool {
+  if (!need(1)) return false;
+  if (load<u8>(pos) === 0xcb) {
+    if (!need(9)) return false;
+    pos++;
+    const v = reinterpret<f64>(be(8));
+    if (v - v !== 0) return false; // NaN or ±Infinity: the decoder refuses them
+    setResult(R_TS, v);
+    return true;
+  }
+  if (!readInt()) return false;
+  setResult(R_TS, intNegative ? <f64>(<i64>intValue) : <f64>intValue);
+  return true;
+}
+
+/** The batch's rank: nil, or what asRank accepts (a fixint..uint32, a uint64 below 2^31). */
+function readRank(): bool {
+  if (takeNil()) return true;
+  if (!need(1)) return false;
+  const wide = load<u8>(pos) === 0xcf || load<u8>(pos) === 0xd3;
+  if (!readInt() || intNegative) return false;
+  if (wide ? intValue >= 1 << 31 : intValue > 9007199254740991) return false;
+  setResult(R_RANK, <f64>intValue);
+  return true;
+}
+
+/**
+ * Walks the payload at [ptr, ptr + len): 1 when the fast path takes the batch (its plan staged,
+ * the results written), 0 when the JavaScript decoder must.
+ */
+export function scanBatch(ptr: usize, len: i32): i32 {
+  pos = ptr;
+  end = ptr + <usize>len;
+  ok = true;
+  plan.len = 0;
+  for (let i = 0; i < R_COUNT; i++) setResult(i, 0);
+  setResult(R_RANK, -1);
+  const arr = readHeader(false);
+  if (!ok) return 0;
+  if (arr >= 0) {
+    if (arr < 2 || !readTs() || !scanEvents()) return 0;
+    if (arr >= 3 && !readRank()) return 0;
+    for (let i: i64 = 3; i < arr && ok; i++) skip(1);
+    return ok && pos === end ? 1 : 0;
+  }
+  const m = readHeader(true);
+  if (m < 0) return 0;
+  let tsAt: i64 = -1;
+  let eventsAt: i64 = -1;
+  let rankAt: i64 = -1;
+  for (let i: i64 = 0; i < m && ok; i++) {
+    if (!readStr()) return 0;
+    let slot: i32 = -1;
+    if (strIs("ts")) slot = 0;
+    else if (strIs("events")) slot = 1;
+    else if (strIs("data_parallel_rank")) slot = 2;
+    // Rank aliases (nil falls through to the next) and prototype keys: the decoder's rules.
+    else if (strIs("attn_dp_rank") || strIs("dp_rank") || strIs("__proto__")) return 0;
+    const here = <i64>pos;
+    if (slot === 0) {
+      if (tsAt >= 0) return 0;
+      tsAt = here;
+    } else if (slot === 1) {
+      if (eventsAt >= 0) return 0;
+      eventsAt = here;
+    } else if (slot === 2) {
+      if (rankAt >= 0) return 0;
+      rankAt = here;
+    }
+    skip(1);
+  }
+  if (!ok || pos !== end || tsAt < 0 || eventsAt < 0) return 0;
+  pos = <usize>tsAt;
+  if (!readTs()) return 0;
+  if (rankAt >= 0) {
+    pos = <usize>rankAt;
+    if (!readRank()) return 0;
+  }
+  // The map's one extra pass (the events were skipped to find every key) is the rare revision.
+  pos = <usize>eventsAt;
+  return scanEvents() ? 1 : 0;
+}
+
+/** Runs the plan of the last accepted scan on `table`; counters accumulate in `stats` and the results. */
+export function applyBatch(
+  table: BlockTable,
+  tokens: TokenTable,
+  root: u64,
+  nowMs: f64,
+  scratch: ByteBuf,
+  hashOut: ByteBuf,
+  stats: CallStats,
+): void {
+  let p = plan.ptr;
+  const stop = plan.ptr + <usize>plan.len;
+  while (p < stop) {
+    const kind = load<u32>(p);
+    const tier = load<u32>(p + 4);
+    const n = <i32>load<u32>(p + 8);
+    const blockSize = <i32>load<u32>(p + 12);
+    const hashes = p + P_HEADER;
+    if (kind === K_CLEARED) {
+      table.clear(true);
+      p += P_HEADER;
+      continue;
+    }
+    if (kind === K_REMOVED) {
+      table.remove(hashes, n, tier, stats);
+      p = hashes + ((<usize>n) << 3);
+      continue;
+    }
+    const hasParent = load<u32>(p + 24) !== 0;
+    const r = table.store(
+      hashes,
+      n,
+      tokens,
+      blockSize,
+      tier,
+      hasParent,
+      load<u64>(p + 16),
+      hasParent ? 0 : root,
+      nowMs,
+      scratch,
+      hashOut,
+      stats,
+    );
+    if (r === STORE_ORPHAN) addResult(R_ORPHANS, <f64>n);
+    else addResult(R_UNDETOKENIZABLE, <f64>r);
+    p = hashes + ((<usize>n) << 3) + ((((<usize>(n * blockSize)) << 2) + 7) & ~(<usize>7));
+  }
+}
+
+export function batchResultsPtr(): usize {
+  return results;
+}
