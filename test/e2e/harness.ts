@@ -221,6 +221,26 @@ export async function synced(e: E2E): Promise<void> {
       Buffer.from(v.value).readBigUInt64LE(8) >= want
     );
   }, "gateway sync");
+  // The leader's VM refreshes its view as it applies the sync; the other worker threads' VMs on
+  // their next tick. Each VM writes its kvr.un.<t> key every tick (after its refresh): two
+  // writes after the sync landed and every VM routes with the new images.
+  const host = e.gateway.host;
+  // VMs claim their index in the kvr.un.<t> key space themselves (the main thread's may hold one).
+  const keys = Array.from({ length: host.threads.length + 1 }, (_, t) => `kvr.un.${t}`).filter(
+    (k) => host.sharedData(k) !== null,
+  );
+  const cas = () => keys.map((k) => host.sharedData(k)?.cas ?? -1);
+  const start = cas();
+  const changes = keys.map(() => 0);
+  let last = start;
+  await until(() => {
+    const now = cas();
+    now.forEach((c, i) => {
+      if (c !== last[i]) changes[i] = (changes[i] ?? 0) + 1;
+    });
+    last = now;
+    return changes.every((n) => n >= 2);
+  }, "every worker thread's VM refreshed");
 }
 
 export interface Routed {
