@@ -110,7 +110,8 @@ export class WasmThread {
   private effective = 0;
   private afterActions: Array<() => void> = [];
   private nextIterationStopped = false;
-  private drainScheduled = false;
+  /** The pending turn that drains `tasks`, if any (cleared on close: a closed thread is not kept alive by it). */
+  private drainScheduled: NodeJS.Immediate | undefined;
 
   constructor(
     readonly core: HostCore,
@@ -355,14 +356,11 @@ export class WasmThread {
   /** Dispatcher::post: run `task` later on this thread (never inline). */
   post(task: () => void): void {
     this.tasks.push(task);
-    if (!this.drainScheduled) {
-      this.drainScheduled = true;
-      setImmediate(() => this.drain());
-    }
+    this.drainScheduled ??= setImmediate(() => this.drain());
   }
 
   private drain(): void {
-    this.drainScheduled = false;
+    this.drainScheduled = undefined;
     // Run only what was queued so far; new posts wait for the next turn like a real event loop.
     const n = this.tasks.length;
     for (let k = 0; k < n && this.tasks.length > 0; k++) this.runOneTask();
@@ -471,5 +469,10 @@ export class WasmThread {
     this.stopTimers();
     for (const c of this.httpCalls.values()) c.cancel();
     this.httpCalls.clear();
+    // A run that never yields to the event loop (the quality bench's virtual time) would otherwise
+    // keep every closed thread, its VM and everything it reaches, until the process ends.
+    clearImmediate(this.drainScheduled);
+    this.drainScheduled = undefined;
+    this.tasks.length = 0;
   }
 }

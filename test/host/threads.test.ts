@@ -31,6 +31,18 @@ describe("threads", () => {
     await settle(40);
     expect(host.logs((m) => m.startsWith("tick")).length).toBe(n);
   });
+
+  it("a closed thread drops its queued tasks and its pending turn (nothing it posted runs, nothing keeps it alive)", async () => {
+    host = createHost({ wasm: moduleFile("lifecycle"), threads: 1, pluginConfig: "tick=1000" });
+    const t = host.threads[0] as WasmThread;
+    let ran = 0;
+    t.post(() => ran++);
+    t.post(() => ran++);
+    host.close();
+    expect(t.tasks).toHaveLength(0);
+    await settle(20);
+    expect(ran).toBe(0);
+  });
 });
 
 const rootLines = (h: Host, prefix: string) =>
