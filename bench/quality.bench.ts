@@ -12,8 +12,7 @@
 // for the same configuration and build, so a stopped run resumes; --shard K/N measures only every
 // N-th run from the K-th (0-based) and writes no report — run N shards side by side on one rows
 // file, then once more without --shard to write the report from it.
-import { createHash } from "node:crypto";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { baselineNotes, closingNotes } from "./quality/analysis.ts";
 import { writeCharts } from "./quality/charts.ts";
 import {
@@ -29,6 +28,7 @@ import { kvrouteGeometry } from "./quality/policies/kvroute.ts";
 import type { PolicyFactory, RoutingPolicy } from "./quality/policies/types.ts";
 import { BOUND, pointsOf, type ResultRow, renderReport, SUBJECT } from "./quality/report.ts";
 import { RowStore } from "./quality/row-store.ts";
+import { digestOf, PEER_EXCEPT, PEER_SOURCES, SUBJECT_SOURCES } from "./quality/source-digest.ts";
 import { benchTokenizer } from "./quality/tokens.ts";
 import type { Workload } from "./quality/workloads/types.ts";
 
@@ -59,11 +59,16 @@ const out = text("--out");
 const resultsDir = out !== undefined ? `${out}/` : new URL("./results/", import.meta.url).pathname;
 const shardText = text("--shard");
 const shard = shardText === undefined ? undefined : parseShard(shardText);
-const build = createHash("sha256")
-  .update(readFileSync(new URL("../build/kvroute.wasm", import.meta.url)))
-  .digest("hex")
-  .slice(0, 16);
-const store = new RowStore(text("--rows"), JSON.stringify({ quick, kvDelayMs, ...kvrouteGeometry, build }));
+// A row read back must come from the same sources (source-digest.ts); peers' rows do not depend on
+// the filter, the control plane or kvroute's geometry, so they survive changes to those.
+const peerKey = JSON.stringify({ quick, kvDelayMs, sources: digestOf(PEER_SOURCES, PEER_EXCEPT) });
+const subjectKey = JSON.stringify({
+  quick,
+  kvDelayMs,
+  ...kvrouteGeometry,
+  sources: digestOf([...PEER_SOURCES, ...SUBJECT_SOURCES]),
+});
+const store = new RowStore(text("--rows"), (policy) => (policy.startsWith(SUBJECT) ? subjectKey : peerKey));
 if (store.size > 0) console.log(`${store.size} runs read back from ${store.path}`);
 function parseShard(t: string): { k: number; n: number } {
   const m = /^(\d+)\/(\d+)$/.exec(t);

@@ -181,21 +181,27 @@ function kvroute(c: BenchConfig, name: string, extra: Partial<KvrouteOptions> = 
 }
 
 /** kvroute variants run on the heaviest rate of `sensitivityWorkloads` only: what its result
- * depends on (event delay, load freshness, speculative entries, the queue weight). */
+ * depends on (event delay, load freshness, report interval, speculative entries, the queue
+ * weight, and how many independent deciders — gateways × worker threads — share the fleet). */
 export function kvrouteVariants(c: BenchConfig): PolicyFactory[] {
   return [
     kvroute(c, "kvroute (events 0 ms late)", { kvEventDelayMs: 0 }),
     kvroute(c, "kvroute (events 500 ms late)", { kvEventDelayMs: 500 }),
     kvroute(c, "kvroute (no speculative entries)", { speculative: false }),
     kvroute(c, "kvroute (load every 50 ms)", { load: { scrapeIntervalMs: 50 } }),
+    kvroute(c, "kvroute (reports every 100 ms)", { plugin: { reportMs: 100 } }),
     kvroute(c, "kvroute (inflightWeight 0.5)", { routing: { inflightWeight: 0.5 } }),
+    kvroute(c, "kvroute (1 gateway × 1 thread)", { gateways: 1, threadsPerGateway: 1 }),
+    kvroute(c, "kvroute (4 gateways × 2 threads)", { gateways: 4, threadsPerGateway: 2 }),
   ];
 }
 
+/** Where the variants run: the cache-pressure workloads (kvroute's weakest in the quick runs) and
+ * the llm-d benchmark. */
 export function sensitivityWorkloads(c: BenchConfig): string[] {
   return c.quick
-    ? ["generated-shared-prefix"]
-    : ["generated-shared-prefix", "llm-d-shared-prefix", "multi-turn-chat"];
+    ? ["generated-shared-prefix-pressure"]
+    : ["generated-shared-prefix-pressure", "multi-turn-pressure", "llm-d-shared-prefix"];
 }
 
 export function policies(c: BenchConfig): PolicyFactory[] {

@@ -16,16 +16,18 @@ const keyOf = (r: Pick<ResultRow, "workload" | "qps" | "policy" | "seed">) =>
 export class RowStore {
   readonly #rows = new Map<string, ResultRow>();
 
-  /** `configKey` names everything a row depends on besides its point (sizes, delays, geometry, build). */
+  /** `configKey(policy)` names everything a policy's row depends on besides its point (sizes,
+   * delays, and for kvroute the gateway geometry and the filter build — a peer's rows do not
+   * depend on those, so they survive a rebuild of the filter). */
   constructor(
     readonly path: string | undefined,
-    readonly configKey: string,
+    readonly configKey: (policy: string) => string,
   ) {
     if (path === undefined || !existsSync(path)) return;
     for (const line of readFileSync(path, "utf8").split("\n")) {
       if (line.trim() === "") continue;
       const { config, row } = JSON.parse(line, reviver) as { config: string; row: ResultRow };
-      if (config === configKey) this.#rows.set(keyOf(row), row);
+      if (config === configKey(row.policy)) this.#rows.set(keyOf(row), row);
     }
   }
 
@@ -40,6 +42,6 @@ export class RowStore {
   add(row: ResultRow): void {
     this.#rows.set(keyOf(row), row);
     if (this.path !== undefined)
-      appendFileSync(this.path, `${JSON.stringify({ config: this.configKey, row }, replacer)}\n`);
+      appendFileSync(this.path, `${JSON.stringify({ config: this.configKey(row.policy), row }, replacer)}\n`);
   }
 }
