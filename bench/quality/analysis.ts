@@ -42,20 +42,31 @@ export function closingNotes(points: readonly Point[], sensitivity: readonly Poi
   const lighterQueue = effect("inflightWeight 0.5");
   if (lighterQueue.length > 0) {
     notes.push(
-      "Why, on shared-prefix bursts: the core (filter/core/route-decision.ts) prices every queued request — waiting, " +
-        "plus every request this gateway sent since the last load report — at a flat QUEUED_TOKENS = 512 prefill " +
-        "tokens. In a cache-friendly burst most of those just-sent requests are short cached prefills that start within " +
-        "a step, so after a handful of sends the penalty outweighs a group's whole shared prefix and kvroute spills the " +
-        "group onto a second rank. Halving the queue weight (inflightWeight 0.5), TTFT p90 (medians): " +
-        `${lighterQueue.join("; ")}.`,
+      "The queue term weighs too much here: the core (filter/core/queued-work.ts) prices its own gateway's " +
+        "unanswered requests at their uncached prompt, but the engine's waiting requests and other gateways' unseen " +
+        "ones at a flat QUEUED_TOKENS = 512 prefill tokens each, their prompts unknown. Halving the queue weight " +
+        `(inflightWeight 0.5), TTFT p90 (medians): ${lighterQueue.join("; ")}.`,
     );
   }
   const fresh = effect("load every 50 ms");
   if (fresh.length > 0) {
     notes.push(
-      `Load freshness matters too — load republished every 50 ms instead of 250 ms, TTFT p90 (medians): ${fresh.join("; ")}. ` +
-        "SGLang's router and vLLM's balancer count their own in-flight requests live, Dynamo counts its active " +
-        "sequences at every routing decision, while kvroute sees running/waiting as of the last scrape (plus its own sends since).",
+      `Load freshness matters — load republished every 50 ms instead of 250 ms, TTFT p90 (medians): ${fresh.join("; ")}. ` +
+        "SGLang's router and vLLM's balancer count their own in-flight requests live and Dynamo counts its active " +
+        "sequences at every decision, while kvroute sees running/waiting as of the last scrape, plus its own gateway's requests since.",
+    );
+  }
+  const oneDecider = effect("1 gateway × 1 thread");
+  const reports = effect("reports every 100 ms");
+  if (oneDecider.length > 0) {
+    notes.push(
+      "Independent deciders cost kvroute here: every peer is one router that sees each of its decisions at once, " +
+        "while kvroute's gateways see each other's requests only through their reports (every 500 ms) and the " +
+        "engines' scrapes. One gateway of one thread instead of 2 × 4, TTFT p90 (medians): " +
+        `${oneDecider.join("; ")}` +
+        (reports.length > 0
+          ? `; reports every 100 ms instead: ${reports.join("; ")}.`
+          : "; reports every 100 ms do not separate from the default, so the report interval is not the cause."),
     );
   }
   return notes;
