@@ -26,6 +26,11 @@ export class CacheView {
   private loadCas: u32 = 0;
   private read: SharedValue = new SharedValue();
 
+  /** Changes whenever a new kvr.load image is read (its shared-data cas). */
+  get loadRound(): u32 {
+    return this.loadCas;
+  }
+
   get ready(): bool {
     return this.cfg !== null && this.slots !== null && this.load !== null;
   }

@@ -7,6 +7,7 @@ import * as imports from "@gcoredev/proxy-wasm-sdk-as/assembly/imports";
 import { ByteBuf } from "../core/byte-buf";
 import { PluginConfig, parsePluginConfig, pluginConfigError } from "../core/plugin-config";
 import { Decider } from "../core/route-decision";
+import { xxh64 } from "../core/xxh64";
 import { cache } from "./cache-view";
 import {
   getBuffer,
@@ -81,6 +82,9 @@ export class KvrouteRoot {
       vm.decider = new Decider(me ^ 0x9e3779b97f4a7c15);
       vm.seeded = true;
     }
+    // A configured seed asks for reproducible decisions: then no gateway order either (it would
+    // differ by gateway id and by when each process read its load images).
+    vm.decider.gatewaySeed = cfg.seed !== 0 ? 0 : gatewaySeedOf(this.gateway);
     const leaseMs = <u64>(cfg.tickMs * 3 > 1000 ? cfg.tickMs * 3 : 1000);
     this.leadership = new Leadership(me === 0 ? 1 : me, leaseMs);
     setTickMs(cfg.tickMs);
@@ -196,4 +200,11 @@ function register(): u32 {
   return imports.proxy_register_shared_queue(changetype<usize>(name), name.byteLength, out) === OK
     ? load<u32>(out)
     : 0;
+}
+
+/** The gateway's slot-order seed (route-decision.ts gatewaySeed): XXH64 of its id, never 0. */
+function gatewaySeedOf(id: string): u64 {
+  const b = String.UTF8.encode(id);
+  const h = xxh64(changetype<usize>(b), <usize>b.byteLength, 0x4741544557415953);
+  return h === 0 ? 1 : h;
 }

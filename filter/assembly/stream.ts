@@ -434,6 +434,7 @@ export class KvrouteStream {
     d.allowed = subset === null ? 0 : allowedSlots(slots, subset, words);
     d.candidates(slots, load, pool, -1, this.pin, bitmaps.ptr, words);
     const now = nowMs();
+    d.gatewayRound = <u64>cache.loadRound;
     vm.observeLoad(load);
     vm.readGateway(now);
     if (cfg.pools[pool].shedding && this.shed(cfg, pool, load, bitmaps.ptr, words)) return;

@@ -13,6 +13,9 @@
 // + decodeWeight   × sequences decoding at s (scraped, plus the gateway's the scrape may not
 //                    show yet) × DECODE_TOKENS  (queued-work.ts)
 // + adapterCost     for a LoRA adapter's request, per slot (lora-affinity.ts)
+// + the gateway's order: 0 to GATEWAY_SPREAD tokens per slot, from the gateway's id and its load
+//   image (gatewaySeed) — among slots whose costs are within that of each other, gateways that
+//   read the same stale image would otherwise all pick the same one
 // Tokens are estimated from bytes (BYTES_PER_TOKEN); weights come from the configuration.
 import {
   CfgImage,
@@ -45,6 +48,23 @@ export const OUT_BAD_PIN: i32 = -2;
 
 const MAX_SLOTS: i32 = 65536;
 
+/**
+ * Prefill tokens over which a gateway's slot order spreads (gatewaySeed): a quarter of a queued
+ * request of unknown size, eight decoding sequences. Measured on the quality bench (2 gateways ×
+ * 4 threads): 512 let each gateway's favourite slot win over real load differences at low rates
+ * and sent the llm-d workload's new groups to two slots; 128 reorders near ties only.
+ */
+export const GATEWAY_SPREAD: f64 = 128;
+
+/** A share in [0, 1) of slot `s` for the gateway of `seed` (splitmix64 of both). */
+export function slotShare(seed: u64, s: i32): f64 {
+  let z = seed ^ ((<u64>s + 1) * 0x9e3779b97f4a7c15);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
+  z ^= z >> 31;
+  return <f64>(z >> 11) / 9007199254740992.0;
+}
+
 export class Decider {
   /** Chosen slot (decode slot in a disaggregated pool); -1 when none. */
   slot: i32 = -1;
@@ -76,6 +96,18 @@ export class Decider {
   preferMargin: f64 = 0;
   /** When set, per slot prefill tokens added to the cost of the next decisions (lora-affinity.ts). */
   adapterCost: StaticArray<f64> | null = null;
+  /**
+   * This gateway's order of slots: a share of GATEWAY_SPREAD tokens per slot, from a hash of the
+   * gateway's id (0 = no order), the slot id and gatewayRound. Gateways see each other's requests
+   * only through reports, so between two of them, gateways that read the same load image would
+   * rank near-equal slots alike and send their requests of the same moment to the same slot. All
+   * VMs of a gateway share the order (its own requests, counted across its threads, still spread
+   * it over its slots); a new order comes with every load image, so no slot is any gateway's
+   * favourite for long.
+   */
+  gatewaySeed: u64 = 0;
+  /** Set by the caller per decision: changes whenever the gateway reads a new load image. */
+  gatewayRound: u64 = 0;
 
   constructor(seed: u64) {
     this.rng = seed === 0 ? 0x9e3779b97f4a7c15 : seed;
@@ -201,8 +233,11 @@ export class Decider {
         const extra = this.adapterCost;
         if (extra !== null && s < extra.length) cost += extra[s];
       }
-      this.costs[i] = cost;
+      // The cost itself (session margin, fallbacks) and the cost in this gateway's order (the pick).
       this.rankCosts[i] = cost;
+      if (this.gatewaySeed !== 0 && policy !== POLICY_LEAST_LOAD)
+        cost += GATEWAY_SPREAD * slotShare(this.gatewaySeed ^ (this.gatewayRound * 0xd6e8feb86659fd93), s);
+      this.costs[i] = cost;
       if (cost < min) min = cost;
       if (cost > max) max = cost;
     }

@@ -23,12 +23,26 @@ const turn = (id: string, n: number) =>
 
 describe("session affinity on the simulator", () => {
   it("keeps each conversation on its worker and rank across turns whose prompts share nothing", async () => {
+    // The first turns at once, so the gateway's own requests spread them (one after another, each
+    // would follow the gateway's order of equal slots while the load image stays the same).
+    const ids = Array.from({ length: SESSIONS }, (_, i) => `conv-${i}`);
+    const firsts = await Promise.all(ids.map((id) => turn(id, 0)));
     const where = new Map<string, string>();
-    for (let i = 0; i < SESSIONS; i++) {
-      const r = await turn(`conv-${i}`, 0);
+    for (const [i, r] of firsts.entries()) {
       expect(r.status).toBe(200);
-      where.set(`conv-${i}`, `${r.worker}/${r.rank}`);
+      where.set(ids[i] as string, `${r.worker}/${r.rank}`);
     }
+    // A scrape taken during that burst would price its queues against the sessions' slots: the
+    // next turns start once every engine shows idle and the gateway has that image.
+    await until(
+      () =>
+        e.cp?.slots.present().every((s) => {
+          const l = e.cp?.load.get(s.id);
+          return l !== undefined && l.running === 0 && l.waiting === 0;
+        }) === true,
+      "the engines idle after the first turns",
+    );
+    await synced(e);
     for (let n = 1; n <= 2; n++)
       for (const [id, at] of where) {
         const r = await turn(id, n);

@@ -121,10 +121,21 @@ describe("routing decision", () => {
     expect(f.route(body)).toMatchObject({ outcome: "prefix_hit", prefillSlot: 1, slot: 3 });
   });
 
-  it("breaks ties with a sequence of its own on every worker thread", () => {
-    // Four idle slots, equal costs: each pick is a tie. VMs drawing alike would send every
-    // thread's traffic to the same slots in the same order.
-    const f = fleet({ threads: 2 });
+  it("breaks least-load ties with a sequence of its own on every worker thread", () => {
+    // Four idle slots, equal counts: each pick is a tie. VMs drawing alike would send every
+    // thread's traffic to the same slots in the same order. (kv-aware pools order near-equal
+    // slots by the gateway's order instead: gateway-order.test.ts.)
+    const f = fleet({
+      threads: 2,
+      pools: [
+        {
+          name: "qwen",
+          models: ["qwen3"],
+          policy: "least-load",
+          endpoints: [{ address: "10.0.0.1:8000", ranks: [0, 1, 2, 3] }],
+        },
+      ],
+    });
     const picks = (thread: number) =>
       Array.from({ length: 16 }, (_, i) => {
         const r = f.route(chat("s", `question ${i}`), { thread });

@@ -31,6 +31,9 @@ beforeAll(async () => {
         name: "vh",
         models: ["vh"],
         dpMode: "hybrid",
+        // Round robin visits both ranks in order (kv-aware would follow the gateway's order of
+        // equal slots, which can keep to one rank while the load image stays the same).
+        policy: "round-robin",
         // Ranks discovered from /metrics: the header is rank − startRank, not rank − lowest seen.
         endpoints: [{ address: e[1]?.address, ranks: "auto", startRank: 4 }],
       },
@@ -38,6 +41,7 @@ beforeAll(async () => {
         name: "ve",
         models: ["ve"],
         dpMode: "external",
+        policy: "round-robin",
         endpoints: [
           { address: e[2]?.address, ranks: [0] },
           { address: e[3]?.address, ranks: [1] },
@@ -67,6 +71,8 @@ beforeAll(async () => {
         name: "dd",
         models: ["dd"],
         engine: "dynamo",
+        // Both prefill ranks in turn (see vh); the decode rank is least-load's, ties at random.
+        policy: "round-robin",
         tokenizer: QWEN,
         endpoints: [
           { address: e[6]?.address, ranks: [2, 3], role: "prefill", workerId: "111" },

@@ -68,9 +68,17 @@ describe("session affinity", () => {
   it("keeps each session on its slot before KV events confirm it, while the load is even", () => {
     f = new ShippedFilter();
     const first = new Map<string, number>();
-    for (let i = 0; i < 12; i++) first.set(`chat-${i}`, once(fresh(), `chat-${i}`).slot);
+    for (let i = 0; i < 12; i++) {
+      // A new load image each time: the gateway's order of equal slots (route-decision.ts) is new.
+      f.publishLoad();
+      f.tick();
+      first.set(`chat-${i}`, once(fresh(), `chat-${i}`).slot);
+    }
     expect(counter("new")).toBe(12);
-    // Balanced load and a prompt no slot holds: without the session each pick is a 1-in-4 tie.
+    // Balanced load and a prompt no slot holds: without the session each pick follows the
+    // gateway's order of equal slots, new with every load image.
+    f.publishLoad();
+    f.tick();
     for (const [id, slot] of first) expect(once(fresh(), id).slot).toBe(slot);
     for (const [id, slot] of first) expect(once(fresh(), id).slot).toBe(slot);
     expect(counter("kept")).toBe(24);
