@@ -318,7 +318,8 @@ const routingSchema = z.strictObject({
   /** Dynamo's cost: overlapWeight * uncached prefill blocks + decode blocks (+ in-flight). */
   overlapWeight: z.number().min(0).default(1),
   decodeWeight: z.number().min(0).default(1),
-  inflightWeight: z.number().min(0).default(1),
+  /** 0.75: measured on the quality bench (docs/operations.md "How a slot is chosen"). */
+  inflightWeight: z.number().min(0).default(0.75),
   /** Softmax sampling temperature over normalised costs; 0 = always the cheapest (ties random). */
   temperature: z.number().min(0).max(10).default(0),
   /** Worth of a cached chunk on the GPU, in CPU memory, on storage (0..1, gpu ≥ cpu ≥ storage). */
