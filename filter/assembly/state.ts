@@ -31,6 +31,8 @@ export class VmState {
   buckets: ByteBuf = new ByteBuf(1024);
   /** Requests this thread sent per slot and not yet answered, and which the engines do not show yet (queued-work.ts). */
   queue: LocalQueue = new LocalQueue();
+  /** Decisions taken while the gateway had nothing unanswered (each gets its own slot order). */
+  idleDecisions: u32 = 0;
   message: ByteBuf = new ByteBuf(64);
   /** The current request's LoRA adapter, and this thread's adapter affinity (lora-affinity.ts). */
   adapter: AdapterMatch = new AdapterMatch();

@@ -434,9 +434,14 @@ export class KvrouteStream {
     d.allowed = subset === null ? 0 : allowedSlots(slots, subset, words);
     d.candidates(slots, load, pool, -1, this.pin, bitmaps.ptr, words);
     const now = nowMs();
-    d.gatewayRound = <u64>cache.loadRound;
     vm.observeLoad(load);
     vm.readGateway(now);
+    // The gateway's order of near-equal slots is new with every load image; a gateway with nothing
+    // unanswered has no burst to keep apart from other gateways', so it takes a new order for each
+    // decision (one request after another spreads over equal slots, as random ties did).
+    d.gatewayRound = vm.queue.gatewayIdle()
+      ? <u64>cache.loadRound ^ ((<u64>++vm.idleDecisions) << 32)
+      : <u64>cache.loadRound;
     if (cfg.pools[pool].shedding && this.shed(cfg, pool, load, bitmaps.ptr, words)) return;
     const walker = vm.walker;
     if (h.hashCount > 0) {

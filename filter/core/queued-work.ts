@@ -254,6 +254,13 @@ export class LocalQueue {
     return this.has(slot) ? this.tokens[slot] + this.siblingsTokens[slot] : 0;
   }
 
+  /** The gateway (this VM and the others, as last read) has no unanswered request anywhere. */
+  gatewayIdle(): bool {
+    for (let s = 0; s < this.pending.length; s++)
+      if (this.pending[s] !== 0 || this.siblingsPending[s] !== 0) return false;
+    return true;
+  }
+
   /** Those of them the engine's last scrapes may show (waiting or prefilling). */
   gatewaySeenAt(slot: i32): f64 {
     if (!this.has(slot)) return 0;

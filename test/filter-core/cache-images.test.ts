@@ -70,7 +70,7 @@ describe("cache image decoders", () => {
     writeIo(cfgImage);
     expect(route.cfgDecodeIo(cfgImage.length)).toBe(2);
     const fields = Array.from({ length: 14 }, (_, i) => route.cfgField(i));
-    expect(fields).toEqual([128, 1024, 6, 2, 1500, 4 * 1024 * 1024, 1, 1, 1, 0.5, 1, 1, 1, 1]);
+    expect(fields).toEqual([128, 1024, 6, 2, 1500, 4 * 1024 * 1024, 1, 1, 0.75, 0.5, 1, 1, 1, 1]);
     const pool = (p: number) => Array.from({ length: 8 }, (_, i) => route.cfgPoolField(p, i));
     expect(pool(0)).toEqual([0, 1, 0, 0, 16, 2, 0, 1]);
     expect(pool(1)).toEqual([2, 0, 1, 2 | 4, 16, 1, 0, 0]);

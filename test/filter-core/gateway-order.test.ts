@@ -1,7 +1,7 @@
 // Each gateway's own order of near-equal slots (filter/core/route-decision.ts gatewaySeed): gateways
 // that read the same load image must not all send their next request to the same slot, no gateway
-// keeps a favourite past its next load image, a real load difference always wins over the order,
-// and a configured seed (reproducible decisions) turns it off.
+// keeps a favourite past its next load image (an idle gateway past its next decision), a real load
+// difference always wins over the order, and a configured seed (reproducible decisions) turns it off.
 import { afterEach, describe, expect, it } from "vitest";
 import { chat, ShippedFilter, type ShippedFilterOptions } from "./shipped-filter.ts";
 
@@ -26,10 +26,13 @@ const once = (f: ShippedFilter, n: number): number => {
 const QWEN_SLOTS = [0, 1, 2, 3];
 
 describe("gateway order of near-equal slots", () => {
-  it("holds for one load image and changes with the next: no slot stays a gateway's favourite", () => {
+  it("holds for one load image while the gateway is busy, and changes with the next image", () => {
     const f = gateway("gw-a");
+    // One request stays unanswered: the gateway is busy (a burst is what the order is for).
+    const held = f.route(chat("s", "a held question"));
     const first = once(f, 0);
     expect(QWEN_SLOTS).toContain(first);
+    expect(first).not.toBe(held.slot);
     // Random tie-breaks would scatter these; the order sends them to one slot.
     for (let i = 1; i < 6; i++) expect(once(f, i)).toBe(first);
     const picks = new Set<number>();
@@ -38,6 +41,13 @@ describe("gateway order of near-equal slots", () => {
       f.tick();
       picks.add(once(f, 100 + i));
     }
+    expect(picks.size).toBeGreaterThan(1);
+    f.finish(held);
+  });
+
+  it("is new with every decision of an idle gateway: one request after another spreads", () => {
+    const f = gateway("gw-idle");
+    const picks = new Set(Array.from({ length: 12 }, (_, i) => once(f, i)));
     expect(picks.size).toBeGreaterThan(1);
   });
 

@@ -95,15 +95,17 @@ describe("in-flight accounting", () => {
     stack = await startManualStack(2);
     const s = stack;
     const [a, b] = s.host.threads as [WasmThread, WasmThread];
-    // Three requests of different prompts from thread a take three of the four ranks.
+    // Three requests of different prompts from thread a take three of the four ranks. (Prompts of
+    // ~560 tokens: a queued one outweighs the gateway's order of near-equal slots, 128 tokens.)
+    const long = PROMPT.repeat(4);
     const taken = new Set<number>();
     for (const tag of ["one", "two", "three"])
-      taken.add(slotOf(s, startCompletion(s.host, a, `${tag} ${PROMPT}`).sink));
+      taken.add(slotOf(s, startCompletion(s.host, a, `${tag} ${long}`).sink));
     expect(taken.size).toBe(3);
     // No tick since, and the control plane has not been told (no report is answered without a
     // turn of the event loop): thread b knows them from a's kvr.un.<t> alone and takes the free rank.
     for (const x of taken) expect(fleetCount(s, x)).toBe(0);
-    const next = slotOf(s, startCompletion(s.host, b, `four ${PROMPT}`).sink);
+    const next = slotOf(s, startCompletion(s.host, b, `four ${long}`).sink);
     expect(taken.has(next)).toBe(false);
   });
 
