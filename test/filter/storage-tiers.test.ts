@@ -165,7 +165,9 @@ describe("storage tiers from KV events to the gateway's decision", () => {
   });
 
   it("routes to a GPU hit rather than to the CPU-tier one", async () => {
-    const s = system("gpu-beats-cpu");
+    // ~3000 tokens: a GPU copy is worth 15 % more (tier weights 1 and 0.85), 450 tokens — more
+    // than the gateway's order of near-equal slots can outweigh (128 tokens).
+    const s = system("gpu-beats-cpu").repeat(7);
     const user = "And chapter three?";
     const cpuBefore = statsOf(0)?.lowerTierStores ?? 0;
     await offloaded(0, blocksOf(s, user, 5000));
