@@ -210,6 +210,11 @@ export class Decider {
     }
     let min = Infinity;
     let max = -Infinity;
+    // This decision's gateway order (0: none), mixed once for all candidates.
+    const order: u64 =
+      this.gatewaySeed !== 0 && policy !== POLICY_LEAST_LOAD
+        ? this.gatewaySeed ^ (this.gatewayRound * 0xd6e8feb86659fd93)
+        : 0;
     for (let i = 0; i < n; i++) {
       const s = this.picks[i];
       const waiting = <f64>loads.waiting(s);
@@ -235,8 +240,7 @@ export class Decider {
       }
       // The cost itself (session margin, fallbacks) and the cost in this gateway's order (the pick).
       this.rankCosts[i] = cost;
-      if (this.gatewaySeed !== 0 && policy !== POLICY_LEAST_LOAD)
-        cost += GATEWAY_SPREAD * slotShare(this.gatewaySeed ^ (this.gatewayRound * 0xd6e8feb86659fd93), s);
+      if (order !== 0) cost += GATEWAY_SPREAD * slotShare(order, s);
       this.costs[i] = cost;
       if (cost < min) min = cost;
       if (cost > max) max = cost;
