@@ -4,7 +4,8 @@
 // again. Reading every source file costs a few milliseconds once per bench process.
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { isAbsolute, join, relative } from "node:path";
+import { FILTER_WASM } from "./policies/kvroute.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 
@@ -22,10 +23,12 @@ function filesUnder(dirs: readonly string[]): string[] {
   return out;
 }
 
-/** A 16-hex-digit digest of the files' paths and contents (directories whole, less `except`). */
+/** A 16-hex-digit digest of the files' paths and contents (directories whole, less `except`);
+ * absolute paths may lie outside the repository. */
 export function digestOf(dirsOrFiles: readonly string[], except: readonly string[] = []): string {
   const h = createHash("sha256");
   const files = dirsOrFiles
+    .map((p) => (isAbsolute(p) ? relative(ROOT, p) : p))
     .flatMap((p) => (statSync(join(ROOT, p)).isDirectory() ? filesUnder([p]) : [p]))
     .filter((f) => !except.includes(f));
   for (const f of files)
@@ -56,7 +59,8 @@ export const PEER_EXCEPT = ["bench/quality/policies/kvroute.ts"];
 /** What kvroute's rows depend on besides the peers' sources: the filter build, its policy driver,
  * the control plane, the host. */
 export const SUBJECT_SOURCES = [
-  "build/kvroute.wasm",
+  // The build the kvroute policy runs (KVROUTE_BENCH_FILTER_WASM names another than build/'s).
+  FILTER_WASM,
   "bench/quality/policies/kvroute.ts",
   "bench/quality/kvroute",
   "control-plane/src",

@@ -21,8 +21,8 @@ import type { PolicyFactory, RoutingPolicy } from "./types.ts";
 /** Read once per process, so every run of a bench uses the same build even if build/ changes meanwhile. */
 let filterWasm: Uint8Array | undefined;
 /** The shipped build; KVROUTE_BENCH_FILTER_WASM names another (explore.ts comparing two builds). */
-const FILTER_WASM =
-  process.env.KVROUTE_BENCH_FILTER_WASM ?? new URL("../../../build/kvroute.wasm", import.meta.url);
+export const FILTER_WASM =
+  process.env.KVROUTE_BENCH_FILTER_WASM ?? new URL("../../../build/kvroute.wasm", import.meta.url).pathname;
 
 /** Envoy's clock at virtual time 0 (ms since the epoch: any fixed value). */
 const CLOCK_BASE_MS = 1_800_000_000_000;
