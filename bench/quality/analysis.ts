@@ -3,6 +3,7 @@
 // routing core and by the sensitivity runs — each cause printed only when the run shows its
 // symptom, and only when the intervals separate.
 import { separatedBetter } from "./metrics.ts";
+import { kvrouteGeometry } from "./policies/kvroute.ts";
 import { BOUND, type Point, SUBJECT, standingsOf } from "./report.ts";
 
 export function closingNotes(points: readonly Point[], sensitivity: readonly Point[]): string[] {
@@ -44,8 +45,8 @@ export function closingNotes(points: readonly Point[], sensitivity: readonly Poi
     notes.push(
       "The queue term weighs too much here: the core (filter/core/queued-work.ts) prices its own gateway's " +
         "unanswered requests at their uncached prompt, but the engine's waiting requests and other gateways' unseen " +
-        "ones at a flat QUEUED_TOKENS = 512 prefill tokens each, their prompts unknown. Halving the queue weight " +
-        `(inflightWeight 0.5), TTFT p90 (medians): ${lighterQueue.join("; ")}.`,
+        "ones at a flat QUEUED_TOKENS = 512 prefill tokens each, their prompts unknown. A lighter queue weight " +
+        `(inflightWeight 0.5 instead of the default 0.75), TTFT p90 (medians): ${lighterQueue.join("; ")}.`,
     );
   }
   const fresh = effect("load every 50 ms");
@@ -62,7 +63,8 @@ export function closingNotes(points: readonly Point[], sensitivity: readonly Poi
     notes.push(
       "Independent deciders cost kvroute here: every peer is one router that sees each of its decisions at once, " +
         "while kvroute's gateways see each other's requests only through their reports (every 500 ms) and the " +
-        "engines' scrapes. One gateway of one thread instead of 2 × 4, TTFT p90 (medians): " +
+        `engines' scrapes. One gateway of one thread instead of ${kvrouteGeometry.gateways} × ` +
+        `${kvrouteGeometry.threadsPerGateway}, TTFT p90 (medians): ` +
         `${oneDecider.join("; ")}` +
         (reports.length > 0
           ? `; reports every 100 ms instead: ${reports.join("; ")}.`
