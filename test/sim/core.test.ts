@@ -1,9 +1,10 @@
 // Pure parts of the simulator: wire encoding, hashing, the paged cache, scheduling, header
 // parsing, the balancer rules and the virtual-time cluster.
+import { createHash } from "node:crypto";
 import { Unpackr } from "msgpackr";
 import { describe, expect, it } from "vitest";
 import { VllmDpBalancer } from "../../control-plane/sim/balancer.ts";
-import { BlockHasher, noneHash } from "../../control-plane/sim/block-hash.ts";
+import { BlockHasher, hashBlock, noneHash } from "../../control-plane/sim/block-hash.ts";
 import { BlockPool } from "../../control-plane/sim/block-pool.ts";
 import { Engine, type EngineLoad } from "../../control-plane/sim/engine.ts";
 import { encodeEventBatch } from "../../control-plane/sim/kv-events.ts";
@@ -134,6 +135,36 @@ describe("block hashes", () => {
     for (let s = 0; s < 64; s++) many.push(noneHash(s));
     expect(many.some((x) => x >= 2n ** 63n)).toBe(true);
     expect(many.some((x) => x < 2n ** 63n)).toBe(true);
+  });
+
+  it("the memo of hashed blocks gives what SHA-256 gives, for many children of one parent and any extra keys", () => {
+    const sha = (parent: bigint, block: number[], extra: string[] | null): bigint => {
+      const h = createHash("sha256");
+      const p = Buffer.alloc(8);
+      p.writeBigUInt64BE(parent);
+      h.update(p);
+      const body = Buffer.alloc(block.length * 4);
+      block.forEach((t, i) => body.writeUInt32LE(t, i * 4));
+      h.update(body);
+      if (extra !== null) h.update(JSON.stringify(extra));
+      return h.digest().readBigUInt64BE(0);
+    };
+    const parent = noneHash(7);
+    // More children than a parent keeps, asked twice in a row and then in reverse, so some
+    // answers come from the memo and some after their entry was dropped.
+    const blocks = Array.from({ length: 20 }, (_, c) => Array.from({ length: 16 }, (_, i) => c * 100 + i));
+    const extras: (string[] | null)[] = [null, ["lora-a"], ["lora-a", "salt"], []];
+    for (const order of [blocks, blocks, [...blocks].reverse()])
+      for (const block of order)
+        for (const extra of extras) {
+          const padded = [9, 9, ...block, 9];
+          expect(hashBlock(parent, padded, 2, 18, extra)).toBe(sha(parent, block, extra));
+        }
+    // One token off, same parent and extra keys: not the memoised block's hash.
+    const near = [...(blocks[0] as number[])];
+    near[15] = (near[15] as number) + 1;
+    expect(hashBlock(parent, near, 0, 16, null)).toBe(sha(parent, near, null));
+    expect(hashBlock(parent, near, 0, 16, null)).not.toBe(sha(parent, blocks[0] as number[], null));
   });
 });
 
