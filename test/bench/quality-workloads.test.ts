@@ -53,6 +53,17 @@ describe("bench tokenizer", () => {
     expect(tok.encodeRendered(text)).toEqual(tok.encodeWhole(text));
     expect(tok.encodeRendered(text)).toEqual(tok.encodeWhole(text)); // memoised path
   });
+
+  it("cuts at blank lines only where the tokenizer would: random mixes of letters, digits, newlines", () => {
+    const alphabet = ["a", "Zeta", "é", "𝐀", "7", " ", "\n", "\n\n", "\n\n\n", ".", "{", " the"];
+    const rng = pieceRng(9, 9);
+    for (let n = 0; n < 300; n++) {
+      let text = "";
+      const length = 1 + Math.floor(rng.next() * 14);
+      for (let i = 0; i < length; i++) text += alphabet[Math.floor(rng.next() * alphabet.length)];
+      expect(tok.encodeRendered(text), JSON.stringify(text)).toEqual(tok.encodeWhole(text));
+    }
+  });
 });
 
 describe("workloads", () => {

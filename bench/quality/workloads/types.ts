@@ -7,8 +7,9 @@ export interface BenchRequest {
   id: string;
   messages: ChatMessage[];
   maxTokens: number;
-  /** Token ids of the rendered chat: what the engine computes (and caches). */
-  tokens: number[];
+  /** Token ids of the rendered chat: what the engine computes (and caches). Shared between
+   * requests of the same messages (request.ts memoises them), so never changed in place. */
+  tokens: readonly number[];
   /** The /v1/chat/completions JSON body, as the gateway receives it. */
   body: Uint8Array;
   /** JSON of `messages`: what GAIE's approximate prefix scorer cuts into blocks. */
