@@ -5,9 +5,11 @@ import {
   CfgImage,
   decodeCfg,
   decodeLoad,
+  decodeRoster,
   decodeSlots,
   imageError,
   LoadImage,
+  RosterImage,
   SlotsImage,
 } from "../core/cache-images";
 import { BucketSource } from "../core/prefix-walk";
@@ -16,12 +18,16 @@ import { getShared, LOG_WARN, log, SharedValue } from "./host";
 export const CFG_KEY = "kvr.cfg";
 export const SLOTS_KEY = "kvr.slots";
 export const LOAD_KEY = "kvr.load";
+export const ROSTER_KEY = "kvr.gw";
 
 export class CacheView {
   cfg: CfgImage | null = null;
   slots: SlotsImage | null = null;
   load: LoadImage | null = null;
+  /** The gateways that report now; null until the control plane publishes one (older ones never do). */
+  roster: RosterImage | null = null;
   private cfgCas: u32 = 0;
+  private rosterCas: u32 = 0;
   private slotsCas: u32 = 0;
   private loadCas: u32 = 0;
   private read: SharedValue = new SharedValue();
@@ -68,6 +74,14 @@ export class CacheView {
       if (l !== null) this.load = l;
       else log(LOG_WARN, `kvroute: ignoring a malformed ${LOAD_KEY} image (code ${imageError})`);
       this.loadCas = r.cas;
+    }
+    getShared(ROSTER_KEY, r);
+    if (r.value !== null && r.cas !== this.rosterCas) {
+      const v = r.value!;
+      const g = decodeRoster(changetype<usize>(v), v.byteLength);
+      if (g !== null) this.roster = g;
+      else log(LOG_WARN, `kvroute: ignoring a malformed ${ROSTER_KEY} image (code ${imageError})`);
+      this.rosterCas = r.cas;
     }
   }
 }

@@ -1,4 +1,4 @@
-// Decoders for the control plane's shared-data images `kvr.cfg`, `kvr.slots`, `kvr.load`
+// Decoders for the control plane's shared-data images `kvr.cfg`, `kvr.slots`, `kvr.load`, `kvr.gw`
 // (docs/wire-format.md §4). The filter decodes an image once per change (its shared-data cas
 // tells it when), never per request. A malformed image decodes to null with a reason code and
 // the filter keeps its previous one.
@@ -14,6 +14,8 @@ export const CFG_PROTOCOL: u32 = 3;
 export const CFG_MAGIC: u32 = 0x4352564b; // "KVRC"
 export const SLOTS_MAGIC: u32 = 0x5452564b; // "KVRT"
 export const LOAD_MAGIC: u32 = 0x4c52564b; // "KVRL"
+export const ROSTER_MAGIC: u32 = 0x4752564b; // "KVRG"
+export const ROSTER_PROTOCOL: u32 = 1;
 
 export const IMG_ERR_MAGIC: i32 = -1;
 export const IMG_ERR_PROTOCOL: i32 = -2;
@@ -364,4 +366,50 @@ export function decodeLoad(ptr: usize, len: i32): LoadImage | null {
   l.stride = <i32>stride;
   imageError = 0;
   return l;
+}
+
+/** kvr.gw: the id hashes of the gateways that report now, ascending (wire-format §4.7). */
+export class RosterImage {
+  hashes: StaticArray<u64> = new StaticArray<u64>(0);
+
+  get count(): i32 {
+    return this.hashes.length;
+  }
+
+  /** The gateway's place in the roster, -1 when it is not listed (binary search). */
+  indexOf(hash: u64): i32 {
+    let lo = 0;
+    let hi = this.hashes.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >>> 1;
+      const h = this.hashes[mid];
+      if (h === hash) return mid;
+      if (h < hash) lo = mid + 1;
+      else hi = mid - 1;
+    }
+    return -1;
+  }
+}
+
+export function decodeRoster(ptr: usize, len: i32): RosterImage | null {
+  const r = new ImageReader(ptr, len);
+  if (headerProtocol(r, ROSTER_MAGIC, ROSTER_PROTOCOL, ROSTER_PROTOCOL) === 0) return null;
+  const count = <i32>r.u16();
+  if (!r.ok || <u64>len !== 8 + <u64>count * 8) {
+    imageError = !r.ok || <u64>len < 8 + <u64>count * 8 ? IMG_ERR_TRUNCATED : IMG_ERR_TRAILING;
+    return null;
+  }
+  const hashes = new StaticArray<u64>(count);
+  for (let i = 0; i < count; i++) {
+    hashes[i] = r.u64();
+    if (i > 0 && hashes[i] <= hashes[i - 1]) {
+      imageError = IMG_ERR_RANGE;
+      return null;
+    }
+  }
+  if (!finish(r)) return null;
+  const g = new RosterImage();
+  g.hashes = hashes;
+  imageError = 0;
+  return g;
 }

@@ -15,7 +15,9 @@
 // + adapterCost     for a LoRA adapter's request, per slot (lora-affinity.ts)
 // + the gateway's order: 0 to GATEWAY_SPREAD tokens per slot, from the gateway's id and its load
 //   image (gatewaySeed) — among slots whose costs are within that of each other, gateways that
-//   read the same stale image would otherwise all pick the same one
+//   read the same stale image would otherwise all pick the same one — and PARTITION_SPREAD on
+//   every slot outside the gateway's share of the pool (partIndex: its place among the gateways
+//   that report, kvr.gw)
 // Tokens are estimated from bytes (BYTES_PER_TOKEN); weights come from the configuration.
 import {
   CfgImage,
@@ -55,6 +57,15 @@ const MAX_SLOTS: i32 = 65536;
  * and sent the llm-d workload's new groups to two slots; 128 reorders near ties only.
  */
 export const GATEWAY_SPREAD: f64 = 128;
+
+/**
+ * Prefill tokens a slot outside the gateway's share of the pool costs more in its order
+ * (Decider.partIndex): half a queued request of unknown size, sixteen decoding sequences. Measured
+ * on the quality bench (2 gateways × 4 threads, quick points, 2 seeds; docs/operations.md): 128,
+ * 256 and 512 all cut the tail of shared prefixes under cache pressure and unshared prompts' p90;
+ * 512 also kept a gateway on its loaded share too long under multi-turn cache pressure (p99).
+ */
+export const PARTITION_SPREAD: f64 = 256;
 
 /** A share in [0, 1) of slot `s` for the gateway of `seed` (splitmix64 of both). */
 export function slotShare(seed: u64, s: i32): f64 {
@@ -108,6 +119,17 @@ export class Decider {
   gatewaySeed: u64 = 0;
   /** Set by the caller per decision: changes whenever the gateway reads a new load image. */
   gatewayRound: u64 = 0;
+  /**
+   * The gateway's place in the roster of reporting gateways (kvr.gw) and the roster's size, set by
+   * the caller per decision; partCount < 2: no partition. With G gateways, candidate k (in slot
+   * order) is gateway k mod G's share; every slot outside the gateway's share costs PARTITION_SPREAD
+   * more in its order. A gateway counts its own requests exactly (across its threads) and the
+   * others' only from reports, so near-equal slots split this way are rarely picked by two
+   * gateways at the same moment; a real difference of load or cache still wins. More gateways than
+   * candidates: gateway i's share is candidate i mod n.
+   */
+  partIndex: i32 = -1;
+  partCount: i32 = 0;
 
   constructor(seed: u64) {
     this.rng = seed === 0 ? 0x9e3779b97f4a7c15 : seed;
@@ -215,6 +237,9 @@ export class Decider {
       this.gatewaySeed !== 0 && policy !== POLICY_LEAST_LOAD
         ? this.gatewaySeed ^ (this.gatewayRound * 0xd6e8feb86659fd93)
         : 0;
+    // This decision's share of the candidates (partIndex), as a residue of their order.
+    const parts = order !== 0 && this.partIndex >= 0 ? this.partCount : 0;
+    const home = parts < 2 ? -1 : parts <= n ? this.partIndex % parts : this.partIndex % n;
     for (let i = 0; i < n; i++) {
       const s = this.picks[i];
       const waiting = <f64>loads.waiting(s);
@@ -241,6 +266,7 @@ export class Decider {
       // The cost itself (session margin, fallbacks) and the cost in this gateway's order (the pick).
       this.rankCosts[i] = cost;
       if (order !== 0) cost += GATEWAY_SPREAD * slotShare(order, s);
+      if (home >= 0 && (parts <= n ? i % parts : i) !== home) cost += PARTITION_SPREAD;
       this.costs[i] = cost;
       if (cost < min) min = cost;
       if (cost > max) max = cost;

@@ -6,7 +6,7 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
-import { LOAD_STRIDE } from "../../control-plane/src/publish/images.ts";
+import { gatewayHash, LOAD_STRIDE } from "../../control-plane/src/publish/images.ts";
 import { encodeReport } from "../../control-plane/src/reports/report-codec.ts";
 import { decodeSyncPage, SyncFlags, type SyncPage } from "../../control-plane/src/sync/sync-codec.ts";
 import { until } from "../until.ts";
@@ -87,6 +87,8 @@ describe("control plane", () => {
     expect(state.has("kvr.cfg")).toBe(true);
     expect(state.has("kvr.slots")).toBe(true);
     expect(state.has("kvr.load")).toBe(true);
+    // No gateway has reported yet: an empty roster ("KVRG", protocol 1, count 0).
+    expect(state.get("kvr.gw")).toEqual(new Uint8Array([0x4b, 0x56, 0x52, 0x47, 1, 0, 0, 0]));
     for (let b = 0; b < 64; b++) expect(state.get(`kvr.b.${b}`)).toEqual(new Uint8Array([0, 4, 0, 0]));
     const load = state.get("kvr.load") as Uint8Array;
     const view = new DataView(load.buffer, load.byteOffset, load.byteLength);
@@ -108,8 +110,14 @@ describe("control plane", () => {
     });
     expect(res.status).toBe(204);
     cp.publish();
-    const load = (await syncAll()).get("kvr.load") as Uint8Array;
+    const state = await syncAll();
+    const load = state.get("kvr.load") as Uint8Array;
     expect(new DataView(load.buffer, load.byteOffset).getUint32(12 + 3 * LOAD_STRIDE + 8, true)).toBe(7);
+    // The reporting gateway is in the roster every gateway cuts its share of the slots from.
+    const roster = state.get("kvr.gw") as Uint8Array;
+    const rv = new DataView(roster.buffer, roster.byteOffset, roster.byteLength);
+    expect(rv.getUint16(6, true)).toBe(1);
+    expect(rv.getBigUint64(8, true)).toBe(gatewayHash("gw-a"));
   });
 
   it("serves status and Prometheus metrics", async () => {

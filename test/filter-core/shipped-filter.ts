@@ -12,7 +12,12 @@ import { TIER_GPU, type Tier } from "../../control-plane/src/index/tier.ts";
 import { LoadModel } from "../../control-plane/src/model/slot-load.ts";
 import { type Slot, SlotTable } from "../../control-plane/src/model/slot-table.ts";
 import { loadPoolTokens } from "../../control-plane/src/pools/pool-tokens.ts";
-import { encodeCfgImage, encodeLoadImage, encodeSlotsImage } from "../../control-plane/src/publish/images.ts";
+import {
+  encodeCfgImage,
+  encodeLoadImage,
+  encodeRosterImage,
+  encodeSlotsImage,
+} from "../../control-plane/src/publish/images.ts";
 import { decodeReport, type Report } from "../../control-plane/src/reports/report-codec.ts";
 import type { HeaderMap } from "../../host/header-map.ts";
 import { createHost, type Host, headers } from "../../host/host.ts";
@@ -188,6 +193,12 @@ export class ShippedFilter {
       "kvr.load",
       encodeLoadImage(this.slots.all(), (id) => this.load.get(id)),
     );
+  }
+
+  /** Writes kvr.gw, the roster of gateways that report (or raw bytes, for a malformed one), then ticks. */
+  publishRoster(gateways: readonly string[] | Uint8Array): void {
+    this.set("kvr.gw", gateways instanceof Uint8Array ? gateways : encodeRosterImage(gateways));
+    this.tick();
   }
 
   /** One tick of every VM, then one tick period of clock. */

@@ -22,6 +22,23 @@ describe("load model", () => {
     expect(load.takeChanged()).toBe(true);
   });
 
+  it("lists the reporting gateways (kvr.gw) and says when one came or went", () => {
+    const load = new LoadModel(3);
+    expect(load.takeGatewaysChanged()).toBe(true); // the first publication carries a roster
+    expect(load.takeGatewaysChanged()).toBe(false);
+    load.gatewayInflight("zeta", new Map(), 0);
+    load.gatewayInflight("alpha", new Map([[0, 1]]), 100);
+    expect(load.takeGatewaysChanged()).toBe(true);
+    expect(load.gateways()).toEqual(["alpha", "zeta"]);
+    load.gatewayInflight("zeta", new Map([[1, 2]]), 2000); // a new report, no new gateway
+    expect(load.takeGatewaysChanged()).toBe(false);
+    load.expireGateways(5000, 4000); // alpha (seen at 100) is silent
+    expect(load.takeGatewaysChanged()).toBe(true);
+    expect(load.gateways()).toEqual(["zeta"]);
+    load.expireGateways(5100, 4000);
+    expect(load.takeGatewaysChanged()).toBe(false);
+  });
+
   it("averages TTFT and counts failures towards unhealthy", () => {
     const load = new LoadModel(2);
     load.ttftObserved(0, 100);

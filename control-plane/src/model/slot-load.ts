@@ -28,6 +28,7 @@ export class LoadModel {
   readonly #inflightByGateway = new Map<string, Map<number, number>>();
   readonly #gatewaySeenMs = new Map<string, number>();
   #changed = true;
+  #gatewaysChanged = true;
 
   constructor(private readonly unhealthyAfter: number) {}
 
@@ -81,6 +82,7 @@ export class LoadModel {
 
   /** A gateway's current in-flight counts per slot (replaces its previous report). */
   gatewayInflight(gateway: string, perSlot: Map<number, number>, nowMs = Date.now()): void {
+    if (!this.#gatewaySeenMs.has(gateway)) this.#gatewaysChanged = true;
     this.#gatewaySeenMs.set(gateway, nowMs);
     this.#setInflight(gateway, perSlot);
   }
@@ -90,6 +92,7 @@ export class LoadModel {
     for (const [gateway, seen] of this.#gatewaySeenMs) {
       if (nowMs - seen <= maxAgeMs) continue;
       this.#gatewaySeenMs.delete(gateway);
+      this.#gatewaysChanged = true;
       this.#setInflight(gateway, new Map());
       this.#inflightByGateway.delete(gateway);
     }
@@ -118,6 +121,18 @@ export class LoadModel {
   takeChanged(): boolean {
     const c = this.#changed;
     this.#changed = false;
+    return c;
+  }
+
+  /** The ids of the gateways that report now (the kvr.gw roster), sorted. */
+  gateways(): string[] {
+    return [...this.#gatewaySeenMs.keys()].sort();
+  }
+
+  /** Whether a gateway came or went since the last call. */
+  takeGatewaysChanged(): boolean {
+    const c = this.#gatewaysChanged;
+    this.#gatewaysChanged = false;
     return c;
   }
 }

@@ -2,6 +2,7 @@
 // `kvr.cfg`, `kvr.slots`, `kvr.load`. The filter decodes them once per change, never per
 // request, so they favour simple fixed layouts over compactness.
 import type { Config } from "../config/schema.ts";
+import { xxh64 } from "../core/kvroute-core.ts";
 import type { SlotLoad, SlotLora } from "../model/slot-load.ts";
 import type { Slot } from "../model/slot-table.ts";
 import { ByteWriter } from "../wire/byte-writer.ts";
@@ -14,6 +15,10 @@ export const CFG_PROTOCOL = 3;
 export const CFG_MAGIC = 0x4352564b; // "KVRC"
 export const SLOTS_MAGIC = 0x5452564b; // "KVRT"
 export const LOAD_MAGIC = 0x4c52564b; // "KVRL"
+export const ROSTER_MAGIC = 0x4752564b; // "KVRG"
+export const ROSTER_PROTOCOL = 1;
+/** A roster lists at most this many gateways (its count is a u16). */
+export const ROSTER_MAX = 0xffff;
 /** 16 bytes of load, then the slot's LoRA adapters (20 bytes, docs/wire-format.md §4.3). */
 export const LOAD_STRIDE = 36;
 /** Loaded adapters listed per slot in kvr.load; more are counted but not named. */
@@ -159,4 +164,28 @@ function writeSlotAdapters(w: ByteWriter, lora: SlotLora | null, idOf: (name: st
     const id = i < listed.length ? idOf(listed[i] as string) : -1;
     w.u16(id >= 0 && id < NO_ADAPTER_ID ? id : NO_ADAPTER_ID);
   }
+}
+
+/** XXH64 seed of a gateway's id in kvr.gw: the filter hashes its own id alike (root.ts). */
+const GATEWAY_HASH_SEED = 0x4741544557415953n;
+const utf8 = new TextEncoder();
+
+/** A gateway's id as kvr.gw lists it: XXH64 of its UTF-8 bytes, never 0. */
+export function gatewayHash(id: string): bigint {
+  const h = xxh64(utf8.encode(id), GATEWAY_HASH_SEED);
+  return h === 0n ? 1n : h;
+}
+
+/**
+ * kvr.gw (docs/wire-format.md §4.7): the gateways that report now, as their id hashes in ascending
+ * order. Each gateway finds its own place in it and prefers its share of every pool's slots
+ * (filter/core/route-decision.ts partition), so independent gateways rarely pick the same slot
+ * at the same moment.
+ */
+export function encodeRosterImage(gatewayIds: readonly string[]): Uint8Array {
+  const hashes = [...new Set(gatewayIds.map(gatewayHash))].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const listed = hashes.slice(0, ROSTER_MAX);
+  const w = new ByteWriter().u32(ROSTER_MAGIC).u16(ROSTER_PROTOCOL).u16(listed.length);
+  for (const h of listed) w.u64(h);
+  return w.finish();
 }

@@ -8,7 +8,7 @@ import type { SessionTable } from "../model/session-table.ts";
 import type { LoadModel } from "../model/slot-load.ts";
 import type { SlotTable } from "../model/slot-table.ts";
 import type { SyncLog } from "../sync/sync-log.ts";
-import { encodeLoadImage, encodeSlotsImage } from "./images.ts";
+import { encodeLoadImage, encodeRosterImage, encodeSlotsImage } from "./images.ts";
 
 /** A gateway that has not reported for this long is gone: its in-flight counts no longer apply. */
 export const GATEWAY_SILENCE_MS = 10_000;
@@ -42,6 +42,7 @@ export class Publisher {
   start(cfgImage: Uint8Array, nowMs: number): void {
     this.p.log.publish([["kvr.cfg", cfgImage]]);
     this.publish(nowMs);
+    this.p.log.publish([["kvr.gw", encodeRosterImage(this.p.load.gateways())]]);
     this.p.log.publish(this.p.index.allImages());
     if (this.p.sessions !== undefined) this.p.log.publish(this.p.sessions.allImages());
   }
@@ -61,6 +62,7 @@ export class Publisher {
     this.#cfgChanged = false;
     if (load.takeChanged() || slotsChanged || cfgChanged)
       changes.push(["kvr.load", encodeLoadImage(slots.all(), (id) => load.get(id), this.p.adapterId)]);
+    if (load.takeGatewaysChanged()) changes.push(["kvr.gw", encodeRosterImage(load.gateways())]);
     changes.push(...index.takeDirtyImages());
     if (sessions !== undefined) changes.push(...sessions.takeDirtyImages());
     if (changes.length > 0) log.publish(changes);
