@@ -144,7 +144,7 @@ describe("block hashes", () => {
       p.writeBigUInt64BE(parent);
       h.update(p);
       const body = Buffer.alloc(block.length * 4);
-      block.forEach((t, i) => body.writeUInt32LE(t, i * 4));
+      for (const [i, t] of block.entries()) body.writeUInt32LE(t, i * 4);
       h.update(body);
       if (extra !== null) h.update(JSON.stringify(extra));
       return h.digest().readBigUInt64BE(0);
