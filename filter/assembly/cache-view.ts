@@ -26,6 +26,11 @@ export class CacheView {
   load: LoadImage | null = null;
   /** The gateways that report now; null until the control plane publishes one (older ones never do). */
   roster: RosterImage | null = null;
+  /** This gateway's place in the roster and the roster's size (-1, 0: no share), found once per
+   * roster or gateway change rather than per request. */
+  rosterPlace: i32 = -1;
+  rosterSize: i32 = 0;
+  private gateway: u64 = 0;
   private cfgCas: u32 = 0;
   private rosterCas: u32 = 0;
   private slotsCas: u32 = 0;
@@ -82,7 +87,20 @@ export class CacheView {
       if (g !== null) this.roster = g;
       else log(LOG_WARN, `kvroute: ignoring a malformed ${ROSTER_KEY} image (code ${imageError})`);
       this.rosterCas = r.cas;
+      this.place();
     }
+  }
+
+  /** This gateway's id hash as kvr.gw lists it (route-decision.ts gatewaySeed); 0: take no share. */
+  setGateway(hash: u64): void {
+    this.gateway = hash;
+    this.place();
+  }
+
+  private place(): void {
+    const roster = this.roster;
+    this.rosterPlace = roster !== null && this.gateway !== 0 ? roster.indexOf(this.gateway) : -1;
+    this.rosterSize = this.rosterPlace >= 0 ? (roster as RosterImage).count : 0;
   }
 }
 

@@ -85,6 +85,7 @@ export class KvrouteRoot {
     // A configured seed asks for reproducible decisions: then no gateway order either (it would
     // differ by gateway id and by when each process read its load images).
     vm.decider.gatewaySeed = cfg.seed !== 0 ? 0 : gatewaySeedOf(this.gateway);
+    cache.setGateway(vm.decider.gatewaySeed);
     const leaseMs = <u64>(cfg.tickMs * 3 > 1000 ? cfg.tickMs * 3 : 1000);
     this.leadership = new Leadership(me === 0 ? 1 : me, leaseMs);
     setTickMs(cfg.tickMs);

@@ -16,7 +16,6 @@ import {
   RANK_HONOR,
   RANK_IGNORE,
   RANK_REJECT,
-  RosterImage,
   SlotsImage,
 } from "../core/cache-images";
 import { fallbackLimit } from "../core/fallback-limit";
@@ -444,9 +443,8 @@ export class KvrouteStream {
       ? <u64>cache.loadRound ^ ((<u64>++vm.idleDecisions) << 32)
       : <u64>cache.loadRound;
     // The gateway's share of the pool's slots: its place among the gateways that report now.
-    const roster = cache.roster;
-    d.partIndex = roster !== null && d.gatewaySeed !== 0 ? roster.indexOf(d.gatewaySeed) : -1;
-    d.partCount = d.partIndex >= 0 ? (roster as RosterImage).count : 0;
+    d.partIndex = cache.rosterPlace;
+    d.partCount = cache.rosterSize;
     if (cfg.pools[pool].shedding && this.shed(cfg, pool, load, bitmaps.ptr, words)) return;
     const walker = vm.walker;
     if (h.hashCount > 0) {

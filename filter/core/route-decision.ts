@@ -237,9 +237,10 @@ export class Decider {
       this.gatewaySeed !== 0 && policy !== POLICY_LEAST_LOAD
         ? this.gatewaySeed ^ (this.gatewayRound * 0xd6e8feb86659fd93)
         : 0;
-    // This decision's share of the candidates (partIndex), as a residue of their order.
+    // This decision's share: candidates whose position mod G is the gateway's place (mod n when
+    // there are more gateways than candidates, where position mod G is the position itself).
     const parts = order !== 0 && this.partIndex >= 0 ? this.partCount : 0;
-    const home = parts < 2 ? -1 : parts <= n ? this.partIndex % parts : this.partIndex % n;
+    const home = parts < 2 ? -1 : this.partIndex % n;
     for (let i = 0; i < n; i++) {
       const s = this.picks[i];
       const waiting = <f64>loads.waiting(s);
@@ -266,7 +267,7 @@ export class Decider {
       // The cost itself (session margin, fallbacks) and the cost in this gateway's order (the pick).
       this.rankCosts[i] = cost;
       if (order !== 0) cost += GATEWAY_SPREAD * slotShare(order, s);
-      if (home >= 0 && (parts <= n ? i % parts : i) !== home) cost += PARTITION_SPREAD;
+      if (home >= 0 && i % parts !== home) cost += PARTITION_SPREAD;
       this.costs[i] = cost;
       if (cost < min) min = cost;
       if (cost > max) max = cost;

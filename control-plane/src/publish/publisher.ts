@@ -41,8 +41,10 @@ export class Publisher {
   /** The start of an epoch: kvr.cfg, then everything publish() covers, then every bucket. */
   start(cfgImage: Uint8Array, nowMs: number): void {
     this.p.log.publish([["kvr.cfg", cfgImage]]);
-    this.publish(nowMs);
+    // Every epoch carries a roster, changed or not (publish() below then adds none of its own).
+    this.p.load.takeGatewaysChanged();
     this.p.log.publish([["kvr.gw", encodeRosterImage(this.p.load.gateways())]]);
+    this.publish(nowMs);
     this.p.log.publish(this.p.index.allImages());
     if (this.p.sessions !== undefined) this.p.log.publish(this.p.sessions.allImages());
   }
