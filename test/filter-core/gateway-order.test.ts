@@ -2,26 +2,10 @@
 // that read the same load image must not all send their next request to the same slot, no gateway
 // keeps a favourite past its next load image (an idle gateway past its next decision), a real load
 // difference always wins over the order, and a configured seed (reproducible decisions) turns it off.
-import { afterEach, describe, expect, it } from "vitest";
-import { chat, ShippedFilter, type ShippedFilterOptions } from "./shipped-filter.ts";
+import { describe, expect, it } from "vitest";
+import { chat, gatewaysClosedAfterEach, routeOnce as once, type ShippedFilter } from "./shipped-filter.ts";
 
-let open: ShippedFilter[] = [];
-afterEach(() => {
-  for (const f of open) f.close();
-  open = [];
-});
-const gateway = (id: string, o: ShippedFilterOptions = {}) => {
-  const f = new ShippedFilter({ ...o, plugin: { gatewayId: id, ...o.plugin } });
-  open.push(f);
-  return f;
-};
-
-/** Routes a fresh prompt and ends it at once (the gateway keeps nothing in flight). */
-const once = (f: ShippedFilter, n: number): number => {
-  const r = f.route(chat("s", `fresh question ${n}`));
-  f.finish(r);
-  return r.slot;
-};
+const gateway = gatewaysClosedAfterEach();
 
 const QWEN_SLOTS = [0, 1, 2, 3];
 

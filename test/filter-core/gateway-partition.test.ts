@@ -3,27 +3,11 @@
 // so two gateways that see each other's requests only through reports rarely pick one slot at the
 // same moment. A real load difference still wins; no roster, a roster without the gateway, a
 // roster of one or a configured seed leave the order as it was; a malformed roster is ignored.
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { gatewayHash } from "../../control-plane/src/publish/images.ts";
-import { chat, ShippedFilter, type ShippedFilterOptions } from "./shipped-filter.ts";
+import { gatewaysClosedAfterEach, routeOnce as once, type ShippedFilter } from "./shipped-filter.ts";
 
-let open: ShippedFilter[] = [];
-afterEach(() => {
-  for (const f of open) f.close();
-  open = [];
-});
-const gateway = (id: string, o: ShippedFilterOptions = {}) => {
-  const f = new ShippedFilter({ ...o, plugin: { gatewayId: id, ...o.plugin } });
-  open.push(f);
-  return f;
-};
-
-/** Routes a fresh prompt and ends it at once (the gateway keeps nothing in flight). */
-const once = (f: ShippedFilter, n: number): number => {
-  const r = f.route(chat("s", `fresh question ${n}`));
-  f.finish(r);
-  return r.slot;
-};
+const gateway = gatewaysClosedAfterEach();
 const picks = (f: ShippedFilter, count = 24) => new Set(Array.from({ length: count }, (_, i) => once(f, i)));
 
 /** The qwen pool's slots, in slot order (the order shares are cut from). */

@@ -3,6 +3,7 @@
 // real chunk index — instead of synced: decisions of the real request path on a cache the test
 // controls. Ticks and the clock are the test's; reports go to an in-process control-plane cluster
 // that keeps them.
+import { afterEach } from "vitest";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
 import type { Config } from "../../control-plane/src/config/schema.ts";
 import { hashRequest } from "../../control-plane/src/core/kvroute-core.ts";
@@ -338,3 +339,27 @@ export const chat = (system: string, user: string, model = "qwen3"): string =>
       { role: "user", content: user },
     ],
   });
+
+/**
+ * A factory of gateways (ShippedFilters with their own `gatewayId`) that are closed after each test
+ * of the calling file: call it at the file's top level.
+ */
+export function gatewaysClosedAfterEach(): (id: string, o?: ShippedFilterOptions) => ShippedFilter {
+  let open: ShippedFilter[] = [];
+  afterEach(() => {
+    for (const f of open) f.close();
+    open = [];
+  });
+  return (id, o = {}) => {
+    const f = new ShippedFilter({ ...o, plugin: { gatewayId: id, ...o.plugin } });
+    open.push(f);
+    return f;
+  };
+}
+
+/** Routes a fresh prompt and ends it at once (the gateway keeps nothing in flight); its slot. */
+export function routeOnce(f: ShippedFilter, n: number): number {
+  const r = f.route(chat("s", `fresh question ${n}`));
+  f.finish(r);
+  return r.slot;
+}
