@@ -28,6 +28,7 @@ export function closingNotes(points: readonly Point[], sensitivity: readonly Poi
     return notes;
   }
   notes.push(`kvroute is behind another router (intervals separate) at: ${behind.join("; ")}.`);
+  notes.push(...idleRankNotes(points), ...rotationNotes(points));
   // Per sensitivity workload: a variant whose TTFT p90 interval separates below the default's.
   const effect = (label: string): string[] => {
     const out: string[] = [];
@@ -72,6 +73,80 @@ export function closingNotes(points: readonly Point[], sensitivity: readonly Poi
     );
   }
   return notes;
+}
+
+const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
+};
+/** Ranks that got no request in a run, median over the point's seeds. */
+const idleRanks = (p: Point): number =>
+  median(p.runs.map((r) => r.metrics.requestsPerRank.filter((n) => n === 0).length));
+/** Routers whose TTFT p90 or p99 interval separates below kvroute's at this point. */
+function aheadOf(points: readonly Point[], subject: Point): Point[] {
+  const here = points.filter((p) => p.workload === subject.workload && p.qps === subject.qps);
+  const s = standingsOf(here)[0];
+  return s === undefined ? [] : [...new Set([...s.better.ttftP90, ...s.better.ttftP99])];
+}
+
+/**
+ * Where kvroute trails a router that used every rank while kvroute left some idle in most seeds:
+ * the cost prices a decoding sequence at DECODE_TOKENS prefill tokens, so a rank that holds a
+ * shared prefix keeps winning new requests while ranks without it stay cold, and the busy ranks'
+ * decode batches slow every step (the E2E column shows it).
+ */
+function idleRankNotes(points: readonly Point[]): string[] {
+  const cases: string[] = [];
+  const peers = new Set<string>();
+  for (const k of points.filter((p) => p.policy === SUBJECT)) {
+    const idle = idleRanks(k);
+    if (idle === 0) continue;
+    const full = aheadOf(points, k).filter((p) => idleRanks(p) === 0);
+    if (full.length === 0) continue;
+    for (const p of full) peers.add(p.policy);
+    const e2e = full.map((p) => `${p.policy} ${Math.round(p.e2eP90.median)}`).join(", ");
+    cases.push(
+      `${k.workload} @ ${k.qps} QPS: ${idle} of ${k.runs[0]?.metrics.requestsPerRank.length} ranks idle, ` +
+        `E2E p90 ${Math.round(k.e2eP90.median)} ms against ${e2e}`,
+    );
+  }
+  if (cases.length === 0) return [];
+  return [
+    "kvroute keeps new requests on the ranks that already hold their shared prefix and leaves others cold, where " +
+      "the routers ahead of it used every rank (median over seeds of the ranks that got no request; E2E p90 " +
+      `medians): ${cases.join("; ")}. Its cost prices a decoding sequence at DECODE_TOKENS = 16 prefill tokens ` +
+      "(filter/core/route-decision.ts), so a rank holding a shared prefix of P tokens wins until it decodes P / 16 " +
+      "more sequences than an empty one (the multi-turn system prompt's 1,024 tokens: 64); the bigger decode " +
+      "batches then slow every step of the busy ranks." +
+      (peers.has("sglang-cache-aware")
+        ? " SGLang's router sends a request whose match is under 30 % of its text to the least-loaded worker, " +
+          "which warms every rank with the shared prefix early."
+        : ""),
+  ];
+}
+
+/**
+ * Where round robin (or another load-only router) is ahead on a point with little sharing: a strict
+ * rotation gives every rank the same count, while kvroute balances by the engines' scraped load and
+ * its own gateway's requests — the spread of its per-rank counts shows how far that is from even.
+ */
+function rotationNotes(points: readonly Point[]): string[] {
+  const cases: string[] = [];
+  for (const k of points.filter((p) => p.policy === SUBJECT)) {
+    if (!aheadOf(points, k).some((p) => p.policy === "round-robin")) continue;
+    cases.push(
+      `${k.workload} @ ${k.qps} QPS: busiest rank ${median(k.runs.map((r) => r.metrics.requestImbalance)).toFixed(2)}× ` +
+        `the mean, hit rate ${(k.hitRate.median * 100).toFixed(1)}%`,
+    );
+  }
+  if (cases.length === 0) return [];
+  return [
+    "Round robin is ahead where little is shared: a strict rotation gives every rank the same number of requests, " +
+      "while kvroute's gateways balance by the engines' load as last scraped (every 250 ms) plus their own " +
+      "unanswered requests, and see each other's only through reports — its per-rank counts spread " +
+      `(medians over seeds): ${cases.join("; ")}.`,
+  ];
 }
 
 /** Observations on the baselines that explain their lines (each only when the run shows it). */

@@ -1,0 +1,74 @@
+import { describe, expect, it } from "vitest";
+import { closingNotes } from "../../bench/quality/analysis.ts";
+import { summarize } from "../../bench/quality/metrics.ts";
+import { pointsOf, type ResultRow } from "../../bench/quality/report.ts";
+
+/** Six seeds of one policy at one point, TTFT p90 from `ttft`, every seed with the same per-rank counts. */
+function rows(
+  policy: string,
+  ttft: readonly number[],
+  perRank: readonly number[],
+  workload = "w",
+): ResultRow[] {
+  return ttft.map((t, i) => ({
+    workload,
+    qps: 16,
+    policy,
+    seed: i + 1,
+    unfinished: 0,
+    wallS: 0,
+    metrics: {
+      ...summarize([], 1, () => 0),
+      ttftP90: t,
+      ttftP99: t,
+      e2eP90: t * 10,
+      hitRate: 0.5,
+      requestsPerRank: [...perRank],
+      requestImbalance: Math.max(...perRank) / (perRank.reduce((a, b) => a + b, 0) / perRank.length),
+    },
+  }));
+}
+const slow = [30, 31, 32, 33, 34, 35];
+const fast = [10, 11, 12, 13, 14, 15];
+const even = [5, 5, 5, 5];
+const twoIdle = [10, 0, 10, 0];
+
+describe("closing notes: causes printed only where the run shows them", () => {
+  it("idle ranks: kvroute behind a router that used every rank while it left ranks idle", () => {
+    const notes = closingNotes(
+      pointsOf([...rows("kvroute", slow, twoIdle), ...rows("sglang-cache-aware", fast, even)]),
+      [],
+    );
+    const idle = notes.find((n) => n.includes("ranks idle"));
+    expect(idle).toContain("w @ 16 QPS: 2 of 4 ranks idle, E2E p90 325 ms against sglang-cache-aware 125");
+    expect(idle).toContain("least-loaded worker");
+  });
+
+  it("no idle-rank note when the router ahead left ranks idle too, or when kvroute is not behind", () => {
+    const alsoIdle = closingNotes(
+      pointsOf([...rows("kvroute", slow, twoIdle), ...rows("dynamo", fast, twoIdle)]),
+      [],
+    );
+    expect(alsoIdle.some((n) => n.includes("ranks idle"))).toBe(false);
+    const tied = closingNotes(
+      pointsOf([...rows("kvroute", fast, twoIdle), ...rows("dynamo", slow, even)]),
+      [],
+    );
+    expect(tied.some((n) => n.includes("ranks idle"))).toBe(false);
+  });
+
+  it("rotation: round robin ahead gives the spread of kvroute's per-rank counts; another router ahead does not", () => {
+    const rr = closingNotes(
+      pointsOf([...rows("kvroute", slow, [6, 4, 5, 5]), ...rows("round-robin", fast, even)]),
+      [],
+    );
+    expect(rr.find((n) => n.startsWith("Round robin is ahead"))).toContain(
+      "w @ 16 QPS: busiest rank 1.20× the mean",
+    );
+    const other = closingNotes(
+      pointsOf([...rows("kvroute", slow, [6, 4, 5, 5]), ...rows("dynamo", fast, even)]),
+      [],
+    );
+    expect(other.some((n) => n.startsWith("Round robin is ahead"))).toBe(false);
+  });
+});
