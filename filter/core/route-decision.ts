@@ -17,7 +17,8 @@
 //   image (gatewaySeed) — among slots whose costs are within that of each other, gateways that
 //   read the same stale image would otherwise all pick the same one — and PARTITION_SPREAD on
 //   every slot outside the gateway's share of the pool (partIndex: its place among the gateways
-//   that report, kvr.gw)
+//   that report, kvr.gw), plus inflightWeight × what the gateway whose share it is likely has
+//   queued there unseen (share-mirror.ts)
 // Tokens are estimated from bytes (BYTES_PER_TOKEN); weights come from the configuration.
 import {
   CfgImage,
@@ -32,6 +33,7 @@ import {
 } from "./cache-images";
 import { elsewhereOf, LocalQueue, QUEUED_TOKENS, queuedAt, queuedTokens } from "./queued-work";
 import { keepsSession } from "./session-affinity";
+import { ShareMirror } from "./share-mirror";
 
 export { QUEUED_TOKENS };
 
@@ -130,6 +132,8 @@ export class Decider {
    */
   partIndex: i32 = -1;
   partCount: i32 = 0;
+  /** What another gateway likely has queued unseen at its share, read once per decision. */
+  private mirror: ShareMirror = new ShareMirror();
 
   constructor(seed: u64) {
     this.rng = seed === 0 ? 0x9e3779b97f4a7c15 : seed;
@@ -241,6 +245,9 @@ export class Decider {
     // there are more gateways than candidates, where position mod G is the position itself).
     const parts = order !== 0 && this.partIndex >= 0 ? this.partCount : 0;
     const home = parts < 2 ? -1 : this.partIndex % n;
+    const mirror = this.mirror;
+    if (home >= 0 && local !== null) mirror.read(local, this.picks, n, parts, home);
+    else mirror.clear();
     for (let i = 0; i < n; i++) {
       const s = this.picks[i];
       const waiting = <f64>loads.waiting(s);
@@ -267,7 +274,12 @@ export class Decider {
       // The cost itself (session margin, fallbacks) and the cost in this gateway's order (the pick).
       this.rankCosts[i] = cost;
       if (order !== 0) cost += GATEWAY_SPREAD * slotShare(order, s);
-      if (home >= 0 && i % parts !== home) cost += PARTITION_SPREAD;
+      if (home >= 0 && i % parts !== home) {
+        // Another gateway's share: the spread, plus what that gateway likely has queued there that
+        // neither its reports nor the engine's metrics show yet (share-mirror.ts).
+        const priced = queuedTokens(waiting, elsewhere, seen, 0);
+        cost += PARTITION_SPREAD + <f64>cfg.inflightWeight * mirror.unseenTokens(priced);
+      }
       this.costs[i] = cost;
       if (cost < min) min = cost;
       if (cost > max) max = cost;

@@ -5,7 +5,7 @@
 // roster of one or a configured seed leave the order as it was; a malformed roster is ignored.
 import { describe, expect, it } from "vitest";
 import { gatewayHash } from "../../control-plane/src/publish/images.ts";
-import { gatewaysClosedAfterEach, routeOnce as once, type ShippedFilter } from "./shipped-filter.ts";
+import { chat, gatewaysClosedAfterEach, routeOnce as once, type ShippedFilter } from "./shipped-filter.ts";
 
 const gateway = gatewaysClosedAfterEach();
 const picks = (f: ShippedFilter, count = 24) => new Set(Array.from({ length: count }, (_, i) => once(f, i)));
@@ -45,6 +45,64 @@ describe("gateway shares of a pool's slots", () => {
     f.publishRoster(ids);
     const got = picks(f, 12);
     expect([...got].some((s) => mine.includes(s))).toBe(false);
+  });
+
+  it("expects another gateway's share as busy as its own: its unanswered requests stay in its share", () => {
+    const ids = ["envoy-a", "envoy-b"];
+    const f = gateway("envoy-a");
+    f.publishRoster(ids);
+    const mine = QWEN_SLOTS.filter((_, k) => k % 2 === placeOf("envoy-a", ids));
+    // ~1,500-token prompts, none answered: each costs its slot ~1,100 queued tokens, far more than
+    // the share's 256 — a gateway that priced the other share at 256 alone would spill onto it from
+    // the third request on, where the other gateway's own requests of the same moment wait unseen.
+    const held = Array.from({ length: 6 }, (_, i) =>
+      f.route(chat(`${i} ${"context ".repeat(750)}`, `question ${i}`)),
+    );
+    expect(held.map((r) => r.slot).filter((s) => !mine.includes(s))).toEqual([]);
+    expect(new Set(held.map((r) => r.slot)).size).toBe(mine.length);
+    for (const r of held) f.finish(r);
+  });
+
+  it("counts what the other share's metrics already price toward the expectation", () => {
+    const ids = ["envoy-a", "envoy-b"];
+    const f = gateway("envoy-a");
+    f.publishRoster(ids);
+    const mine = QWEN_SLOTS.filter((_, k) => k % 2 === placeOf("envoy-a", ids));
+    const long = (i: number) => chat(`${i} ${"context ".repeat(750)}`, `question ${i}`);
+    const held = [f.route(long(0)), f.route(long(1))];
+    expect(held.map((r) => r.slot).sort()).toEqual(mine);
+    // Its slots: its own request (~1,100 tokens) and 40 decoding sequences (640). The others': three
+    // waiting requests of the other gateway, priced 3 × 384 — already past the ~1,100 tokens the
+    // mirror expects, so nothing is added and the next request goes there (1,408 against 1,765);
+    // adding the expectation on top of what is shown would keep it home.
+    for (const kv of [0.01, 0.02]) {
+      for (const s of QWEN_SLOTS)
+        f.load.scraped(
+          s,
+          mine.includes(s)
+            ? { running: 40, waiting: 1, kvUsage: kv }
+            : { running: 0, waiting: 3, kvUsage: kv },
+          1,
+        );
+      f.publish();
+      f.tick();
+    }
+    const next = f.route(long(2));
+    expect(mine).not.toContain(next.slot);
+    for (const r of [...held, next]) f.finish(r);
+  });
+
+  it("a real load difference within the share still wins over the expectation", () => {
+    const ids = ["envoy-a", "envoy-b"];
+    const f = gateway("envoy-a");
+    f.publishRoster(ids);
+    const mine = QWEN_SLOTS.filter((_, k) => k % 2 === placeOf("envoy-a", ids));
+    // Its share decodes 40 sequences each (640 tokens) with nothing of its own queued: the other
+    // share, idle by its metrics and expected idle, takes the requests.
+    for (const s of mine) f.load.scraped(s, { running: 40, waiting: 0, kvUsage: 0 }, 1);
+    f.publish();
+    f.publishRoster(ids);
+    expect([...picks(f, 12)].some((s) => mine.includes(s))).toBe(false);
   });
 
   it("with more gateways than slots, gateway i's share is slot i mod n", () => {
