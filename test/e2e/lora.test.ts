@@ -122,21 +122,27 @@ describe("LoRA adapters end to end", () => {
         longEnded = true;
       });
     try {
-      let running: { worker: number; rank: number } | null = null;
+      let running: { worker: number; rank: number; id: number } | null = null;
       await until(() => {
         const slot = cp.slots.present().find((s) => cp.load.get(s.id).lora?.running.includes("sql-lora"));
         if (slot === undefined) return false;
         running = {
           worker: e.workers.findIndex((w) => slot.address.endsWith(`:${w.port}`)),
           rank: slot.globalRank,
+          id: slot.id,
         };
         return true;
       }, "the engine reports sql-lora running");
       await synced(e);
       // Past the gateway's own memory of that route (speculativeTtlMs): the metric decides now.
       await until(() => Date.now() - sentAt > 400, "the gateway's recent route expired");
-      const busy = running as unknown as { worker: number; rank: number };
+      const busy = running as unknown as { worker: number; rank: number; id: number };
       for (let i = 0; i < 4; i++) {
+        // The previous answer has left the busy slot's queue in the engine's metrics and the gateway
+        // routes with that image: a scrape taken while it waited would price a queue there (on a
+        // loaded CI machine it did, and the request rightly went to an idle slot).
+        await until(() => cp.load.get(busy.id).waiting === 0, "the busy slot's queue drained in its metrics");
+        await synced(e);
         const r = await chat(e, system(`unrelated ${i}`), "q", { model: "sql-lora" });
         expect(r.status).toBe(200);
         expect(longEnded, "the long answer must still be decoding").toBe(false);
