@@ -310,7 +310,7 @@ export function renderReport(r: ReportInput): string {
     "",
     "## Where kvroute leads, ties and trails",
     "",
-    "Per rate, on medians over seeds: **leads** = its interval (≥ 95% coverage) separates below every router's; tied = no " +
+    `Per rate, on medians over seeds: **leads** = its interval (${(coverage * 100).toFixed(1)}% coverage) separates below every router's; tied = no ` +
       "router's interval separates below it; trails X by N = X's interval separates below it, N ms apart (medians). " +
       "The last column is kvroute's hit rate less the ideal bound's (the hit-rate ceiling).",
     "",
