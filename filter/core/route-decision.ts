@@ -10,6 +10,7 @@
 // + inflightWeight × prefill tokens queued at s: the gateway's unanswered requests (all its
 //                    threads') at their own uncached size; the engine's other waiting requests and
 //                    other gateways' requests its metrics do not show yet at QUEUED_TOKENS each
+//                    — × SATURATED_MISS_SCALE while every candidate's engine shows a queue
 // + decodeWeight   × sequences decoding at s (scraped, plus the gateway's the scrape may not
 //                    show yet) × DECODE_TOKENS  (queued-work.ts)
 // + adapterCost     for a LoRA adapter's request, per slot (lora-affinity.ts)
@@ -68,6 +69,18 @@ export const GATEWAY_SPREAD: f64 = 128;
  * 512 also kept a gateway on its loaded share too long under multi-turn cache pressure (p99).
  */
 export const PARTITION_SPREAD: f64 = 256;
+
+/**
+ * The uncached-prompt term's factor while every candidate's engine shows a queue (waiting ≥ 1 at
+ * its last scrape). Then no slot is about to idle, so balancing buys little, and a miss's prefill
+ * delays every request that queues behind it at its slot, not only its own answer — and under
+ * cache pressure evicts blocks others come back for. Measured on the quality bench (2 gateways ×
+ * 4 threads, seeds 1–2, the overloaded points; docs/operations.md): shared prefixes under cache
+ * pressure at 128 req/s TTFT p90 495 / 422 → 447 / 397 ms, RAG and the llm-d benchmark above
+ * capacity a little better, every point below saturation unchanged. 1 + min(1, waiting / 8) and
+ * / 4 did about as well.
+ */
+export const SATURATED_MISS_SCALE: f64 = 1.5;
 
 /** A share in [0, 1) of slot `s` for the gateway of `seed` (splitmix64 of both). */
 export function slotShare(seed: u64, s: i32): f64 {
@@ -245,6 +258,9 @@ export class Decider {
     // there are more gateways than candidates, where position mod G is the position itself).
     const parts = order !== 0 && this.partIndex >= 0 ? this.partCount : 0;
     const home = parts < 2 ? -1 : this.partIndex % n;
+    let saturated = policy !== POLICY_LEAST_LOAD;
+    for (let i = 0; i < n && saturated; i++) saturated = loads.waiting(this.picks[i]) > 0;
+    const missScale = saturated ? SATURATED_MISS_SCALE : 1;
     const mirror = this.mirror;
     if (home >= 0 && local !== null) mirror.read(local, this.picks, n, parts, home);
     else mirror.clear();
@@ -264,7 +280,7 @@ export class Decider {
         const uncached = <f64>promptBytes > cachedBytes ? <f64>promptBytes - cachedBytes : 0;
         const tokens = local !== null ? local.gatewayTokensAt(s) : 0;
         cost =
-          <f64>cfg.overlapWeight * (uncached / BYTES_PER_TOKEN) +
+          <f64>cfg.overlapWeight * missScale * (uncached / BYTES_PER_TOKEN) +
           <f64>cfg.inflightWeight * queuedTokens(waiting, elsewhere, seen, tokens) +
           <f64>cfg.decodeWeight * running * DECODE_TOKENS;
         // In prefill tokens like the rest of this cost; least-load counts requests, so it has none.

@@ -48,6 +48,26 @@ describe("routing decision", () => {
     expect(r.outcome).toBe("load_only");
   });
 
+  it("holds a cached prefix against more queue while every candidate's engine shows one (saturated)", () => {
+    const body = chat(longSystem, "q");
+    // Slot 2 holds the prefix; the pool's slots 0..3 wait as given, the other pool's (4..6) not.
+    const routedWith = (waiting: number[]) => {
+      const f = fleet();
+      f.hold(body, 2);
+      for (const [s, w] of waiting.entries()) f.load.scraped(s, { running: 4, waiting: w, kvUsage: 0.5 }, 1);
+      f.publish();
+      return f.route(body).slot;
+    };
+    // Below saturation (idle slots beside it): the least extra queue at which the cached slot loses.
+    let d = 1;
+    while (d < 64 && routedWith([0, 0, d, 0]) === 2) d++;
+    expect(d, "some queue outweighs the prefix").toBeLessThan(64);
+    // The same extra queue over a queue everywhere: the prefix holds (SATURATED_MISS_SCALE) ...
+    expect(routedWith([1, 1, 1 + d, 1])).toBe(2);
+    // ... though not against any queue: twice that moves it.
+    expect(routedWith([1, 1, 1 + 2 * d, 1])).not.toBe(2);
+  });
+
   it("spreads unrelated prompts by load and never picks unhealthy or removed slots", () => {
     const f = fleet();
     f.load.scraped(0, { running: 5, waiting: 2, kvUsage: 0.5 }, 1);
