@@ -258,6 +258,7 @@ export class Decider {
     // there are more gateways than candidates, where position mod G is the position itself).
     const parts = order !== 0 && this.partIndex >= 0 ? this.partCount : 0;
     const home = parts < 2 ? -1 : this.partIndex % n;
+    // Saturated: every candidate's engine shows a queue (least-load has no uncached term to scale).
     let saturated = policy !== POLICY_LEAST_LOAD;
     for (let i = 0; i < n && saturated; i++) saturated = loads.waiting(this.picks[i]) > 0;
     const missScale = saturated ? SATURATED_MISS_SCALE : 1;

@@ -48,6 +48,9 @@ async function predicted(id: string): Promise<Decision> {
 
 const where = (r: Routed) => `${r.worker}/${r.rank}`;
 
+/** The slot running an adapter: its worker and rank as the e2e reports them, and its slot id. */
+type BusySlot = { worker: number; rank: number; id: number };
+
 describe("LoRA adapters end to end", () => {
   it("learns the adapters: configured first, then those /v1/models lists over the pool's model", () => {
     expect(e.cp?.adapters.adapters("qwen")).toEqual(["sql-lora", "chat-lora", "legal-lora"]);
@@ -122,7 +125,7 @@ describe("LoRA adapters end to end", () => {
         longEnded = true;
       });
     try {
-      let running: { worker: number; rank: number; id: number } | null = null;
+      let running: BusySlot | null = null;
       await until(() => {
         const slot = cp.slots.present().find((s) => cp.load.get(s.id).lora?.running.includes("sql-lora"));
         if (slot === undefined) return false;
@@ -136,7 +139,7 @@ describe("LoRA adapters end to end", () => {
       await synced(e);
       // Past the gateway's own memory of that route (speculativeTtlMs): the metric decides now.
       await until(() => Date.now() - sentAt > 400, "the gateway's recent route expired");
-      const busy = running as unknown as { worker: number; rank: number; id: number };
+      const busy = running as unknown as BusySlot;
       for (let i = 0; i < 4; i++) {
         // The previous answer has left the busy slot's queue in the engine's metrics and the gateway
         // routes with that image: a scrape taken while it waited would price a queue there (on a
