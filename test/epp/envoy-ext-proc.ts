@@ -58,6 +58,8 @@ export interface ExchangeOptions {
   trailers?: Pairs;
   /** Awaited after the request headers went out and before the body does (a slow client upload). */
   beforeBody?: () => Promise<void>;
+  /** How this Envoy's setCopy treats a header present several times (default: replaces every copy). */
+  setCopy?: SetCopy;
 }
 
 export interface ExchangeResult {
@@ -75,6 +77,8 @@ export interface ExchangeResult {
   answers: string[];
   /** The body chunks of the request the server streamed back. */
   streamedChunks: number[];
+  /** The request phase's header mutations, in the order Envoy applied them (empty ones included). */
+  requestMutations: HeaderMutation[];
   /** The endpoint that answered (the first of the list that accepted the connection). */
   served?: string;
 }
@@ -134,9 +138,24 @@ function headerMap(pairs: Pairs) {
   return { headers: pairs.map(([key, value]) => ({ key, raw_value: Buffer.from(value) })) };
 }
 
-/** Envoy's HeaderMutation application (mutation_utils.cc): set (overwrite or append), then remove. */
-export function applyMutation(pairs: Pairs, m: HeaderMutation | undefined): Pairs {
-  let out: Pairs = pairs.map(([k, v]) => [k, v]);
+/**
+ * How Envoy's HeaderMapImpl::setCopy overwrites a header the map holds several times: every copy
+ * goes (Envoy since `http_set_copy_replace_all_headers`), or only the first is replaced and the
+ * others stay (Envoy before it, or with that runtime guard off).
+ */
+export type SetCopy = "replace-all" | "first-only";
+
+/**
+ * Envoy's HeaderMutation application (ext_proc mutation_utils.cc applyHeaderMutations): every
+ * remove_headers entry first, then set_headers in order (overwrite or append).
+ */
+export function applyMutation(
+  pairs: Pairs,
+  m: HeaderMutation | undefined,
+  setCopy: SetCopy = "replace-all",
+): Pairs {
+  const removed = new Set((m?.remove_headers ?? []).map((h) => h.toLowerCase()));
+  let out: Pairs = pairs.filter(([k]) => !removed.has(k.toLowerCase())).map(([k, v]) => [k, v]);
   for (const o of m?.set_headers ?? []) {
     const key = o.header.key.toLowerCase();
     const value =
@@ -145,15 +164,14 @@ export function applyMutation(pairs: Pairs, m: HeaderMutation | undefined): Pair
         : (o.header.value ?? "");
     if (o.append_action === 0) out.push([key, value]);
     else {
-      const at = out.findIndex(([k]) => k === key);
+      const at = out.findIndex(([k]) => k.toLowerCase() === key);
       if (at >= 0) {
         out[at] = [key, value];
-        out = out.filter(([k], i) => k !== key || i === at);
+        if (setCopy === "replace-all") out = out.filter(([k], i) => k.toLowerCase() !== key || i === at);
       } else out.push([key, value]);
     }
   }
-  const removed = new Set((m?.remove_headers ?? []).map((h) => h.toLowerCase()));
-  return out.filter(([k]) => !removed.has(k));
+  return out;
 }
 
 export class EnvoyExtProc {
@@ -224,6 +242,7 @@ export class EnvoyExtProc {
       clearRouteCache: false,
       answers: [],
       streamedChunks: [],
+      requestMutations: [],
     };
     const meta = o.metadata !== undefined ? { metadata_context: { filter_metadata: o.metadata } } : {};
     const first = {
@@ -265,7 +284,8 @@ export class EnvoyExtProc {
     let upstreamBody = body;
     const common = (c: CommonResponse | undefined) => {
       if (c?.clear_route_cache === true) result.clearRouteCache = true;
-      upstreamHeaders = applyMutation(upstreamHeaders, c?.header_mutation);
+      result.requestMutations.push(c?.header_mutation ?? {});
+      upstreamHeaders = applyMutation(upstreamHeaders, c?.header_mutation, o.setCopy);
     };
 
     if (duplex) {

@@ -9,10 +9,18 @@
 //
 // Order (Envoy's ext_proc contract): in FULL_DUPLEX_STREAMED the headers answer is held until
 // the filter continued (after the whole body), then the body follows in ≤ 62,000-byte chunks;
-// in BUFFERED/STREAMED every message gets exactly one answer, so the header answer is an empty
-// CONTINUE and the mutations ride on the body answer (BUFFERED applies header mutations there).
+// in BUFFERED/STREAMED every message gets exactly one answer, so the header answer is a CONTINUE
+// that only removes the client's routing headers, and the filter's mutations ride on the body
+// answer (BUFFERED applies header mutations there).
+//
+// Client routing headers (client-headers.ts): every answer that lets the request go upstream
+// removes the client's copies — the decision's answer, and the request headers answer sent
+// before the filter ran (BUFFERED), which a gateway failing open (failure_mode_allow) forwards as
+// it stands. The filter is not shown the client's destination header, so the destination and the
+// `envoy.lb` metadata can only name its pick or anyEndpoint()'s.
 import type { FilterChainSink, HeaderMap as HostHeaderMap, HttpStream } from "../../../host/index.ts";
 import { HeaderMap } from "../../../host/index.ts";
+import { clientRoutingHeaders, withoutRoutingHeaders } from "./client-headers.ts";
 import { headerMutation, type Pairs, pairsOf } from "./header-mutation.ts";
 import {
   DESTINATION_HEADER,
@@ -21,7 +29,12 @@ import {
   servedEndpoint,
   subsetHint,
 } from "./lb-metadata.ts";
-import { BodySendMode, type ProcessingRequest, type ProcessingResponse } from "./messages.ts";
+import {
+  BodySendMode,
+  type HeaderMutation,
+  type ProcessingRequest,
+  type ProcessingResponse,
+} from "./messages.ts";
 import {
   bodyResponse,
   headersResponse,
@@ -162,7 +175,7 @@ export class Exchange implements FilterChainSink {
     this.subset = subsetHint(req);
     this.phase = "request";
     this.stream = this.deps.newStream(this, sourceOf(req), filterMetadataJson(req));
-    const seen = this.deps.filterHeaders?.(this.original) ?? this.original;
+    const seen = withoutRoutingHeaders(this.deps.filterHeaders?.(this.original) ?? this.original);
     if (h.end_of_stream === true) {
       this.stream.decodeHeaders(new HeaderMap(seen), true);
       this.afterRequestStep("headers");
@@ -172,7 +185,12 @@ export class Exchange implements FilterChainSink {
     // Envoy sends the body only after this answer in BUFFERED and STREAMED modes; in
     // FULL_DUPLEX_STREAMED the headers answer waits for the filter's decision.
     if (this.reqMode !== BodySendMode.FULL_DUPLEX_STREAMED)
-      this.send(headersResponse("request", undefined, false));
+      this.send(headersResponse("request", this.clientHeadersRemoval(), false));
+  }
+
+  /** Removes the client's routing headers: the request headers answer sent before the filter decided. */
+  private clientHeadersRemoval(): HeaderMutation {
+    return { set_headers: [], remove_headers: clientRoutingHeaders(this.original) };
   }
 
   /** Shows the held request headers to the filter, just before the message that follows them. */
@@ -223,7 +241,11 @@ export class Exchange implements FilterChainSink {
     const duplex = this.reqMode === BodySendMode.FULL_DUPLEX_STREAMED;
     if (this.passedHeaders !== null && !this.headersAnswered) {
       if (!this.decide()) return;
-      const mutation = headerMutation(this.original, this.passedHeaders.pairs());
+      const mutation = headerMutation(
+        this.original,
+        this.passedHeaders.pairs(),
+        clientRoutingHeaders(this.original),
+      );
       const metadata = destinationMetadata(this.destination);
       this.headersAnswered = true;
       if (duplex || step === "headers") {
@@ -251,7 +273,7 @@ export class Exchange implements FilterChainSink {
       }
     } else if (!duplex) {
       // The filter waits for the body, but Envoy sends it only after this answer.
-      if (step === "headers") this.send(headersResponse("request", undefined, false));
+      if (step === "headers") this.send(headersResponse("request", this.clientHeadersRemoval(), false));
       else if (step === "body") this.send(bodyResponse("request"));
     }
     if (step === "trailers" && this.phase === "request") this.send(trailersResponse("request"));
