@@ -19,7 +19,10 @@ import {
 } from "./forwarded-for.ts";
 import { HeaderMap } from "./header-map.ts";
 import { createHost, type Host } from "./host.ts";
+import type { PolicyFilter } from "./policy-filters.ts";
 import { UpstreamRouter } from "./router.ts";
+import type { RouteEntry } from "./routes.ts";
+import { RouteTableRouting, type Routing, ShorthandRouting } from "./routing.ts";
 import type { HttpStream } from "./stream.ts";
 
 export interface AccessLogEntry {
@@ -33,6 +36,10 @@ export interface AccessLogEntry {
   requestId: string;
   /** Route-cache clears during the request (request-header writes by the filter). */
   routeCacheClears: number;
+  /** x-gateway-destination-endpoint as the router saw it, after the filter ("-" when absent). */
+  destination: string;
+  /** The route the router picked ("-" for the shorthand without a route table). */
+  route: string;
   /** x-gateway-destination-endpoint was present but not one literal ip:port (original_dst_host_invalid). */
   originalDstHostInvalid: boolean;
 }
@@ -40,7 +47,16 @@ export interface AccessLogEntry {
 export interface GatewayOptions extends HostOptions, Partial<ConnectionManagerAddressing> {
   /** Listen port on 127.0.0.1 (0 = any free port, the default). */
   port?: number;
-  /** Name of the cluster (from `clusters`) used when the destination header is absent. */
+  /**
+   * The listener's route table (envoy-listener.ts reads it from an Envoy config): each request's
+   * route is picked after the Wasm filter wrote its headers, and its cluster, timeout and
+   * per-route policy config apply. Without it the shorthand applies: the destination header
+   * picks an ORIGINAL_DST host, else `defaultCluster`.
+   */
+  routes?: RouteEntry[];
+  /** The HTTP filters after the Wasm filter (RBAC, local rate limit), in chain order; with `routes`. */
+  policyFilters?: PolicyFilter[];
+  /** Name of the cluster (from `clusters`) used when the destination header is absent (shorthand only). */
   defaultCluster?: string;
   /**
    * Request headers removed before the Wasm filter sees the request, like envoy/envoy.yaml's
@@ -70,12 +86,27 @@ const HOP_BY_HOP = new Set([
   "te",
 ]);
 
+function routingOf(options: GatewayOptions, host: Host): Routing {
+  if (options.routes !== undefined) {
+    if (options.defaultCluster !== undefined)
+      throw new Error("defaultCluster is the shorthand for a route table: give one or the other");
+    return new RouteTableRouting({
+      routes: options.routes,
+      clusters: host.core.clusters,
+      policyFilters: options.policyFilters ?? [],
+    });
+  }
+  if (options.policyFilters !== undefined)
+    throw new Error("policyFilters read per-route config: they need routes");
+  const name = options.defaultCluster;
+  const cluster = name ? host.core.clusters.get(name) : undefined;
+  if (name && !cluster) throw new Error(`defaultCluster ${name} is not in clusters`);
+  return new ShorthandRouting(name && cluster ? { name, cluster } : null);
+}
+
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const host = createHost(options);
-  const defName = options.defaultCluster;
-  const defCluster = defName ? host.core.clusters.get(defName) : undefined;
-  if (defName && !defCluster) throw new Error(`defaultCluster ${defName} is not in clusters`);
-  const defaultCluster = defName && defCluster ? { name: defName, cluster: defCluster } : null;
+  const routing = routingOf(options, host);
   const accessLog: AccessLogEntry[] = [];
   const addressing: ConnectionManagerAddressing = {
     useRemoteAddress: options.useRemoteAddress ?? ENVOY_DEFAULT_ADDRESSING.useRemoteAddress,
@@ -114,7 +145,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
 
     let stream: HttpStream | null = null;
-    const router = new UpstreamRouter(() => stream as HttpStream, defaultCluster);
+    const router = new UpstreamRouter(() => stream as HttpStream, routing);
     let finished = false;
     stream = host.newStream(
       thread,
@@ -163,11 +194,13 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
             thread: thread.name,
             requestId,
             routeCacheClears: s.info.routeCacheClears,
+            destination: router.destination ?? "-",
+            route: s.info.routeName ?? "-",
             originalDstHostInvalid: s.info.originalDstHostInvalid === true,
           };
           accessLog.push(entry);
           options.accessLog?.(
-            `[${new Date().toISOString()}] "${entry.method} ${entry.path} HTTP/1.1" ${entry.status} ${entry.details} upstream=${entry.upstream} duration_ms=${entry.durationMs} thread=${entry.thread} request_id=${entry.requestId}`,
+            `[${new Date().toISOString()}] "${entry.method} ${entry.path} HTTP/1.1" ${entry.status} ${entry.details} upstream=${entry.upstream} route=${entry.route} duration_ms=${entry.durationMs} thread=${entry.thread} request_id=${entry.requestId}`,
             entry,
           );
         },

@@ -1,48 +1,59 @@
-// The router after the Wasm filter, with the upstream choice of an ORIGINAL_DST cluster reading
-// x-gateway-destination-endpoint (original_dst_lb_config.use_http_header) or, when the header is
-// absent, a configured default cluster. Like Envoy's OriginalDstCluster::LoadBalancer
-// (requestOverrideHost): the first header of that name counts, and its whole value must be one
-// literal IP:port ([v6]:port for IPv6); anything else — a comma-separated list included — counts
-// original_dst_host_invalid and selects no host. The header is read when the router sees the
-// request headers, i.e. after the filter continued — so whatever the filter wrote is what routes.
-// No target → 503 local reply (no_healthy_upstream); connect failure → 503 like Envoy's router
-// ("upstream connect error or disconnect/reset before headers…"); a reset after the response
-// started resets the downstream stream.
+// The router after the Wasm filter: the request's route, policies and host come from a Routing
+// (routing.ts: a route table with per-route policy config, override_host and ORIGINAL_DST
+// clusters, or the shorthand without one). Like Envoy, whatever the filter wrote is what routes:
+// the route is picked when the router sees the request headers, after the filter continued.
+// No route → 404 (route_not_found); a policy denial → its local reply; no host → 503
+// (no_healthy_upstream); connect failure → 503 like Envoy's router ("upstream connect error or
+// disconnect/reset before headers…"); a reset after the response started resets the downstream
+// stream. The route's timeout runs from the end of the downstream request to the end of the
+// response: 504 "upstream request timeout" before the response started, a reset after
+// (Router::Filter::onResponseTimeout).
 import http from "node:http";
-import { isIP } from "node:net";
-import type { ClusterAddress } from "./core.ts";
+import type { HeaderMap as HeaderMapT } from "./header-map.ts";
 import { HeaderMap } from "./header-map.ts";
+import { addressString } from "./original-dst.ts";
+import type { Routing } from "./routing.ts";
 import type { HttpStream } from "./stream.ts";
-import type { UpstreamCluster } from "./upstream-cluster.ts";
 
-export const DESTINATION_HEADER = "x-gateway-destination-endpoint";
+export { parseDestination } from "./original-dst.ts";
 
-/** Network::Utility::parseInternetAddressAndPortNoThrow(value, v6only=false), or null. */
-export function parseDestination(value: string | undefined): ClusterAddress | null {
-  if (value === undefined) return null;
-  const v6 = /^\[([^\]]+)\]:(\d+)$/.exec(value);
-  const m = v6 ?? /^([^:]+):(\d+)$/.exec(value);
-  if (!m) return null;
-  const host = m[1] as string;
-  const port = Number(m[2]);
-  if (isIP(host) !== (v6 ? 6 : 4) || port < 1 || port > 65535) return null;
-  return { host, port };
-}
+import { DESTINATION_HEADER } from "./routing.ts";
 
-export interface RouteDecision {
-  target: ClusterAddress | null;
-  cluster: string;
-}
+export { DESTINATION_HEADER };
 
 export class UpstreamRouter {
   private req: http.ClientRequest | null = null;
   private aborted = false;
+  private timeoutMs = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private responseStarted = false;
   upstream: string | undefined;
+  /** x-gateway-destination-endpoint as the router saw it (after the filter), for the access log. */
+  destination: string | undefined;
 
   constructor(
     private readonly stream: () => HttpStream,
-    private readonly defaultCluster: { name: string; cluster: UpstreamCluster } | null,
+    private readonly routing: Routing,
   ) {}
+
+  /** The downstream request is complete: the route's timeout starts. */
+  private startTimeout(): void {
+    if (this.timeoutMs <= 0 || this.timer !== undefined) return;
+    this.timer = setTimeout(() => {
+      this.aborted = true;
+      this.req?.destroy();
+      this.onThread(() => {
+        const s = this.stream();
+        if (this.responseStarted) s.reset("upstream_response_timeout");
+        else s.localReply(504, Buffer.from("upstream request timeout"), [], "upstream_response_timeout");
+      });
+    }, this.timeoutMs);
+    this.timer.unref();
+  }
+
+  private stopTimeout(): void {
+    clearTimeout(this.timer);
+  }
 
   private onThread(f: () => void): void {
     const s = this.stream();
@@ -51,27 +62,25 @@ export class UpstreamRouter {
     });
   }
 
-  requestHeaders(h: HeaderMap, endStream: boolean): void {
+  requestHeaders(h: HeaderMapT, endStream: boolean): void {
     const s = this.stream();
-    const dest = h.get(DESTINATION_HEADER);
-    let target: ClusterAddress | null;
-    let cluster: string;
-    if (dest !== undefined) {
-      target = parseDestination(dest);
-      cluster = "original_dst";
-      if (target === null) s.info.originalDstHostInvalid = true;
-    } else {
-      target = this.defaultCluster?.cluster.pick() ?? null;
-      cluster = this.defaultCluster?.name ?? "";
+    this.destination = h.get(DESTINATION_HEADER);
+    const routed = this.routing.resolve(h, s.info.sourceAddress);
+    s.info.clusterName = routed.cluster;
+    if (routed.route !== null) s.info.routeName = routed.route.name;
+    if (routed.choice.originalDstHostInvalid) s.info.originalDstHostInvalid = true;
+    const reply = routed.reply;
+    if (reply !== undefined) {
+      s.thread.post(() => s.localReply(reply.status, Buffer.from(reply.body), [], reply.details));
+      return;
     }
-    s.info.clusterName = cluster;
+    const target = routed.choice.target;
     if (!target) {
       s.thread.post(() => s.localReply(503, Buffer.from("no healthy upstream"), [], "no_healthy_upstream"));
       return;
     }
-    const addr = target.host.includes(":")
-      ? `[${target.host}]:${target.port}`
-      : `${target.host}:${target.port}`;
+    this.timeoutMs = routed.timeoutMs;
+    const addr = addressString(target);
     this.upstream = addr;
     s.info.upstreamAddress = addr;
     const headers: Record<string, string | string[]> = {};
@@ -93,6 +102,7 @@ export class UpstreamRouter {
     let started = false;
     req.on("response", (res) => {
       started = true;
+      this.responseStarted = true;
       const rh = new HeaderMap([[":status", String(res.statusCode ?? 502)]]);
       for (let k = 0; k < res.rawHeaders.length; k += 2) {
         const key = (res.rawHeaders[k] as string).toLowerCase();
@@ -107,6 +117,7 @@ export class UpstreamRouter {
       };
       // Like Envoy's codec: headers go on as soon as they arrive; a body-less response ends there.
       if (res.headers["content-length"] === "0" || res.statusCode === 204 || res.statusCode === 304) {
+        this.stopTimeout();
         sendHeaders(true);
         res.resume();
         return;
@@ -114,6 +125,7 @@ export class UpstreamRouter {
       sendHeaders(false);
       res.on("data", (c: Buffer) => this.onThread(() => s.encodeData(new Uint8Array(c), false)));
       res.on("end", () => {
+        this.stopTimeout();
         if (!headersDone) return;
         const tr = new HeaderMap();
         for (let k = 0; k < res.rawTrailers.length; k += 2) {
@@ -126,6 +138,7 @@ export class UpstreamRouter {
     });
     req.on("error", (e: NodeJS.ErrnoException) => {
       if (this.aborted) return;
+      this.stopTimeout();
       if (started) {
         this.onThread(() => s.reset("upstream_reset_after_response_started"));
         return;
@@ -140,22 +153,30 @@ export class UpstreamRouter {
         ),
       );
     });
-    if (endStream) req.end();
+    if (endStream) {
+      req.end();
+      this.startTimeout();
+    }
   }
 
   requestData(d: Uint8Array, endStream: boolean): void {
     if (!this.req) return;
     if (d.length > 0) this.req.write(d);
-    if (endStream) this.req.end();
+    if (endStream) {
+      this.req.end();
+      this.startTimeout();
+    }
   }
 
   requestTrailers(t: HeaderMap): void {
     if (!this.req) return;
     this.req.addTrailers(Object.fromEntries(t.entries));
     this.req.end();
+    this.startTimeout();
   }
 
   abort(): void {
+    this.stopTimeout();
     this.aborted = true;
     this.req?.destroy();
   }

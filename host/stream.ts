@@ -69,6 +69,8 @@ export interface StreamInfo {
   responseCodeDetails?: string;
   upstreamAddress?: string;
   clusterName?: string;
+  /** The route the router picked (after the filter's header writes re-picked it). */
+  routeName?: string;
   /** How often the route cache was cleared (request-header writes do it for ABI 0.2.1). */
   routeCacheClears: number;
   /** The ORIGINAL_DST header held no single literal ip:port (Envoy's original_dst_host_invalid stat). */

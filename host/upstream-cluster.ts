@@ -12,6 +12,8 @@
 // healthy again. The check is GET `path` with Host = the cluster name. Simplified: no interval
 // jitter, no no_traffic_interval, one check at a time per host.
 import http from "node:http";
+import type { HeaderMap } from "./header-map.ts";
+import { addressString, parseDestination } from "./original-dst.ts";
 
 export interface ClusterAddress {
   host: string;
@@ -35,6 +37,27 @@ export interface ClusterEndpoint {
 export interface ClusterSpec {
   endpoints: Array<string | ClusterAddress | ClusterEndpoint>;
   healthCheck?: HealthCheckConfig;
+  /**
+   * load_balancing_policy envoy.load_balancing_policies.override_host with a header source: the
+   * first value of this request header lists hosts ("ip:port[,ip:port…]"); the first that is one
+   * of this cluster's endpoints (Envoy's crossPriorityHostMap, keyed by "ip:port") is chosen,
+   * else the fallback policy (here the cluster's own balancing) picks
+   * (source/extensions/load_balancing_policies/override_host/load_balancer.cc). A header naming
+   * an address outside the cluster therefore never leaves the cluster.
+   */
+  overrideHostHeader?: string;
+  /**
+   * type ORIGINAL_DST with original_dst_lb_config.use_http_header: the host is whatever single
+   * literal ip:port this header holds (endpoints must be empty); anything else selects no host.
+   */
+  originalDstHeader?: string;
+}
+
+/** The host a cluster chose for one request, as the router needs it. */
+export interface HostChoice {
+  target: ClusterAddress | null;
+  /** ORIGINAL_DST: the header was present but not one literal ip:port (original_dst_host_invalid). */
+  originalDstHostInvalid?: boolean;
 }
 
 interface UpstreamHost {
@@ -77,6 +100,10 @@ export class UpstreamCluster {
   /** Priority levels in order, each with its hosts. */
   readonly #levels: UpstreamHost[][];
   readonly #next = new Map<number, number>();
+  /** Endpoints by Envoy's address string, for override_host. */
+  readonly #byAddress = new Map<string, UpstreamHost>();
+  readonly #overrideHostHeader: string | undefined;
+  readonly #originalDstHeader: string | undefined;
   #closed = false;
 
   constructor(
@@ -85,11 +112,18 @@ export class UpstreamCluster {
   ) {
     const endpoints =
       typeof spec === "object" && "endpoints" in spec ? spec.endpoints.map(toEndpoint) : [toEndpoint(spec)];
-    if (endpoints.length === 0) throw new Error(`cluster ${name} has no endpoints`);
+    const full = typeof spec === "object" && "endpoints" in spec ? spec : undefined;
+    this.#overrideHostHeader = full?.overrideHostHeader?.toLowerCase();
+    this.#originalDstHeader = full?.originalDstHeader?.toLowerCase();
+    if (this.#originalDstHeader !== undefined && endpoints.length > 0)
+      throw new Error(`cluster ${name}: an ORIGINAL_DST cluster has no endpoints`);
+    if (this.#originalDstHeader === undefined && endpoints.length === 0)
+      throw new Error(`cluster ${name} has no endpoints`);
     const checked = typeof spec === "object" && "endpoints" in spec && spec.healthCheck !== undefined;
     this.#hosts = endpoints.map((e) => ({ ...e, healthy: !checked, successes: 0, failures: 0 }));
     const priorities = [...new Set(this.#hosts.map((h) => h.priority))].sort((a, b) => a - b);
     this.#levels = priorities.map((p) => this.#hosts.filter((h) => h.priority === p));
+    for (const h of this.#hosts) this.#byAddress.set(addressString(h.address), h);
     if (checked)
       for (const h of this.#hosts)
         this.#check(h, (spec as ClusterSpec).healthCheck as HealthCheckConfig, true);
@@ -97,6 +131,8 @@ export class UpstreamCluster {
 
   /** The host for the next call or connection. */
   pick(): ClusterAddress {
+    if (this.#hosts.length === 0)
+      throw new Error(`cluster ${this.name} (ORIGINAL_DST) has no hosts to balance over`);
     const level = this.#levels[this.#chooseLevel()] as UpstreamHost[];
     const healthy = level.filter((h) => h.healthy);
     // Panic: too few healthy hosts in the level; Envoy then balances over all of them.
@@ -104,6 +140,26 @@ export class UpstreamCluster {
     const i = this.#next.get(level[0]?.priority ?? 0) ?? 0;
     this.#next.set(level[0]?.priority ?? 0, i + 1);
     return (pool[i % pool.length] as UpstreamHost).address;
+  }
+
+  /**
+   * The host for one request: ORIGINAL_DST reads its header; override_host takes the first listed
+   * host that is one of the cluster's endpoints, else falls back to the cluster's balancing.
+   */
+  choose(h: HeaderMap): HostChoice {
+    if (this.#originalDstHeader !== undefined) {
+      const value = h.get(this.#originalDstHeader);
+      if (value === undefined) return { target: null };
+      const target = parseDestination(value);
+      return target === null ? { target: null, originalDstHostInvalid: true } : { target };
+    }
+    if (this.#overrideHostHeader !== undefined) {
+      for (const entry of (h.get(this.#overrideHostHeader) ?? "").split(",")) {
+        const host = this.#byAddress.get(entry.trim());
+        if (host !== undefined) return { target: host.address };
+      }
+    }
+    return { target: this.pick() };
   }
 
   /** Hosts and their health, for tests and operators. */

@@ -61,7 +61,7 @@ describe("gateway mode", () => {
       thread: "worker_0",
     });
     expect(lines[0]).toMatch(
-      /"POST \/v1\/chat\/completions HTTP\/1.1" 200 via_upstream upstream=127\.0\.0\.1:\d+ duration_ms=/,
+      /"POST \/v1\/chat\/completions HTTP\/1.1" 200 via_upstream upstream=127\.0\.0\.1:\d+ route=- duration_ms=/,
     );
   });
 
