@@ -19,7 +19,7 @@ describe("envoy config for the demo and the real-Envoy suite", () => {
       listenPort: 11000,
       adminPort: 11001,
       controlPlane: "127.0.0.1:11002",
-      fallback: "127.0.0.1:11003",
+      engines: ["127.0.0.1:11003", "127.0.0.1:11004"],
       token: "t-0123456789abcdef",
       wasm: "/abs/kvroute.wasm",
     });

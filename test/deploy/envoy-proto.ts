@@ -58,10 +58,45 @@ function addNewerEnvoyFields(): void {
   }
 }
 
+/**
+ * Extensions newer Envoy has whose protos @grpc/grpc-js-xds 1.14 does not ship, transcribed with
+ * their upstream package, names and numbers (docs/upstream-facts.md):
+ * envoy/extensions/load_balancing_policies/override_host/v3/override_host.proto (Envoy 1.35),
+ * with its validation rules (at least one source; fallback_policy required).
+ */
+const NEWER_PACKAGES: Record<string, { needs: string[]; proto: string }> = {
+  "envoy.extensions.load_balancing_policies.override_host.v3": {
+    needs: ["envoy.config.cluster.v3.LoadBalancingPolicy", "envoy.type.metadata.v3.MetadataKey"],
+    proto: `syntax = "proto3";
+      package envoy.extensions.load_balancing_policies.override_host.v3;
+      import "validate/validate.proto";
+      message OverrideHost {
+        message OverrideHostSource {
+          string header = 1;
+          .envoy.type.metadata.v3.MetadataKey metadata = 2;
+        }
+        repeated OverrideHostSource override_host_sources = 1 [(validate.rules).repeated = {min_items: 1}];
+        .envoy.type.metadata.v3.MetadataKey selected_host_key = 2;
+        .envoy.config.cluster.v3.LoadBalancingPolicy fallback_policy = 3 [(validate.rules).message = {required: true}];
+      }`,
+  },
+};
+
+function addNewerPackage(pkg: string): void {
+  const newer = NEWER_PACKAGES[pkg];
+  if (newer === undefined || root.lookup(pkg) !== null) return;
+  for (const t of newer.needs) lookupType(t);
+  protobuf.parse(newer.proto, root, { keepCase: true });
+  root.resolveAll();
+}
+
 /** Finds a message type by full name, loading the protos of its package folder on first use. */
 export function lookupType(fullName: string): protobuf.Type | null {
   const found = root.lookup(fullName);
   if (found instanceof protobuf.Type) return found;
+  addNewerPackage(fullName.split(".").slice(0, -1).join("."));
+  const added = root.lookup(fullName);
+  if (added instanceof protobuf.Type) return added;
   // Envoy and xds lay out files by package: envoy.config.cluster.v3.Cluster → envoy/config/cluster/v3/*.proto
   const dir = fullName.split(".").slice(0, -1).join("/");
   if (loadedDirs.has(dir)) return null;

@@ -90,7 +90,7 @@ describe.skipIf(ENVOY === undefined)(`real Envoy (${WHY_SKIPPED})`, () => {
       listenPort,
       adminPort: listenPort + 1,
       controlPlane: cp.url.slice("http://".length),
-      fallback: `127.0.0.1:${simPort}`,
+      engines: [`127.0.0.1:${simPort}`],
       token: TOKEN,
       wasm: WASM,
     });

@@ -152,7 +152,7 @@ describe("failures", () => {
     e = await startE2E({ noControlPlane: true });
     const r = await chat(e, "s", "u");
     expect(r.status).toBe(200);
-    expect(r.worker).toBe(0); // the fallback cluster
+    expect(r.worker).toBeGreaterThanOrEqual(0); // balanced over the route's cluster, the engines
     expect(Number(e.gateway.host.counter("kvroute.requests.fail_open") ?? 0)).toBe(1);
   }, 30_000);
 

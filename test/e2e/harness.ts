@@ -5,8 +5,9 @@ import { pino } from "pino";
 import { zmqKvEvents } from "../../control-plane/sim/kv-events-config.ts";
 import { type RunningSim, type SimConfig, startSim } from "../../control-plane/sim/server.ts";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
-import { shippedClientAddressing } from "../../control-plane/src/cli/envoy-config.ts";
+import { envoyConfigFor, shippedClientAddressing } from "../../control-plane/src/cli/envoy-config.ts";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
+import { listenerRouting } from "../../host/envoy-listener.ts";
 import { type Gateway, startGateway } from "../../host/gateway.ts";
 import { freePortRange, QWEN3, simConfig } from "../sim/helpers.ts";
 
@@ -50,6 +51,11 @@ export interface E2EOptions {
   load?: Record<string, unknown>;
   /** Extra control-plane `cache` settings. */
   cache?: Record<string, unknown>;
+  /**
+   * Edits the gateway's Envoy config (envoy/envoy.yaml as the demo writes it) before the Node
+   * gateway reads its routes, clusters and policy filters from it — e.g. the operator's RBAC.
+   */
+  envoy?: (cfg: Record<string, unknown>) => void;
 }
 
 function workerConfig(w: Worker, ranks: number, over: Partial<SimConfig> = {}): SimConfig {
@@ -166,6 +172,18 @@ export async function startE2E(o: E2EOptions = {}): Promise<E2E> {
     }
   }
   if (!o.noControlPlane) await e.startControlPlane();
+  const envoyConfig = () => {
+    const cfg = envoyConfigFor({
+      listenPort: 0,
+      adminPort: 0,
+      controlPlane: `127.0.0.1:${cpPort}`,
+      engines: workers.map((w) => `127.0.0.1:${w.port}`),
+      token: TOKEN,
+      wasm: WASM,
+    });
+    o.envoy?.(cfg);
+    return cfg;
+  };
   e.gateway = await startGateway({
     wasm: WASM,
     threads: 2,
@@ -182,9 +200,9 @@ export async function startE2E(o: E2EOptions = {}): Promise<E2E> {
       reportMs: 100,
       failMode: o.failMode ?? "open",
     }),
-    clusters: { kvroute_control_plane: `127.0.0.1:${cpPort}`, fallback: `127.0.0.1:${workers[0]?.port}` },
-    // The route's own cluster for requests without a destination (fail open).
-    defaultCluster: "fallback",
+    // envoy/envoy.yaml's one route to the engines' override_host cluster: routed requests go to
+    // the endpoint the filter named, fail-open ones are balanced over every worker.
+    ...listenerRouting(envoyConfig()),
     node: { id: "e2e-gateway" },
     port: 0,
     allowOnHeadersStopIteration: true,

