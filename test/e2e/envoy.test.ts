@@ -8,18 +8,37 @@
 //   - allow_on_headers_stop_iteration: the body reaches the filter (no_body_access stays 0);
 //   - failure_policy: the shipped file validates; fail_open together with failure_policy is refused;
 //   - ORIGINAL_DST: a list in x-gateway-destination-endpoint is 503 original_dst_host_invalid,
-//     as the Node host answers it, with the local reply's headers in the same order.
+//     as the Node host answers it, with the local reply's headers in the same order;
+//   - a plugin configuration update (the listener comes from an LDS file Envoy watches, and the
+//     file is replaced): Envoy adds a root context to the running VMs (they keep their thread
+//     slots), the new configuration leads and applies to new streams, and no request fails across
+//     it (test/filter/reconfigure.test.ts in the Node host);
+//   - FAIL_RELOAD: a trap fails its request with 503 and the next request gets a fresh VM — the
+//     trap test module (as test/host/failure.test.ts), and the shipped filter, trapped by Envoy's
+//     1 GiB cap on a VM's memory with a body of exactly maxBodyBytes = 1 GiB; its fresh VM takes a
+//     new thread slot, routes and reports (test/filter/reload.test.ts);
+//   - the report queue: while the control plane hangs, routing goes on, records past a full
+//     outbox are dropped and counted (wasmcustom.kvroute.reports.dropped) instead of queueing
+//     without bound, and what was kept arrives once it answers (test/filter/report-queue.test.ts).
+// The configurations these write are checked against Envoy's API protos (and the plugin
+// configurations against the shipped module) without a binary too, at the end of this file.
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import http from "node:http";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse } from "yaml";
 import { zmqKvEvents } from "../../control-plane/sim/kv-events-config.ts";
 import { type RunningSim, startSim } from "../../control-plane/sim/server.ts";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
 import { writeEnvoyConfig } from "../../control-plane/src/cli/envoy-config.ts";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
 import { type Gateway, startGateway } from "../../host/gateway.ts";
+import { createHost } from "../../host/index.ts";
+import { validateEnvoy } from "../deploy/envoy-proto.ts";
 import { moduleFile } from "../host/testing.ts";
 import { freePortRange, QWEN3, simConfig } from "../sim/helpers.ts";
 
@@ -68,6 +87,203 @@ async function until(cond: () => Promise<boolean>, what: string, ms = 30_000): P
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+const MIB = 1024 * 1024;
+const GIB = 1024 * MIB;
+const LISTENER_TYPE = "type.googleapis.com/envoy.config.listener.v3.Listener";
+const DISCOVERY_RESPONSE = "envoy.service.discovery.v3.DiscoveryResponse";
+
+/** The kvroute Wasm filter's config (envoy.extensions.wasm.v3.PluginConfig) in a listener. */
+const wasmFilterOf = (listener: Json): Json =>
+  listener.filter_chains[0].filters[0].typed_config.http_filters.find(
+    (f: Json) => f.name === "envoy.filters.http.wasm",
+  ).typed_config.config;
+
+/** Edits the plugin configuration: the JSON string Envoy hands the filter's on_configure. */
+function editPlugin(listener: Json, edit: (plugin: Json) => void): void {
+  const wasm = wasmFilterOf(listener);
+  const plugin = JSON.parse(wasm.configuration.value) as Json;
+  edit(plugin);
+  wasm.configuration.value = JSON.stringify(plugin);
+}
+
+/**
+ * The bootstrap with its listener served from an LDS file Envoy watches
+ * (`dynamic_resources.lds_config.path_config_source`): the file holds a DiscoveryResponse, and
+ * Envoy reloads it when another file is renamed onto its path (replaceFile).
+ */
+function fileLdsBootstrap(cfg: Json, ldsPath: string): { bootstrap: Json; listener: Json } {
+  const bootstrap = structuredClone(cfg);
+  const listener = bootstrap.static_resources.listeners[0] as Json;
+  delete bootstrap.static_resources.listeners;
+  bootstrap.dynamic_resources = {
+    lds_config: { path_config_source: { path: ldsPath }, resource_api_version: "V3" },
+  };
+  return { bootstrap, listener };
+}
+
+const ldsResponse = (version: string, listener: Json): Json => ({
+  version_info: version,
+  resources: [{ "@type": LISTENER_TYPE, ...listener }],
+});
+
+/** Replaces a watched file the way Envoy notices: a complete file renamed onto the path. */
+function replaceFile(path: string, content: Json): void {
+  writeFileSync(`${path}.next`, JSON.stringify(content, null, 2));
+  renameSync(`${path}.next`, path);
+}
+
+/** The second configuration of the update test: another gateway id, a 64 KiB body limit. */
+function updatedPlugin(plugin: Json): void {
+  plugin.gatewayId = "envoy-e2e-updated";
+  plugin.maxBodyBytes = 64 * 1024;
+}
+
+/**
+ * FAIL_RELOAD, and a body limit of 1 GiB (the most the filter accepts) with a listener buffer to
+ * match: a body of exactly 1 GiB reaches the filter whole, and the copy into the VM cannot be
+ * allocated — the SDK's malloc asks AssemblyScript for a 1 GiB ArrayBuffer, past its largest
+ * block (2^30 − 16 bytes), and Envoy's V8 caps a VM's memory at 1 GiB anyway (proxy-wasm-cpp-host
+ * PROXY_WASM_HOST_MAX_WASM_MEMORY_SIZE_BYTES) — so the VM aborts, as on any filter bug.
+ */
+function failReloadAtMemoryCap(cfg: Json): void {
+  const listener = cfg.static_resources.listeners[0] as Json;
+  listener.per_connection_buffer_limit_bytes = GIB + 64 * MIB;
+  wasmFilterOf(listener).failure_policy = "FAIL_RELOAD";
+  editPlugin(listener, (p) => {
+    p.maxBodyBytes = GIB;
+  });
+}
+
+/** The trap test module (test/host/modules/trap.ts) in the filter's place, under FAIL_RELOAD. */
+function trapModuleInstead(cfg: Json, wasmFile: string): void {
+  const wasm = wasmFilterOf(cfg.static_resources.listeners[0]);
+  wasm.name = "trap";
+  wasm.root_id = "trap";
+  wasm.vm_config.vm_id = "trap";
+  wasm.vm_config.code.local.filename = wasmFile;
+  wasm.configuration.value = "{}";
+  wasm.failure_policy = "FAIL_RELOAD";
+}
+
+/**
+ * The filter's control-plane cluster through a relay on `port`, and calls that wait ten minutes:
+ * a control plane that stops answering keeps the leader's report outstanding.
+ */
+function controlPlaneThrough(cfg: Json, port: number): void {
+  const cluster = cfg.static_resources.clusters.find((c: Json) => c.name === "kvroute_control_plane");
+  cluster.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address = {
+    address: "127.0.0.1",
+    port_value: port,
+  };
+  editPlugin(cfg.static_resources.listeners[0], (p) => {
+    p.controlPlane.timeoutMs = 600_000;
+  });
+}
+
+/**
+ * A TCP relay in front of the control plane that can hang: frozen, it accepts connections and
+ * reads what the gateway sends (kept in `heard`) but forwards nothing either way — the control
+ * plane as a gateway sees it when it stops answering. Thawing closes every connection it held
+ * (the gateway's calls on them fail) and relays new ones again.
+ */
+class HangingRelay {
+  frozen = false;
+  heard = "";
+  /** Report requests (POST /v1/report) relayed to the control plane. */
+  reportsRelayed = 0;
+  private readonly sockets = new Set<net.Socket>();
+  private constructor(
+    private readonly server: net.Server,
+    readonly port: number,
+  ) {}
+
+  static async start(target: { host: string; port: number }): Promise<HangingRelay> {
+    const server = net.createServer();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const relay = new HangingRelay(server, (server.address() as net.AddressInfo).port);
+    server.on("connection", (client) => relay.accept(client, target));
+    return relay;
+  }
+
+  private accept(client: net.Socket, target: { host: string; port: number }): void {
+    this.sockets.add(client);
+    client.on("close", () => this.sockets.delete(client));
+    client.on("error", () => {});
+    const upstream = this.frozen ? null : net.connect(target.port, target.host);
+    if (upstream !== null) {
+      this.sockets.add(upstream);
+      upstream.on("close", () => {
+        this.sockets.delete(upstream);
+        client.destroy();
+      });
+      upstream.on("error", () => client.destroy());
+      upstream.on("data", (c: Buffer) => {
+        if (!this.frozen) client.write(c);
+      });
+    }
+    let tail = "";
+    client.on("data", (c: Buffer) => {
+      if (this.frozen || upstream === null) {
+        this.heard += c.toString("latin1");
+        return;
+      }
+      upstream.write(c);
+      const text = tail + c.toString("latin1");
+      this.reportsRelayed += text.split("POST /v1/report").length - 1;
+      tail = text.slice(-16);
+    });
+    client.on("close", () => upstream?.destroy());
+  }
+
+  freeze(): void {
+    this.frozen = true;
+  }
+
+  thaw(): void {
+    for (const s of this.sockets) s.destroy();
+    this.sockets.clear();
+    this.frozen = false;
+  }
+
+  close(): Promise<void> {
+    this.thaw();
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+interface Answer {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+/**
+ * One request on a connection of its own: after a listener update a new connection meets the
+ * new filter chain, while a kept-alive one may still be served by the draining one.
+ */
+function once(url: string, method: string, headers: Record<string, string>, body?: string | Buffer) {
+  return new Promise<Answer>((resolve, reject) => {
+    const req = http.request(url, { method, headers, agent: false }, (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (c: string) => {
+        text += c;
+      });
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }));
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+/** The filter's "configured root <id> (thread slot <n>, …)" lines in Envoy's log: one per on_configure. */
+function rootsConfigured(log: string[]): Array<{ root: number; slot: number }> {
+  return log.flatMap((line) => {
+    const m = /kvroute: configured root (\d+) \(thread slot (\d+)/.exec(line);
+    return m === null ? [] : [{ root: Number(m[1]), slot: Number(m[2]) }];
+  });
 }
 
 describe.skipIf(ENVOY === undefined)(`real Envoy (${WHY_SKIPPED})`, () => {
@@ -327,5 +543,373 @@ describe.skipIf(ENVOY === undefined)(`real Envoy (${WHY_SKIPPED})`, () => {
       expect(bodyHeaderOrder(list), url).toEqual(["content-length", "content-type"]);
     }
     expect(await envoy.stat("cluster.kvroute_original_dst.original_dst_host_invalid")).toBe(1);
+  });
+
+  interface LoggedEnvoy extends RunningEnvoy {
+    /** Envoy's log so far, one line each (the Wasm logger at info: the modules' own lines are there). */
+    log: string[];
+    /** The sum of the admin stats whose names match `pattern` (RE2, as /stats?filter= takes it). */
+    statSum(pattern: string): Promise<number>;
+  }
+
+  /**
+   * Envoy with its log captured: the Wasm component at info, the rest at warning (echoed). Waits
+   * until it is ready and, unless `synced` is false, until its filter synced; an Envoy that exits
+   * first fails with its last log lines.
+   */
+  async function launchEnvoy(
+    path: string,
+    listenPort: number,
+    o: { args?: string[]; synced?: boolean } = {},
+  ): Promise<LoggedEnvoy> {
+    const proc = spawn(
+      ENVOY as string,
+      [
+        "-c",
+        path,
+        "--log-level",
+        "warn",
+        "--component-log-level",
+        "wasm:info",
+        "--disable-hot-restart",
+        ...(o.args ?? ["--concurrency", "2"]),
+      ],
+      { stdio: ["ignore", "inherit", "pipe"] },
+    );
+    envoys.push(proc);
+    const log: string[] = [];
+    let partial = "";
+    proc.stderr?.setEncoding("utf8");
+    proc.stderr?.on("data", (chunk: string) => {
+      const lines = (partial + chunk).split("\n");
+      partial = lines.pop() ?? "";
+      for (const line of lines) {
+        log.push(line);
+        if (/\[(warning|error|critical)\]/.test(line)) process.stderr.write(`${line}\n`);
+      }
+    });
+    const admin = `http://127.0.0.1:${listenPort + 1}`;
+    const statSum = async (pattern: string) => {
+      const text = await (await fetch(`${admin}/stats?filter=${encodeURIComponent(pattern)}`)).text();
+      let n = 0;
+      for (const m of text.matchAll(/: (\d+)$/gm)) n += Number(m[1]);
+      return n;
+    };
+    const stat = (name: string) => statSum(`^${name.replace(/\./g, "\\.")}$`);
+    await until(
+      async () => proc.exitCode !== null || (await fetch(`${admin}/ready`)).status === 200,
+      "Envoy ready",
+    );
+    if (proc.exitCode !== null)
+      throw new Error(`Envoy exited (${proc.exitCode}):\n${log.slice(-20).join("\n")}`);
+    if (o.synced !== false)
+      await until(async () => (await stat("wasmcustom.kvroute.sync.version")) > 0, "Envoy sync");
+    return { url: `http://127.0.0.1:${listenPort}`, stat, statSum, log };
+  }
+
+  /** The sum of a control-plane metric over its labels. */
+  async function cpMetric(name: string): Promise<number> {
+    const text = await (await fetch(`${cp.url}/metrics`)).text();
+    let n = 0;
+    for (const m of text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\d+)$`, "gm"))) n += Number(m[1]);
+    return n;
+  }
+  /** Finished requests the gateways reported (as test/filter/manual-stack.ts counts them). */
+  const finishedAtControlPlane = () => cpMetric("kvroute_routed_requests_total");
+  const gatewaysPolling = async () =>
+    (
+      (await (await fetch(`${cp.url}/v1/status`)).json()) as {
+        gateways: Array<{ id: string; polls: number }>;
+      }
+    ).gateways;
+
+  const chatOnce = (url: string, system: string, user: string) =>
+    once(
+      `${url}/v1/chat/completions`,
+      "POST",
+      { "content-type": "application/json" },
+      chatBody(system, user),
+    );
+  const filterRouted = (e: LoggedEnvoy) =>
+    e.statSum("^wasmcustom\\.kvroute\\.requests\\.(prefix_hit|load_only|speculative_hit|pinned)$");
+
+  describe("a plugin configuration update: a second root context in the running VMs", () => {
+    it("the new configuration leads and applies to new streams, in the same VMs, and no request fails across it", async () => {
+      const port = await freePortRange(2);
+      const dir = mkdtempSync(join(tmpdir(), "kvroute-lds-"));
+      const ldsPath = join(dir, "lds.json");
+      const base = JSON.parse(readFileSync(config(port), "utf8")) as Json;
+      const { bootstrap, listener } = fileLdsBootstrap(base, ldsPath);
+      editPlugin(listener, (p) => {
+        p.gatewayId = "envoy-e2e-first";
+      });
+      writeFileSync(ldsPath, JSON.stringify(ldsResponse("1", listener), null, 2));
+      const bootstrapPath = join(dir, "envoy.json");
+      writeFileSync(bootstrapPath, JSON.stringify(bootstrap, null, 2));
+      const envoy = await launchEnvoy(bootstrapPath, port, {
+        args: ["--concurrency", "2", "--drain-time-s", "1"],
+      });
+      await until(
+        async () => (await gatewaysPolling()).some((g) => g.id === "envoy-e2e-first"),
+        "the first configuration's leader polling",
+      );
+      const system = "You answer in one word. ".repeat(40);
+      // A body past the new configuration's 64 KiB limit, well inside the first one's 4 MiB.
+      const big = chatBody(system, "long question ".repeat(8000));
+      expect(big.length).toBeGreaterThan(64 * 1024);
+      const tooLarge = () => envoy.stat("wasmcustom.kvroute.body_too_large");
+      const r0 = await once(
+        `${envoy.url}/v1/chat/completions`,
+        "POST",
+        { "content-type": "application/json" },
+        big,
+      );
+      expect(r0.status).toBe(200);
+      expect(await tooLarge()).toBe(0);
+      const rootsBefore = rootsConfigured(envoy.log);
+      expect(rootsBefore.length).toBeGreaterThan(0);
+      const updatesBefore = await envoy.stat("listener_manager.lds.update_success");
+      const failOpenBefore = await envoy.stat("wasmcustom.kvroute.requests.fail_open");
+      const routedBefore = await filterRouted(envoy);
+
+      // Requests keep coming, each on a new connection, while the file is replaced.
+      const statuses: number[] = [];
+      let stop = false;
+      const traffic = (async () => {
+        for (let i = 0; !stop; i++) statuses.push((await chatOnce(envoy.url, system, `during ${i}`)).status);
+      })();
+      try {
+        const updated = structuredClone(listener);
+        editPlugin(updated, updatedPlugin);
+        replaceFile(ldsPath, ldsResponse("2", updated));
+        await until(
+          async () => (await envoy.stat("listener_manager.lds.update_success")) > updatesBefore,
+          "the LDS update applied",
+        );
+        await until(
+          async () => (await gatewaysPolling()).some((g) => g.id === "envoy-e2e-updated"),
+          "the new configuration's leader polling",
+        );
+        await until(async () => statuses.length >= 20, "requests across the update");
+      } finally {
+        stop = true;
+      }
+      await traffic;
+      expect(
+        statuses.every((s) => s === 200),
+        `statuses ${statuses.join(",")}`,
+      ).toBe(true);
+      expect(await envoy.stat("wasmcustom.kvroute.requests.fail_open")).toBe(failOpenBefore);
+      expect(await filterRouted(envoy)).toBeGreaterThanOrEqual(routedBefore + statuses.length);
+
+      // The new configuration applies to new streams: the same body is over its limit now.
+      const r1 = await once(
+        `${envoy.url}/v1/chat/completions`,
+        "POST",
+        { "content-type": "application/json" },
+        big,
+      );
+      expect(r1.status).toBe(200);
+      expect(await tooLarge()).toBe(1);
+      // A root context in the VMs that were there: the new configuration's on_configure ran in
+      // VMs that already held a thread slot — both workers' at least (a VM keeps its slot across
+      // root contexts; a new VM claims a new one). proxy-wasm-cpp-host also runs each new plugin
+      // configuration once in a throwaway clone of the base VM (createWasm's configuration canary,
+      // killed right after on_configure): at most one on_configure in a slot not seen before.
+      const slotsBefore = new Set(rootsBefore.map((r) => r.slot));
+      const rootsAfter = () => rootsConfigured(envoy.log).slice(rootsBefore.length);
+      await until(
+        async () => rootsAfter().filter((r) => slotsBefore.has(r.slot)).length >= 2,
+        "the new root contexts in the running VMs (their on_configure in Envoy's log)",
+      );
+      expect(rootsAfter().filter((r) => !slotsBefore.has(r.slot)).length).toBeLessThanOrEqual(1);
+    }, 120_000);
+  });
+
+  describe("FAIL_RELOAD: a trap fails its request, the next one gets a fresh VM", () => {
+    it("the trap test module: 503 for the trapping request, then a fresh VM that ran _start, on_vm_start and on_configure again", async () => {
+      const port = await freePortRange(2);
+      const envoy = await launchEnvoy(
+        config(port, (cfg) => trapModuleInstead(cfg, moduleFile("trap"))),
+        port,
+        { args: ["--concurrency", "1"], synced: false },
+      );
+      // The worker's VM is there and serving before the trap (so its start-up lines are logged).
+      const ok = await once(`${envoy.url}/v1/models`, "GET", {});
+      expect([ok.status, ok.headers["x-filter-ran"]]).toEqual([200, "1"]);
+      const mark = envoy.log.length;
+      const lifecycle = () =>
+        envoy.log.slice(mark).flatMap((l) => /trap: (_start|on_vm_start|on_configure)/.exec(l)?.[1] ?? []);
+      const trapped = await once(`${envoy.url}/v1/models`, "GET", { "x-trap": "1" });
+      expect([trapped.status, trapped.body]).toEqual([503, ""]);
+      // Within the reload backoff ([1, 1.5) s after the VM's last load) the failed VM answers 503;
+      // after it, the next stream gets a fresh VM.
+      const answers: Answer[] = [];
+      await until(async () => {
+        answers.push(await once(`${envoy.url}/v1/models`, "GET", {}));
+        return answers.at(-1)?.status === 200;
+      }, "a request served by a fresh VM");
+      expect(answers.at(-1)?.headers["x-filter-ran"]).toBe("1");
+      // The ones before it met the failed VM inside the backoff: 503, the filter never ran.
+      for (const a of answers.slice(0, -1))
+        expect([a.status, a.headers["x-filter-ran"]]).toEqual([503, undefined]);
+      expect(await envoy.stat("wasm.trap.vm_reload_success")).toBe(1);
+      // One fresh VM: fresh memory, _start again, then a root context of the current configuration.
+      await until(async () => lifecycle().includes("on_configure"), "the fresh VM's start-up in Envoy's log");
+      expect(lifecycle()).toEqual(["_start", "on_vm_start", "on_configure"]);
+    }, 60_000);
+
+    it("the shipped filter, trapped by the VM memory cap: its fresh VM takes a new thread slot, routes and reports", async () => {
+      const port = await freePortRange(2);
+      const envoy = await launchEnvoy(config(port, failReloadAtMemoryCap), port, {
+        args: ["--concurrency", "1"],
+      });
+      const system = "You are a careful assistant. ".repeat(30);
+      expect((await chatOnce(envoy.url, system, "before")).status).toBe(200);
+      const slotsBefore = new Set(rootsConfigured(envoy.log).map((r) => r.slot));
+      // Exactly maxBodyBytes: not over the limit, so the filter copies all of it into its VM.
+      const body = Buffer.alloc(GIB, 0x61);
+      const head = Buffer.from('{"model":"qwen3","messages":[{"role":"user","content":"');
+      const tail = Buffer.from('"}]}');
+      head.copy(body, 0);
+      tail.copy(body, GIB - tail.length);
+      const trapped = await once(
+        `${envoy.url}/v1/chat/completions`,
+        "POST",
+        { "content-type": "application/json", "content-length": String(GIB) },
+        body,
+      );
+      expect([trapped.status, trapped.body]).toEqual([503, ""]);
+      expect(await envoy.stat("http.kvroute.downstream_rq_too_large")).toBe(0);
+      const finished = await finishedAtControlPlane();
+      const routed = await filterRouted(envoy);
+      await until(
+        async () => (await chatOnce(envoy.url, system, "after the trap")).status === 200,
+        "a request served by a fresh VM",
+      );
+      expect(await envoy.stat("wasm.kvroute.vm_reload_success")).toBe(1);
+      // The fresh VM claimed a thread slot of its own (its predecessor's stays with the dead VM).
+      const fresh = () => rootsConfigured(envoy.log).filter((r) => !slotsBefore.has(r.slot));
+      await until(async () => fresh().length > 0, "the fresh VM's on_configure in Envoy's log");
+      expect(fresh()).toHaveLength(1);
+      // It routes with the shared routing cache, and its records reach the control plane.
+      for (let i = 0; i < 5; i++) expect((await chatOnce(envoy.url, system, `fresh ${i}`)).status).toBe(200);
+      expect(await filterRouted(envoy)).toBeGreaterThanOrEqual(routed + 6);
+      await until(
+        async () => (await finishedAtControlPlane()) >= finished + 6,
+        "the fresh VM's records at the control plane",
+      );
+    }, 180_000);
+  });
+
+  describe("the report queue while the control plane hangs", () => {
+    let relay: HangingRelay | null = null;
+    afterAll(async () => relay?.close());
+
+    it("routing goes on; records past a full outbox are dropped and counted, not queued; the kept ones arrive once it answers", async () => {
+      const target = new URL(cp.url);
+      relay = await HangingRelay.start({ host: target.hostname, port: Number(target.port) });
+      const r = relay;
+      const port = await freePortRange(2);
+      // One worker: one outbox, so "full" is one VM's OUTBOX_BYTES.
+      const envoy = await launchEnvoy(
+        config(port, (cfg) => controlPlaneThrough(cfg, r.port)),
+        port,
+        { args: ["--concurrency", "1"] },
+      );
+      const dropped = () => envoy.stat("wasmcustom.kvroute.reports.dropped");
+      expect(await dropped()).toBe(0);
+      r.freeze();
+      // The leader's next report hangs: from here on nobody drains the queue.
+      await until(async () => r.heard.includes("POST /v1/report"), "a report held by the hung control plane");
+      const finishedAtFreeze = await finishedAtControlPlane();
+      // Each routed request leaves a speculative record of its prompt's chunks (~2 KiB for a long
+      // prompt) and a finished one: a 512 KiB outbox overflows within a few hundred requests.
+      const system = "The quick brown fox jumps over the lazy dog. ".repeat(900);
+      let sent = 0;
+      const batch = async (n: number) => {
+        const answers = await Promise.all(
+          Array.from({ length: n }, (_, i) => chatOnce(envoy.url, system, `q ${sent + i}`)),
+        );
+        sent += n;
+        expect(answers.map((a) => a.status).filter((s) => s !== 200)).toEqual([]);
+      };
+      while ((await dropped()) === 0 && sent < 4000) await batch(16);
+      const atOverflow = await dropped();
+      expect(atOverflow).toBeGreaterThan(0);
+      const beforeOverflow = sent;
+      // Past a full outbox every further request's speculative record is dropped: the queue does
+      // not grow with the load.
+      const more = 200;
+      for (let i = 0; i < more; i += 20) await batch(20);
+      expect((await dropped()) - atOverflow).toBeGreaterThanOrEqual(more);
+      expect(await finishedAtControlPlane()).toBe(finishedAtFreeze);
+
+      // The control plane answers again: the hung calls fail, the leader drains, and what the
+      // queue and the outbox kept arrives in the next reports — fewer finished records than
+      // requests (some were dropped), at least the ones from before the overflow's first drops.
+      // Reports go one at a time (the next only after the last one's answer): once the relay has
+      // passed three, the control plane has applied the first two — the queue's batch, then the
+      // outbox the worker flushed after that drain. (Other gateways of this suite report to the
+      // same control plane, so its own report count says nothing about this one.)
+      const relayed = r.reportsRelayed;
+      r.thaw();
+      await until(async () => r.reportsRelayed >= relayed + 3, "three reports after the thaw");
+      const arrived = (await finishedAtControlPlane()) - finishedAtFreeze;
+      expect(arrived).toBeGreaterThanOrEqual(Math.min(40, beforeOverflow));
+      expect(arrived).toBeLessThan(sent);
+      console.log(
+        `report queue (Envoy): ${sent} requests while the control plane hung → ${await dropped()} records dropped, ` +
+          `${arrived} finished records arrived after it answered again`,
+      );
+    }, 300_000);
+  });
+});
+
+describe("the configurations the real-Envoy suite writes", () => {
+  const template = () =>
+    parse(readFileSync(new URL("../../envoy/envoy.yaml", import.meta.url), "utf8")) as Json;
+  const BOOTSTRAP = "envoy.config.bootstrap.v3.Bootstrap";
+  const WASM_FILE = new URL("../../build/kvroute.wasm", import.meta.url).pathname;
+  /** null when the shipped module's on_configure accepts the plugin configuration; else its log. */
+  function pluginProblem(listener: Json): string | null {
+    const logs: string[] = [];
+    try {
+      createHost({
+        wasm: WASM_FILE,
+        mainThread: false,
+        pluginConfig: wasmFilterOf(listener).configuration.value,
+        logSink: (r) => logs.push(r.message),
+      }).close();
+      return null;
+    } catch {
+      return logs.join("\n") || "rejected";
+    }
+  }
+
+  it("validate against Envoy's API protos: the listener from a watched LDS file, before and after the plugin update", () => {
+    const { bootstrap, listener } = fileLdsBootstrap(template(), "/var/run/kvroute/lds.json");
+    expect(validateEnvoy(BOOTSTRAP, bootstrap)).toEqual([]);
+    expect(bootstrap.static_resources.listeners).toBeUndefined();
+    expect(validateEnvoy(DISCOVERY_RESPONSE, ldsResponse("1", listener))).toEqual([]);
+    const updated = structuredClone(listener);
+    editPlugin(updated, updatedPlugin);
+    expect(validateEnvoy(DISCOVERY_RESPONSE, ldsResponse("2", updated))).toEqual([]);
+    expect(pluginProblem(updated)).toBeNull();
+    expect(JSON.parse(wasmFilterOf(updated).configuration.value).maxBodyBytes).toBe(65536);
+  });
+
+  it("validate: FAIL_RELOAD at the memory cap, the trap module, the control plane through a relay", () => {
+    const failReload = template();
+    failReloadAtMemoryCap(failReload);
+    expect(validateEnvoy(BOOTSTRAP, failReload)).toEqual([]);
+    expect(pluginProblem(failReload.static_resources.listeners[0])).toBeNull();
+    const trap = template();
+    trapModuleInstead(trap, "/work/build/test-modules/trap.wasm");
+    expect(validateEnvoy(BOOTSTRAP, trap)).toEqual([]);
+    const relayed = template();
+    controlPlaneThrough(relayed, 4321);
+    expect(validateEnvoy(BOOTSTRAP, relayed)).toEqual([]);
+    expect(pluginProblem(relayed.static_resources.listeners[0])).toBeNull();
   });
 });
