@@ -8,7 +8,11 @@
 //   - allow_on_headers_stop_iteration: the body reaches the filter (no_body_access stays 0);
 //   - failure_policy: the shipped file validates; fail_open together with failure_policy is refused;
 //   - ORIGINAL_DST: a list in x-gateway-destination-endpoint is 503 original_dst_host_invalid,
-//     as the Node host answers it, with the local reply's headers in the same order;
+//     as the Node host answers it, with the local reply's headers in the same order; override_host
+//     (the shipped cluster) follows the header only to its own endpoints;
+//   - routed and fail-open requests keep the route's policies: an RBAC and a local rate limit
+//     after the Wasm filter with per-route config, and the route's timeout (the old two-route
+//     shape let a denied client through);
 //   - a plugin configuration update (the listener comes from an LDS file Envoy watches, and the
 //     file is replaced): Envoy adds a root context to the running VMs (they keep their thread
 //     slots), the new configuration leads and applies to new streams, and no request fails across
@@ -36,11 +40,13 @@ import { type RunningSim, startSim } from "../../control-plane/sim/server.ts";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
 import { writeEnvoyConfig } from "../../control-plane/src/cli/envoy-config.ts";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
+import { listenerRouting } from "../../host/envoy-listener.ts";
 import { type Gateway, startGateway } from "../../host/gateway.ts";
 import { createHost } from "../../host/index.ts";
 import { validateEnvoy } from "../deploy/envoy-proto.ts";
 import { moduleFile } from "../host/testing.ts";
 import { freePortRange, QWEN3, simConfig } from "../sim/helpers.ts";
+import { TRUSTED, twoRouteShape, withPolicies } from "./route-policy-config.ts";
 
 const ENVOY = process.env.ENVOY_BIN;
 const WHY_SKIPPED =
@@ -457,7 +463,7 @@ describe.skipIf(ENVOY === undefined)(`real Envoy (${WHY_SKIPPED})`, () => {
     });
 
     it("routes a prompt longer than 1 MiB: the listener limit holds it, no 413", async () => {
-      const before = await envoy.stat("cluster.kvroute_original_dst.upstream_rq_total");
+      const before = await envoy.stat("cluster.kvroute_engines.upstream_rq_total");
       const r = await request(
         `${envoy.url}/v1/chat/completions`,
         "POST",
@@ -467,7 +473,7 @@ describe.skipIf(ENVOY === undefined)(`real Envoy (${WHY_SKIPPED})`, () => {
       // The engine answers (an over-long prompt is its 400 to give); Envoy refused nothing.
       expect(r.status).not.toBe(413);
       expect(await envoy.stat("http.kvroute.downstream_rq_too_large")).toBe(0);
-      expect(await envoy.stat("cluster.kvroute_original_dst.upstream_rq_total")).toBe(before + 1);
+      expect(await envoy.stat("cluster.kvroute_engines.upstream_rq_total")).toBe(before + 1);
     });
   });
 
@@ -519,11 +525,13 @@ describe.skipIf(ENVOY === undefined)(`real Envoy (${WHY_SKIPPED})`, () => {
     expect(r.status).not.toBe(0);
   });
 
-  it("ORIGINAL_DST: a list in the header is original_dst_host_invalid → 503, as in the Node host", async () => {
-    // The router alone (no guard, no filter), so the header reaches ORIGINAL_DST as sent.
+  it("ORIGINAL_DST parses the header as the Node host does: a list is original_dst_host_invalid → 503, padding and + around the port are a port", async () => {
+    // The router alone (no guard, no filter) on an ORIGINAL_DST route, so the header reaches the
+    // cluster as sent; the Node gateway's shorthand routing is the same ORIGINAL_DST pick.
     const port = await freePortRange(2);
     const envoy = await runEnvoy(
       config(port, (cfg) => {
+        twoRouteShape(cfg);
         hcm(cfg).http_filters = hcm(cfg).http_filters.filter(
           (f: Json) => f.name === "envoy.filters.http.router",
         );
@@ -534,8 +542,10 @@ describe.skipIf(ENVOY === undefined)(`real Envoy (${WHY_SKIPPED})`, () => {
     gateway = await startGateway({ wasm: moduleFile("lifecycle"), threads: 1 });
     const one = `127.0.0.1:${simPort}`;
     for (const url of [envoy.url, gateway.url]) {
-      const ok = await request(`${url}/v1/models`, "GET", { "x-gateway-destination-endpoint": one });
-      expect(ok.status, url).toBe(200);
+      for (const dest of [one, `127.0.0.1: ${simPort}`, `127.0.0.1:+${simPort} `]) {
+        const ok = await request(`${url}/v1/models`, "GET", { "x-gateway-destination-endpoint": dest });
+        expect(ok.status, `${url} ${dest}`).toBe(200);
+      }
       const list = await request(`${url}/v1/models`, "GET", {
         "x-gateway-destination-endpoint": `${one}, ${one}`,
       });
@@ -543,6 +553,102 @@ describe.skipIf(ENVOY === undefined)(`real Envoy (${WHY_SKIPPED})`, () => {
       expect(bodyHeaderOrder(list), url).toEqual(["content-length", "content-type"]);
     }
     expect(await envoy.stat("cluster.kvroute_original_dst.original_dst_host_invalid")).toBe(1);
+  });
+
+  it("override_host (the shipped cluster) follows the header only to its own endpoints, as the Node host does", async () => {
+    // The router alone again, on envoy.yaml's one route: the cluster itself decides.
+    const port = await freePortRange(2);
+    const routerOnly = (cfg: Json) => {
+      hcm(cfg).http_filters = hcm(cfg).http_filters.filter(
+        (f: Json) => f.name === "envoy.filters.http.router",
+      );
+    };
+    const envoy = await runEnvoy(config(port, routerOnly), port, false);
+    const cfg = JSON.parse(readFileSync(config(port, routerOnly), "utf8")) as Json;
+    const node = await startGateway({ wasm: moduleFile("lifecycle"), threads: 1, ...listenerRouting(cfg) });
+    try {
+      for (const url of [envoy.url, node.url])
+        for (const dest of [
+          `127.0.0.1:${simPort}`,
+          "169.254.169.254:80",
+          `127.0.0.1:1, 127.0.0.1:${simPort}`,
+          "x",
+        ]) {
+          // Every one reaches the engine: named when it is the cluster's, balanced otherwise.
+          const r = await request(`${url}/v1/models`, "GET", { "x-gateway-destination-endpoint": dest });
+          expect(r.status, `${url} ${dest}`).toBe(200);
+        }
+    } finally {
+      await node.close();
+    }
+  });
+
+  describe("routed and fail-open requests keep the route's policies (as test/e2e/route-policies.test.ts in the Node host)", () => {
+    const post = (url: string, headers: Record<string, string>, maxTokens = 4) =>
+      request(
+        `${url}/v1/chat/completions`,
+        "POST",
+        { "content-type": "application/json", ...headers },
+        JSON.stringify({
+          model: "qwen3",
+          messages: [{ role: "user", content: "policy" }],
+          max_tokens: maxTokens,
+        }),
+      );
+    /** Fail-open: the plugin's control plane is a port where nothing listens, so no cache ever arrives. */
+    const noControlPlane = (cfg: Json) => {
+      const cluster = cfg.static_resources.clusters.find((c: Json) => c.name === "kvroute_control_plane");
+      cluster.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value = 1;
+    };
+
+    for (const mode of ["routed", "fail-open"] as const) {
+      it(`${mode}: RBAC after the Wasm filter denies what the route denies; the route's rate limit holds`, async () => {
+        const port = await freePortRange(2);
+        const envoy = await runEnvoy(
+          config(port, (cfg) => {
+            withPolicies({ rateLimit: 3 })(cfg);
+            if (mode === "fail-open") noControlPlane(cfg);
+          }),
+          port,
+          mode === "routed",
+        );
+        const denied: Record<string, string>[] = [
+          {},
+          { "x-client": "Trusted" },
+          { "x-client": "trusted, trusted" },
+        ];
+        for (const headers of denied)
+          expect((await post(envoy.url, headers)).status, JSON.stringify(headers)).toBe(403);
+        const statuses: number[] = [];
+        for (let i = 0; i < 5; i++) statuses.push((await post(envoy.url, TRUSTED)).status);
+        expect(statuses).toEqual([200, 200, 200, 429, 429]);
+        const failedOpen = await envoy.stat("wasmcustom.kvroute.requests.fail_open");
+        if (mode === "routed") expect(failedOpen).toBe(0);
+        else expect(failedOpen).toBe(8);
+        expect(await envoy.stat("http.kvroute.rbac.denied")).toBe(3);
+      });
+    }
+
+    it("routed: the route's timeout applies (504), where the old two-route shape had none", async () => {
+      const port = await freePortRange(2);
+      const envoy = await runEnvoy(config(port, withPolicies({ timeout: "0.02s" })), port);
+      expect((await post(envoy.url, TRUSTED, 1)).status).toBe(200);
+      const slow = await post(envoy.url, TRUSTED, 3000);
+      expect([slow.status, slow.body]).toEqual([504, "upstream request timeout"]);
+      expect(await envoy.stat("wasmcustom.kvroute.requests.fail_open")).toBe(0);
+    });
+
+    it("the old two-route shape let a client the route denies through once the filter routed it", async () => {
+      const port = await freePortRange(2);
+      const envoy = await runEnvoy(
+        config(port, (cfg) => {
+          withPolicies({})(cfg);
+          twoRouteShape(cfg);
+        }),
+        port,
+      );
+      expect((await post(envoy.url, {})).status).toBe(200);
+    });
   });
 
   interface LoggedEnvoy extends RunningEnvoy {
@@ -911,5 +1017,15 @@ describe("the configurations the real-Envoy suite writes", () => {
     controlPlaneThrough(relayed, 4321);
     expect(validateEnvoy(BOOTSTRAP, relayed)).toEqual([]);
     expect(pluginProblem(relayed.static_resources.listeners[0])).toBeNull();
+  });
+
+  it("validate: the route policies (RBAC, local rate limit, timeout) and the old two-route shape", () => {
+    const policies = template();
+    withPolicies({ rateLimit: 3, timeout: "0.02s" })(policies);
+    expect(validateEnvoy(BOOTSTRAP, policies)).toEqual([]);
+    const old = template();
+    withPolicies({})(old);
+    twoRouteShape(old);
+    expect(validateEnvoy(BOOTSTRAP, old)).toEqual([]);
   });
 });
