@@ -162,20 +162,20 @@ export async function runDemo(o: DemoOptions): Promise<void> {
     tickMs: 50,
     reportMs: 200,
   });
-  // Every endpoint the filter may name: the one route's cluster holds them all.
-  const simEndpoints = Array.from({ length: o.workers }, (_, w) => `127.0.0.1:${o.simPort + w}`);
+  // envoy/envoy.yaml for this demo; its one route's cluster holds every endpoint the filter may name.
+  const envoyConfig = {
+    listenPort: o.gatewayPort,
+    adminPort: o.gatewayPort + 1,
+    controlPlane: `127.0.0.1:${o.controlPlanePort}`,
+    engines: Array.from({ length: o.workers }, (_, w) => `127.0.0.1:${o.simPort + w}`),
+    token,
+    wasm: WASM,
+  };
   let gateway: Gateway | null = null;
   let envoy: ChildProcess | null = null;
   const envoyCmd = onPath("envoy") ? ["envoy"] : onPath("func-e") ? ["func-e", "run"] : null;
   if (envoyCmd !== null) {
-    const config = writeEnvoyConfig({
-      listenPort: o.gatewayPort,
-      adminPort: o.gatewayPort + 1,
-      controlPlane: `127.0.0.1:${o.controlPlanePort}`,
-      engines: simEndpoints,
-      token,
-      wasm: WASM,
-    });
+    const config = writeEnvoyConfig(envoyConfig);
     process.stdout.write(
       `gateway: real Envoy (${envoyCmd.join(" ")} -c ${config}, made from envoy/envoy.yaml)\n`,
     );
@@ -193,23 +193,13 @@ export async function runDemo(o: DemoOptions): Promise<void> {
     // allow_on_headers_stop_iteration and failure_policy, the header guard ahead of the filter,
     // and its one route to the engines' override_host cluster (host/envoy-listener.ts).
     const { maxBodyBytes: _, ...shipped } = shippedGatewayOptions();
-    const routing = listenerRouting(
-      envoyConfigFor({
-        listenPort: o.gatewayPort,
-        adminPort: o.gatewayPort + 1,
-        controlPlane: `127.0.0.1:${o.controlPlanePort}`,
-        engines: simEndpoints,
-        token,
-        wasm: WASM,
-      }),
-    );
     gateway = await startGateway({
       wasm: WASM,
       threads: 2,
       vmId: "kvroute",
       rootId: "kvroute",
       pluginConfig,
-      ...routing,
+      ...listenerRouting(envoyConfigFor(envoyConfig)),
       node: { id: "kvroute-demo" },
       port: o.gatewayPort,
       // The Node host stands for envoy/envoy.yaml: listener limit, failure policy, header

@@ -27,7 +27,10 @@ const kvEventsSchema = z.strictObject({
 });
 
 const endpointSchema = z.strictObject({
-  /** The engine's HTTP address as the gateway reaches it: a literal ip:port for ORIGINAL_DST. */
+  /**
+   * The engine's HTTP address as the gateway reaches it: a literal ip:port, one of the endpoints of
+   * the route's cluster (override_host honours only those; an ORIGINAL_DST cluster needs a literal).
+   */
   address: hostPort,
   /** Global DP ranks this server serves, or "auto" to read them from /metrics `engine` labels. */
   ranks: z.union([z.literal("auto"), z.array(rank).min(1)]).default("auto"),
