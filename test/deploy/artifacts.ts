@@ -1,6 +1,7 @@
 // Finds the pieces of the shipped artifacts that tests check: every YAML document under envoy/
-// and deploy/, the Envoy configuration objects inside them (with the Envoy type each must be),
-// and every embedded plugin configuration of the kvroute filter.
+// and deploy/ (examples/ included), the Envoy configuration objects inside them (with the Envoy
+// type each must be), every embedded plugin configuration of the kvroute filter, the clusters each
+// file defines, and anything that adds routing or an ORIGINAL_DST cluster.
 import { readdirSync, readFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import protobuf from "protobufjs";
@@ -180,4 +181,97 @@ export function pluginConfigs(file: YamlFile): PluginConfigSite[] {
     else findWasmConfigs(doc, `[${d}]`, out);
   });
   return out;
+}
+
+type Obj = Record<string, unknown>;
+
+/** Every cluster a file defines, by name: Bootstrap static clusters, Istio CLUSTER ADD, Envoy Gateway whole-cluster adds. */
+export function definedClusters(file: YamlFile): Map<string, Obj> {
+  const out = new Map<string, Obj>();
+  for (const doc of file.docs) {
+    const spec = doc.spec as Obj | undefined;
+    const add = (c: unknown) => out.set(String((c as Obj).name), c as Obj);
+    if (doc.kind === undefined)
+      for (const c of ((doc.static_resources as Obj | undefined)?.clusters as Obj[] | undefined) ?? [])
+        add(c);
+    if (doc.kind === "EnvoyFilter")
+      for (const p of (spec?.configPatches ?? []) as Array<{ applyTo: string; patch: Obj }>)
+        if (p.applyTo === "CLUSTER" && p.patch.operation === "ADD") add(p.patch.value);
+    if (doc.kind === "EnvoyPatchPolicy")
+      for (const p of (spec?.jsonPatches ?? []) as Array<{ type: string; operation: Obj }>)
+        if (
+          p.type.endsWith("envoy.config.cluster.v3.Cluster") &&
+          p.operation.op === "add" &&
+          p.operation.path === ""
+        )
+          add(p.operation.value);
+  }
+  return out;
+}
+
+const ROUTE_TYPES = [
+  "envoy.config.route.v3.RouteConfiguration",
+  "envoy.config.route.v3.VirtualHost",
+  "envoy.config.route.v3.Route",
+];
+
+/**
+ * Every place a file adds or edits routing: Istio patches on routes, virtual hosts or route
+ * configurations, Envoy Gateway patches on a RouteConfiguration, any Envoy piece of a route type,
+ * and every route of a Bootstrap beyond its first. Each as `file: path (what)`.
+ */
+export function routeEdits(file: YamlFile): string[] {
+  const out: string[] = [];
+  file.docs.forEach((doc, d) => {
+    const spec = doc.spec as Obj | undefined;
+    if (doc.kind === "EnvoyFilter")
+      ((spec?.configPatches ?? []) as Obj[]).forEach((p, i) => {
+        if (["HTTP_ROUTE", "VIRTUAL_HOST", "ROUTE_CONFIGURATION"].includes(String(p.applyTo)))
+          out.push(`${file.file}: [${d}].spec.configPatches[${i}] (${String(p.applyTo)})`);
+      });
+    if (doc.kind === "EnvoyPatchPolicy")
+      ((spec?.jsonPatches ?? []) as Obj[]).forEach((p, i) => {
+        if (String(p.type).endsWith("RouteConfiguration"))
+          out.push(`${file.file}: [${d}].spec.jsonPatches[${i}] (RouteConfiguration)`);
+      });
+  });
+  for (const piece of envoyPieces(file))
+    if (ROUTE_TYPES.includes(piece.typeName)) out.push(`${file.file}: ${piece.path} (${piece.typeName})`);
+  return out;
+}
+
+/** Paths of every ORIGINAL_DST cluster (or original_dst_lb_config) anywhere in a file's documents. */
+export function originalDstSites(file: YamlFile): string[] {
+  const out: string[] = [];
+  const walk = (node: unknown, path: string): void => {
+    if (Array.isArray(node))
+      node.forEach((n, i) => {
+        walk(n, `${path}[${i}]`);
+      });
+    else if (node !== null && typeof node === "object")
+      for (const [k, v] of Object.entries(node as Obj)) {
+        if ((k === "type" && v === "ORIGINAL_DST") || k === "original_dst_lb_config")
+          out.push(`${path}.${k}`);
+        walk(v, `${path}.${k}`);
+      }
+  };
+  file.docs.forEach((doc, d) => {
+    walk(doc, `${file.file}: [${d}]`);
+  });
+  return out;
+}
+
+/**
+ * A cluster's override_host policy: its header sources and its fallback policy's name; null when
+ * the cluster's first load-balancing policy is another one (Envoy uses the first it supports).
+ */
+export function overrideHostPolicy(cluster: Obj): { headers: unknown[]; fallback: unknown } | null {
+  const policies = (cluster.load_balancing_policy as { policies?: Obj[] } | undefined)?.policies ?? [];
+  const first = policies[0]?.typed_extension_config as Obj | undefined;
+  if (first?.name !== "envoy.load_balancing_policies.override_host") return null;
+  const config = first.typed_config as { override_host_sources: Obj[]; fallback_policy: { policies: Obj[] } };
+  return {
+    headers: config.override_host_sources.map((s) => s.header),
+    fallback: (config.fallback_policy.policies[0]?.typed_extension_config as Obj | undefined)?.name,
+  };
 }

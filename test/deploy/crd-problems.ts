@@ -4,7 +4,7 @@
 // (unknown fields, which Istio's CRDs do not refuse).
 import { schemaProblems } from "./crd-schema.ts";
 import { istioModelProblems } from "./istio-models.ts";
-import { KIND_SCHEMAS } from "./schemas/index.ts";
+import { kindSchemas } from "./schemas/index.ts";
 
 /**
  * Problems of one document; documents of other kinds give none. apiVersion, kind and metadata
@@ -13,10 +13,15 @@ import { KIND_SCHEMAS } from "./schemas/index.ts";
  * are namespaced) are checked.
  */
 export function crdProblems(doc: Record<string, unknown>, path: string): string[] {
-  const kind = KIND_SCHEMAS.get(String(doc.kind));
+  const candidates = kindSchemas(String(doc.kind), String(doc.apiVersion));
+  const kind = candidates[0];
   if (kind === undefined) return [];
   const out: string[] = [];
-  if (doc.apiVersion !== kind.apiVersion) out.push(`${path}.apiVersion: expected ${kind.apiVersion}`);
+  if (doc.apiVersion !== kind.apiVersion) {
+    out.push(`${path}.apiVersion: expected ${candidates.map((k) => k.apiVersion).join(" or ")}`);
+    // Two groups define this kind: which schema the rest should follow is unknown.
+    if (candidates.length > 1) return out;
+  }
   const meta = doc.metadata as Record<string, unknown> | undefined;
   if (typeof meta?.name !== "string" || typeof meta?.namespace !== "string")
     out.push(`${path}.metadata: name and namespace are required`);

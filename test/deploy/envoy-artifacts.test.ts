@@ -1,25 +1,31 @@
 // Every Envoy artifact — envoy/envoy.yaml, the Envoy pieces inside the Istio EnvoyFilters and
 // Envoy Gateway's EnvoyPatchPolicy — against Envoy's own API protos, plus the wiring kvroute
-// depends on (filter order, clusters, destination route) and the embedded plugin
-// configuration. A broken field fails with the file and the path of the field.
+// depends on (filter order, clusters, one route whose cluster follows the filter's choice) and the
+// embedded plugin configuration. A broken field fails with the file and the path of the field.
+// Istio and Envoy Gateway each have their own file for what their translators do with these
+// (istio-artifacts.test.ts, envoy-gateway-artifacts.test.ts); route-policies.test.ts runs the
+// translated routes through the Node host.
 import { describe, expect, it } from "vitest";
 import { BODY_HEADROOM_BYTES, bufferLimitProblem } from "../../control-plane/src/cli/envoy-config.ts";
 import {
   type Doc,
+  definedClusters,
   envoyPieces,
   envoyProblems,
   loadYamlFiles,
+  originalDstSites,
+  overrideHostPolicy,
   parseYaml,
   pluginConfigs,
   readRepoFile,
+  routeEdits,
   type YamlFile,
 } from "./artifacts.ts";
 import { crdProblems } from "./crd-problems.ts";
 import {
-  addAt,
+  applyListenerPatches,
   generatedListener,
   generatedWasmFilter,
-  jsonPathPointers,
   wasmIrName,
 } from "./envoy-gateway-model.ts";
 import { validateEnvoy } from "./envoy-proto.ts";
@@ -43,43 +49,35 @@ function quantityBytes(q: string | number): number {
         : 1000 ** (decimal.indexOf(unit) + 1);
   return Number(m[1]) * scale;
 }
-const byName = (file: string) => files.find((f) => f.file === file) as YamlFile;
+const byName = (file: string) => {
+  const found = files.find((f) => f.file === file);
+  if (found === undefined) throw new Error(`no artifact ${file}`);
+  return found;
+};
 // biome-ignore lint/suspicious/noExplicitAny: tests walk parsed YAML whose shape they assert
 type Obj = Record<string, any>;
 
-const ORIGINAL_DST = {
-  name: "kvroute_original_dst",
-  type: "ORIGINAL_DST",
-  lb_policy: "CLUSTER_PROVIDED",
-  original_dst_lb_config: { use_http_header: true, http_header_name: "x-gateway-destination-endpoint" },
-};
-
-/** Every cluster a file defines, by name (Bootstrap static clusters, patch-added clusters). */
-function clustersOf(file: YamlFile): Map<string, Obj> {
-  const out = new Map<string, Obj>();
-  for (const piece of envoyPieces(file)) {
-    if (piece.typeName === "envoy.config.bootstrap.v3.Bootstrap")
-      for (const c of (piece.value as Obj).static_resources.clusters as Obj[]) out.set(c.name, c);
-    if (piece.typeName === "envoy.config.cluster.v3.Cluster")
-      out.set((piece.value as Obj).name, piece.value as Obj);
-  }
-  return out;
-}
-
-function destinationRoutes(file: YamlFile): Obj[] {
-  return envoyPieces(file)
-    .filter((p) => p.typeName === "envoy.config.route.v3.Route")
-    .map((p) => p.value as Obj);
-}
+const DESTINATION = "x-gateway-destination-endpoint";
+const envoyYaml = () => byName("envoy/envoy.yaml").docs[0] as Obj;
+const hcmOfEnvoyYaml = (bootstrap: Obj = envoyYaml()) =>
+  bootstrap.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
+/** Every configPatch of every EnvoyFilter in a file. */
+const istioPatches = (file: string): Obj[] =>
+  byName(file)
+    .docs.filter((d) => d.kind === "EnvoyFilter")
+    .flatMap((d) => (d as Obj).spec.configPatches as Obj[]);
 
 describe("Envoy artifacts", () => {
-  it("finds the artifacts", () => {
+  it("finds the artifacts, the worked examples included", () => {
     expect(files.map((f) => f.file)).toEqual([
+      "envoy/envoy-gateway/backend-traffic-policy.yaml",
       "envoy/envoy-gateway/client-traffic-policy.yaml",
+      "envoy/envoy-gateway/examples/https.yaml",
       "envoy/envoy-gateway/extension-policy.yaml",
       "envoy/envoy-gateway/patch-policy.yaml",
       "envoy/envoy.yaml",
       "envoy/istio/envoyfilter.yaml",
+      "envoy/istio/examples/https.yaml",
       "envoy/istio/wasmplugin.yaml",
     ]);
   });
@@ -97,63 +95,101 @@ describe("Envoy artifacts", () => {
   );
 
   it.each(files.map((f) => [f.file, f] as const))(
-    "%s: Istio / Envoy Gateway resources have known fields only",
+    "%s: Istio / Envoy Gateway / Gateway API resources have known fields only",
     (_name, file) => {
       expect(file.docs.flatMap((doc, i) => crdProblems(doc, `${file.file}: [${i}]`))).toEqual([]);
-      const kinds = file.docs.map((d) => d.kind ?? "Bootstrap");
-      expect(
-        kinds.every((k) =>
+      // crdProblems passes kinds it does not know: every kind shipped must be one it checks.
+      const kinds = file.docs.map((d) => `${d.apiVersion ?? ""} ${d.kind ?? "Bootstrap"}`);
+      for (const k of kinds)
+        expect(
           [
-            "Bootstrap",
-            "EnvoyFilter",
-            "WasmPlugin",
-            "EnvoyExtensionPolicy",
-            "EnvoyPatchPolicy",
-            "ClientTrafficPolicy",
-          ].includes(String(k)),
-        ),
-      ).toBe(true);
+            " Bootstrap",
+            "networking.istio.io/v1alpha3 EnvoyFilter",
+            "extensions.istio.io/v1alpha1 WasmPlugin",
+            "networking.istio.io/v1 Gateway",
+            "networking.istio.io/v1 VirtualService",
+            "gateway.envoyproxy.io/v1alpha1 EnvoyExtensionPolicy",
+            "gateway.envoyproxy.io/v1alpha1 EnvoyPatchPolicy",
+            "gateway.envoyproxy.io/v1alpha1 ClientTrafficPolicy",
+            "gateway.envoyproxy.io/v1alpha1 BackendTrafficPolicy",
+            "gateway.networking.k8s.io/v1 Gateway",
+            "gateway.networking.k8s.io/v1 HTTPRoute",
+          ],
+          file.file,
+        ).toContain(k);
     },
   );
 
-  it("every artifact that loads the filter names clusters it defines (or its companion resources define)", () => {
+  it("every artifact that loads the filter names a control-plane cluster it (or its companion resources) defines", () => {
     const groups: Array<[string[], string]> = [
       [["envoy/envoy.yaml"], "envoy/envoy.yaml"],
       [["envoy/istio/envoyfilter.yaml"], "envoy/istio/envoyfilter.yaml"],
+      // The HTTPS example replaces the listener EnvoyFilter only: the clusters stay envoyfilter.yaml's.
+      [["envoy/istio/envoyfilter.yaml"], "envoy/istio/examples/https.yaml"],
       [["envoy/istio/wasmplugin.yaml"], "envoy/istio/wasmplugin.yaml"],
-      [
-        ["envoy/envoy-gateway/extension-policy.yaml", "envoy/envoy-gateway/patch-policy.yaml"],
-        "envoy/envoy-gateway/extension-policy.yaml",
-      ],
+      [["envoy/envoy-gateway/patch-policy.yaml"], "envoy/envoy-gateway/extension-policy.yaml"],
+      [["envoy/envoy-gateway/examples/https.yaml"], "envoy/envoy-gateway/extension-policy.yaml"],
     ];
     for (const [group, withFilter] of groups) {
-      const clusters = new Map(group.flatMap((f) => [...clustersOf(byName(f))]));
+      const clusters = new Map(group.flatMap((f) => [...definedClusters(byName(f))]));
       const sites = pluginConfigs(byName(withFilter));
       expect(sites.length, withFilter).toBe(1);
       const cfg = sites[0]?.config as Obj;
-      expect(
-        clusters.has(cfg.controlPlane.cluster),
-        `${withFilter}: cluster ${cfg.controlPlane.cluster}`,
-      ).toBe(true);
-      expect(clusters.get("kvroute_original_dst"), withFilter).toMatchObject(ORIGINAL_DST);
-      // Every destination route sends a request that carries the header to the ORIGINAL_DST cluster.
-      for (const route of [
-        ...destinationRoutes(byName(group.at(-1) as string)),
-        ...destinationRoutes(byName(withFilter)),
-      ]) {
-        expect(route.match.headers).toEqual([
-          { name: "x-gateway-destination-endpoint", present_match: true },
-        ]);
-        expect(route.route.cluster).toBe("kvroute_original_dst");
-      }
+      expect(clusters.has(cfg.controlPlane.cluster), `${group}: cluster ${cfg.controlPlane.cluster}`).toBe(
+        true,
+      );
     }
   });
 
-  it("envoy.yaml: header guard, then the Wasm filter, then the router; admin on loopback; routes and buffers fit", () => {
-    const bootstrap = byName("envoy/envoy.yaml").docs[0] as Obj;
+  it("no artifact adds a route or an ORIGINAL_DST cluster: routed requests keep the user's route", () => {
+    for (const file of files) {
+      expect(routeEdits(file), file.file).toEqual([]);
+      expect(originalDstSites(file), file.file).toEqual([]);
+    }
+    // The checks find what the artifacts had before: a header-matched route, an ORIGINAL_DST cluster.
+    const old: YamlFile = {
+      file: "old.yaml",
+      docs: [
+        {
+          kind: "EnvoyFilter",
+          spec: {
+            configPatches: [
+              {
+                applyTo: "HTTP_ROUTE",
+                patch: { operation: "INSERT_FIRST", value: { name: "r", route: {} } },
+              },
+              { applyTo: "CLUSTER", patch: { operation: "ADD", value: { name: "o", type: "ORIGINAL_DST" } } },
+            ],
+          },
+        },
+        {
+          kind: "EnvoyPatchPolicy",
+          spec: {
+            jsonPatches: [
+              {
+                type: "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
+                name: "default/eg/http",
+                operation: { op: "add", path: "/virtual_hosts/0/routes/0", value: { name: "r" } },
+              },
+            ],
+          },
+        },
+      ],
+    };
+    expect(routeEdits(old)).toEqual([
+      "old.yaml: [0].spec.configPatches[0] (HTTP_ROUTE)",
+      "old.yaml: [1].spec.jsonPatches[0] (RouteConfiguration)",
+      "old.yaml: [0].spec.configPatches[0].patch.value (envoy.config.route.v3.Route)",
+      "old.yaml: [1].spec.jsonPatches[0].operation.value (envoy.config.route.v3.Route)",
+    ]);
+    expect(originalDstSites(old)).toEqual(["old.yaml: [0].spec.configPatches[1].patch.value.type"]);
+  });
+
+  it("envoy.yaml: header guard, then the Wasm filter, then the router; one route; admin on loopback", () => {
+    const bootstrap = envoyYaml();
     expect(bootstrap.admin.address.socket_address.address).toBe("127.0.0.1");
     const listener = bootstrap.static_resources.listeners[0];
-    const hcm = listener.filter_chains[0].filters[0].typed_config;
+    const hcm = hcmOfEnvoyYaml();
     expect(hcm.http_filters.map((f: Obj) => f.name)).toEqual([
       "envoy.filters.http.header_mutation",
       "envoy.filters.http.wasm",
@@ -166,90 +202,43 @@ describe("Envoy artifacts", () => {
       "envoy.wasm.runtime.v8",
     ]);
     expect(wasm.vm_config.code.local.filename).toBe("build/kvroute.wasm");
-    expect(hcm.http_filters[0].typed_config.mutations.request_mutations).toEqual([
-      { remove: "x-gateway-destination-endpoint" },
-    ]);
+    expect(hcm.http_filters[0].typed_config.mutations.request_mutations).toEqual([{ remove: DESTINATION }]);
+    // One virtual host, one route: the filter's header write re-picks the route and finds this one.
+    expect(hcm.route_config.virtual_hosts).toHaveLength(1);
     const routes = hcm.route_config.virtual_hosts[0].routes;
-    expect(routes.map((r: Obj) => r.route.cluster)).toEqual(["kvroute_original_dst", "kvroute_fallback"]);
-    expect([...clustersOf(byName("envoy/envoy.yaml")).keys()].sort()).toEqual([
-      "kvroute_control_plane",
-      "kvroute_fallback",
-      "kvroute_original_dst",
-    ]);
+    expect(routes).toHaveLength(1);
+    expect(routes[0].match).toEqual({ prefix: "/" });
+    expect([...definedClusters(byName("envoy/envoy.yaml")).keys()].sort()).toEqual(
+      [routes[0].route.cluster, JSON.parse(wasm.configuration.value).controlPlane.cluster].sort(),
+    );
     // Envoy answers 413 before the filter sees a body larger than its buffer limit.
     const cfg = JSON.parse(wasm.configuration.value);
     expect(listener.per_connection_buffer_limit_bytes).toBeGreaterThan(cfg.maxBodyBytes);
     expect(cfg.controlPlane.authority).toBe("127.0.0.1:9090");
   });
 
-  it("Istio: the filters go before the router, clusters are added, the destination route comes first", () => {
-    const filter = byName("envoy/istio/envoyfilter.yaml").docs[0] as Obj;
-    const patches = filter.spec.configPatches as Obj[];
-    for (const p of patches.filter((p) => p.applyTo === "HTTP_FILTER")) {
-      expect(p.patch.operation).toBe("INSERT_BEFORE");
-      expect(p.match.listener.filterChain.filter.subFilter.name).toBe("envoy.filters.http.router");
-    }
-    // Inserted before the router in this order: the header guard runs ahead of the Wasm filter.
-    expect(patches.filter((p) => p.applyTo === "HTTP_FILTER").map((p) => p.patch.value.name)).toEqual([
-      "envoy.filters.http.header_mutation",
-      "envoy.filters.http.wasm",
-    ]);
-    for (const file of ["envoy/istio/envoyfilter.yaml", "envoy/istio/wasmplugin.yaml"]) {
-      const ef = byName(file).docs.find((d) => d.kind === "EnvoyFilter") as Obj;
-      const ops = (ef.spec.configPatches as Obj[]).map((p) => `${p.applyTo}:${p.patch.operation}`);
-      expect(ops.filter((o) => o.startsWith("CLUSTER"))).toEqual(["CLUSTER:ADD", "CLUSTER:ADD"]);
-      expect(ops).toContain("HTTP_ROUTE:INSERT_FIRST");
-      expect((ef.spec.configPatches as Obj[]).every((p) => p.match.context === "GATEWAY")).toBe(true);
-    }
-    // Operations Istio applies for each applyTo (istioctl analyze IST0152/IST0153: REPLACE on
-    // filters and ADD on routes are silently ignored).
-    const allowed: Record<string, string[]> = {
-      LISTENER: ["ADD", "MERGE", "REMOVE", "REPLACE"],
-      CLUSTER: ["ADD", "MERGE", "REMOVE", "REPLACE"],
-      HTTP_FILTER: ["ADD", "INSERT_BEFORE", "INSERT_AFTER", "INSERT_FIRST", "MERGE", "REMOVE"],
-      HTTP_ROUTE: ["INSERT_BEFORE", "INSERT_AFTER", "INSERT_FIRST", "MERGE", "REMOVE"],
-    };
-    for (const file of ["envoy/istio/envoyfilter.yaml", "envoy/istio/wasmplugin.yaml"])
-      for (const d of byName(file).docs.filter((d) => d.kind === "EnvoyFilter"))
-        for (const p of (d as Obj).spec.configPatches as Obj[])
-          expect(allowed[p.applyTo], `${file}: ${p.applyTo}`).toContain(p.patch.operation);
-    const plugin = byName("envoy/istio/wasmplugin.yaml").docs[0] as Obj;
-    expect(plugin.spec).toMatchObject({ pluginName: "kvroute", type: "HTTP", failStrategy: "FAIL_RELOAD" });
-    expect(plugin.spec.url).toMatch(/^oci:\/\//);
-  });
-
-  it("Envoy Gateway: the Wasm entry, whole clusters added, the destination route enables the filter", () => {
-    const policy = byName("envoy/envoy-gateway/extension-policy.yaml").docs[0] as Obj;
-    const wasm = policy.spec.wasm[0];
-    expect(wasm).toMatchObject({
-      name: "kvroute",
-      rootID: "kvroute",
-      failOpen: false,
-      code: { type: "Image" },
+  it("envoy.yaml: the route's cluster follows the destination header with override_host and balances without it", () => {
+    const hcm = hcmOfEnvoyYaml();
+    const name = hcm.route_config.virtual_hosts[0].routes[0].route.cluster;
+    const cluster = definedClusters(byName("envoy/envoy.yaml")).get(name) as Obj;
+    expect(overrideHostPolicy(cluster)).toEqual({
+      headers: [DESTINATION],
+      fallback: "envoy.load_balancing_policies.least_request",
     });
-    const patch = byName("envoy/envoy-gateway/patch-policy.yaml").docs[0] as Obj;
-    expect(patch.spec.type).toBe("JSONPatch");
-    const adds = (patch.spec.jsonPatches as Obj[]).filter((p) => p.operation.path === "");
-    expect(adds.map((p) => [p.name, p.operation.value.name])).toEqual([
-      ["kvroute_original_dst", "kvroute_original_dst"],
-      ["kvroute_control_plane", "kvroute_control_plane"],
-    ]);
-    // Envoy Gateway's per-route filter name: envoy.filters.http.wasm/<policy IR name>/wasm/<index>.
-    const route = destinationRoutes(byName("envoy/envoy-gateway/patch-policy.yaml"))[0] as Obj;
-    const name = `envoy.filters.http.wasm/envoyextensionpolicy/${policy.metadata.namespace}/${policy.metadata.name}/wasm/0`;
-    expect(Object.keys(route.typed_per_filter_config)).toEqual([name]);
+    expect(cluster.load_assignment.endpoints.flatMap((l: Obj) => l.lb_endpoints).length).toBeGreaterThan(0);
   });
 
-  it("the ORIGINAL_DST and control-plane clusters are the same in every Kubernetes artifact", () => {
-    const k8s = [
+  it("the control-plane cluster is the same in every Kubernetes artifact", () => {
+    const k8s = files.filter(
+      (f) => f.file !== "envoy/envoy.yaml" && definedClusters(f).has("kvroute_control_plane"),
+    );
+    expect(k8s.map((f) => f.file)).toEqual([
+      "envoy/envoy-gateway/examples/https.yaml",
+      "envoy/envoy-gateway/patch-policy.yaml",
       "envoy/istio/envoyfilter.yaml",
       "envoy/istio/wasmplugin.yaml",
-      "envoy/envoy-gateway/patch-policy.yaml",
-    ];
-    const [first, ...rest] = k8s.map((f) => {
-      const c = clustersOf(byName(f));
-      return { original: c.get("kvroute_original_dst"), control: c.get("kvroute_control_plane") };
-    });
+    ]);
+    const [first, ...rest] = k8s.map((f) => definedClusters(f).get("kvroute_control_plane"));
     for (const other of rest) expect(other).toEqual(first);
   });
 });
@@ -273,53 +262,57 @@ function wasmPluginConfig(file: string): Obj {
   return configs[0] as Obj;
 }
 
-/** Names of the HTTP filters in the order Envoy runs them, for envoy.yaml and the Istio EnvoyFilter. */
+/** Does the header guard run right ahead of the Wasm filter (envoy.yaml), or get inserted before it (Istio)? */
 function guardRunsFirst(file: YamlFile): boolean {
+  const strips = (mutations: unknown) =>
+    JSON.stringify(mutations) === JSON.stringify([{ remove: DESTINATION }]);
   if (file.file === "envoy/envoy.yaml") {
-    const hcm = (file.docs[0] as Obj).static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
+    const hcm = hcmOfEnvoyYaml(file.docs[0] as Obj);
     const names = hcm.http_filters.map((f: Obj) => f.name);
     const guard = hcm.http_filters[names.indexOf("envoy.filters.http.header_mutation")];
     return (
       names.indexOf("envoy.filters.http.header_mutation") === names.indexOf("envoy.filters.http.wasm") - 1 &&
-      JSON.stringify(guard.typed_config.mutations.request_mutations) ===
-        JSON.stringify([{ remove: "x-gateway-destination-endpoint" }])
+      strips(guard.typed_config.mutations.request_mutations)
     );
   }
-  const patches = (file.docs[0] as Obj).spec.configPatches as Obj[];
-  const filters = patches.filter((p) => p.applyTo === "HTTP_FILTER" && p.patch.operation === "INSERT_BEFORE");
-  const names = filters.map((p) => p.patch.value.name);
+  const patches = file.docs
+    .filter((d) => d.kind === "EnvoyFilter")
+    .flatMap((d) => (d as Obj).spec.configPatches);
+  const filters = patches.filter(
+    (p: Obj) => p.applyTo === "HTTP_FILTER" && p.patch.operation === "INSERT_BEFORE",
+  );
+  const names = filters.map((p: Obj) => p.patch.value.name);
   const guard = filters[names.indexOf("envoy.filters.http.header_mutation")];
   return (
     guard !== undefined &&
     names.indexOf("envoy.filters.http.header_mutation") < names.indexOf("envoy.filters.http.wasm") &&
-    JSON.stringify(guard.patch.value.typed_config.mutations.request_mutations) ===
-      JSON.stringify([{ remove: "x-gateway-destination-endpoint" }])
+    strips(guard.patch.value.typed_config.mutations.request_mutations)
   );
 }
 
-/** Envoy Gateway's listener after patch-policy.yaml's Listener patches, as Envoy Gateway applies them. */
+/** Envoy Gateway's HTTP listener after patch-policy.yaml's Listener patches, as Envoy Gateway applies them. */
 function patchedEnvoyGatewayListener(
   policyDoc: Obj = byName("envoy/envoy-gateway/extension-policy.yaml").docs[0] as Obj,
 ): Obj {
   const patch = byName("envoy/envoy-gateway/patch-policy.yaml").docs[0] as Obj;
-  const listenerPatches = (patch.spec.jsonPatches as Obj[]).filter(
-    (p) => p.type === "type.googleapis.com/envoy.config.listener.v3.Listener",
+  const names = new Set(
+    (patch.spec.jsonPatches as Obj[])
+      .filter((p) => p.type === "type.googleapis.com/envoy.config.listener.v3.Listener")
+      .map((p) => p.name),
   );
-  const listener = generatedListener(listenerPatches[0]?.name, [generatedWasmFilter(policyDoc, 0)]);
-  for (const p of listenerPatches) {
-    expect(p.name).toBe(listener.name);
-    expect(p.operation.op).toBe("add");
-    const pointers = jsonPathPointers(listener, p.operation.jsonPath);
-    // Envoy Gateway rejects a patch whose jsonPath matches nothing.
-    if (pointers.length === 0) throw new Error(`jsonPath matches nothing: ${p.operation.jsonPath}`);
-    for (const at of pointers) addAt(listener, `${at}${p.operation.path}`, p.operation.value);
-  }
+  expect(names.size).toBe(1);
+  const listener = generatedListener([...names][0], [generatedWasmFilter(policyDoc, 0)]);
+  expect(applyListenerPatches(listener, patch)).toBe(2);
   return listener;
 }
 
 describe("what each gateway does with the artifacts", () => {
   it("every Wasm filter sets failure_policy explicitly (never the deprecated fail_open); FAIL_OPEN only behind the header guard", () => {
-    for (const file of ["envoy/envoy.yaml", "envoy/istio/envoyfilter.yaml"]) {
+    for (const file of [
+      "envoy/envoy.yaml",
+      "envoy/istio/envoyfilter.yaml",
+      "envoy/istio/examples/https.yaml",
+    ]) {
       const cfg = wasmPluginConfig(file);
       expect(cfg.fail_open, file).toBeUndefined();
       expect(guardRunsFirst(byName(file)), file).toBe(true);
@@ -339,9 +332,7 @@ describe("what each gateway does with the artifacts", () => {
   it("a guard that strips another header, or runs after the Wasm filter, does not count", () => {
     const broken = (mutate: (filters: Obj[]) => void) => {
       const docs = parseYaml("envoy/envoy.yaml", readRepoFile("envoy/envoy.yaml")) as Obj[];
-      mutate(
-        (docs[0] as Obj).static_resources.listeners[0].filter_chains[0].filters[0].typed_config.http_filters,
-      );
+      mutate(hcmOfEnvoyYaml(docs[0]).http_filters);
       return guardRunsFirst({ file: "envoy/envoy.yaml", docs });
     };
     expect(broken(() => {})).toBe(true);
@@ -354,7 +345,11 @@ describe("what each gateway does with the artifacts", () => {
   });
 
   it("allow_on_headers_stop_iteration is set wherever the gateway lets it be; the WasmPlugin says it routes by load", () => {
-    for (const file of ["envoy/envoy.yaml", "envoy/istio/envoyfilter.yaml"])
+    for (const file of [
+      "envoy/envoy.yaml",
+      "envoy/istio/envoyfilter.yaml",
+      "envoy/istio/examples/https.yaml",
+    ])
       expect(wasmPluginConfig(file).allow_on_headers_stop_iteration, file).toBe(true);
     const listener = patchedEnvoyGatewayListener();
     expect(validateEnvoy("envoy.config.listener.v3.Listener", listener)).toEqual([]);
@@ -385,24 +380,21 @@ describe("what each gateway does with the artifacts", () => {
   it("every listener that buffers bodies for the filter holds maxBodyBytes + 1 MiB (else 413 before routing)", () => {
     const maxBody = (file: string) =>
       (pluginConfigs(byName(file))[0] as { config: Obj }).config.maxBodyBytes as number;
-    const envoy = (byName("envoy/envoy.yaml").docs[0] as Obj).static_resources.listeners[0];
+    const envoy = envoyYaml().static_resources.listeners[0];
     expect(
       bufferLimitProblem(envoy.per_connection_buffer_limit_bytes, maxBody("envoy/envoy.yaml")),
     ).toBeNull();
-    const istio = ((byName("envoy/istio/envoyfilter.yaml").docs[0] as Obj).spec.configPatches as Obj[]).find(
-      (p) => p.applyTo === "LISTENER",
-    ) as Obj;
-    expect(istio.match.context).toBe("GATEWAY");
-    expect(istio.patch.operation).toBe("MERGE");
-    expect(
-      bufferLimitProblem(
-        istio.patch.value.per_connection_buffer_limit_bytes,
-        maxBody("envoy/istio/envoyfilter.yaml"),
-      ),
-    ).toBeNull();
+    for (const file of ["envoy/istio/envoyfilter.yaml", "envoy/istio/examples/https.yaml"]) {
+      const istio = istioPatches(file).filter((p) => p.applyTo === "LISTENER");
+      expect(istio, file).toHaveLength(1);
+      expect(istio[0]?.match.context).toBe("GATEWAY");
+      expect(istio[0]?.patch.operation).toBe("MERGE");
+      expect(
+        bufferLimitProblem(istio[0]?.patch.value.per_connection_buffer_limit_bytes, maxBody(file)),
+        file,
+      ).toBeNull();
+    }
     const ctp = byName("envoy/envoy-gateway/client-traffic-policy.yaml").docs[0] as Obj;
-    const gatewayRef = (byName("envoy/envoy-gateway/patch-policy.yaml").docs[0] as Obj).spec.targetRef;
-    expect(ctp.spec.targetRefs).toEqual([gatewayRef]);
     expect(
       bufferLimitProblem(
         quantityBytes(ctp.spec.connection.bufferLimit),
@@ -410,8 +402,7 @@ describe("what each gateway does with the artifacts", () => {
       ),
     ).toBeNull();
     // The WasmPlugin variant buffers nothing (watermark mode: backpressure, no 413), so it needs no patch.
-    const companion = byName("envoy/istio/wasmplugin.yaml").docs.find((d) => d.kind === "EnvoyFilter") as Obj;
-    expect((companion.spec.configPatches as Obj[]).some((p) => p.applyTo === "LISTENER")).toBe(false);
+    expect(istioPatches("envoy/istio/wasmplugin.yaml").some((p) => p.applyTo === "LISTENER")).toBe(false);
   });
 
   it("the invariant's near misses: 1 byte short fails, Envoy's and Envoy Gateway's defaults fail", () => {
@@ -428,8 +419,12 @@ describe("what each gateway does with the artifacts", () => {
 });
 
 describe("the validator fails broken artifacts with file and path", () => {
-  const envoyYaml = readRepoFile("envoy/envoy.yaml");
-  const broken = (mutate: (docs: Doc[]) => void, file = "envoy/envoy.yaml", text = envoyYaml): string[] => {
+  const envoyYamlText = readRepoFile("envoy/envoy.yaml");
+  const broken = (
+    mutate: (docs: Doc[]) => void,
+    file = "envoy/envoy.yaml",
+    text = envoyYamlText,
+  ): string[] => {
     const docs = parseYaml(file, text);
     mutate(docs);
     return envoyProblems({ file, docs });
@@ -472,10 +467,9 @@ describe("the validator fails broken artifacts with file and path", () => {
 
   it("a required field and a oneof with two members", () => {
     const problems = broken((d) => {
-      const routes = (d[0] as Obj).static_resources.listeners[0].filter_chains[0].filters[0].typed_config
-        .route_config.virtual_hosts[0].routes;
-      delete routes[1].match;
+      const routes = hcmOfEnvoyYaml(d[0] as Obj).route_config.virtual_hosts[0].routes;
       routes[0].match.path = "/v1";
+      routes.push({ name: "second", route: { cluster: routes[0].route.cluster } });
     });
     const at =
       "[0].static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes";
@@ -498,32 +492,34 @@ describe("the validator fails broken artifacts with file and path", () => {
   });
 
   it("a patch value in an Istio EnvoyFilter and in an Envoy Gateway JSON patch", () => {
+    // Inside the override_host Any of the engines' cluster MERGE, resolved by its @type.
     const istio = broken(
       (d) => {
-        (d[0] as Obj).spec.configPatches[1].patch.value.original_dst_lb_config.use_http_header = "yes";
+        const lb = (d[0] as Obj).spec.configPatches[0].patch.value.load_balancing_policy;
+        lb.policies[0].typed_extension_config.typed_config.override_host_sources[0].headr = "x";
       },
       "envoy/istio/envoyfilter.yaml",
       readRepoFile("envoy/istio/envoyfilter.yaml"),
     );
     expect(istio).toEqual([
-      "envoy/istio/envoyfilter.yaml: [0].spec.configPatches[1].patch.value.original_dst_lb_config.use_http_header: expected true or false, got string",
+      "envoy/istio/envoyfilter.yaml: [0].spec.configPatches[0].patch.value.load_balancing_policy.policies[0].typed_extension_config.typed_config.override_host_sources[0].headr: unknown field in envoy.extensions.load_balancing_policies.override_host.v3.OverrideHost.OverrideHostSource",
     ]);
     const eg = broken(
       (d) => {
-        (d[0] as Obj).spec.jsonPatches[2].operation.value.route.clusterr = "x";
+        (d[0] as Obj).spec.jsonPatches[0].operation.value.load_assignment.cluster_nam = "x";
       },
       "envoy/envoy-gateway/patch-policy.yaml",
       readRepoFile("envoy/envoy-gateway/patch-policy.yaml"),
     );
     expect(eg).toEqual([
-      "envoy/envoy-gateway/patch-policy.yaml: [0].spec.jsonPatches[2].operation.value.route.clusterr: unknown field in envoy.config.route.v3.RouteAction",
+      "envoy/envoy-gateway/patch-policy.yaml: [0].spec.jsonPatches[0].operation.value.load_assignment.cluster_nam: unknown field in envoy.config.endpoint.v3.ClusterLoadAssignment",
     ]);
   });
 
   it("a plugin configuration with a renamed, a missing and a mistyped field", () => {
     const cfg = JSON.parse(
-      (parseYaml("envoy/envoy.yaml", envoyYaml)[0] as Obj).static_resources.listeners[0].filter_chains[0]
-        .filters[0].typed_config.http_filters[1].typed_config.config.configuration.value,
+      hcmOfEnvoyYaml(parseYaml("envoy/envoy.yaml", envoyYamlText)[0] as Obj).http_filters[1].typed_config
+        .config.configuration.value,
     );
     cfg.controlPlane.syncpath = cfg.controlPlane.syncPath;
     delete cfg.controlPlane.syncPath;

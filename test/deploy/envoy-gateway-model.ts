@@ -7,7 +7,9 @@
 //     envoyextensionpolicy/<namespace>/<name>/wasm/<index>.
 //   - internal/xds/translator/listener.go: the listener (and its route configuration) is named
 //     <gateway namespace>/<gateway>/<listener> under the default xDS name scheme; the HTTP
-//     connection manager sits in its filter chain.
+//     connection manager sits in the default filter chain of an HTTP listener and in a
+//     server_names-matched entry of filter_chains of an HTTPS one; a ClientTrafficPolicy's
+//     earlyRequestHeaders become the HCM's early header mutation.
 //   - internal/utils/jsonpatch: a jsonPath is resolved to JSON pointers, `path` is appended to
 //     each, and the operation is applied at every one; no match is an error.
 // Only the jsonPath form kvroute uses is understood: $..<field>[?(@.name=='<value>')].<a>.<b>…
@@ -49,36 +51,107 @@ export function generatedWasmFilter(policy: Obj, index: number): Obj {
   };
 }
 
+export interface ListenerOptions {
+  /**
+   * An HTTPS Gateway listener (TLS terminated) with these hostnames: Envoy Gateway puts its HTTP
+   * connection manager in `filter_chains`, matched by server_names, with a TLS inspector
+   * (listener.go addXdsHTTPFilterChain, addServerNamesMatch), not in `default_filter_chain`.
+   */
+  https?: { hostnames: string[] };
+  /** HCM early_header_mutation_extensions (a ClientTrafficPolicy's earlyRequestHeaders). */
+  earlyHeaderMutation?: Obj[];
+  /** HTTP filters after the Wasm filters, before the router (e.g. RBAC: order 301 > Wasm's 200+). */
+  policyFilters?: Obj[];
+}
+
 /** A Gateway listener as Envoy Gateway builds it, with the policy's Wasm filters before the router. */
-export function generatedListener(name: string, wasmFilters: Obj[]): Obj {
-  return {
+export function generatedListener(name: string, wasmFilters: Obj[], options: ListenerOptions = {}): Obj {
+  const https = options.https;
+  const port = https === undefined ? 10080 : 10443;
+  const hcm: Obj = {
+    "@type":
+      "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+    stat_prefix: `${https === undefined ? "http" : "https"}-${port}`,
+    rds: { route_config_name: name, config_source: { ads: {}, resource_api_version: "V3" } },
+    http_filters: [
+      ...wasmFilters,
+      ...(options.policyFilters ?? []),
+      {
+        name: "envoy.filters.http.router",
+        typed_config: { "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router" },
+      },
+    ],
+  };
+  if (options.earlyHeaderMutation !== undefined)
+    hcm.early_header_mutation_extensions = options.earlyHeaderMutation;
+  const chain: Obj = {
     name,
-    address: { socket_address: { address: "0.0.0.0", port_value: 10080 } },
+    filters: [{ name: "envoy.filters.network.http_connection_manager", typed_config: hcm }],
+  };
+  const listener: Obj = {
+    name,
+    address: { socket_address: { address: "0.0.0.0", port_value: port } },
     per_connection_buffer_limit_bytes: 32768,
-    default_filter_chain: {
-      name,
-      filters: [
-        {
-          name: "envoy.filters.network.http_connection_manager",
+  };
+  if (https === undefined) return { ...listener, default_filter_chain: chain };
+  return {
+    ...listener,
+    listener_filters: [
+      {
+        name: "envoy.filters.listener.tls_inspector",
+        typed_config: {
+          "@type": "type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector",
+        },
+      },
+    ],
+    filter_chains: [
+      {
+        ...chain,
+        filter_chain_match: { server_names: https.hostnames },
+        transport_socket: {
+          name: "envoy.transport_sockets.tls",
           typed_config: {
-            "@type":
-              "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
-            stat_prefix: "http-10080",
-            rds: { route_config_name: name, config_source: { ads: {}, resource_api_version: "V3" } },
-            http_filters: [
-              ...wasmFilters,
-              {
-                name: "envoy.filters.http.router",
-                typed_config: {
-                  "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router",
-                },
-              },
-            ],
+            "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
+            common_tls_context: {
+              alpn_protocols: ["h2", "http/1.1"],
+              tls_certificate_sds_secret_configs: [{ name: `${name}/cert`, sds_config: { ads: {} } }],
+            },
           },
         },
-      ],
-    },
+      },
+    ],
   };
+}
+
+/**
+ * A ClientTrafficPolicy's headers.earlyRequestHeaders as the HCM's early header mutation
+ * (listener.go buildEarlyHeaderMutation, header_mutation.go buildHeaderMutationRules: the set and
+ * add rules, then one remove per name). addIfAbsent and removeOnMatch are not modelled.
+ */
+export function earlyHeaderMutation(ctp: Obj): Obj[] | undefined {
+  const early = ((ctp.spec as Obj).headers as Obj | undefined)?.earlyRequestHeaders as Obj | undefined;
+  if (early === undefined) return undefined;
+  for (const unmodelled of ["addIfAbsent", "removeOnMatch"])
+    if (early[unmodelled] !== undefined) throw new Error(`earlyRequestHeaders.${unmodelled} is not modelled`);
+  const append = (list: unknown, action: string) =>
+    ((list as Array<{ name: string; value: string }> | undefined) ?? []).map((h) => ({
+      append: { header: { key: h.name, value: h.value }, append_action: action },
+    }));
+  const mutations = [
+    ...append(early.set, "OVERWRITE_IF_EXISTS_OR_ADD"),
+    ...append(early.add, "APPEND_IF_EXISTS_OR_ADD"),
+    ...((early.remove as string[] | undefined) ?? []).map((name) => ({ remove: name })),
+  ];
+  return [
+    {
+      name: "envoy.http.early_header_mutation.header_mutation",
+      typed_config: {
+        "@type":
+          "type.googleapis.com/envoy.extensions.http.early_header_mutation.header_mutation.v3.HeaderMutation",
+        mutations,
+      },
+    },
+  ];
 }
 
 const JSON_PATH = /^\$\.\.(\w+)\[\?\(@\.name\s*==\s*'([^']*)'\)\]((?:\.\w+)*)$/;
@@ -126,4 +199,24 @@ export function addAt(doc: unknown, pointer: string, value: unknown): void {
   if (node === undefined || node === null || typeof node !== "object")
     throw new Error(`no parent for ${pointer}`);
   node[last] = value;
+}
+
+/**
+ * Applies an EnvoyPatchPolicy's Listener patches that name `listener` (the `add` with jsonPath
+ * form kvroute uses), as Envoy Gateway does; a jsonPath that matches nothing throws, since Envoy
+ * Gateway refuses the patch. Returns how many patches applied.
+ */
+export function applyListenerPatches(listener: Obj, policy: Obj): number {
+  const patches = ((policy.spec as Obj).jsonPatches as Obj[]).filter(
+    (p) => p.type === "type.googleapis.com/envoy.config.listener.v3.Listener" && p.name === listener.name,
+  );
+  for (const p of patches) {
+    const op = p.operation as { op: string; jsonPath?: string; path: string; value: unknown };
+    if (op.op !== "add" || op.jsonPath === undefined) throw new Error(`patch form not modelled: ${op.op}`);
+    const pointers = jsonPathPointers(listener, op.jsonPath);
+    if (pointers.length === 0)
+      throw new Error(`jsonPath matches nothing in ${String(listener.name)}: ${op.jsonPath}`);
+    for (const at of pointers) addAt(listener, `${at}${op.path}`, structuredClone(op.value));
+  }
+  return patches.length;
 }

@@ -1,8 +1,10 @@
-// Validates Istio's EnvoyFilter and WasmPlugin with @kubernetes-models/istio, whose validators are
+// Validates Istio's EnvoyFilter, WasmPlugin, Gateway and VirtualService with @kubernetes-models/istio, whose validators are
 // generated from Istio's own CRD schemas (the version is in that package's package.json): types,
 // enums, patterns, bounds and required fields. It does not refuse unknown fields, since Istio's
 // CRDs do not either; test/deploy/schemas/ lists the field names for that.
 import { WasmPlugin } from "@kubernetes-models/istio/extensions.istio.io/v1alpha1/WasmPlugin";
+import { Gateway } from "@kubernetes-models/istio/networking.istio.io/v1/Gateway";
+import { VirtualService } from "@kubernetes-models/istio/networking.istio.io/v1/VirtualService";
 import { EnvoyFilter } from "@kubernetes-models/istio/networking.istio.io/v1alpha3/EnvoyFilter";
 
 /** The part of an ajv error the messages use. */
@@ -36,9 +38,25 @@ const MODELS: ReadonlyMap<string, IstioModel> = new Map([
       validate: (doc) => new EnvoyFilter(doc as never).validate(),
     },
   ],
+  [
+    "Gateway",
+    {
+      apiVersion: Gateway.apiVersion,
+      kind: Gateway.kind,
+      validate: (doc) => new Gateway(doc as never).validate(),
+    },
+  ],
+  [
+    "VirtualService",
+    {
+      apiVersion: VirtualService.apiVersion,
+      kind: VirtualService.kind,
+      validate: (doc) => new VirtualService(doc as never).validate(),
+    },
+  ],
 ]);
 
-/** The Istio kinds validated here, by kind, with their apiVersion. */
+/** The Istio kinds validated here, by kind (unique among Istio's), with their apiVersion. */
 export const ISTIO_KINDS: ReadonlyMap<string, string> = new Map(
   [...MODELS].map(([kind, model]) => [kind, model.apiVersion]),
 );
