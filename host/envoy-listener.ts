@@ -12,14 +12,22 @@ import type { ClusterEndpoint, ClusterSpec } from "./upstream-cluster.ts";
 type Json = Record<string, unknown>;
 
 export interface ListenerRouting {
+  /** Headers the connection manager's early header mutation removes, before routing and every filter. */
+  earlyRemoveHeaders: string[];
   routes: RouteEntry[];
   clusters: Record<string, ClusterSpec>;
   policyFilters: PolicyFilter[];
 }
 
 const OVERRIDE_HOST = "envoy.load_balancing_policies.override_host";
-const WASM = "envoy.filters.http.wasm";
+const WASM_TYPE = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm";
 const ROUTER = "envoy.filters.http.router";
+/** Route match fields the host models; any other path specifier is refused. */
+const MODELLED_MATCH = new Set(["prefix", "path", "headers"]);
+
+function notModelled(what: string): never {
+  throw new Error(`${what} is not modelled by the Node host`);
+}
 
 /** The first listener's HTTP connection manager config. */
 export function connectionManagerOf(bootstrap: Json): { listener: Json; hcm: Json } {
@@ -30,6 +38,7 @@ export function connectionManagerOf(bootstrap: Json): { listener: Json; hcm: Jso
 
 function routeOf(r: Json, at: string): RouteEntry {
   const match = (r.match as Json | undefined) ?? {};
+  for (const k of Object.keys(match)) if (!MODELLED_MATCH.has(k)) notModelled(`${at}: match.${k}`);
   const action = r.route as Json | undefined;
   if (action === undefined || typeof action.cluster !== "string")
     throw new Error(`${at}: only route actions with a single cluster are modelled`);
@@ -89,6 +98,7 @@ function clusterOf(c: Json): ClusterSpec {
 /** The routing of the bootstrap's first listener, as Node gateway options (gateway.ts). */
 export function listenerRouting(bootstrap: Json): ListenerRouting {
   const { hcm } = connectionManagerOf(bootstrap);
+  const earlyRemoveHeaders = earlyRemovals(hcm.early_header_mutation_extensions as Json[] | undefined);
   const vhosts = ((hcm.route_config as Json).virtual_hosts as Json[] | undefined) ?? [];
   if (vhosts.length !== 1)
     throw new Error(`the Node host models one virtual host, the config has ${vhosts.length}`);
@@ -100,14 +110,42 @@ export function listenerRouting(bootstrap: Json): ListenerRouting {
   for (const c of (bootstrap.static_resources as { clusters: Json[] }).clusters)
     clusters[c.name as string] = clusterOf(c);
   const filters = hcm.http_filters as Json[];
-  const wasmAt = filters.findIndex((f) => f.name === WASM);
+  // By type, not name: Envoy Gateway names its filter envoy.filters.http.wasm/<policy IR name>.
+  const wasmAt = filters.findIndex((f) => (f.typed_config as Json | undefined)?.["@type"] === WASM_TYPE);
   const policyFilters: PolicyFilter[] = [];
   for (const f of filters.slice(wasmAt + 1)) {
     if (f.name === ROUTER) break;
+    if (f.disabled === true) notModelled(`HTTP filter ${f.name}: disabled (enabled per route)`);
     const pf = policyFilterFromEnvoy(f.name as string, f.typed_config as Json);
-    if (pf === null)
-      throw new Error(`HTTP filter ${f.name} after the Wasm filter is not modelled by the Node host`);
+    if (pf === null) notModelled(`HTTP filter ${f.name} after the Wasm filter`);
     policyFilters.push(pf);
+    for (const r of routes) checkPerRoute(f.name as string, r.perFilterConfig[f.name as string]);
   }
-  return { routes, clusters, policyFilters };
+  return { earlyRemoveHeaders, routes, clusters, policyFilters };
+}
+
+const EARLY_HEADER_MUTATION =
+  "type.googleapis.com/envoy.extensions.http.early_header_mutation.header_mutation.v3.HeaderMutation";
+
+/** early_header_mutation_extensions (Envoy Gateway's earlyRequestHeaders): removals are modelled. */
+function earlyRemovals(extensions: Json[] | undefined): string[] {
+  const out: string[] = [];
+  for (const e of extensions ?? []) {
+    const cfg = e.typed_config as Json;
+    if (cfg["@type"] !== EARLY_HEADER_MUTATION) notModelled(`early header mutation ${e.name}`);
+    for (const m of (cfg.mutations as Json[] | undefined) ?? []) {
+      if (typeof m.remove !== "string") notModelled(`early header mutation ${JSON.stringify(m)}`);
+      out.push(m.remove);
+    }
+  }
+  return out;
+}
+
+/** RBAC's matcher trees (what Envoy Gateway v1.9 writes for a SecurityPolicy) are refused, not passed. */
+function checkPerRoute(filter: string, config: unknown): void {
+  const c = config as Json | undefined;
+  const wrapped = (c?.config as Json | undefined) ?? c;
+  for (const rbac of [c, wrapped, wrapped?.rbac as Json | undefined])
+    if (rbac?.matcher !== undefined || rbac?.shadow_matcher !== undefined)
+      notModelled(`${filter}: an RBAC matcher (rules are)`);
 }

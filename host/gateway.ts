@@ -54,6 +54,11 @@ export interface GatewayOptions extends HostOptions, Partial<ConnectionManagerAd
    * picks an ORIGINAL_DST host, else `defaultCluster`.
    */
   routes?: RouteEntry[];
+  /**
+   * Headers the connection manager removes before routing and before any filter (Envoy's
+   * early_header_mutation_extensions; Envoy Gateway's ClientTrafficPolicy earlyRequestHeaders).
+   */
+  earlyRemoveHeaders?: string[];
   /** The HTTP filters after the Wasm filter (RBAC, local rate limit), in chain order; with `routes`. */
   policyFilters?: PolicyFilter[];
   /** Name of the cluster (from `clusters`) used when the destination header is absent (shorthand only). */
@@ -138,6 +143,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     // HCM defaults: generate x-request-id when absent, set x-forwarded-proto.
     if (h.get("x-request-id") === undefined) h.add("x-request-id", randomUUID());
     h.add("x-forwarded-proto", "http");
+    for (const name of options.earlyRemoveHeaders ?? []) h.remove(name);
     // Then the filter chain: a header_mutation guard ahead of the Wasm filter (envoy.yaml's).
     for (const name of options.removeRequestHeaders ?? []) h.remove(name);
     const requestId = h.get("x-request-id") as string;

@@ -130,7 +130,10 @@ export class RbacFilter implements PolicyFilter {
     readonly name: string,
     /** The listener-level RBAC config (its `rules`, if any). */
     private readonly listener: Json,
-  ) {}
+  ) {
+    if (listener.matcher !== undefined || listener.shadow_matcher !== undefined)
+      throw new Error(`${name}: an RBAC matcher is not modelled by the Node host (use rules)`);
+  }
 
   decodeHeaders(h: HeaderMap, route: RouteEntry | null, ctx: PolicyContext): PolicyReply | null {
     const own = perRoute(route, this.name);

@@ -114,11 +114,9 @@ function envoyGatewayBootstrap(): Obj {
   expectValid("cluster.v3.Cluster", cluster);
   expectValid("endpoint.v3.ClusterLoadAssignment", endpoints);
   expectValid("route.v3.Route", route);
-  // The Node host finds the Wasm filter by Envoy's name for it; Envoy Gateway's is
-  // envoy.filters.http.wasm/<IR name>. The name only marks where the policy filters begin.
-  const hcm: Obj = structuredClone(hcmOf(listener));
-  for (const f of hcm.http_filters) if (f.name === wasm.name) f.name = "envoy.filters.http.wasm";
-  return bootstrapOf(hcm, [route], [withEndpoints(cluster, endpoints)]);
+  // Envoy Gateway's own filter name (envoy.filters.http.wasm/<IR name>): the host finds the Wasm
+  // filter by its type.
+  return bootstrapOf(structuredClone(hcmOf(listener)), [route], [withEndpoints(cluster, endpoints)]);
 }
 
 /**

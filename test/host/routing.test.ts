@@ -2,7 +2,10 @@
 // address parser, the override_host and ORIGINAL_DST clusters, route selection, and the policy
 // filters with their per-route config — each checked with the near misses a real Envoy treats
 // differently.
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { parseDocument } from "yaml";
+import { listenerRouting } from "../../host/envoy-listener.ts";
 import { HeaderMap } from "../../host/header-map.ts";
 import { parseDestination } from "../../host/original-dst.ts";
 import { LocalRateLimitFilter, RbacFilter } from "../../host/policy-filters.ts";
@@ -188,5 +191,87 @@ describe("local rate limit with per-route config", () => {
     expect(shadowStatuses).toEqual([200, 200, 200]);
     // The listener's config has no bucket: a route without its own is not limited.
     expect(rl.decodeHeaders(headers({}), null, { remoteIp: "10.0.0.1" })).toBeNull();
+  });
+});
+
+describe("listenerRouting reads what it models and refuses the rest by name", () => {
+  // biome-ignore lint/suspicious/noExplicitAny: the tests edit parsed Envoy JSON whose shape envoy.yaml fixes
+  type Cfg = Record<string, any>;
+  const base = () => {
+    const cfg = parseDocument(
+      readFileSync(new URL("../../envoy/envoy.yaml", import.meta.url), "utf8"),
+    ).toJS();
+    return cfg as Cfg;
+  };
+  const hcmOf = (cfg: Cfg) => cfg.static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
+  const rbacFilter = (rbac: Record<string, unknown>) => ({
+    name: "envoy.filters.http.rbac",
+    typed_config: { "@type": "type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC", ...rbac },
+  });
+  const withFilter = (f: unknown, mutate: (cfg: Cfg) => void = () => {}) => {
+    const cfg = base();
+    const filters = hcmOf(cfg).http_filters;
+    filters.splice(filters.length - 1, 0, f);
+    mutate(cfg);
+    return cfg;
+  };
+
+  it("envoy.yaml: one route to the override_host engines, the guard is not a policy filter", () => {
+    const r = listenerRouting(base());
+    expect(r.routes.map((x) => [x.name, x.cluster, x.timeoutMs])).toEqual([
+      ["inference", "kvroute_engines", 0],
+    ]);
+    expect(r.clusters.kvroute_engines?.overrideHostHeader).toBe("x-gateway-destination-endpoint");
+    expect(r.policyFilters).toEqual([]);
+    expect(r.earlyRemoveHeaders).toEqual([]);
+  });
+
+  it("finds the Wasm filter by type, as Envoy Gateway names it envoy.filters.http.wasm/<IR name>", () => {
+    const cfg = withFilter(rbacFilter({}), (c) => {
+      const wasm = hcmOf(c).http_filters.find((f: { name: string }) => f.name === "envoy.filters.http.wasm");
+      wasm.name = "envoy.filters.http.wasm/envoyextensionpolicy/default/kvroute/wasm/0";
+    });
+    expect(listenerRouting(cfg).policyFilters.map((f) => f.name)).toEqual(["envoy.filters.http.rbac"]);
+  });
+
+  it.each([
+    ["an RBAC matcher tree", withFilter(rbacFilter({ matcher: {} })), /RBAC matcher/],
+    [
+      "a per-route RBAC matcher tree",
+      withFilter(rbacFilter({}), (c) => {
+        hcmOf(c).route_config.virtual_hosts[0].routes[0].typed_per_filter_config = {
+          "envoy.filters.http.rbac": { rbac: { matcher: {} } },
+        };
+      }),
+      /RBAC matcher/,
+    ],
+    ["a disabled filter", withFilter({ ...rbacFilter({}), disabled: true }), /disabled/],
+    [
+      "an unknown filter after the Wasm filter",
+      withFilter({ name: "envoy.filters.http.lua", typed_config: { "@type": "x" } }),
+      /lua/,
+    ],
+    [
+      "a path_separated_prefix match",
+      withFilter(rbacFilter({}), (c) => {
+        hcmOf(c).route_config.virtual_hosts[0].routes[0].match = { path_separated_prefix: "/v1" };
+      }),
+      /path_separated_prefix/,
+    ],
+  ])("%s", (_name, cfg, why) => expect(() => listenerRouting(cfg)).toThrow(why));
+
+  it("early header removals (Envoy Gateway's earlyRequestHeaders) are read", () => {
+    const cfg = base();
+    hcmOf(cfg).early_header_mutation_extensions = [
+      {
+        name: "envoy.http.early_header_mutation.header_mutation",
+        typed_config: {
+          "@type":
+            "type.googleapis.com/envoy.extensions.http.early_header_mutation.header_mutation.v3.HeaderMutation",
+          mutations: [{ remove: "x-gateway-destination-endpoint" }],
+        },
+      },
+    ];
+    expect(listenerRouting(cfg).earlyRemoveHeaders).toEqual(["x-gateway-destination-endpoint"]);
   });
 });
