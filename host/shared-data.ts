@@ -43,6 +43,26 @@ export class SharedDataStore {
     this.readView = snapshot;
   }
 
+  /**
+   * Runs `bodies` one at a time as if they ran at once on Envoy's parallel threads: each reads
+   * the store as it was before any of them wrote, up to its own first set (from then on it sees
+   * the live store). That is a schedule Envoy's threads can really take — each runs to its first
+   * write, then each finishes in turn: get, get, …, set, set — and the worst one for
+   * read-then-write protocols. Host.tick({ interleaved }) runs ticks this way; startInParallel
+   * (thread.ts) the start-up of VMs, as Envoy's workers configure theirs when a plugin loads.
+   */
+  asIfParallel(bodies: ReadonlyArray<() => void>): void {
+    const snapshot = this.snapshot();
+    try {
+      for (const body of bodies) {
+        this.readFrom(snapshot);
+        body();
+      }
+    } finally {
+      this.readFrom(null);
+    }
+  }
+
   get(vmId: string, key: string): SharedValue | null {
     const v = (this.readView ?? this.maps).get(vmId)?.get(key) ?? null;
     return v === null ? null : { value: v.value.slice(), cas: v.cas };

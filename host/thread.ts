@@ -476,3 +476,20 @@ export class WasmThread {
     this.tasks.length = 0;
   }
 }
+
+/**
+ * Starts new VMs of one process (WasmThread.start each: _start, on_vm_start, on_configure) as
+ * Envoy's worker threads start theirs when a plugin loads — at the same time, each on its own
+ * thread (every worker builds its VM clone and root context in the thread-local slot's
+ * initializer, on its own dispatcher). This host runs one call at a time, so it runs them in the
+ * schedule that is worst for claims made by read-then-write: each VM's start-up reads shared
+ * data as it was before any of them wrote, up to its own first write (SharedDataStore.asIfParallel;
+ * Host.tick({ interleaved }) does the same for ticks). A start that fails throws, like
+ * WasmThread.start; the VMs started before it stay started. A test hook: createHost starts its
+ * VMs one after another.
+ */
+export function startInParallel(threads: readonly WasmThread[]): void {
+  const first = threads[0];
+  if (first === undefined) return;
+  first.core.sharedData.asIfParallel(threads.map((t) => () => t.start()));
+}

@@ -1,9 +1,10 @@
 // Worker threads: one root context per plugin configuration and one tick timer per root context
 // in every VM (main thread included); a config update adds a root context to running VMs; manual
-// ticks, sequential or interleaved the way Envoy's parallel threads can run them.
+// ticks, sequential or interleaved the way Envoy's parallel threads can run them; VMs started
+// together the way Envoy's workers configure theirs.
 import { afterEach, describe, expect, it } from "vitest";
 import { createHost, type Host, headers } from "../../host/host.ts";
-import type { WasmThread } from "../../host/thread.ts";
+import { startInParallel, WasmThread } from "../../host/thread.ts";
 import { moduleFile, RecordingSink, settle, startUpstream, waitFor } from "./testing.ts";
 
 let host: Host | null = null;
@@ -176,5 +177,56 @@ describe("manual ticks and Envoy's parallel ticks", () => {
     });
     await settle(40);
     expect(rootLines(host, "tick")).toEqual([]);
+  });
+});
+
+describe("VMs started together (startInParallel), as Envoy's workers configure theirs", () => {
+  const started: WasmThread[] = [];
+  afterEach(() => {
+    for (const t of started.splice(0)) t.close();
+  });
+
+  /** Three worker VMs of a host that started none, started together. */
+  function startThree(pluginConfig: string): Host {
+    const h = createHost({ wasm: moduleFile("roots"), threads: 0, mainThread: false, pluginConfig });
+    const vms = [0, 1, 2].map((k) => new WasmThread(h.core, k, `worker_${k}`));
+    started.push(...vms);
+    startInParallel(vms);
+    return h;
+  }
+
+  it("each on_configure reads shared data as before any of them wrote: a claim with cas 0 over the absent key hands all of them the same number", () => {
+    host = startThree("name=R;count=0");
+    // get, get, get, set, set, set: setting an absent key succeeds whatever the cas.
+    expect(rootLines(host, "count")).toEqual([
+      "worker_0 count root=1 name=R got=0 tries=1 set=0",
+      "worker_1 count root=1 name=R got=0 tries=1 set=0",
+      "worker_2 count root=1 name=R got=0 tries=1 set=0",
+    ]);
+    // Read after the start-up: the live store again (the last write), not the snapshot.
+    expect(new TextDecoder().decode(host.sharedData("count")?.value)).toBe("1");
+  });
+
+  it("over the absent key with a cas no value has (the leader lease's way), the first write wins and the others retry on the key it created", () => {
+    host = startThree("name=R;count=4294967295");
+    expect(rootLines(host, "count")).toEqual([
+      "worker_0 count root=1 name=R got=0 tries=1 set=0",
+      "worker_1 count root=1 name=R got=1 tries=2 set=0",
+      "worker_2 count root=1 name=R got=2 tries=2 set=0",
+    ]);
+  });
+
+  it("createHost starts its VMs one after another: the same cas-0 claim happens to work there", () => {
+    host = createHost({
+      wasm: moduleFile("roots"),
+      threads: 3,
+      mainThread: false,
+      pluginConfig: "name=R;count=0",
+    });
+    expect(rootLines(host, "count").map((l) => l.replace(/ tries.*/, ""))).toEqual([
+      "worker_0 count root=1 name=R got=0",
+      "worker_1 count root=1 name=R got=1",
+      "worker_2 count root=1 name=R got=2",
+    ]);
   });
 });

@@ -5,11 +5,15 @@
 //   call=<cluster>  on its first tick, the root calls GET /<name> on that cluster
 //   race=1          on every tick: read key "race"; when absent, set it (cas 0) and log the result
 //   doneLater=1     on_done returns false; the next tick calls proxy_done
+//   count=<cas>     in on_configure: claim a number from key "count" — read it (absent = 0), write it
+//                   + 1 by CAS on the cas read, over an absent key with cas <cas>; retry on
+//                   CasMismatch (at most 8 tries) — and log the number and the tries
 import { proxy_done } from "./lib/env";
 import {
   getBuffer,
   getHeader,
   httpCall,
+  lastCas,
   log,
   OUT_U32,
   parseConfig,
@@ -55,7 +59,23 @@ export function proxy_on_configure(root: u32, size: u32): u32 {
   r.name = r.cfg.has("name") ? r.cfg.get("name") : "?";
   log(`configure root=${root.toString()} name=${r.name}`);
   if (r.cfg.has("tick")) proxy_set_tick_period_milliseconds(<u32>I32.parseInt(r.cfg.get("tick")));
+  if (r.cfg.has("count")) claimNumber(root, r.name, <u32>U32.parseInt(r.cfg.get("count")));
   return r.cfg.has("reject") ? 0 : 1;
+}
+
+function claimNumber(root: u32, name: string, absentCas: u32): void {
+  for (let tries = 1; tries <= 8; tries++) {
+    const cur = sharedGet("count");
+    const got = cur.code === 0 ? I32.parseInt(cur.text) : 0;
+    const cas = cur.code === 0 ? lastCas() : absentCas;
+    const code = sharedSet("count", (got + 1).toString(), cas);
+    if (code === 0 || tries === 8) {
+      log(
+        `count root=${root.toString()} name=${name} got=${got.toString()} tries=${tries.toString()} set=${code.toString()}`,
+      );
+      return;
+    }
+  }
 }
 
 export function proxy_on_tick(root: u32): void {
