@@ -9,7 +9,10 @@ import { getShared, SharedValue, setShared } from "./host";
 
 export const THREADS_KEY = "kvr.threads";
 export const REPORTED_KEY = "kvr.ifr";
-/** In-flight keys kvr.un.<t> are bounded by this many VM slots (more wrap around). */
+/**
+ * In-flight keys kvr.un.<t> are bounded by this many VM slots: a slot is reused once its owner's
+ * lease lapsed (thread-slot.ts), and a VM that finds them all held goes without one.
+ */
 export const MAX_THREADS: u32 = 1024;
 
 /** A VM's in-flight counts count while their stamp is this recent: 5 ticks, at least 500 ms. */
@@ -25,6 +28,13 @@ const unseenKeys = new Array<string>(0);
 function unseenKey(t: u32): string {
   while (<u32>unseenKeys.length <= t) unseenKeys.push(`kvr.un.${unseenKeys.length}`);
   return unseenKeys[t];
+}
+
+/** The stamp (ms) of kvr.un.<t>, 0 when it is absent or malformed. */
+export function unseenStamp(t: u32, r: SharedValue): u64 {
+  getShared(unseenKey(t), r);
+  const v = r.value;
+  return v === null || v.byteLength < 8 ? 0 : load<u64>(changetype<usize>(v));
 }
 
 /**

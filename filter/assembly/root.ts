@@ -4,7 +4,6 @@
 // plugin configuration (a config update adds one); only the newest (the primary) does the VM's
 // chores and may lead.
 import * as imports from "@gcoredev/proxy-wasm-sdk-as/assembly/imports";
-import { ByteBuf } from "../core/byte-buf";
 import { PluginConfig, parsePluginConfig, pluginConfigError } from "../core/plugin-config";
 import { Decider } from "../core/route-decision";
 import { xxh64 } from "../core/xxh64";
@@ -12,23 +11,20 @@ import { cache } from "./cache-view";
 import {
   getBuffer,
   getProperty,
-  getShared,
   LOG_ERROR,
   LOG_INFO,
   log,
   nowMs,
   OK,
   PLUGIN_CONFIGURATION,
-  SharedValue,
-  setShared,
   setTickMs,
 } from "./host";
-import { MAX_THREADS, THREADS_KEY } from "./inflight-keys";
 import { Leadership } from "./leader";
 import { stats } from "./metrics";
 import { Reporter } from "./reporter";
 import { vm } from "./state";
 import { SyncPoller } from "./sync";
+import { threadLeaseMs } from "./thread-slot";
 
 const REPORT_QUEUE = "kvr.reports";
 
@@ -40,8 +36,6 @@ export class KvrouteRoot {
   private sync: SyncPoller = new SyncPoller();
   private reporter: Reporter = new Reporter();
   private gateway: string = "";
-  private read: SharedValue = new SharedValue();
-  private scratch: ByteBuf = new ByteBuf(64);
 
   constructor(readonly id: u32) {}
 
@@ -59,8 +53,10 @@ export class KvrouteRoot {
     this.config = cfg;
     vm.config = cfg;
     stats.define();
-    // One slot per VM: a second root context of this VM publishes the same counts under it.
-    if (vm.thread < 0) vm.thread = this.claimThreadIndex();
+    // One slot per VM: a second root context of this VM publishes the same counts under it. The
+    // VMs of all worker threads configure at once: the claim is race-free and reuses the slots
+    // of dead VMs (thread-slot.ts).
+    if (vm.thread < 0) vm.slot.claim(nowMs(), threadLeaseMs(cfg.tickMs));
     // Registering again keeps the token; delivery moves to this root (nothing here needs it).
     vm.reportQueue = register();
     const node = getProperty("node\0id");
@@ -97,23 +93,6 @@ export class KvrouteRoot {
     return true;
   }
 
-  /** A slot in the kvr.un.<t> key space, by CAS on a shared counter. */
-  private claimThreadIndex(): i32 {
-    const r = this.read;
-    const b = this.scratch;
-    b.len = 0;
-    b.reserve(4);
-    for (let attempt = 0; attempt < 64; attempt++) {
-      getShared(THREADS_KEY, r);
-      const current: u32 =
-        r.value !== null && r.value!.byteLength === 4 ? load<u32>(changetype<usize>(r.value!)) : 0;
-      store<u32>(b.ptr, current + 1);
-      if (setShared(THREADS_KEY, b.ptr, 4, r.value === null ? 0 : r.cas) === OK)
-        return <i32>(current % MAX_THREADS);
-    }
-    return <i32>(this.id % MAX_THREADS);
-  }
-
   get leads(): bool {
     return this.leadership.held;
   }
@@ -129,6 +108,8 @@ export class KvrouteRoot {
     cache.refresh();
     vm.observeLoad(cache.load);
     this.rescueWaitingStreams(now);
+    // Renews this VM's slot lease (or claims a slot) before publishing under it.
+    vm.slot.keep(now, threadLeaseMs(this.config.tickMs));
     this.publishInflight(now);
     vm.outbox.flush(vm.reportQueue);
     const leader = this.leadership.tick(now);

@@ -15,12 +15,13 @@ import { SharedValue } from "./host";
 import { refreshGatewayView, writeUnseen } from "./inflight-keys";
 import { ReportOutbox } from "./report-queue";
 import { KvrouteStream } from "./stream";
+import { ThreadSlot } from "./thread-slot";
 
 export class VmState {
   /** The configuration of the root context whose stream (or tick) is running now. */
   config: PluginConfig = new PluginConfig();
-  /** This VM's index in the `kvr.un.<t>` key space: claimed once per VM, -1 before. */
-  thread: i32 = -1;
+  /** This VM's slot in the `kvr.un.<t>` key space and its lease on it (thread-slot.ts). */
+  slot: ThreadSlot = new ThreadSlot();
   /** Token of the shared queue the leader drains for reports; 0 when unavailable. */
   reportQueue: u32 = 0;
   hasher: RequestHasher = new RequestHasher();
@@ -58,14 +59,22 @@ export class VmState {
    */
   bodiesReachWaitingHeaders: Set<PluginConfig> = new Set();
 
+  /** This VM's index in the `kvr.un.<t>` key space: -1 while it holds none. */
+  get thread(): i32 {
+    return this.slot.index;
+  }
+
   /** The configuration stream `id` runs with. */
   configOf(id: u32, fallback: PluginConfig): PluginConfig {
     return this.streamConfigs.has(id) ? this.streamConfigs.get(id) : fallback;
   }
 
-  /** This VM's requests into kvr.un.<t>: after every change, so the other VMs decide with them. */
+  /**
+   * This VM's requests into kvr.un.<t>: after every change, so the other VMs decide with them.
+   * Only while its lease on slot t is unexpired: once it lapsed another VM may hold t.
+   */
   publishQueue(now: u64): void {
-    if (this.thread >= 0) writeUnseen(this.thread, this.queue, now, this.unseenOut);
+    if (this.slot.holds(now)) writeUnseen(this.slot.index, this.queue, now, this.unseenOut);
   }
 
   /** The other VMs' requests (kvr.un.<t>) and the leader's reported share (kvr.ifr), before a decision. */

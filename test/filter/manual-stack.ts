@@ -6,9 +6,8 @@ import { pino } from "pino";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
 import { createHost, type Host, type HttpStream, headers } from "../../host/index.ts";
-import type { WasmThread } from "../../host/thread.ts";
+import { startInParallel, WasmThread } from "../../host/thread.ts";
 import { RecordingSink } from "../host/testing.ts";
-import { pollers } from "./fake-control-plane.ts";
 import { type FakeEngine, pluginConfigFor, QWEN, startEngine, TOKEN, until } from "./harness.ts";
 
 const WASM = new URL("../../build/kvroute.wasm", import.meta.url).pathname;
@@ -18,6 +17,8 @@ export interface ManualStack {
   engine: FakeEngine;
   host: Host;
   clock: { now: number };
+  /** Every VM of the gateway now: host.vms(), or with `parallelStart` the workers started together. */
+  readonly vms: WasmThread[];
   /** The VM whose root context holds the lease after start-up. */
   leader: WasmThread;
   /** One tick of `vms` (default all), then 20 ms (one tick period) of clock. */
@@ -25,7 +26,16 @@ export interface ManualStack {
   close(): Promise<void>;
 }
 
-export async function startManualStack(threads = 2): Promise<ManualStack> {
+export interface ManualStackOptions {
+  /**
+   * Start `threads` worker VMs together, as Envoy's workers configure theirs (startInParallel:
+   * every VM's start-up reads shared data as it was before any of them wrote), with no main-thread
+   * VM. Default: the main-thread VM, then the workers, one after another (createHost).
+   */
+  parallelStart?: boolean;
+}
+
+export async function startManualStack(threads = 2, o: ManualStackOptions = {}): Promise<ManualStack> {
   const engine = await startEngine([0, 1, 2, 3]);
   const cfg = parseConfig(
     {
@@ -50,7 +60,8 @@ export async function startManualStack(threads = 2): Promise<ManualStack> {
   const clock = { now: 9_000_000 };
   const host = createHost({
     wasm: WASM,
-    threads,
+    threads: o.parallelStart ? 0 : threads,
+    mainThread: !o.parallelStart,
     vmId: "kvroute",
     rootId: "kvroute",
     pluginConfig: pluginConfigFor(cp.url),
@@ -59,8 +70,21 @@ export async function startManualStack(threads = 2): Promise<ManualStack> {
     ticks: "manual",
     clock: () => clock.now,
   });
+  // With parallelStart, the workers are this test's own VMs: the host's lists do not hold them.
+  const parallel = o.parallelStart
+    ? Array.from({ length: threads }, (_, k) => new WasmThread(host.core, k, `worker_${k}`))
+    : null;
+  if (parallel !== null) {
+    try {
+      startInParallel(parallel);
+    } catch (e) {
+      host.close();
+      for (const t of parallel) t.close();
+      throw e;
+    }
+  }
   const round = (vms?: WasmThread[]) => {
-    host.tick({ vms });
+    host.tick({ vms: vms ?? parallel ?? undefined });
     clock.now += 20;
   };
   cp.publish();
@@ -70,17 +94,23 @@ export async function startManualStack(threads = 2): Promise<ManualStack> {
     const v = host.sharedData("kvr.sync");
     return v !== null && Buffer.from(v.value).readBigUInt64LE(8) >= want;
   }, "the gateway synced");
-  const [leader] = pollers(host);
+  const [leader] = (parallel ?? host.vms()).filter((t) =>
+    [...t.httpCalls.values()].some((c) => c.path.startsWith("/v1/sync")),
+  );
   if (leader === undefined) throw new Error("no leader");
   return {
     cp,
     engine,
     host,
     clock,
+    get vms() {
+      return parallel ?? host.vms();
+    },
     leader,
     round,
     async close() {
       host.close();
+      for (const t of parallel ?? []) t.close();
       await cp.stop();
       engine.server.closeAllConnections();
       await new Promise((r) => engine.server.close(r));
