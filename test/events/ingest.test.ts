@@ -10,7 +10,7 @@ import type { ReplayResult } from "../../control-plane/src/events/replay-client.
 import { newRankStats, ThrottledLog } from "../../control-plane/src/events/stats.ts";
 import type { EventSink } from "../../control-plane/src/events/types.ts";
 import { RecordingSink, until } from "./harness.ts";
-import { batch, range, storedArray } from "./msgspec.ts";
+import { batch, LATER_TS, range, storedArray } from "./msgspec.ts";
 
 const T = Buffer.from("kv");
 const quiet = pino({ level: "silent" });
@@ -64,7 +64,7 @@ describe("RankIngest restarts", () => {
 });
 
 /** Another engine process: same numbers, other content (its clock is later). */
-const other = (seq: number, ts = 2e9) =>
+const other = (seq: number, ts = LATER_TS) =>
   batch([storedArray({ hashes: [5000 + seq], tokens: range(0, 4), blockSize: 4 })], 0, ts);
 const otherFrames = (seq: number, ts?: number) => [T, encodeSeq(seq), other(seq, ts)];
 const otherReplayed = (seqs: number[]) => seqs.map((seq) => ({ seq, topic: T, payload: other(seq) }));
@@ -306,7 +306,7 @@ describe("RankIngest replay path", () => {
 
   it("detects an engine that restarted unseen and passed our last number (replay probe)", async () => {
     const newEngine = (seq: number) =>
-      batch([storedArray({ hashes: [1000 + seq], tokens: range(0, 4), blockSize: 4 })], 0, 2e9);
+      batch([storedArray({ hashes: [1000 + seq], tokens: range(0, 4), blockSize: 4 })], 0, LATER_TS);
     const calls: number[] = [];
     const { ingest, stats, sink } = make(async (from) => {
       calls.push(from);

@@ -199,6 +199,11 @@ export function removedMap(hashes: (number | bigint)[], extra: Record<string, Va
 export const clearedArray: Value[] = ["AllBlocksCleared"];
 export const clearedMap: Value = { type: "AllBlocksCleared" };
 
+/** A later stamp than `batch`'s default: another engine process, started after the first.
+ * Still in the past: a stamp more than a day ahead of the control plane's clock is refused
+ * (control-plane/src/events/batch-clock.ts). */
+export const LATER_TS = 1_750_000_000.5;
+
 /** `[ts, events, rank]`, or the 2-element form when rank is undefined. */
 export function batch(events: Value[], rank?: number | null, ts = 1_700_000_000.25): Buffer {
   return encode(rank === undefined ? [new F64(ts), events] : [new F64(ts), events, rank]);

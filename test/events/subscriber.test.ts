@@ -14,7 +14,17 @@ import {
 import { EventsSupervisor } from "../../control-plane/src/events/supervisor.ts";
 import type { BlockRemoved, BlockStored } from "../../control-plane/src/events/types.ts";
 import { RecordingSink, TestEngine, until } from "./harness.ts";
-import { batch, clearedArray, encode, F64, range, removedArray, storedArray, storedMap } from "./msgspec.ts";
+import {
+  batch,
+  clearedArray,
+  encode,
+  F64,
+  LATER_TS,
+  range,
+  removedArray,
+  storedArray,
+  storedMap,
+} from "./msgspec.ts";
 
 const quiet = pino({ level: "silent" });
 const BIG = 0xffff_ffff_ffff_fff0n;
@@ -224,8 +234,9 @@ describe("RankSubscriber over real ZMQ", () => {
     await engine.publish(1, batch([stored(2, 1)], 0));
     await until(() => sub.stats.lastSeq === 1);
     engine.buffer.length = 0; // the engine restarted; we heard none of its first batches
-    for (let s = 0; s < 4; s++) await engine.publish(s, batch([stored(50 + s)], 0, 2e9), { live: false });
-    await engine.publish(4, batch([stored(54)], 0, 2e9));
+    for (let s = 0; s < 4; s++)
+      await engine.publish(s, batch([stored(50 + s)], 0, LATER_TS), { live: false });
+    await engine.publish(4, batch([stored(54)], 0, LATER_TS));
     await until(() => sub.stats.lastSeq === 4 && !sub.stats.replaying);
     expect(sink.trace()).toEqual([
       "0:BlockStored",
@@ -313,9 +324,9 @@ describe("RankSubscriber over real ZMQ", () => {
     await until(() => sub.stats.lastSeq === 2);
     // The new engine's first batches went out while we reconnected (lost to us); the first we
     // read is numbered exactly as the old stream's next.
-    const lost = range(0, 3).map((seq) => ({ seq, payload: batch([stored(100 + seq)], 0, 2e9) }));
+    const lost = range(0, 3).map((seq) => ({ seq, payload: batch([stored(100 + seq)], 0, LATER_TS) }));
     const next = await restart(engine, lost);
-    const three = batch([stored(103, 102)], 0, 2e9);
+    const three = batch([stored(103, 102)], 0, LATER_TS);
     next.buffer.push({ seq: 3, payload: three });
     await until(
       async () => {
@@ -557,9 +568,9 @@ describe("central subscriber: an engine restarts while another keeps streaming",
       "the replay port",
     );
     const next = restarted.engine as TestEngine;
-    for (const seq of [0, 1, 2]) next.buffer.push({ seq, payload: batch([stored(30 + seq)], 0, 2e9) });
+    for (const seq of [0, 1, 2]) next.buffer.push({ seq, payload: batch([stored(30 + seq)], 0, LATER_TS) });
     next.pub.connect(bound);
-    await send(next, 3, batch([stored(33)], 0, 2e9), subA);
+    await send(next, 3, batch([stored(33)], 0, LATER_TS), subA);
     await send(b, 3, batch([stored(23)], 0), subB);
 
     const bySlot = (slot: string) =>

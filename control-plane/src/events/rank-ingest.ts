@@ -13,6 +13,7 @@
 // A new subscription asks the engine for everything it still holds, so an idle engine's
 // cache is known without waiting for it to publish. The rules: docs/kv-events.md.
 
+import { plausibleBatchTs } from "./batch-clock.ts";
 import { type BatchResult, decodeBatch } from "./batch-decoder.ts";
 import { type LiveMessage, parseLiveMessage } from "./frames.ts";
 import { PendingQueue } from "./pending-queue.ts";
@@ -22,8 +23,9 @@ import { bump, type DropReason, type RankStats, type ThrottledLog } from "./stat
 import { StreamHistory } from "./stream-history.ts";
 import type { BatchMeta, EventSink, RankResetReason, ScannedBatch } from "./types.ts";
 
-/** A payload as read: decoded into events, or scanned whole by the sink's fast path. */
-type ReadBatch = BatchResult | { ok: true; scanned: ScannedBatch };
+/** A payload as read: decoded into events, scanned whole by the sink's fast path, or refused
+ * for a timestamp no engine can send (batch-clock.ts). */
+type ReadBatch = BatchResult | { ok: true; scanned: ScannedBatch } | { ok: false; error: "batch_ts" };
 
 export interface RankIngestOptions {
   slotKey: string;
@@ -466,8 +468,18 @@ export class RankIngest {
     }
   }
 
-  /** The sink's fast path reads the payload when it can; the JavaScript decoder otherwise. */
+  /** The sink's fast path reads the payload when it can; the JavaScript decoder otherwise. A
+   * batch stamped with a time no engine can send is refused whole (batch-clock.ts), before
+   * its stamp can become the step-back check's reference. Against the wall clock, not
+   * `o.now`: that one stamps receipts, and tests fix it. */
   private read(payload: Buffer): ReadBatch {
+    const decoded = this.scanOrDecode(payload);
+    if (decoded.ok && !plausibleBatchTs(batchTs(decoded), Date.now()))
+      return { ok: false, error: "batch_ts" };
+    return decoded;
+  }
+
+  private scanOrDecode(payload: Buffer): BatchResult | { ok: true; scanned: ScannedBatch } {
     const scan = this.o.sink.scanBatch;
     if (scan !== undefined) {
       try {

@@ -16,6 +16,8 @@ export type DropReason =
   | "msgpack"
   | "batch_shape"
   | "batch_rank"
+  /** A batch timestamp no engine can send (batch-clock.ts). */
+  | "batch_ts"
   | "rank_mismatch"
   // single events
   | EventError
