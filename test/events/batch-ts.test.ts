@@ -7,8 +7,8 @@ import { describe, expect, it } from "vitest";
 import { MAX_BATCH_TS_AHEAD_MS } from "../../control-plane/src/events/batch-clock.ts";
 import type { EventSink, ScannedBatch } from "../../control-plane/src/events/types.ts";
 import type { RecordingSink } from "./harness.ts";
-import { frames, makeIngest, payload, T } from "./ingest-kit.ts";
-import { encode, F64, range, storedArray } from "./msgspec.ts";
+import { frames, makeIngest, payload, replayed, T } from "./ingest-kit.ts";
+import { batch, encode, F64, range, storedArray } from "./msgspec.ts";
 
 const stored = (h: number) => storedArray({ hashes: [h], tokens: range(0, 4), blockSize: 4 });
 
@@ -88,6 +88,22 @@ describe("batch timestamps a real engine cannot send", () => {
     expect(stats.dropped).toEqual({ batch_ts: 1 });
     expect(stats.storedBlocks).toBe(2);
     expect(stats.lastBatchTs).toBe(1_700_000_001);
+  });
+
+  it("refuses it in a replay's answer too, counted once", async () => {
+    const bad = batch([stored(1)], 0, 1e300);
+    const { ingest, stats, sink } = makeIngest(async () => ({
+      ok: true,
+      batches: [...replayed([0]), { seq: 1, topic: T, payload: bad }, ...replayed([2])],
+    }));
+    ingest.connected(); // a new subscription: catch-up from 0
+    await ingest.idle();
+    ingest.onFrames(frames(1, bad)); // its live copy, late: a duplicate
+    ingest.onFrames(frames(3));
+    await ingest.idle();
+    expect((sink as RecordingSink).trace()).toEqual(["0:BlockStored", "2:BlockStored", "3:BlockStored"]);
+    expect(stats.dropped).toEqual({ batch_ts: 1, duplicate: 1 });
+    expect(stats.resets).toEqual({ gap: 0, restart: 0 });
   });
 });
 

@@ -57,8 +57,16 @@ export class RankIngest {
   private readonly pending = new PendingQueue<Queued>();
   private arrivals = 0;
   private replaying = false;
-  /** Start of the last replay while its queue drains: lower sequences there are duplicates. */
-  private dedupeFrom: number | null = null;
+  /**
+   * What the last replay delivered, [from, through]: live copies of those batches are
+   * duplicates, not an engine restart. The engine answers a replay from memory at once, while
+   * live copies of the same batches may still be on their way through the PUB socket, and
+   * arrive after the queue has drained; so the window stays open until a live batch past
+   * `through` is applied. Live messages read after the answer (arrival ≥ answeredAt) must
+   * match what was applied where we remember it: another content under a replayed number is a
+   * newer engine.
+   */
+  private dedupe: { from: number; through: number; answeredAt: number } | null = null;
   /** Set between a replay's end and the queue being empty: a further hole resets, so an engine
    * that cannot fill it never loops us through replays. */
   private afterReplay = false;
@@ -163,7 +171,7 @@ export class RankIngest {
     this.tracker.restart();
     this.history.clear();
     this.lastTs = null;
-    this.dedupeFrom = null;
+    this.dedupe = null;
   }
 
   /** The engine restarted: drop this rank's index and start over with `q` as a first batch. */
@@ -176,7 +184,7 @@ export class RankIngest {
   /** Handles one live message; returns false if it started a replay (the message is queued). */
   private process(q: Queued): boolean {
     const { seq } = q.msg;
-    const action = this.tracker.classify(seq, this.dedupeFrom);
+    const action = this.tracker.classify(seq, this.dedupe?.from ?? null);
     switch (action.kind) {
       case "apply": {
         const decoded = this.read(q.msg.payload);
@@ -195,10 +203,10 @@ export class RankIngest {
       case "duplicate": {
         // The same number with other content is not a redelivery: the engine restarted after
         // publishing as many batches as before (e.g. one), so the number alone cannot tell.
-        const last = this.history.last;
-        if (this.dedupeFrom === null && last?.seq === seq && !last.payload.equals(q.msg.payload)) {
-          return this.restartWith(q);
-        }
+        // Messages queued before a replay answered are not compared: the engine that answered
+        // speaks for the stream, and those may be a dead engine's last words.
+        const compare = this.dedupe === null || q.arrival >= this.dedupe.answeredAt;
+        if (compare && this.history.matches(seq, q.msg.payload) === false) return this.restartWith(q);
         this.drop("duplicate", { seq }, "duplicate KV event batch");
         return true;
       }
@@ -286,6 +294,8 @@ export class RankIngest {
   }
 
   private finishReplay(verify: boolean, from: number, requestedAfter: number, result: ReplayResult): void {
+    // What is read from here on was sent after the engine answered (see `dedupe`).
+    const answeredAt = this.arrivals;
     const batches = result.batches;
     this.o.stats.replays.replayedBatches += batches.length;
     const failure = result.ok ? null : result.reason;
@@ -330,7 +340,8 @@ export class RankIngest {
     }
     this.replaying = false;
     this.o.stats.replaying = false;
-    this.dedupeFrom = from;
+    const through = this.tracker.lastSeen;
+    this.dedupe = through === null ? null : { from, through, answeredAt };
     this.afterReplay = true;
     if (this.suspect) this.resync(null);
     else this.drain();
@@ -398,7 +409,6 @@ export class RankIngest {
       }
     }
     this.o.stats.pending = 0;
-    this.dedupeFrom = null;
     this.afterReplay = false;
   }
 
@@ -427,6 +437,8 @@ export class RankIngest {
   ): void {
     this.tracker.advance(seq);
     this.history.add(seq, payload);
+    // The live stream has passed what the last replay delivered: its copies are all behind us.
+    if (!replayed && this.dedupe !== null && seq > this.dedupe.through) this.dedupe = null;
     const s = this.o.stats;
     s.lastSeq = seq;
     if (!decoded.ok) {

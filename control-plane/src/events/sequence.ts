@@ -2,9 +2,10 @@
 //
 // The engine numbers batches 0, 1, 2, … per publisher and starts again at 0 when it restarts.
 // Live PUB/SUB never redelivers, so on the live path a number below the last one seen means a
-// new engine; the same number again is a duplicate. Messages buffered while a replay ran are
-// different: replay already delivered them, so there a lower number is a duplicate as long as
-// it lies in the range the replay covered.
+// new engine; the same number again is a duplicate. Messages buffered while a replay ran, and
+// live copies of replayed batches that arrive after its answer, are different: replay already
+// delivered them, so there a lower number is a duplicate as long as it lies in the range the
+// replay covered (RankIngest says how long that range holds).
 
 export type SeqAction =
   | { kind: "apply" }
@@ -26,8 +27,8 @@ export class SequenceTracker {
   }
 
   /**
-   * @param replayFrom when the message was buffered during a replay that started at this
-   *   sequence: numbers in [replayFrom, expected) are duplicates rather than a restart.
+   * @param replayFrom while a replay that started at this sequence is recent (its queue, its
+   *   late live copies): numbers in [replayFrom, expected) are duplicates rather than a restart.
    */
   classify(seq: number, replayFrom: number | null = null): SeqAction {
     const next = this.next;
