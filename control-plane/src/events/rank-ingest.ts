@@ -12,6 +12,10 @@
 // endpoint, replay failed, or the missing batches left the engine's buffer) clears the rank.
 // A new subscription asks the engine for everything it still holds, so an idle engine's
 // cache is known without waiting for it to publish. The rules: docs/kv-events.md.
+//
+// A replay's answer and the queue after it are applied in slices (slices.ts): an engine's
+// buffer holds up to 10 000 batches, and the event loop must keep serving meanwhile. Live
+// messages arriving until the queue is empty are queued behind it, so the order holds.
 
 import { plausibleBatchTs } from "./batch-clock.ts";
 import { type BatchResult, decodeBatch } from "./batch-decoder.ts";
@@ -19,6 +23,7 @@ import { type LiveMessage, parseLiveMessage } from "./frames.ts";
 import { PendingQueue } from "./pending-queue.ts";
 import type { ReplayedBatch, ReplayFn, ReplayResult } from "./replay-client.ts";
 import { SequenceTracker } from "./sequence.ts";
+import { Slicer } from "./slices.ts";
 import { bump, type DropReason, type RankStats, type ThrottledLog } from "./stats.ts";
 import { StreamHistory } from "./stream-history.ts";
 import type { BatchMeta, EventSink, RankResetReason, ScannedBatch } from "./types.ts";
@@ -56,6 +61,8 @@ export class RankIngest {
   private readonly now: () => number;
   private readonly pending = new PendingQueue<Queued>();
   private arrivals = 0;
+  /** From a replay request until its answer and the queue behind it are applied: live
+   * messages are queued meanwhile (stats.replaying mirrors it). */
   private replaying = false;
   /**
    * What the last replay delivered, [from, through]: live copies of those batches are
@@ -260,7 +267,10 @@ export class RankIngest {
         this.reset("gap", { reason: "reconnected without a replay endpoint to check" });
         this.clearStream();
       }
-      this.drain();
+      // Held only since the message that called us (each one settles the doubt at once): at
+      // most a few, applied now.
+      for (let q = this.pending.shift(); q !== undefined; q = this.pending.shift()) this.process(q);
+      this.o.stats.pending = 0;
       return;
     }
     const verify = this.tracker.expected !== null;
@@ -277,7 +287,7 @@ export class RankIngest {
       }
       if (this.stopped) return;
       try {
-        this.finishReplay(verify, from, requestedAfter, result);
+        await this.finishReplay(verify, from, requestedAfter, result);
       } catch (err) {
         // As in onFrames: never let a bug become an unhandled rejection (a process exit).
         this.replaying = false;
@@ -293,20 +303,25 @@ export class RankIngest {
     this.inFlight = done;
   }
 
-  private finishReplay(verify: boolean, from: number, requestedAfter: number, result: ReplayResult): void {
+  private async finishReplay(
+    verify: boolean,
+    from: number,
+    requestedAfter: number,
+    result: ReplayResult,
+  ): Promise<void> {
     // What is read from here on was sent after the engine answered (see `dedupe`).
     const answeredAt = this.arrivals;
     const batches = result.batches;
     this.o.stats.replays.replayedBatches += batches.length;
     const failure = result.ok ? null : result.reason;
     if (!verify) {
-      this.finishCatchUp(from, requestedAfter, result.ok, batches, failure);
+      await this.finishCatchUp(from, requestedAfter, result.ok, batches, failure);
     } else if (!result.ok) {
       // Neither the engine's identity nor what we missed can be known.
       this.replayFailed(from, failure, batches.length);
       this.reset("gap", { from, failure });
       this.clearStream();
-      this.applyReplayed(batches);
+      await this.applyReplayed(batches);
     } else {
       const ours = batches.filter((b) => b.topic === null || this.topicMatches(b.topic));
       const verdict = this.history.verdict(ours, this.tracker.lastSeen as number);
@@ -316,18 +331,17 @@ export class RankIngest {
         if (from !== 0) {
           // Its first batches are below what we asked for: fetch the new engine from 0.
           this.rebuilding = true;
-          this.replaying = false;
           this.resync(null);
           return;
         }
         this.o.stats.replays.ok++;
-        this.applyReplayed(batches);
         this.dropStale(requestedAfter);
+        await this.applyReplayed(batches);
       } else if (verdict === "unknown") {
         this.replayFailed(from, "buffer moved past our last batch", batches.length);
         this.reset("gap", { from, first: batches[0]?.seq ?? null });
         this.clearStream();
-        this.applyReplayed(batches);
+        await this.applyReplayed(batches);
       } else {
         const lastSeq = this.tracker.lastSeen as number;
         const next = batches.find((b) => b.seq > lastSeq);
@@ -335,37 +349,36 @@ export class RankIngest {
         // next number, or the ones between left its buffer (buffer_steps).
         if (next === undefined || next.seq === lastSeq + 1) this.o.stats.replays.ok++;
         else this.replayFailed(lastSeq + 1, "missing batches left the buffer", batches.length);
-        this.applyReplayed(batches);
+        await this.applyReplayed(batches);
       }
     }
-    this.replaying = false;
-    this.o.stats.replaying = false;
+    if (this.stopped) return;
     const through = this.tracker.lastSeen;
     this.dedupe = through === null ? null : { from, through, answeredAt };
     this.afterReplay = true;
     if (this.suspect) this.resync(null);
-    else this.drain();
+    else await this.drain();
   }
 
   /** Applies a catch-up from 0 (a new subscription, or the new engine after a restart). */
-  private finishCatchUp(
+  private async finishCatchUp(
     from: number,
     requestedAfter: number,
     ok: boolean,
     batches: ReplayedBatch[],
     failure: string | null,
-  ): void {
+  ): Promise<void> {
     const first = batches[0];
     // Covered when it starts at the beginning; an engine that has published nothing answers
     // with the end marker alone.
     if (ok && (first === undefined || first.seq <= from)) this.o.stats.replays.ok++;
     else this.replayFailed(from, failure ?? "first batches left the buffer", batches.length);
-    // Nothing is reset either way: the index holds nothing for this rank yet.
-    this.applyReplayed(batches);
     if (this.rebuilding) {
       this.rebuilding = false;
       this.dropStale(requestedAfter);
     }
+    // Nothing is reset either way: the index holds nothing for this rank yet.
+    await this.applyReplayed(batches);
   }
 
   private replayFailed(from: number, failure: string | null, got: number): void {
@@ -373,11 +386,17 @@ export class RankIngest {
     this.log("replay", { from, failure, got }, "KV event replay could not cover what was missing");
   }
 
-  /** Applies replayed batches in order after what the tracker has seen; a hole resets once. */
-  private applyReplayed(batches: ReplayedBatch[]): void {
+  /** Applies replayed batches in order after what the tracker has seen, in slices; a hole
+   * resets once. Live messages meanwhile are queued (`replaying` is still set). */
+  private async applyReplayed(batches: ReplayedBatch[]): Promise<void> {
     let holeReset = false;
     const receivedAt = this.now();
+    const slicer = new Slicer();
     for (const b of batches) {
+      if (slicer.due()) {
+        await slicer.yield();
+        if (this.stopped) return;
+      }
       if (b.topic !== null && !this.topicMatches(b.topic)) {
         this.drop("topic", {}, "replayed KV event topic does not match the subscription");
         continue;
@@ -400,16 +419,32 @@ export class RankIngest {
     this.o.stats.pending = this.pending.size;
   }
 
-  private drain(): void {
-    for (let q = this.pending.shift(); q !== undefined; q = this.pending.shift()) {
-      if (!this.process(q)) {
-        // A new replay started and put q back in front; it resumes the drain later.
+  /**
+   * Applies the messages held during a replay, in slices; what arrives meanwhile queues
+   * behind them. Stops early when one of them starts a new replay (it put that message back
+   * in front and drains again after) or the connection dropped meanwhile (checked first).
+   */
+  private async drain(): Promise<void> {
+    const slicer = new Slicer();
+    while (this.pending.size > 0) {
+      if (slicer.due()) {
+        this.o.stats.pending = this.pending.size;
+        await slicer.yield();
+        if (this.stopped) return;
+        if (this.suspect) {
+          this.resync(null);
+          return;
+        }
+      }
+      if (!this.process(this.pending.shift() as Queued)) {
         this.o.stats.pending = this.pending.size;
         return;
       }
     }
     this.o.stats.pending = 0;
     this.afterReplay = false;
+    this.replaying = false;
+    this.o.stats.replaying = false;
   }
 
   private reset(reason: RankResetReason, fields: Record<string, unknown>): void {

@@ -56,6 +56,7 @@ export interface RankStats {
   missedBatches: number;
   replays: { ok: number; failed: number; replayedBatches: number };
   resets: Record<RankResetReason, number>;
+  /** A replay in flight, or its answer and the messages held meanwhile still being applied. */
   replaying: boolean;
   pending: number;
 }
