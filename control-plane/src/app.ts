@@ -2,13 +2,13 @@
 // reports) → model (slot table, prefix index, load) → publication (shared-data images in the
 // sync log, the HTTP API). Data flows one way; only this file knows all the parts.
 import { randomBytes } from "node:crypto";
-import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { type Logger, pino } from "pino";
 import { dashboardRoutes } from "./api/dashboard/routes.ts";
-import { createHttpServer, sendJson } from "./api/http-server.ts";
+import { createHttpServer, type HttpServer, sendJson } from "./api/http-server.ts";
 import { buildMetrics } from "./api/prometheus.ts";
 import { registerEppMetrics } from "./api/prometheus-epp.ts";
+import { registerHttpMetrics } from "./api/prometheus-http.ts";
 import { registerReplicaMetrics } from "./api/prometheus-replicas.ts";
 import { ReportStats } from "./api/report-stats.ts";
 import { buildStatus } from "./api/status.ts";
@@ -211,7 +211,7 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     adapters,
   };
   const metrics = buildMetrics(statusInput);
-  const server: Server = createHttpServer(
+  const server: HttpServer = createHttpServer(
     {
       "GET /v1/sync": createSyncHandler({
         log,
@@ -253,7 +253,9 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
       },
     },
     logger,
+    cfg.http,
   );
+  registerHttpMetrics(metrics, server.stats);
   const ready = () => published && fleet.ranksResolved() && slots.present().length > 0;
 
   const [host, port] = splitHostPort(opts.listen ?? cfg.listen);

@@ -4,6 +4,7 @@
 import { existsSync } from "node:fs";
 import { isIP } from "node:net";
 import { z } from "zod";
+import { HTTP_LIMIT_DEFAULTS } from "../api/http-limits.ts";
 
 const hostPort = z
   .string()
@@ -408,6 +409,22 @@ const syncSchema = z.strictObject({
   deltaLogVersions: z.number().int().min(16).max(10_000_000).default(100_000),
 });
 
+/** What one HTTP client may hold of the listener (api/http-limits.ts says why these defaults). */
+const httpSchema = z
+  .strictObject({
+    /** Connections open at once; past it new ones are closed as soon as accepted. */
+    maxConnections: z.number().int().min(1).max(1_000_000).default(HTTP_LIMIT_DEFAULTS.maxConnections),
+    /** Time a client has to send a request's headers. */
+    headersTimeoutMs: z.number().int().min(100).max(600_000).default(HTTP_LIMIT_DEFAULTS.headersTimeoutMs),
+    /** Time a client has to send a whole request, body included (not the answer: long polls are unaffected). */
+    requestTimeoutMs: z.number().int().min(100).max(3_600_000).default(HTTP_LIMIT_DEFAULTS.requestTimeoutMs),
+  })
+  // Node refuses a headers timeout longer than the whole request's.
+  .refine((h) => h.headersTimeoutMs <= h.requestTimeoutMs, {
+    message: "headersTimeoutMs must not exceed requestTimeoutMs",
+    path: ["headersTimeoutMs"],
+  });
+
 /** A file the process must be able to read (TLS material): checked when the configuration loads. */
 const readableFile = z
   .string()
@@ -514,6 +531,7 @@ export const configSchema = z
     cache: cacheSchema.default(cacheSchema.parse({})),
     load: loadSchema.default(loadSchema.parse({})),
     sync: syncSchema.default(syncSchema.parse({})),
+    http: httpSchema.default(httpSchema.parse({})),
     epp: eppSchema.optional(),
     nats: natsSchema.optional(),
   })
