@@ -58,10 +58,24 @@ async function chat(g: Gateway, session: string, system: string): Promise<string
 
 describe("session affinity across gateways", () => {
   it("continues a session started on gateway A on its rank when its next request goes to gateway B", async () => {
-    // The first turns at once: A's own unanswered requests spread them (one after another, each
-    // would follow A's order of equal slots and, on an unchanged load image, take the same rank).
+    // The first turns at once, and the engine answers none until all have arrived: A's own
+    // unanswered requests spread them (one after another, each would follow A's order of equal
+    // slots and, on an unchanged load image, take the same rank). Holding the answers makes the
+    // overlap certain; without it a loaded machine could answer each before the next is routed.
+    const engine = stack.engines[0] as (typeof stack.engines)[number];
+    const held: Array<() => void> = [];
+    engine.reply = (res, hit) => {
+      const rank = hit.headers["x-data-parallel-rank"];
+      held.push(() =>
+        res
+          .writeHead(200, { "content-type": "application/json" })
+          .end(JSON.stringify({ engine: engine.address, rank: typeof rank === "string" ? rank : null })),
+      );
+      if (held.length === SESSIONS) for (const answer of held.splice(0)) answer();
+    };
     const ids = Array.from({ length: SESSIONS }, (_, i) => `conv-${i}`);
     const firsts = await Promise.all(ids.map((id, i) => chat(stack.gateway, id, `first ${i}`)));
+    engine.reply = undefined;
     const ranks = new Map(ids.map((id, i) => [id, firsts[i] as string]));
     // A's leader reports the sessions; the control plane learns them and publishes them to B.
     await until(() => stack.cp.sessions.size >= SESSIONS, "the control plane to learn the sessions");
