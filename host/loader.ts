@@ -3,7 +3,9 @@
 // against the host's table (missing → "missing import", different signature → "import type
 // mismatch", imported globals are refused), then malloc (or proxy_on_memory_allocate). Node's
 // WebAssembly.Module.imports() carries no types, so the type and import sections are read here.
+// The module is compiled with Envoy's 1 GiB cap on its memory (memory-cap.ts).
 import { HOST_SIGNATURES, type Signature, type ValType } from "./abi/signatures.ts";
+import { capMemory } from "./memory-cap.ts";
 
 export class WasmLoadError extends Error {}
 
@@ -121,7 +123,7 @@ export interface CheckedModule {
 export function checkModule(code: Uint8Array): CheckedModule {
   let module: WebAssembly.Module;
   try {
-    module = new WebAssembly.Module(code as Uint8Array<ArrayBuffer>);
+    module = new WebAssembly.Module(capMemory(code) as Uint8Array<ArrayBuffer>);
   } catch {
     throw new WasmLoadError("Failed to load Wasm bytecode");
   }
