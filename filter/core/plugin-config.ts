@@ -43,6 +43,21 @@ export class PluginConfig {
   seed: u32 = 0;
 }
 
+/**
+ * The largest maxBodyBytes (64 MiB). Envoy's V8 caps a VM's memory at 1 GiB (proxy-wasm-cpp-host
+ * PROXY_WASM_HOST_MAX_WASM_MEMORY_SIZE_BYTES); past it memory.grow fails and AssemblyScript
+ * aborts: a trap, an outage. Routing a chat body of n bytes holds the body (the host's copy, a
+ * managed ArrayBuffer the incremental GC frees only some requests later) and the rendered stream
+ * (a reused buffer that doubling grows to 2n while the old one is still held; maxStream caps the
+ * stream at 2n). Measured with the shipped module in the Node host under the same cap
+ * (host/memory-cap.ts), as the smallest memory that routes: one chat body needs 4.2n (a
+ * completion 2.1n); bursts of them back to back, with or without ticks between, 8.5–9.5n —
+ * 547–615 MiB at 64 MiB, for one long message, 65535 short ones or 60000 even ones, chunkSize
+ * 128 or 16. At 128 MiB the 13th body of a burst traps, at 256 MiB the first. 64 MiB leaves
+ * 400 MiB (1.7×) for the working set and for templates that render longer.
+ */
+export const MAX_BODY_BYTES: u32 = 64 << 20;
+
 /** InferencePool allows 8 target ports per pod; a longer list would only repeat the pool. */
 export const MAX_DESTINATION_FALLBACKS: u32 = 7;
 
@@ -227,8 +242,15 @@ function topField(c: Cursor, key: string, path: string): void {
   if (key === "controlPlane") c.object(path, controlPlaneField);
   else if (key === "tickMs") b.tickMs = positive(c, path, 60000);
   else if (key === "reportMs") b.reportMs = positive(c, path, 600000);
-  else if (key === "maxBodyBytes") b.maxBodyBytes = positive(c, path, 1 << 30);
-  else if (key === "usageScanBytes") {
+  else if (key === "maxBodyBytes") {
+    const v = c.uint(path, 0xffffffff);
+    if (v > <i64>MAX_BODY_BYTES)
+      c.fail(
+        `${path}: at most ${MAX_BODY_BYTES} (64 MiB): a larger body does not fit the VM's 1 GiB of memory`,
+      );
+    else if (v === 0) c.fail(`${path}: must be at least 1`);
+    b.maxBodyBytes = v < 0 ? 0 : <u32>v;
+  } else if (key === "usageScanBytes") {
     const v = c.uint(path, 1 << 30);
     b.usageScanBytes = v < 0 ? 0 : <u32>v;
   } else if (key === "gatewayId") {

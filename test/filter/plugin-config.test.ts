@@ -3,6 +3,7 @@
 // instead of running with a default the operator did not ask for.
 import { describe, expect, it } from "vitest";
 import { createHost, type LogRecord } from "../../host/index.ts";
+import { counter, passThrough, startStack, synced, until } from "./harness.ts";
 
 const WASM = new URL("../../build/kvroute.wasm", import.meta.url).pathname;
 
@@ -80,7 +81,8 @@ describe("plugin configuration", () => {
     ["usageScanBytes past 1 GiB", '{"usageScanBytes":1073741825}', "usageScanBytes"],
     ["usageScanBytes negative", '{"usageScanBytes":-1}', "usageScanBytes"],
     ["usageScanBytes as a string", '{"usageScanBytes":"16"}', "usageScanBytes"],
-    ["maxBodyBytes past 1 GiB", '{"maxBodyBytes":1073741825}', "maxBodyBytes"],
+    ["maxBodyBytes past 64 MiB", '{"maxBodyBytes":67108865}', "maxBodyBytes: at most 67108864"],
+    ["maxBodyBytes past 32 bits", '{"maxBodyBytes":4294967296}', "maxBodyBytes"],
     ["maxBodyBytes in exponent form", '{"maxBodyBytes":4e6}', "maxBodyBytes"],
     ["inferencePaths not an array", '{"inferencePaths":"/v1/completions"}', "inferencePaths"],
     ["inferencePaths empty", '{"inferencePaths":[]}', "inferencePaths: at least one path"],
@@ -110,4 +112,53 @@ describe("plugin configuration", () => {
     expect(line, config).not.toBeNull();
     expect(line).toContain(field);
   });
+});
+
+// maxBodyBytes is bounded by what the VM's memory holds: Envoy's V8 caps it at 1 GiB, as the host
+// does (host/memory-cap.ts), and a trap there is an outage. filter/core/plugin-config.ts
+// MAX_BODY_BYTES has the measurements behind 64 MiB.
+describe("maxBodyBytes: at most what routes within Envoy's 1 GiB VM memory cap", () => {
+  const MIB = 1024 * 1024;
+  const CAP = 64 * MIB;
+
+  it("takes the cap, refuses one byte more and the old bound of 1 GiB, naming the reason", () => {
+    expect(load(JSON.stringify({ maxBodyBytes: CAP }))).toBeNull();
+    expect(load(JSON.stringify({ maxBodyBytes: CAP + 1 }))).toContain("maxBodyBytes: at most 67108864");
+    // The old bound (2^30) took this configuration, and a chat body of exactly 1 GiB then trapped
+    // the VM (503, the VM failed): the copy alone is past AssemblyScript's largest block, and
+    // bodies of 256 MiB already run out of the 1 GiB. Now on_configure refuses it.
+    const line = load(JSON.stringify({ maxBodyBytes: 1024 * MIB }));
+    expect(line).toContain("maxBodyBytes: at most 67108864 (64 MiB)");
+    expect(line).toContain("1 GiB");
+  });
+
+  it("a burst of chat bodies of exactly the cap routes, rendered and hashed, without a trap", async () => {
+    const stack = await startStack({
+      threads: 1,
+      pluginConfig: { maxBodyBytes: CAP },
+      gateway: { bufferLimitBytes: CAP + MIB },
+    });
+    try {
+      await until(() => stack.cp.ready(), "control plane ready");
+      await synced(stack);
+      const head = '{"model":"qwen3","messages":[{"role":"user","content":"';
+      const tail = '"}],"max_tokens":4}';
+      const body = head + "a".repeat(CAP - head.length - tail.length) + tail;
+      expect(body.length).toBe(CAP);
+      const thread = stack.gateway.host.threads[0];
+      // Back to back, no tick between: the GC frees earlier bodies late, so the VM holds several
+      // at once (at 128 MiB the 13th of such a burst traps).
+      for (let i = 0; i < 14; i++) {
+        const p = passThrough(stack, { body });
+        expect([p.status, thread?.failed], `request ${i}`).toEqual([0, false]);
+        expect(p.forwarded?.some(([k]) => k === "x-gateway-destination-endpoint")).toBe(true);
+      }
+      // Not cut at the limit and routed by load: rendered and hashed, so every later one found the
+      // first one's speculative chunks.
+      expect(counter(stack, "kvroute.body_too_large")).toBe(0);
+      expect(counter(stack, "kvroute.requests.speculative_hit")).toBe(13);
+    } finally {
+      await stack.close();
+    }
+  }, 60_000);
 });
