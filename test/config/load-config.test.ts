@@ -66,6 +66,14 @@ describe("configuration", () => {
     expect(text).toContain("routing.rankHeaderPolicy.mode:");
   });
 
+  it("routing.maxBodyBytes stops at the filter's 64 MiB (the endpoint picker's embedded filter takes it)", () => {
+    const at = (maxBodyBytes: number) => ({ ...minimal, routing: { maxBodyBytes } });
+    expect(parseConfig(at(64 * 1024 * 1024), "t", {}).routing.maxBodyBytes).toBe(64 * 1024 * 1024);
+    expect(problemsOf(() => parseConfig(at(64 * 1024 * 1024 + 1), "t", {})).join("\n")).toContain(
+      "routing.maxBodyBytes:",
+    );
+  });
+
   it("refuses trusted CIDRs the filter could never match, and takes every form it can", () => {
     const bad = [
       "10.0.0.0/33",

@@ -20,7 +20,8 @@ const CONTROL_PLANE: Record<string, Check> = {
 const TOP: Record<string, Check> = {
   controlPlane: (v) => v !== null && typeof v === "object" && !Array.isArray(v),
   tickMs: positiveInt,
-  maxBodyBytes: positiveInt,
+  // filter/core/plugin-config.ts MAX_BODY_BYTES: 64 MiB.
+  maxBodyBytes: (v) => positiveInt(v) && (v as number) <= 64 * 1024 * 1024,
   failMode: (v) => v === "open" || v === "closed",
   inferencePaths: (v) => Array.isArray(v) && v.length > 0 && v.every(path),
 };

@@ -356,12 +356,16 @@ const routingSchema = z.strictObject({
   lora: loraRoutingSchema.default(loraRoutingSchema.parse({})),
   /** Pool for requests whose model no pool lists; none → 404. */
   defaultPool: z.string().optional(),
-  /** Bodies larger than this are routed by load only. */
+  /**
+   * Bodies larger than this are routed by load only. At most the filter's own limit (64 MiB,
+   * filter/core/plugin-config.ts MAX_BODY_BYTES: the VM's 1 GiB of memory), since the endpoint
+   * picker's embedded filter is configured with it.
+   */
   maxBodyBytes: z
     .number()
     .int()
     .min(1024)
-    .max(256 * 1024 * 1024)
+    .max(64 * 1024 * 1024)
     .default(4 * 1024 * 1024),
 });
 
