@@ -10,6 +10,7 @@ import type { ReplayResult } from "../../control-plane/src/events/replay-client.
 import { newRankStats, ThrottledLog } from "../../control-plane/src/events/stats.ts";
 import type { EventSink } from "../../control-plane/src/events/types.ts";
 import { RecordingSink, until } from "./harness.ts";
+import { deferredReplay } from "./ingest-kit.ts";
 import { batch, LATER_TS, range, storedArray } from "./msgspec.ts";
 
 const T = Buffer.from("kv");
@@ -37,19 +38,6 @@ function make(
   return { ingest, stats, sink };
 }
 
-/** A replay whose answer the test releases by hand, to interleave live messages. */
-function deferred() {
-  let release: (r: ReplayResult) => void = () => {};
-  const calls: number[] = [];
-  const fn = (from: number) => {
-    calls.push(from);
-    return new Promise<ReplayResult>((r) => {
-      release = r;
-    });
-  };
-  return { fn, calls, release: (r: ReplayResult) => release(r) };
-}
-
 describe("RankIngest restarts", () => {
   it("tells a restart that repeats the last sequence number from a redelivery by its content", () => {
     const { ingest, stats } = make(null);
@@ -71,7 +59,7 @@ const otherReplayed = (seqs: number[]) => seqs.map((seq) => ({ seq, topic: T, pa
 
 describe("RankIngest after a lost connection", () => {
   it("does not take a new engine's next-numbered batch for the old stream (the flaky restart)", async () => {
-    const d = deferred();
+    const d = deferredReplay();
     const { ingest, stats, sink } = make(d.fn);
     for (const s of [0, 1, 2]) ingest.onFrames(frames(s));
     ingest.connectionLost();
@@ -114,7 +102,7 @@ describe("RankIngest after a lost connection", () => {
   });
 
   it("keeps the stream of an engine that went on, filling what it published meanwhile", async () => {
-    const d = deferred();
+    const d = deferredReplay();
     const { ingest, stats, sink } = make(d.fn);
     for (const s of [0, 1, 2]) ingest.onFrames(frames(s));
     ingest.connectionLost();
@@ -167,7 +155,7 @@ describe("RankIngest after a lost connection", () => {
   });
 
   it("checks again after a replay that was running when the connection dropped", async () => {
-    const d = deferred();
+    const d = deferredReplay();
     const { ingest, sink } = make(d.fn);
     ingest.connected(); // a new subscription: catch-up from 0
     ingest.connectionLost(); // ... answered, perhaps, by the engine that is going away
@@ -252,7 +240,7 @@ describe("RankIngest on a new subscription", () => {
 
 describe("RankIngest replay path", () => {
   it("queues live batches during a replay and drops the ones replay already delivered", async () => {
-    const d = deferred();
+    const d = deferredReplay();
     const { ingest, stats, sink } = make(d.fn);
     ingest.onFrames(frames(0));
     ingest.onFrames(frames(3)); // gap: 1, 2 missing
@@ -269,7 +257,7 @@ describe("RankIngest replay path", () => {
   });
 
   it("resets once when the replayed batches have a hole of their own", async () => {
-    const d = deferred();
+    const d = deferredReplay();
     const { ingest, stats, sink } = make(d.fn);
     ingest.onFrames(frames(0));
     ingest.onFrames(frames(4));
@@ -339,7 +327,7 @@ describe("RankIngest replay path", () => {
   });
 
   it("bounds the queue during a replay; what it drops is asked for again later", async () => {
-    const d = deferred();
+    const d = deferredReplay();
     const { ingest, stats, sink } = make(d.fn, new RecordingSink(), 2);
     ingest.onFrames(frames(0));
     ingest.onFrames(frames(2)); // gap → replay; queued
