@@ -3,7 +3,10 @@
 // default of Envoy >= 1.33 when no policy is set), a 503 under FAIL_CLOSED, or pass the filter
 // untouched under FAIL_OPEN.
 import { afterEach, describe, expect, it } from "vitest";
+import { envoyConfigFor, shippedGatewayOptions } from "../../control-plane/src/cli/envoy-config.ts";
+import { listenerRouting } from "../../host/envoy-listener.ts";
 import { type Gateway, startGateway } from "../../host/gateway.ts";
+import { TRUSTED, withPolicies } from "../e2e/route-policy-config.ts";
 import { moduleFile, startUpstream, type Upstream } from "./testing.ts";
 
 let gw: Gateway | null = null;
@@ -162,5 +165,41 @@ describe("failure policy", () => {
     // The SDK logged the status it refused before throwing.
     expect(gw.host.logs()).toContain("[CRITICAL]: 2");
     expect(up.requests).toHaveLength(0);
+  });
+});
+
+describe("a failed VM bypassed under envoy.yaml's shape", () => {
+  it("FAIL_OPEN: the one route's cluster still balances over the engines, the route's RBAC still applies, a client's destination header is gone", async () => {
+    up = await startUpstream();
+    const upstream = up;
+    // envoy/envoy.yaml as the demo writes it, its engines cluster pointed at the upstream, an RBAC
+    // after the Wasm filter with the rule on the route (Envoy Gateway's shape).
+    const cfg = envoyConfigFor({
+      listenPort: 0,
+      adminPort: 0,
+      controlPlane: "127.0.0.1:9",
+      engines: [upstream.address],
+      token: "t-0123456789abcdef",
+      wasm: moduleFile("trap"),
+    });
+    withPolicies({})(cfg);
+    gw = await startGateway({
+      wasm: moduleFile("trap"),
+      threads: 1,
+      failurePolicy: "FAIL_OPEN",
+      ...listenerRouting(cfg),
+      removeRequestHeaders: shippedGatewayOptions().removeRequestHeaders,
+    });
+    // Under FAIL_OPEN even the trapping request goes on, past the failed filter.
+    const trapped = await get(`${gw.url}/a`, { "x-trap": "1", ...TRUSTED });
+    expect([trapped.status, trapped.ran]).toEqual([200, null]);
+    expect(gw.host.threads[0]?.failed).toBe(true);
+    // Bypassed: no filter ran, the header guard dropped the client's destination, the route's
+    // cluster picked the engine, and the route's RBAC judged the client.
+    const served = await get(`${gw.url}/b`, { ...TRUSTED, "x-gateway-destination-endpoint": "127.0.0.1:1" });
+    expect([served.status, served.ran]).toEqual([200, null]);
+    expect((await get(`${gw.url}/c`)).status).toBe(403);
+    expect(upstream.requests.map((r) => r.url)).toEqual(["/a", "/b"]);
+    expect(gw.accessLog.at(-2)?.destination).toBe("-");
   });
 });
