@@ -70,7 +70,11 @@ describe("LoRA adapters through the picker", () => {
     const before = storedBlocks(s.cp);
     const first = await ask("sql-lora", "Find duplicate charges.", "epp-lora-1");
     expect(first.status).toBe(200);
-    await until(() => storedBlocks(s.cp) > before, "the adapter's blocks indexed");
+    // Every full block of the first prompt indexed, not just one: the engine's events can come in
+    // several batches, and a partial prefix may lose to load (as in affinity.test.ts).
+    const promptBlocks = Math.floor(first.prompt / 16);
+    expect(promptBlocks).toBeGreaterThan(10);
+    await until(() => storedBlocks(s.cp) - before >= promptBlocks, "the adapter's blocks indexed");
     await eppSynced(s.cp);
     const again = await ask("sql-lora", "Find refunds.", "epp-lora-2");
     expect(again.where).toBe(first.where);
