@@ -9,17 +9,10 @@
 // response: 504 "upstream request timeout" before the response started, a reset after
 // (Router::Filter::onResponseTimeout).
 import http from "node:http";
-import type { HeaderMap as HeaderMapT } from "./header-map.ts";
 import { HeaderMap } from "./header-map.ts";
 import { addressString } from "./original-dst.ts";
-import type { Routing } from "./routing.ts";
+import { DESTINATION_HEADER, type Routing } from "./routing.ts";
 import type { HttpStream } from "./stream.ts";
-
-export { parseDestination } from "./original-dst.ts";
-
-import { DESTINATION_HEADER } from "./routing.ts";
-
-export { DESTINATION_HEADER };
 
 export class UpstreamRouter {
   private req: http.ClientRequest | null = null;
@@ -62,7 +55,7 @@ export class UpstreamRouter {
     });
   }
 
-  requestHeaders(h: HeaderMapT, endStream: boolean): void {
+  requestHeaders(h: HeaderMap, endStream: boolean): void {
     const s = this.stream();
     this.destination = h.get(DESTINATION_HEADER);
     const routed = this.routing.resolve(h, s.info.sourceAddress);

@@ -8,10 +8,9 @@
 //   - the older shorthand without one, for host tests: x-gateway-destination-endpoint present →
 //     an ORIGINAL_DST pick from the header, else the default cluster; no timeout, no policies.
 import type { HeaderMap } from "./header-map.ts";
-import { parseDestination } from "./original-dst.ts";
 import type { PolicyFilter, PolicyReply } from "./policy-filters.ts";
 import { type RouteEntry, selectRoute } from "./routes.ts";
-import type { HostChoice, UpstreamCluster } from "./upstream-cluster.ts";
+import { type HostChoice, UpstreamCluster } from "./upstream-cluster.ts";
 
 export const DESTINATION_HEADER = "x-gateway-destination-endpoint";
 
@@ -64,19 +63,17 @@ export class RouteTableRouting implements Routing {
 }
 
 export class ShorthandRouting implements Routing {
+  /** The ORIGINAL_DST cluster the destination header picks from (upstream-cluster.ts). */
+  private readonly originalDst = new UpstreamCluster("original_dst", {
+    endpoints: [],
+    originalDstHeader: DESTINATION_HEADER,
+  });
+
   constructor(private readonly defaultCluster: { name: string; cluster: UpstreamCluster } | null) {}
 
   resolve(h: HeaderMap): RoutedRequest {
-    const dest = h.get(DESTINATION_HEADER);
-    if (dest !== undefined) {
-      const target = parseDestination(dest);
-      return {
-        route: null,
-        cluster: "original_dst",
-        choice: target === null ? { target, originalDstHostInvalid: true } : { target },
-        timeoutMs: 0,
-      };
-    }
+    if (h.get(DESTINATION_HEADER) !== undefined)
+      return { route: null, cluster: "original_dst", choice: this.originalDst.choose(h), timeoutMs: 0 };
     return {
       route: null,
       cluster: this.defaultCluster?.name ?? "",

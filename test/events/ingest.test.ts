@@ -5,37 +5,25 @@ import fc from "fast-check";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { encodeSeq } from "../../control-plane/src/events/frames.ts";
-import { RankIngest } from "../../control-plane/src/events/rank-ingest.ts";
 import type { ReplayResult } from "../../control-plane/src/events/replay-client.ts";
-import { newRankStats, ThrottledLog } from "../../control-plane/src/events/stats.ts";
+import { ThrottledLog } from "../../control-plane/src/events/stats.ts";
 import type { EventSink } from "../../control-plane/src/events/types.ts";
 import { RecordingSink, until } from "./harness.ts";
-import { deferredReplay } from "./ingest-kit.ts";
+import { deferredReplay, makeIngest } from "./ingest-kit.ts";
 import { batch, LATER_TS, range, storedArray } from "./msgspec.ts";
 
 const T = Buffer.from("kv");
-const quiet = pino({ level: "silent" });
 const payload = (h: number) => batch([storedArray({ hashes: [h], tokens: range(0, 4), blockSize: 4 })], 0);
 const frames = (seq: number) => [T, encodeSeq(seq), payload(seq)];
 const replayed = (seqs: number[]) => seqs.map((seq) => ({ seq, topic: T, payload: payload(seq) }));
 
+/** makeIngest with this file's smaller default queue (100 batches). */
 function make(
   replay: ((from: number) => Promise<ReplayResult>) | null,
   sink: EventSink = new RecordingSink(),
   maxPending = 100,
 ) {
-  const stats = newRankStats("s", 0, "tcp://x:1", "connect", replay ? "tcp://x:2" : null);
-  const ingest = new RankIngest({
-    slotKey: "s",
-    rank: 0,
-    topic: "kv",
-    sink,
-    stats,
-    log: new ThrottledLog(quiet, 1_000),
-    replay,
-    maxPending,
-  });
-  return { ingest, stats, sink };
+  return makeIngest(replay, { sink, maxPending });
 }
 
 describe("RankIngest restarts", () => {
