@@ -63,12 +63,19 @@ export class SharedDataStore {
     }
   }
 
-  get(vmId: string, key: string): SharedValue | null {
+  /**
+   * The value and its cas. A copy unless `copy` is false: the ABI copies the bytes into the VM
+   * itself (as Envoy does), and a second copy would make every read cost a buffer allocation in
+   * this host that Envoy never pays. The store never changes a value in place, so an uncopied one
+   * stays valid; its reader must not modify it.
+   */
+  get(vmId: string, key: string, copy = true): SharedValue | null {
     const v = (this.readView ?? this.maps).get(vmId)?.get(key) ?? null;
-    return v === null ? null : { value: v.value.slice(), cas: v.cas };
+    if (v === null) return null;
+    return copy ? { value: v.value.slice(), cas: v.cas } : v;
   }
 
-  /** Returns a WasmResult code: Ok or CasMismatch. */
+  /** Returns a WasmResult code: Ok or CasMismatch. `value` is copied (it may be a view of VM memory). */
   set(vmId: string, key: string, value: Uint8Array, cas: number): number {
     this.readView = null;
     let map = this.maps.get(vmId);

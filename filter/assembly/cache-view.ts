@@ -1,6 +1,6 @@
 // This VM's view of the routing cache in shared data: the decoded cfg / slots / load images,
-// refreshed on ticks when their shared-data cas changed (never decoded per request), and the
-// bucket reads of the prefix walk.
+// refreshed on ticks when their shared-data cas changed (never read or decoded per request). The
+// prefix walk's buckets are kept by bucket-cache.ts.
 import {
   CfgImage,
   decodeCfg,
@@ -12,7 +12,6 @@ import {
   RosterImage,
   SlotsImage,
 } from "../core/cache-images";
-import { BucketSource } from "../core/prefix-walk";
 import { getShared, LOG_WARN, log, SharedValue } from "./host";
 
 export const CFG_KEY = "kvr.cfg";
@@ -101,24 +100,6 @@ export class CacheView {
     const roster = this.roster;
     this.rosterPlace = roster !== null && this.gateway !== 0 ? roster.indexOf(this.gateway) : -1;
     this.rosterSize = this.rosterPlace >= 0 ? (roster as RosterImage).count : 0;
-  }
-}
-
-/** Reads prefix-index buckets `kvr.b.<i>` from shared data for the prefix walk. */
-export class SharedBuckets extends BucketSource {
-  private read: SharedValue = new SharedValue();
-  /** Keeps the last value alive while the walk reads it (written, never read: that is its job). */
-  // biome-ignore lint/correctness/noUnusedPrivateClassMembers: a GC root, see above
-  private held: ArrayBuffer | null = null;
-
-  fetch(index: u32): bool {
-    getShared(`kvr.b.${index}`, this.read);
-    const v = this.read.value;
-    this.held = v;
-    if (v === null) return false;
-    this.ptr = changetype<usize>(v);
-    this.len = v.byteLength;
-    return true;
   }
 }
 

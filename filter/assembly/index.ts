@@ -12,11 +12,11 @@ export { malloc } from "@gcoredev/proxy-wasm-sdk-as/assembly/malloc";
 import { KvrouteRoot } from "./root";
 import { vm } from "./state";
 import { KvrouteStream } from "./stream";
+import { streams } from "./streams";
 
 const roots = new Map<u32, KvrouteRoot>();
 /** The newest configured root context: it does the VM's chores and is the one that may lead. */
 let primary: KvrouteRoot | null = null;
-const streams = vm.streams;
 const configs = vm.streamConfigs;
 
 export function proxy_abi_version_0_2_1(): void {}

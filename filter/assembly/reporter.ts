@@ -1,15 +1,15 @@
 // The leader's POST /v1/report every reportMs (docs/wire-format.md §6): the batches the VMs left in
-// the report queue, plus the in-flight counts every VM publishes in kvr.un.<t>.
+// the report queue, plus the in-flight counts every VM publishes on the board (kvr.gwb).
 import * as imports from "@gcoredev/proxy-wasm-sdk-as/assembly/imports";
 import { globalArrayBufferReference } from "@gcoredev/proxy-wasm-sdk-as/assembly/runtime";
-import { ByteBuf } from "../core/byte-buf";
 import { PluginConfig } from "../core/plugin-config";
 import { ReportedMax } from "../core/queued-work";
 import { ReportWriter } from "../core/report-writer";
-import { getHeaderString, HTTP_CALL_RESPONSE_HEADERS, LOG_WARN, log, OK, SharedValue } from "./host";
-import { readSiblings, writeReported } from "./inflight-keys";
+import { publishReported } from "./gateway-board";
+import { getHeaderString, HTTP_CALL_RESPONSE_HEADERS, LOG_WARN, log, OK } from "./host";
 import { stats } from "./metrics";
 import { ensureDrainCounter, markDrained } from "./report-queue";
+import { vm } from "./state";
 import { callControlPlane } from "./sync";
 
 const QUEUE_EMPTY: u32 = 7;
@@ -21,9 +21,7 @@ export class Reporter {
   token: u32 = 0;
   private nextMs: u64 = 0;
   private writer: ReportWriter = new ReportWriter();
-  private read: SharedValue = new SharedValue();
   private reported: ReportedMax = new ReportedMax();
-  private scratch: ByteBuf = new ByteBuf(256);
   private counterChecked: bool = false;
 
   /** On a leader's tick: reports unless one is out or it is not time yet. */
@@ -74,12 +72,18 @@ export class Reporter {
   }
 
   /**
-   * In-flight per slot over every VM's recent kvr.un.<t>, into the report; what it reports goes
-   * into kvr.ifr, so every VM of this gateway can tell its own gateway's share of kvr.load's count.
+   * In-flight per slot over this VM's requests and the other VMs' fresh board sections (the tick
+   * read the board just before), into the report; what it reports goes onto the board with this
+   * tick's write, so every VM of this gateway can tell its own gateway's share of kvr.load's count.
    */
   private addInflight(cfg: PluginConfig, now: u64): void {
     const sums = new Map<i32, u32>();
-    readSiblings(this.read, cfg.tickMs, now, -1, null, sums);
+    vm.board.addSiblingUnseen(vm.thread, vm.freshMs, now, sums);
+    const q = vm.queue;
+    for (let s = 0; s < q.slots; s++) {
+      const u = q.unseenPendingAt(s);
+      if (u > 0) sums.set(s, (sums.has(s) ? sums.get(s) : 0) + u);
+    }
     // A reported count stays in kvr.load until the next report replaces it and the sync brings
     // the new sum: a report interval and the ticks around it (a horizon lasts that long, and the
     // previous one's maximum still counts through the current one).
@@ -89,6 +93,6 @@ export class Reporter {
       this.writer.addInflight(keys[i], sums.get(keys[i]));
       this.reported.record(keys[i], sums.get(keys[i]));
     }
-    writeReported(this.reported, now, this.scratch);
+    publishReported(vm.board, this.reported);
   }
 }

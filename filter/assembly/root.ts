@@ -23,6 +23,7 @@ import { Leadership } from "./leader";
 import { stats } from "./metrics";
 import { Reporter } from "./reporter";
 import { vm } from "./state";
+import { streams } from "./streams";
 import { SyncPoller } from "./sync";
 import { threadLeaseMs } from "./thread-slot";
 
@@ -110,14 +111,18 @@ export class KvrouteRoot {
     this.rescueWaitingStreams(now);
     // Renews this VM's slot lease (or claims a slot) before publishing under it.
     vm.slot.keep(now, threadLeaseMs(this.config.tickMs));
-    this.publishInflight(now);
     vm.outbox.flush(vm.reportQueue);
     const leader = this.leadership.tick(now);
     // Process-wide gauge, written by every thread's tick: is there a live leader?
     stats.record(stats.syncLeader, leader || this.leadership.otherLive ? 1 : 0);
-    if (!leader) return;
-    this.sync.maybeStart(this.config, this.gateway, now);
-    this.reporter.maybeSend(this.config, this.gateway, vm.reportQueue, now);
+    // The board: the other VMs' news in, this VM's requests (stamped: it is alive) and the
+    // leader's reported share out — one read and one write per tick.
+    vm.readBoard(now);
+    if (leader) {
+      this.sync.maybeStart(this.config, this.gateway, now);
+      this.reporter.maybeSend(this.config, this.gateway, vm.reportQueue, now);
+    }
+    vm.writeBoard(now);
   }
 
   /** proxy_on_done: this configuration is gone; let another root lead at once. */
@@ -137,7 +142,7 @@ export class KvrouteRoot {
     for (let i = 0; i < ids.length; i++) {
       const id = ids[i];
       if (waiting.get(id) + limit > now) continue;
-      if (!vm.streams.has(id) || vm.bodiesReachWaitingHeaders.has(vm.configOf(id, this.config))) {
+      if (!streams.has(id) || vm.bodiesReachWaitingHeaders.has(vm.configOf(id, this.config))) {
         waiting.delete(id);
         continue;
       }
@@ -151,20 +156,11 @@ export class KvrouteRoot {
       stats.inc(stats.noBodyAccess);
       imports.proxy_set_effective_context(id);
       vm.config = vm.configOf(id, this.config);
-      vm.streams.get(id).routeWithoutBody();
+      streams.get(id).routeWithoutBody();
       imports.proxy_continue_stream(0);
     }
     vm.config = this.config;
     imports.proxy_set_effective_context(this.id);
-  }
-
-  /**
-   * This VM's requests the engines' metrics do not show yet (vm.queue), stamped, for the other
-   * VMs of this gateway and the leader's report; then theirs, for this VM's decisions.
-   */
-  private publishInflight(now: u64): void {
-    vm.publishQueue(now);
-    vm.readGateway(now);
   }
 
   /** An http-call answer for this root context: its poll's or its report's. */

@@ -1,30 +1,25 @@
-// Session affinity in shared data (filter/core/session-affinity.ts has the layout and the rule):
-// the session's slot is looked up before the decision — this gateway's own table first (fresher:
-// its requests of the session), then the fleet's the control plane publishes — and recorded after
-// routing, in the gateway's table and in the leader's next report. Best effort like the
-// speculative routes: a lost CAS race skips the local write; the report still carries the route.
+// Session affinity (filter/core/session-affinity.ts has the rule): the session's slot is looked up
+// before the decision — this gateway's own table first (its VMs' requests of the session, which
+// reach every VM through the board's route ring), then the fleet's the control plane publishes —
+// and recorded after routing, in the gateway's table and in the leader's next report. A lookup
+// reads shared data only for a fleet key this VM does not hold yet (fleet-sessions.ts).
 import { ByteBuf } from "../core/byte-buf";
 import { CfgImage } from "../core/cache-images";
-import {
-  SESSION_KEPT,
-  SESSION_MOVED,
-  SESSION_NEW,
-  sessionExpiry,
-  sessionHash,
-  sessionKey,
-  sessionLookup,
-  sessionUpdate,
-} from "../core/session-affinity";
-import { getHeader, getShared, OK, REQUEST_HEADERS, SharedValue, setShared } from "./host";
+import { addRoute, ROUTE_SESSION } from "../core/gateway-board";
+import { RouteCells } from "../core/route-cells";
+import { SESSION_KEPT, SESSION_MOVED, SESSION_NEW, sessionHash } from "../core/session-affinity";
+import { FleetSessions } from "./fleet-sessions";
+import { getHeader, REQUEST_HEADERS } from "./host";
 import { stats } from "./metrics";
 
-const CAS_ATTEMPTS: i32 = 3;
+const SESSION_DEPTH: u32 = 0;
 
 export class SessionTable {
-  private read: SharedValue = new SharedValue();
-  private out: ByteBuf = new ByteBuf(256);
-  /** Expiry of the last lookup's entry (0: none). */
-  private expiry: u64 = 0;
+  constructor(
+    private cells: RouteCells,
+    private fleet: FleetSessions,
+    private records: ByteBuf,
+  ) {}
 
   /**
    * The session hash of this request's session header (0: affinity off, no header, or an
@@ -45,41 +40,16 @@ export class SessionTable {
    * one that expires last (the session's latest request, through whichever gateway).
    */
   find(hash: u64, nowMs: u64): i32 {
-    const key = sessionKey(hash);
-    const local = this.lookup(`kvr.ss.${key}`, hash, nowMs);
-    const localExpiry = this.expiry;
-    const fleet = this.lookup(`kvr.sc.${key}`, hash, nowMs);
-    return fleet >= 0 && this.expiry > localExpiry ? fleet : local;
-  }
-
-  private lookup(key: string, hash: u64, nowMs: u64): i32 {
-    this.expiry = 0;
-    getShared(key, this.read);
-    const v = this.read.value;
-    if (v === null) return -1;
-    const p = changetype<usize>(v);
-    this.expiry = sessionExpiry(p, v.byteLength, hash, nowMs);
-    return sessionLookup(p, v.byteLength, hash, nowMs);
+    const local = this.cells.lookup(hash, SESSION_DEPTH, nowMs);
+    const localExpiry = this.cells.expiry(hash, SESSION_DEPTH, nowMs);
+    const fleet = this.fleet.lookup(hash, nowMs);
+    return fleet >= 0 && this.fleet.expiry > localExpiry ? fleet : local;
   }
 
   /** Records that session `hash` now goes to `slot`, until `expiresMs`. */
   record(hash: u64, slot: i32, expiresMs: u64, nowMs: u64): void {
-    const key = `kvr.ss.${sessionKey(hash)}`;
-    const r = this.read;
-    for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-      getShared(key, r);
-      const v = r.value;
-      sessionUpdate(
-        v === null ? 0 : changetype<usize>(v),
-        v === null ? 0 : v.byteLength,
-        hash,
-        slot,
-        expiresMs,
-        nowMs,
-        this.out,
-      );
-      if (setShared(key, this.out.ptr, this.out.len, v === null ? 0 : r.cas) === OK) break;
-    }
+    this.cells.put(hash, SESSION_DEPTH, slot, expiresMs, nowMs);
+    addRoute(this.records, hash, expiresMs, SESSION_DEPTH, slot, ROUTE_SESSION);
   }
 }
 
@@ -96,5 +66,3 @@ export function sessionOutcome(remembered: i32, slot: i32): u8 {
   stats.inc(stats.sessionMoved);
   return SESSION_MOVED;
 }
-
-export const sessions = new SessionTable();

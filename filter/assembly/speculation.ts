@@ -1,30 +1,30 @@
-// This gateway's speculative routes in shared data (filter/core/speculative.ts has the layout):
-// looked up before scoring, recorded after routing. Best effort: a lost CAS race skips the
-// write — the control plane's copy of the route (from the report) follows anyway.
+// This gateway's speculative routes (DESIGN §3): right after routing a prompt the VM remembers
+// "chunk h at depth d → slot s until t" for its checkpoint depths, in its own table and as route
+// records on the board, which brings them to the gateway's other VMs with their next read. Lookups
+// read no shared data. Best effort: a VM that misses records (more than the board's ring between
+// two of its reads) learns the route from the control plane (the report carries it too).
 import { ByteBuf } from "../core/byte-buf";
-import { checkpoints, specKey, specLookup, specUpdate } from "../core/speculative";
-import { getShared, OK, SharedValue, setShared } from "./host";
-
-const CAS_ATTEMPTS: i32 = 3;
+import { addRoute, ROUTE_SPECULATIVE } from "../core/gateway-board";
+import { RouteCells } from "../core/route-cells";
+import { checkpoints } from "../core/speculative";
 
 export class Speculation {
   /** Slot of the last find(), -1 when none. */
   slot: i32 = -1;
-  private read: SharedValue = new SharedValue();
-  private out: ByteBuf = new ByteBuf(256);
   private depths: ByteBuf = new ByteBuf(256);
 
+  constructor(
+    private cells: RouteCells,
+    private records: ByteBuf,
+  ) {}
+
   private probe(hashes: usize, depth: i32, nowMs: u64): i32 {
-    const h = load<u64>(hashes + ((<usize>(depth - 1)) << 3));
-    getShared(`kvr.s.${specKey(h)}`, this.read);
-    const v = this.read.value;
-    if (v === null) return -1;
-    return specLookup(changetype<usize>(v), v.byteLength, h, <u32>depth, nowMs);
+    return this.cells.lookup(load<u64>(hashes + ((<usize>(depth - 1)) << 3)), <u32>depth, nowMs);
   }
 
   /**
    * The deepest recorded checkpoint of this prompt (0 when none) and its slot in `slot`. Every
-   * routed prompt records chunk 1, so a miss there ends the search after one read.
+   * routed prompt records chunk 1, so a miss there ends the search.
    */
   find(hashes: usize, count: i32, nowMs: u64): i32 {
     this.slot = -1;
@@ -48,26 +48,14 @@ export class Speculation {
   /** Records that this prompt's checkpoints are going to `slot` until now + ttl. */
   record(hashes: usize, count: i32, slot: i32, ttlMs: u32, nowMs: u64): void {
     const n = checkpoints(count, this.depths);
-    const r = this.read;
+    const expires = nowMs + <u64>ttlMs;
+    // Shallowest last: the board's ring keeps the newest records, and chunk 1 is the one every
+    // lookup starts from.
     for (let i = 0; i < n; i++) {
       const d = load<i32>(this.depths.ptr + ((<usize>i) << 2));
       const h = load<u64>(hashes + ((<usize>(d - 1)) << 3));
-      const key = `kvr.s.${specKey(h)}`;
-      for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-        getShared(key, r);
-        const v = r.value;
-        specUpdate(
-          v === null ? 0 : changetype<usize>(v),
-          v === null ? 0 : v.byteLength,
-          h,
-          <u32>d,
-          slot,
-          nowMs + <u64>ttlMs,
-          nowMs,
-          this.out,
-        );
-        if (setShared(key, this.out.ptr, this.out.len, v === null ? 0 : r.cas) === OK) break;
-      }
+      this.cells.put(h, <u32>d, slot, expires, nowMs);
+      addRoute(this.records, h, expires, <u32>d, slot, ROUTE_SPECULATIVE);
     }
   }
 }

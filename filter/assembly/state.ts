@@ -10,11 +10,15 @@ import { PluginConfig } from "../core/plugin-config";
 import { PrefixWalk } from "../core/prefix-walk";
 import { LocalQueue, loadSignature } from "../core/queued-work";
 import { RequestHasher } from "../core/request-hash";
+import { RouteCells } from "../core/route-cells";
 import { Decider } from "../core/route-decision";
-import { SharedValue } from "./host";
-import { refreshGatewayView, writeUnseen } from "./inflight-keys";
+import { CachedBuckets } from "./bucket-cache";
+import { FleetSessions } from "./fleet-sessions";
+import { GatewayBoard } from "./gateway-board";
+import { inflightFreshMs } from "./inflight-keys";
 import { ReportOutbox } from "./report-queue";
-import { KvrouteStream } from "./stream";
+import { SessionTable } from "./session";
+import { Speculation } from "./speculation";
 import { ThreadSlot } from "./thread-slot";
 
 export class VmState {
@@ -40,14 +44,20 @@ export class VmState {
   lora: LoraAffinity = new LoraAffinity();
   /** Report records waiting for this VM's next batch to the leader. */
   outbox: ReportOutbox = new ReportOutbox();
-  /** Live HTTP contexts of this VM by context id. */
-  streams: Map<u32, KvrouteStream> = new Map();
+  /** The prefix-index buckets as this VM last read them, and its reader of the fleet's sessions. */
+  bucketCache: CachedBuckets = new CachedBuckets();
+  fleetSessions: FleetSessions = new FleetSessions();
+  private speculativeCells: RouteCells = new RouteCells();
+  private sessionCells: RouteCells = new RouteCells();
+  /** The gateway board (gateway-board.ts): what this gateway's VMs tell each other. */
+  board: GatewayBoard = new GatewayBoard(this.bucketCache, this.speculativeCells, this.sessionCells);
+  /** This gateway's recent speculative routes and sessions; new ones go out with the next board write. */
+  speculation: Speculation = new Speculation(this.speculativeCells, this.board.edit.routes);
+  sessions: SessionTable = new SessionTable(this.sessionCells, this.fleetSessions, this.board.edit.routes);
   /** Each live stream's configuration: its root context's (read while the VM has several). */
   streamConfigs: Map<u32, PluginConfig> = new Map();
   /** Streams holding their headers while waiting for the body, with the time they started. */
   waiting: Map<u32, u64> = new Map();
-  private unseenOut: ByteBuf = new ByteBuf(256);
-  private siblingsRead: SharedValue = new SharedValue();
   /** Whether the missing allow_on_headers_stop_iteration was already reported. */
   warnedNoBody: bool = false;
   /**
@@ -69,17 +79,28 @@ export class VmState {
     return this.streamConfigs.has(id) ? this.streamConfigs.get(id) : fallback;
   }
 
-  /**
-   * This VM's requests into kvr.un.<t>: after every change, so the other VMs decide with them.
-   * Only while its lease on slot t is unexpired: once it lapsed another VM may hold t.
-   */
-  publishQueue(now: u64): void {
-    if (this.slot.holds(now)) writeUnseen(this.slot.index, this.queue, now, this.unseenOut);
+  /** How long a VM's section on the board counts after its stamp (it stopped writing: it failed or stalls). */
+  get freshMs(): u64 {
+    return inflightFreshMs(this.config.tickMs);
   }
 
-  /** The other VMs' requests (kvr.un.<t>) and the leader's reported share (kvr.ifr), before a decision. */
-  readGateway(now: u64): void {
-    refreshGatewayView(this.queue, this.thread, this.siblingsRead, this.config.tickMs, now);
+  /** The board's news (one shared-data read): before a decision, and before every write. */
+  readBoard(now: u64): void {
+    this.board.refresh(this.thread, this.queue, this.freshMs, now);
+  }
+
+  /**
+   * This VM's requests and records onto the board (one write over the last read). Its section
+   * only while its lease on slot t is unexpired: once it lapsed another VM may hold t.
+   */
+  writeBoard(now: u64): bool {
+    return this.board.publish(this.slot.holds(now) ? this.thread : -1, this.queue, this.freshMs, now);
+  }
+
+  /** A change the other VMs must see at once (a request ended): read, then write. */
+  publishNow(now: u64): bool {
+    this.readBoard(now);
+    return this.writeBoard(now);
   }
 
   /** kvr.load as this VM has it now: requests the engines' metrics show are no longer unseen. */

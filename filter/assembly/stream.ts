@@ -45,7 +45,7 @@ import {
 import { servedSlot } from "../core/served-slot";
 import { dropSaturated, firstSlot } from "../core/shedding";
 import { UsageScan, usageModeOf } from "../core/usage-scan";
-import { cache, SharedBuckets } from "./cache-view";
+import { cache } from "./cache-view";
 import {
   getBuffer,
   getHeader,
@@ -63,8 +63,7 @@ import {
   setHeader,
 } from "./host";
 import { stats } from "./metrics";
-import { sessionOutcome, sessions } from "./session";
-import { Speculation } from "./speculation";
+import { sessionOutcome } from "./session";
 import { vm } from "./state";
 import { readSubsetHint } from "./subset-hint";
 import { trustedForPin, trustedForPriority } from "./trust";
@@ -102,11 +101,9 @@ const MAX_SPECULATIVE_CHUNKS: i32 = 256;
 /** Envoy's attribute for the host of the upstream attempt (the one that answered, after retries). */
 const UPSTREAM_ADDRESS = "upstream\0address";
 
-const buckets = new SharedBuckets();
 const fallbackSlots = new StaticArray<i32>(<i32>MAX_DESTINATION_FALLBACKS);
 /** Bitmap of the slots a subset hint allows (words × u64), reused per request. */
 const allowedBitmap = new ByteBuf(64);
-const speculation = new Speculation();
 /** Idle response scanners (unmanaged, usage-scan.ts), reused by the next answers. */
 const idleScans: UsageScan[] = [];
 const MAX_IDLE_SCANS: i32 = 1024;
@@ -148,6 +145,12 @@ export class KvrouteStream {
   private priority: i32 = PRIORITY_STANDARD;
   /** A shed request's report names a slot of its pool (it reached none); -1 otherwise. */
   private shedSlot: i32 = -1;
+  /** The body parsed as JSON (its prompt can be hashed). */
+  private parsed: bool = false;
+  /** The gateway sent a subset hint (GAIE): an empty one is a 503 whatever the fail mode. */
+  private subset: bool = false;
+  /** The session's slot before this request (-1: none). */
+  private remembered: i32 = -1;
 
   onRequestHeaders(endOfStream: bool): u32 {
     this.startMs = nowMs();
@@ -350,7 +353,13 @@ export class KvrouteStream {
     );
   }
 
-  /** Decides and writes the outbound headers. `body` may be 0 (load-only). */
+  /**
+   * Decides and writes the outbound headers. `body` may be 0 (load-only). The stages, in order:
+   * read the view (the cache images this VM holds and the gateway board: one shared-data read),
+   * scan the body for its pool, hash the prompt, gather the candidates, walk the prefix index
+   * (buckets this VM does not hold yet are read), score, write the headers, and publish this
+   * request on the board (one write).
+   */
   private route(body: usize, bodyLen: i32, truncated: bool = false): void {
     this.routed = true;
     const startedNs = nowNs();
@@ -362,21 +371,43 @@ export class KvrouteStream {
       this.failMode(vm.config.failOpen, "no routing cache yet");
       return;
     }
+    const now = nowMs();
+    vm.readBoard(now);
+    const pool = this.poolOf(cfg, body, bodyLen, truncated);
+    if (pool < 0) return;
+    if (this.parsed) this.hashPrompt(cfg, pool, body);
+    const words = cfg.slotWords;
+    const bitmap = this.gatherCandidates(cfg, slots, load, pool, words);
+    if (cfg.pools[pool].shedding && this.shed(cfg, pool, load, bitmap, words)) return;
+    const specDepth = this.walk(cfg, slots, bitmap, words, now);
+    const prompt = vm.hasher.renderer.out.len > 0 ? vm.hasher.renderer.out.len : bodyLen;
+    const session = this.pin < 0 ? vm.sessions.hashOf(cfg) : 0;
+    const outcome = this.score(cfg, slots, load, pool, bitmap, words, prompt, session, now);
+    if (outcome === OUT_BAD_PIN || outcome === OUT_NO_SLOT) return;
+    this.commit(cfg, load, pool, body, bodyLen, truncated, prompt, outcome, specDepth, session, now);
+    vm.writeBoard(now);
+    stats.record(stats.decisionUs, (nowNs() - startedNs) / 1000);
+  }
+
+  /**
+   * The pool, from the request's model; a body that names none (malformed, cut at the size limit
+   * before the model) goes to the default pool, or the only pool there is. -1 when the request
+   * was answered here (unknown model, or nothing to route with).
+   */
+  private poolOf(cfg: CfgImage, body: usize, bodyLen: i32, truncated: bool): i32 {
     const h = vm.hasher;
     h.hashCount = 0;
     h.renderer.out.len = 0;
     h.saltOverride.len = 0;
-    // The pool: from the request's model; a body that names none (malformed, cut at the size
-    // limit before the model) goes to the default pool, or the only pool there is.
     let pool = -1;
     let modelNamed = false;
-    let parsed = false;
     const adapter = vm.adapter;
     adapter.adapter = -1;
+    this.parsed = false;
     if (body !== 0) {
       const err = h.scan.scan(body, bodyLen);
-      parsed = err >= 0;
-      if (!parsed && !truncated) stats.inc(stats.parseErrors);
+      this.parsed = err >= 0;
+      if (!this.parsed && !truncated) stats.inc(stats.parseErrors);
       if (h.scan.modelLen > 0) {
         modelNamed = true;
         // Model names are short; an escaped one is decoded, a plain one compared in place.
@@ -396,34 +427,38 @@ export class KvrouteStream {
     if (pool < 0 && modelNamed) {
       stats.inc(stats.noPool);
       this.reject(404, "the requested model is not served by this gateway", "model_not_found", false);
-      return;
+      return -1;
     }
     if (pool < 0) pool = cfg.defaultPool >= 0 ? cfg.defaultPool : cfg.pools.length === 1 ? 0 : -1;
     if (pool < 0) {
       // No model to go by and no pool to fall back to: let the route's own cluster answer.
       this.failMode(vm.config.failOpen, "the request names no model and there is no default pool");
-      return;
     }
-    if (parsed) {
-      const def = cfg.pools[pool];
-      if (def.engine === ENGINE_DYNAMO) this.tenantSalt(h.saltOverride);
-      const canonical = def.models.length > 0 ? def.models[0] : new ArrayBuffer(0);
-      h.renderer.maxStream = <i32>vm.config.maxBodyBytes * 2;
-      const status = h.hashScanned(
-        body,
-        this.endpoint,
-        this.endpoint === ENDPOINT_CHAT ? def.template : null,
-        changetype<usize>(def.bosText),
-        def.bosText.byteLength,
-        changetype<usize>(canonical),
-        canonical.byteLength,
-        adapter.adapter >= 0 ? changetype<usize>(adapter.name) : 0,
-        adapter.adapter >= 0 ? adapter.name.byteLength : 0,
-        cfg.chunkSize,
-      );
-      if (status < 0 || status === RENDER_NONE) h.hashCount = 0;
-    }
-    const words = cfg.slotWords;
+    return pool;
+  }
+
+  /** The prompt's chunk hashes (vm.hasher), rendered as the pool's engine will see it. */
+  private hashPrompt(cfg: CfgImage, pool: i32, body: usize): void {
+    const h = vm.hasher;
+    const def = cfg.pools[pool];
+    if (def.engine === ENGINE_DYNAMO) this.tenantSalt(h.saltOverride);
+    h.renderer.maxStream = <i32>vm.config.maxBodyBytes * 2;
+    const adapter = vm.adapter;
+    const canonical = def.models.length > 0 ? def.models[0] : new ArrayBuffer(0);
+    const status = h.hashForPool(
+      body,
+      this.endpoint,
+      this.endpoint === ENDPOINT_CHAT ? def.template : null,
+      def.bosText,
+      canonical,
+      adapter.adapter >= 0 ? adapter.name : null,
+      cfg.chunkSize,
+    );
+    if (status < 0 || status === RENDER_NONE) h.hashCount = 0;
+  }
+
+  /** The pool's eligible slots as a bitmap (vm.buckets), and the decider set up for this request. */
+  private gatherCandidates(cfg: CfgImage, slots: SlotsImage, load: LoadImage, pool: i32, words: i32): usize {
     const bitmaps = vm.buckets;
     bitmaps.len = 0;
     bitmaps.reserve(words * 16);
@@ -431,11 +466,10 @@ export class KvrouteStream {
     const d = vm.decider;
     // The gateway's subset hint (GAIE): only those endpoints may be the destination.
     const subset = readSubsetHint();
+    this.subset = subset !== null;
     d.allowed = subset === null ? 0 : allowedSlots(slots, subset, words);
     d.candidates(slots, load, pool, -1, this.pin, bitmaps.ptr, words);
-    const now = nowMs();
     vm.observeLoad(load);
-    vm.readGateway(now);
     // The gateway's order of near-equal slots is new with every load image; a gateway with nothing
     // unanswered has no burst to keep apart from other gateways', so it takes a new order for each
     // decision (one request after another spreads over equal slots, as random ties did).
@@ -445,66 +479,85 @@ export class KvrouteStream {
     // The gateway's share of the pool's slots: its place among the gateways that report now.
     d.partIndex = cache.rosterPlace;
     d.partCount = cache.rosterSize;
-    if (cfg.pools[pool].shedding && this.shed(cfg, pool, load, bitmaps.ptr, words)) return;
+    return bitmaps.ptr;
+  }
+
+  /**
+   * The prefix walk over the buckets (vm.walker: cached depth per slot), raised by this gateway's
+   * own recent routes of the same prefix, which KV events may not confirm yet. Returns the
+   * speculative depth that counted (0: none); its slot is in speculation.slot.
+   */
+  private walk(cfg: CfgImage, slots: SlotsImage, bitmap: usize, words: i32, now: u64): i32 {
+    const h = vm.hasher;
     const walker = vm.walker;
-    if (h.hashCount > 0) {
-      walker.weigh(<f64>cfg.tierGpu, <f64>cfg.tierCpu, <f64>cfg.tierStorage);
-      walker.run(h.hashes.ptr, h.hashCount, cfg.buckets, words, slots.count, bitmaps.ptr, buckets);
-    } else {
+    if (h.hashCount === 0) {
       walker.clear();
+      return 0;
     }
-    // This gateway's own recent routes of the same prefix, which KV events may not confirm yet.
-    let specDepth = 0;
-    let specSlot = -1;
-    if (h.hashCount > 0) {
-      specDepth = speculation.find(h.hashes.ptr, h.hashCount, now);
-      specSlot = speculation.slot;
-      const candidate = specSlot >= 0 && specSlot < walker.depth.length && bitSet(bitmaps.ptr, specSlot);
-      if (candidate && specDepth > walker.depth[specSlot]) {
-        walker.depth[specSlot] = specDepth;
-        // The routed request computes the prefix on that slot's GPU.
-        const spec = <f64>specDepth * <f64>cfg.tierGpu;
-        if (spec > walker.cached[specSlot]) walker.cached[specSlot] = spec;
-      } else specDepth = 0;
-    }
-    const prompt = h.renderer.out.len > 0 ? h.renderer.out.len : bodyLen;
+    walker.weigh(<f64>cfg.tierGpu, <f64>cfg.tierCpu, <f64>cfg.tierStorage);
+    walker.run(h.hashes.ptr, h.hashCount, cfg.buckets, words, slots.count, bitmap, vm.bucketCache);
+    const spec = vm.speculation;
+    const depth = spec.find(h.hashes.ptr, h.hashCount, now);
+    const slot = spec.slot;
+    if (slot < 0 || slot >= walker.depth.length || !bitSet(bitmap, slot) || depth <= walker.depth[slot])
+      return 0;
+    walker.depth[slot] = depth;
+    // The routed request computes the prefix on that slot's GPU.
+    const cached = <f64>depth * <f64>cfg.tierGpu;
+    if (cached > walker.cached[slot]) walker.cached[slot] = cached;
+    return depth;
+  }
+
+  /**
+   * The decision: session preference, adapter costs, then the decider's score. Answers a bad pin
+   * (400), an empty subset (503) and no healthy slot (the fail mode) itself.
+   */
+  private score(
+    cfg: CfgImage,
+    slots: SlotsImage,
+    load: LoadImage,
+    pool: i32,
+    bitmap: usize,
+    words: i32,
+    prompt: i32,
+    session: u64,
+    now: u64,
+  ): i32 {
+    const d = vm.decider;
     // Session affinity: a pin decides alone; otherwise the session's last slot is a preference.
-    const session = this.pin < 0 ? sessions.hashOf(cfg) : 0;
-    d.preferred = session !== 0 ? sessions.find(session, now) : -1;
+    d.preferred = session !== 0 ? vm.sessions.find(session, now) : -1;
     d.preferMargin = <f64>cfg.sessionMargin;
+    const adapter = vm.adapter;
     if (adapter.adapter >= 0) {
       vm.lora.fill(cfg, slots, load, pool, adapter.adapter, now);
       d.adapterCost = vm.lora.cost;
     }
+    const walker = vm.walker;
     const outcome = d.decide(
       cfg,
       slots,
       load,
       pool,
-      bitmaps.ptr,
+      bitmap,
       words,
       walker.depth,
       walker.cached,
       prompt,
       this.pin,
       vm.queue,
-      bitmaps.ptr + <usize>(words * 8),
+      bitmap + <usize>(words * 8),
     );
     d.adapterCost = null;
+    d.allowed = 0;
+    this.remembered = d.preferred;
+    d.preferred = -1;
     if (outcome === OUT_BAD_PIN) {
       this.reject(
         400,
         `${this.pinHeader} ${this.pin} is not served by this model; valid ranks are ${d.rankLow} to ${d.rankHigh}`,
         "rank_out_of_range",
       );
-      return;
-    }
-    d.allowed = 0;
-    const remembered = d.preferred;
-    d.preferred = -1;
-    if (outcome >= 0 && adapter.adapter >= 0)
-      vm.lora.routed(pool, adapter.adapter, d.slot, now, cfg.speculativeTtlMs);
-    if (outcome === OUT_NO_SLOT && subset !== null) {
+    } else if (outcome === OUT_NO_SLOT && this.subset) {
       // GAIE: an empty subset, or none of it eligible, is a 503 whatever the fail mode.
       stats.inc(stats.failClosed);
       this.status = 503;
@@ -513,29 +566,59 @@ export class KvrouteStream {
         `{"error":{"message":"no eligible endpoint in the gateway's subset","type":"service_unavailable","code":"no_eligible_endpoint"}}`,
         "kvroute_subset_empty",
       );
-      return;
-    }
-    if (outcome === OUT_NO_SLOT) {
+    } else if (outcome === OUT_NO_SLOT) {
       this.failMode(!cfg.failClosed, "no healthy slot in the pool");
-      return;
+    } else if (adapter.adapter >= 0) {
+      vm.lora.routed(pool, adapter.adapter, d.slot, now, cfg.speculativeTtlMs);
     }
+    return outcome;
+  }
+
+  /**
+   * The decision taken: destination and rank headers, the request queued at its slot, its
+   * session and speculative routes remembered, its outcome counted.
+   */
+  private commit(
+    cfg: CfgImage,
+    load: LoadImage,
+    pool: i32,
+    body: usize,
+    bodyLen: i32,
+    truncated: bool,
+    prompt: i32,
+    outcome: i32,
+    specDepth: i32,
+    session: u64,
+    now: u64,
+  ): void {
+    const d = vm.decider;
     this.slot = d.slot;
     this.prefillSlot = d.prefillSlot;
     this.promptBytes = <u32>prompt;
     const cached = <u64>d.cachedChunks * <u64>cfg.chunkSize;
     this.cachedBytes = <u32>(cached > <u64>prompt ? <u64>prompt : cached);
-    this.writeHeaders(cfg.pools[pool].engine, cfg.pools[pool].dpMode, cfg.pools[pool].flags);
-    if ((cfg.pools[pool].flags & POOL_SGLANG_BODY_RANK) !== 0 && parsed && !truncated)
+    const def = cfg.pools[pool];
+    this.writeHeaders(def.engine, def.dpMode, def.flags);
+    if ((def.flags & POOL_SGLANG_BODY_RANK) !== 0 && this.parsed && !truncated)
       this.writeBodyRank(body, bodyLen);
     this.enqueue(load);
-    vm.publishQueue(now);
     // The slot whose KV cache receives the prompt: the prefill worker's when disaggregated.
     const cacheSlot = d.prefillSlot >= 0 ? d.prefillSlot : d.slot;
-    if (session !== 0) this.rememberSession(session, remembered, cacheSlot, cfg.sessionTtlMs, now);
+    if (session !== 0) this.rememberSession(session, this.remembered, cacheSlot, cfg.sessionTtlMs, now);
+    this.countOutcome(outcome, specDepth > 0 && cacheSlot === vm.speculation.slot);
+    if (prompt > 0) stats.record(stats.cachedRatio, (<u64>this.cachedBytes * 1000) / <u64>prompt);
+    const h = vm.hasher;
+    if (h.hashCount > 0 && cfg.speculativeTtlMs > 0) {
+      this.speculate(cacheSlot, cfg.speculativeTtlMs);
+      vm.speculation.record(h.hashes.ptr, h.hashCount, cacheSlot, cfg.speculativeTtlMs, now);
+    }
+  }
+
+  private countOutcome(outcome: i32, speculativeHit: bool): void {
     if (outcome === OUT_PINNED) {
       this.outcome = REPORT_PINNED;
       stats.inc(stats.pinned);
-    } else if (outcome === OUT_PREFIX_HIT && specDepth > 0 && cacheSlot === specSlot) {
+    } else if (outcome === OUT_PREFIX_HIT && speculativeHit) {
       this.outcome = REPORT_SPECULATIVE_HIT;
       stats.inc(stats.speculativeHit);
     } else if (outcome === OUT_PREFIX_HIT) {
@@ -545,12 +628,6 @@ export class KvrouteStream {
       this.outcome = REPORT_LOAD_ONLY;
       stats.inc(stats.loadOnly);
     }
-    if (prompt > 0) stats.record(stats.cachedRatio, (<u64>this.cachedBytes * 1000) / <u64>prompt);
-    if (h.hashCount > 0 && cfg.speculativeTtlMs > 0) {
-      this.speculate(cacheSlot, cfg.speculativeTtlMs);
-      speculation.record(h.hashes.ptr, h.hashCount, cacheSlot, cfg.speculativeTtlMs, now);
-    }
-    stats.record(stats.decisionUs, (nowNs() - startedNs) / 1000);
   }
 
   /**
@@ -712,7 +789,7 @@ export class KvrouteStream {
   private rememberSession(hash: u64, remembered: i32, slot: i32, ttlMs: u32, now: u64): void {
     const outcome = sessionOutcome(remembered, slot);
     const expires = now + <u64>ttlMs;
-    sessions.record(hash, slot, expires, now);
+    vm.sessions.record(hash, slot, expires, now);
     if (vm.reportQueue === 0) return;
     writeSession(vm.message, slot, outcome, hash, expires);
     vm.outbox.add(vm.message);
@@ -828,7 +905,9 @@ export class KvrouteStream {
     if (this.firstByteMs === 0) {
       this.firstByteMs = nowMs();
       this.dequeue();
-      vm.publishQueue(this.firstByteMs);
+      // Published with this VM's next board write (a decision, an end, a tick): the request
+      // still counts at its slot, as decoding rather than unanswered.
+      vm.board.dirty = true;
     }
     const u = this.usage;
     if (u !== null) {
@@ -856,7 +935,8 @@ export class KvrouteStream {
   }
 
   private report(): void {
-    if (this.leaveQueue()) vm.publishQueue(nowMs());
+    // The other VMs stop counting it at once: the end's one board read and write.
+    if (this.leaveQueue()) vm.publishNow(nowMs());
     // 0 = the upstream never answered (reset, refused): counts against the slot's health.
     if (this.slot >= 0 && (this.status === 0 || this.status === 502 || this.status === 503))
       stats.inc(stats.upstreamFailures);

@@ -4,6 +4,7 @@
 // a former leader's late answer never moves the cache backwards.
 
 import { ByteBuf } from "../core/byte-buf";
+import { CHANGE_RING } from "../core/gateway-board";
 import { PluginConfig } from "../core/plugin-config";
 import { SYNC_FLAG_MORE, SYNC_FLAG_RESET, SYNC_RECORD_BYTES, SyncPage, SyncRecord } from "../core/sync-page";
 import { cache } from "./cache-view";
@@ -24,6 +25,7 @@ import {
 } from "./host";
 import { Leadership } from "./leader";
 import { stats } from "./metrics";
+import { vm } from "./state";
 
 const SYNC_KEY = "kvr.sync";
 const MAX_BACKOFF_MS: u32 = 5000;
@@ -129,10 +131,18 @@ export class SyncPoller {
     }
     if (page.count === 0 && page.epoch === s.epoch && page.version === s.version) return;
     const cas = r.value === null ? ABSENT_SYNC_CAS : r.cas;
+    const edit = vm.board.edit;
+    let changed = 0;
     while (page.next()) {
       const key = String.UTF8.decodeUnsafe(page.keyPtr, <usize>page.keyLen);
       setShared(key, page.valuePtr, page.valueLen, 0);
+      // The VMs keep the buckets they read: tell them which to read again.
+      const id = key.startsWith("kvr.b.") ? indexOf(key, 6) : -1;
+      if (id < 0) continue;
+      if (++changed > <i32>CHANGE_RING) edit.changeFlood = true;
+      else edit.changes.appendI32(id);
     }
+    if (changed > 0) publishChanges();
     if ((page.flags & SYNC_FLAG_RESET) !== 0) stats.inc(stats.syncResets);
     // Resyncing from the reset page until a page without `more` (bucket bitmaps may still name
     // another epoch's slots meanwhile); recorded for operators, the request path does not read it.
@@ -158,4 +168,25 @@ export class SyncPoller {
     stats.record(stats.syncVersion, page.version);
     cache.refresh();
   }
+}
+
+/** The decimal index after `from`, or -1 (the control plane writes plain decimals). */
+function indexOf(key: string, from: i32): i32 {
+  if (key.length <= from || key.length > from + 9) return -1;
+  let n = 0;
+  for (let i = from; i < key.length; i++) {
+    const c = key.charCodeAt(i) - 48;
+    if (c < 0 || c > 9) return -1;
+    n = n * 10 + c;
+  }
+  return n;
+}
+
+/**
+ * The change records onto the board at once: until they land, VMs may walk buckets they hold
+ * from before this page. A lost race is tried again (each try reads the board afresh); past that
+ * the records wait for this VM's next write.
+ */
+function publishChanges(): void {
+  for (let attempt = 0; attempt < 8; attempt++) if (vm.publishNow(nowMs())) return;
 }

@@ -66,6 +66,34 @@ export class RequestHasher {
   }
 
   /**
+   * hashScanned for a pool the filter already decoded: its chat template (null for completions
+   * or an unsegmentable template), BOS text and canonical model name, and the request's LoRA
+   * adapter name (null: the base model).
+   */
+  hashForPool(
+    body: usize,
+    endpoint: i32,
+    template: SegmentTemplate | null,
+    bosText: ArrayBuffer,
+    model: ArrayBuffer,
+    lora: ArrayBuffer | null,
+    chunk: i32,
+  ): i32 {
+    return this.hashScanned(
+      body,
+      endpoint,
+      template,
+      changetype<usize>(bosText),
+      bosText.byteLength,
+      changetype<usize>(model),
+      model.byteLength,
+      lora === null ? 0 : changetype<usize>(lora),
+      lora === null ? 0 : lora.byteLength,
+      chunk,
+    );
+  }
+
+  /**
    * The second half of run() for a body `scan` has already scanned: the filter scans first,
    * because the request's `model` decides the pool whose template and canonical name it needs.
    */

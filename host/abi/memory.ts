@@ -30,6 +30,14 @@ export class GuestMemory {
     return this.bytes.slice(ptr, ptr + size);
   }
 
+  /** The bytes at ptr without a copy: valid until the VM runs again or its memory grows. */
+  view(ptr: number, size: number): Uint8Array | null {
+    ptr >>>= 0;
+    size >>>= 0;
+    if (!this.inBounds(ptr, size)) return null;
+    return this.bytes.subarray(ptr, ptr + size);
+  }
+
   readString(ptr: number, size: number): string | null {
     const b = this.read(ptr, size);
     return b === null ? null : utf8d.decode(b);

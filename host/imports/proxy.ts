@@ -136,7 +136,7 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
     get_shared_data: (kPtr, kSize, ptrPtr, sizePtr, casPtr) => {
       const key = t.mem.readString(n(kPtr), n(kSize));
       if (key === null) return WasmResult.InvalidMemoryAccess;
-      const v = t.core.sharedData.get(t.core.vmId, key);
+      const v = t.core.sharedData.get(t.core.vmId, key, false);
       if (v === null) return WasmResult.NotFound;
       if (!t.mem.copyOut(v.value, n(ptrPtr), n(sizePtr))) return WasmResult.InvalidMemoryAccess;
       if (!t.mem.writeU32(n(casPtr), v.cas)) return WasmResult.InvalidMemoryAccess;
@@ -145,7 +145,7 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
     },
     set_shared_data: (kPtr, kSize, vPtr, vSize, cas) => {
       const key = t.mem.readString(n(kPtr), n(kSize));
-      const value = t.mem.read(n(vPtr), n(vSize));
+      const value = t.mem.view(n(vPtr), n(vSize));
       if (key === null || value === null) return WasmResult.InvalidMemoryAccess;
       return t.core.sharedData.set(t.core.vmId, key, value, n(cas));
     },

@@ -9,6 +9,7 @@ import { envoyConfigFor, shippedClientAddressing } from "../../control-plane/src
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
 import { listenerRouting } from "../../host/envoy-listener.ts";
 import { type Gateway, startGateway } from "../../host/gateway.ts";
+import { readBoard } from "../filter/board.ts";
 import { freePortRange, QWEN3, simConfig } from "../sim/helpers.ts";
 
 export const MODEL = "qwen3";
@@ -240,24 +241,19 @@ export async function synced(e: E2E): Promise<void> {
     );
   }, "gateway sync");
   // The leader's VM refreshes its view as it applies the sync; the other worker threads' VMs on
-  // their next tick. Each VM writes its kvr.un.<t> key every tick (after its refresh): two
-  // writes after the sync landed and every VM routes with the new images.
+  // their next tick. Each VM rewrites its section of the board (kvr.gwb) every tick, after its
+  // refresh: two new stamps from every VM after the sync landed and every VM routes with the new
+  // images.
   const host = e.gateway.host;
-  // VMs claim their index in the kvr.un.<t> key space themselves (the main thread's may hold one).
-  const keys = Array.from({ length: host.threads.length + 1 }, (_, t) => `kvr.un.${t}`).filter(
-    (k) => host.sharedData(k) !== null,
-  );
-  const cas = () => keys.map((k) => host.sharedData(k)?.cas ?? -1);
-  const start = cas();
-  const changes = keys.map(() => 0);
+  const stamps = () => new Map((readBoard(host)?.sections ?? []).map((x) => [x.thread, x.stamp]));
+  const start = stamps();
+  const changes = new Map<number, number>([...start.keys()].map((t) => [t, 0]));
   let last = start;
   await until(() => {
-    const now = cas();
-    now.forEach((c, i) => {
-      if (c !== last[i]) changes[i] = (changes[i] ?? 0) + 1;
-    });
+    const now = stamps();
+    for (const [t, stamp] of now) if (last.get(t) !== stamp) changes.set(t, (changes.get(t) ?? 0) + 1);
     last = now;
-    return changes.every((n) => n >= 2);
+    return [...changes.values()].every((n) => n >= 2);
   }, "every worker thread's VM refreshed");
 }
 

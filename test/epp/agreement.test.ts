@@ -6,9 +6,11 @@
 // filter decides (its request is answered locally, never sent upstream), then the same request
 // goes through the picker for real and to the engine it names. Destination and rank must match
 // on every request, and the trace must exercise the prefix cache (most prompt tokens cached).
+
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { demoRounds } from "../../control-plane/src/cli/demo-workload.ts";
 import { type FilterChainSink, HeaderMap } from "../../host/index.ts";
+import { readBoard } from "../filter/board.ts";
 import { forward } from "./envoy-ext-proc.ts";
 import { bothSynced, MODEL, type SimStack, startSimStack, storedBlocks } from "./sim-stack.ts";
 import { header, until } from "./stack.ts";
@@ -31,13 +33,11 @@ afterAll(async () => s?.close());
 
 type Decision = { destination: string; rank: string | undefined };
 
-/** No VM of `host` counts a request of its own any more (every kvr.un.<t> lists no slot). */
-function nothingQueued(host: { sharedData(key: string): { value: Uint8Array } | null }): boolean {
-  for (let t = 0; t < 8; t++) {
-    const v = host.sharedData(`kvr.un.${t}`);
-    if (v !== null && v.value.length > 8) return false;
-  }
-  return true;
+/** No VM of `host` counts a request of its own any more (every section of its board lists no slot). */
+function nothingQueued(host: {
+  sharedData(key: string): { value: Uint8Array; cas: number } | null;
+}): boolean {
+  return (readBoard(host)?.sections ?? []).every((s) => s.entries.length === 0);
 }
 
 /** The inline filter's decision: the request headers it passes to the router. */

@@ -1,7 +1,9 @@
 // Shared data has no delete: whatever clients send, the gateway's key space and bytes stay
 // within the budget the cache geometry sets (DESIGN §3).
+
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bucketEntryBytes } from "../../control-plane/src/index/bucket-image.ts";
+import { readBoard } from "./board.ts";
 import { chatBody, post, type Stack, startStack, synced, until } from "./harness.ts";
 
 const BUCKETS = 256;
@@ -44,7 +46,7 @@ describe("shared-data budget", () => {
     const after = sharedBytes();
     // No new keys: buckets are overwritten in place, never added.
     expect(new Set(after.keys)).toEqual(new Set(before.keys));
-    // (The filter's speculative keys kvr.s.* are bounded separately: 1024 × 196 bytes; see below.)
+    // (The filter's own key, the board kvr.gwb, is bounded separately; see below.)
     const bucketBytes = after.keys
       .filter((k) => k.startsWith("kvr.b."))
       .reduce((n, k) => n + k.length + (stack.gateway.host.sharedData(k)?.value.length ?? 0), 0);
@@ -55,20 +57,20 @@ describe("shared-data budget", () => {
     expect(after.bytes).toBeLessThan(bucketBudget + 64 * 1024);
   }, 120_000);
 
-  it("adds only its bounded speculative keys however many distinct prompts the gateway routes", async () => {
+  it("keeps its speculative routes in the VMs and its board bounded however many distinct prompts the gateway routes", async () => {
     const before = new Set(stack.gateway.host.sharedDataKeys());
     for (let i = 0; i < 2000; i++)
       await post(stack, "/v1/chat/completions", chatBody(`distinct system prompt ${i} `.repeat(12), `q${i}`));
     await synced(stack);
-    // Only the filter's own speculative keys are added, and they are bounded: kvr.s.0 … kvr.s.1023,
-    // each at most 8 entries.
+    // Speculative routes live in each VM (a fixed table) and travel on the board's fixed ring: no
+    // key is added but the board itself, whose size is its fixed part plus one section per VM.
     const added = stack.gateway.host.sharedDataKeys().filter((k) => !before.has(k));
-    expect(added.length).toBeGreaterThan(0);
-    expect(added.length).toBeLessThanOrEqual(1024);
-    for (const k of added) {
-      expect(k).toMatch(/^kvr\.s\.\d+$/);
-      expect(Number(k.slice(6))).toBeLessThan(1024);
-      expect(stack.gateway.host.sharedData(k)?.value.length).toBeLessThanOrEqual(4 + 8 * 24);
-    }
+    expect(added.filter((k) => k !== "kvr.gwb")).toEqual([]);
+    const board = readBoard(stack.gateway.host);
+    expect(board?.routeSeq).toBeGreaterThan(2000n);
+    const threads = board?.sections.length ?? 0;
+    expect(stack.gateway.host.sharedData("kvr.gwb")?.value.length).toBeLessThanOrEqual(
+      40 + 256 * 4 + 128 * 24 + 6 * 256 + threads * (16 + 18 * 256),
+    );
   }, 180_000);
 });

@@ -1,11 +1,12 @@
 // The in-flight accounting end to end (filter/core/queued-work.ts): a gateway (build/kvroute.wasm
 // in the host, ticks by hand) synced from a real control plane that scrapes a fake engine and
 // takes the gateway's reports. A finished request stops counting at once on the VM that sent it,
-// and at once on the gateway's other VMs (kvr.un.<t>), long before the fleet count drops;
+// and at once on the gateway's other VMs (the board, kvr.gwb), long before the fleet count drops;
 // a request the engine's metrics show stops counting as unseen, in the fleet count too.
 import { afterEach, describe, expect, it } from "vitest";
 import { headers } from "../../host/host.ts";
 import type { WasmThread } from "../../host/thread.ts";
+import { boardSum } from "./board.ts";
 import { until } from "./harness.ts";
 import { destination, type ManualStack, startCompletion, startManualStack } from "./manual-stack.ts";
 
@@ -45,17 +46,9 @@ function loadRunning(s: ManualStack, slot: number): number {
   return b.readUInt16LE(12 + slot * stride + 2);
 }
 
-/** The unanswered requests the VMs publish as unseen at `slot` (kvr.un.<t>, every VM slot t). */
+/** The unanswered requests the VMs publish as unseen at `slot` (their sections of the board, kvr.gwb). */
 function unseenAt(s: ManualStack, slot: number): number {
-  let n = 0;
-  for (let t = 0; t < 8; t++) {
-    const v = s.host.sharedData(`kvr.un.${t}`);
-    if (v === null) continue;
-    const b = Buffer.from(v.value);
-    for (let at = 8; at + 18 <= b.length; at += 18)
-      if (b.readUInt16LE(at) === slot) n += b.readUInt32LE(at + 10);
-  }
-  return n;
+  return boardSum(s.host, "unseen", slot);
 }
 
 /** Rounds of ticks until `cond`, letting the control plane's sockets and timers run between them. */
@@ -103,7 +96,7 @@ describe("in-flight accounting", () => {
       taken.add(slotOf(s, startCompletion(s.host, a, `${tag} ${long}`).sink));
     expect(taken.size).toBe(3);
     // No tick since, and the control plane has not been told (no report is answered without a
-    // turn of the event loop): thread b knows them from a's kvr.un.<t> alone and takes the free rank.
+    // turn of the event loop): thread b knows them from a's section of the board alone and takes the free rank.
     for (const x of taken) expect(fleetCount(s, x)).toBe(0);
     const next = slotOf(s, startCompletion(s.host, b, `four ${long}`).sink);
     expect(taken.has(next)).toBe(false);

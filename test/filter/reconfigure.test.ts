@@ -3,11 +3,13 @@
 // its state per root context: the new configuration leads (its token, its gateway id), ticks and
 // http-call answers reach their own root, streams run with their root's configuration, and a VM
 // keeps one thread slot (publishing its in-flight counts once, not once per root).
+
 import { afterEach, describe, expect, it } from "vitest";
 import type { Host } from "../../host/host.ts";
 import { headers } from "../../host/host.ts";
 import type { WasmThread } from "../../host/thread.ts";
 import { RecordingSink } from "../host/testing.ts";
+import { boardThreads } from "./board.ts";
 import {
   entry,
   type FakeControlPlane,
@@ -41,11 +43,6 @@ function rounds(h: Host, clock: { now: number }, n: number, vms?: WasmThread[]) 
 
 const threadSlots = (h: Host) =>
   Buffer.from(h.sharedData("kvr.threads")?.value ?? new Uint8Array(4)).readUInt32LE(0);
-const inflightKeys = (h: Host) =>
-  h
-    .sharedDataKeys()
-    .filter((k) => k.startsWith("kvr.un."))
-    .sort();
 
 /** A chat request on `t` with no routing cache (decided by the configuration's failMode), then answered 200 upstream if it got there. */
 function coldRequest(h: Host, t: WasmThread): RecordingSink {
@@ -93,10 +90,10 @@ describe("a configuration update (second root context in the running VMs)", () =
     const after = coldRequest(h, worker);
     expect(after.of("reqHeaders")).toHaveLength(0);
     expect(after.of("respHeaders")[0]?.headers).toContainEqual([":status", "503"]);
-    // One thread slot per VM, one kvr.un.<t> per VM: the VM's counts are published once.
+    // One thread slot per VM, one section of the board per VM: the VM's counts are published once.
     expect(threadSlots(h)).toBe(3);
     rounds(h, clock, 2);
-    expect(inflightKeys(h)).toEqual(["kvr.un.0", "kvr.un.1", "kvr.un.2"]);
+    expect(boardThreads(h)).toEqual([0, 1, 2]);
   });
 
   it("while an old root still drains its streams it keeps ticking but does not lead, and the answer to its last poll is dropped", async () => {

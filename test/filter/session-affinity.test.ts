@@ -214,18 +214,21 @@ describe("session affinity", () => {
   it("stays within its bound in shared data however many sessions come, and never holds an id", () => {
     f = new ShippedFilter();
     const body = fresh();
+    const before = f.host.core.sharedData.keys("kvroute").length;
     for (let i = 0; i < 9000; i++) once(body, `session-id-${i}`);
-    const keys = f.host.core.sharedData.keys("kvroute").filter((k) => k.startsWith("kvr.ss."));
-    expect(keys.length).toBeLessThanOrEqual(1024);
-    let entries = 0;
+    // The gateway's sessions live in its VMs (a fixed table) and travel on the board's fixed ring:
+    // no key per session, and no id anywhere in shared data.
+    const keys = f.host.core.sharedData.keys("kvroute");
+    expect(keys.filter((k) => k.startsWith("kvr.ss."))).toEqual([]);
+    expect(keys.length).toBeLessThanOrEqual(before + 1);
     for (const k of keys) {
       const v = f.host.core.sharedData.get("kvroute", k)?.value as Uint8Array;
-      expect(v.length).toBeLessThanOrEqual(4 + 8 * 24);
-      entries += v[0] as number;
       expect(Buffer.from(v).includes("session-id-")).toBe(false);
     }
-    expect(entries).toBeLessThanOrEqual(8192);
-    expect(entries).toBeGreaterThan(7000);
+    // The table still holds the latest sessions: the last one keeps its slot.
+    const last = once(body, "session-id-8999").slot;
+    expect(counter("kept")).toBeGreaterThanOrEqual(1);
+    expect(qwenSlots()).toContain(last);
   });
 
   it("reports session routes by hash, never the id", () => {

@@ -9,9 +9,11 @@
 // keys before its workers start; a claim that is race-free only after that is race-free by luck.
 // Every config update and every FAIL_RELOAD starts one more VM: with a counter taken % 1024, the
 // 1024th after the live ones lands on a live VM's slot.
+
 import { afterEach, describe, expect, it } from "vitest";
 import type { Host } from "../../host/host.ts";
 import { WasmThread } from "../../host/thread.ts";
+import { boardSum, boardThreads, readBoard } from "./board.ts";
 import { destination, type ManualStack, startCompletion, startManualStack } from "./manual-stack.ts";
 
 let s: ManualStack | null = null;
@@ -40,15 +42,15 @@ function configuredSlot(h: Host, name: string): number {
 const handedOut = (h: Host) =>
   Buffer.from(h.sharedData("kvr.threads")?.value ?? new Uint8Array(4)).readUInt32LE(0);
 
-/** The gateway's unanswered requests as its VMs publish them: the sum over every kvr.un.<t>. */
+/** The gateway's unanswered requests as its VMs publish them: the sum over the board's sections. */
 function publishedUnanswered(h: Host): number {
-  let n = 0;
-  for (const key of h.sharedDataKeys()) {
-    if (!key.startsWith("kvr.un.")) continue;
-    const b = Buffer.from(h.sharedData(key)?.value ?? new Uint8Array(0));
-    for (let at = 8; at + 18 <= b.length; at += 18) n += b.readUInt32LE(at + 2);
-  }
-  return n;
+  return boardSum(h, "unanswered");
+}
+
+/** VM thread slot t's section of the board, as JSON (stamps as strings); "" when it has none. */
+function sectionOf(h: Host, t: number): string {
+  const s = readBoard(h)?.sections.find((x) => x.thread === t);
+  return s === undefined ? "" : JSON.stringify(s, (_k, v) => (typeof v === "bigint" ? String(v) : v));
 }
 
 /** A slot lease as kvr.th.<t> holds it: owner ticket u64, expiry u64 (ms). */
@@ -75,7 +77,7 @@ describe("thread slots", () => {
     // Every VM read the slot counter absent before any wrote it; they must still not share a slot.
     expect([...slots].sort()).toEqual([0, 1, 2]);
     // One request in flight on each VM: the gateway's VMs publish all three (VMs sharing a slot
-    // overwrite each other's kvr.un.<t>, and the gateway would show one).
+    // overwrite each other's section of the board, and the gateway would show one).
     const held = s.vms.map((t, i) => startCompletion(h, t, `${i} ${PROMPT}`));
     for (const r of held) expect(destination(r.sink)).not.toBeNull();
     s.round();
@@ -122,9 +124,7 @@ describe("thread slots", () => {
     expect(destination(r.sink)).not.toBeNull();
     s.round([late]);
     expect(late.failed).toBe(false);
-    expect(
-      h.sharedDataKeys().filter((k) => k.startsWith("kvr.un.") && k !== "kvr.un.0" && k !== "kvr.un.1"),
-    ).toEqual([]);
+    expect(boardThreads(h).filter((t) => t !== 0 && t !== 1)).toEqual([]);
     // Slot 700's owner stops renewing: once its lease lapsed, the VM's next tick claims it.
     h.core.sharedData.set(h.core.vmId, "kvr.th.700", lease(1_000_700n, s.clock.now + 1_000), 0);
     for (let i = 0; i < 100 && !h.logs().includes("kvroute: claimed thread slot 700"); i++) s.round([late]);
@@ -133,7 +133,7 @@ describe("thread slots", () => {
     ]);
     s.round([late]);
     expect(publishedUnanswered(h)).toBe(1);
-    expect(h.sharedData("kvr.un.700")).not.toBeNull();
+    expect(boardThreads(h)).toContain(700);
   });
 
   it("a VM whose ticks stalled past its lease loses its slot to a new VM without overwriting its counts, then claims another", async () => {
@@ -147,11 +147,11 @@ describe("thread slots", () => {
     expect(configuredSlot(h, fresh.name)).toBe(stalled);
     const a = startCompletion(h, fresh, `a ${PROMPT}`);
     expect(destination(a.sink)).not.toBeNull();
-    const before = Buffer.from(h.sharedData(`kvr.un.${stalled}`)?.value ?? new Uint8Array(0));
+    const before = sectionOf(h, stalled);
     // w1 comes back with a request before its next tick: its lease lapsed, it does not publish.
     const b = startCompletion(h, w1, `b ${PROMPT}`);
     expect(destination(b.sink)).not.toBeNull();
-    expect(Buffer.from(h.sharedData(`kvr.un.${stalled}`)?.value ?? new Uint8Array(0))).toEqual(before);
+    expect(sectionOf(h, stalled)).toEqual(before);
     // Its next tick finds the slot taken and claims another; both requests count.
     s.round([main, w0, w1, fresh]);
     expect(h.logs((m) => m.includes(`thread slot ${stalled} was taken over`))).toHaveLength(1);

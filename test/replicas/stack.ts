@@ -3,12 +3,14 @@
 // reports over NATS when there are several), and gateways running build/kvroute.wasm in the Node
 // host, each reaching the replicas through one cluster with its preferred replica at priority 0,
 // the others at priority 1, and active health checks on /readyz (host/upstream-cluster.ts).
+
 import { pino } from "pino";
 import { zmqKvEvents } from "../../control-plane/sim/kv-events-config.ts";
 import { type RunningSim, startSim } from "../../control-plane/sim/server.ts";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
 import { type Gateway, startGateway } from "../../host/gateway.ts";
+import { readBoard } from "../filter/board.ts";
 import { freePortRange, QWEN3, simConfig } from "../sim/helpers.ts";
 
 export const MODEL = "qwen3";
@@ -207,20 +209,10 @@ export async function chat(
   };
 }
 
-/** The gateway's own unseen in-flight requests per slot: the sum over its VMs' kvr.un.<t> (wire-format §4.5). */
+/** The gateway's own unseen in-flight requests per slot: the sum over its VMs' board sections (wire-format §4.5). */
 export function gatewayInflight(gw: Gateway): Map<number, number> {
   const out = new Map<number, number>();
-  for (let t = 0; t < 1024; t++) {
-    const v = gw.host.sharedData(`kvr.un.${t}`);
-    if (v === null) {
-      if (t > 64) break;
-      continue;
-    }
-    const b = Buffer.from(v.value);
-    for (let at = 8; at + 18 <= b.length; at += 18) {
-      const slot = b.readUInt16LE(at);
-      out.set(slot, (out.get(slot) ?? 0) + b.readUInt32LE(at + 10));
-    }
-  }
+  for (const section of readBoard(gw.host)?.sections ?? [])
+    for (const e of section.entries) out.set(e.slot, (out.get(e.slot) ?? 0) + e.unseen);
   return out;
 }

@@ -1,0 +1,190 @@
+// This VM's side of the gateway board `kvr.gwb` (filter/core/gateway-board.ts has the layout): one
+// shared-data read brings what the gateway's other VMs did since this VM last looked — their
+// unanswered requests, the routes they took, the buckets the leader's sync rewrote — and one CAS
+// write publishes this VM's. A decision reads it once and writes it once; so does a request's end
+// and every tick. A lost CAS race keeps this VM's records for its next write (the next read brings
+// the fresh cas); nothing is retried on the request path.
+import { ByteBuf } from "../core/byte-buf";
+import {
+  BoardEdit,
+  BoardView,
+  CHANGE_RING,
+  nextSection,
+  ROUTE_RING,
+  ROUTE_SESSION,
+  sectionCount,
+  sectionEntry,
+  sectionStamp,
+  sectionThread,
+  trimRoutes,
+  writeBoard,
+} from "../core/gateway-board";
+import { LocalQueue, ReportedMax } from "../core/queued-work";
+import { RouteCells } from "../core/route-cells";
+import { CachedBuckets } from "./bucket-cache";
+import { getShared, OK, SharedValue, setShared } from "./host";
+
+export const BOARD_KEY = "kvr.gwb";
+/** Over a key read as absent any cas succeeds; this one fails once another VM created it meanwhile. */
+const ABSENT_CAS: u32 = 0xffffffff;
+
+export class GatewayBoard {
+  private value: SharedValue = new SharedValue();
+  private view: BoardView = new BoardView();
+  private out: ByteBuf = new ByteBuf(8192);
+  /** The cas of the value last read; false once a write made it stale (a write needs a read first). */
+  private current: bool = false;
+  private cas: u32 = 0;
+  private seenChange: u64 = 0;
+  private seenRoute: u64 = 0;
+  private primed: bool = false;
+  /** What this VM publishes next: its records and, on the leader, the reported share. */
+  edit: BoardEdit = new BoardEdit();
+  /** Records this VM could not publish yet (a lost race), or a first byte not yet published. */
+  dirty: bool = false;
+  /** Route records other VMs wrote that this VM missed (more than the ring holds between two reads). */
+  missedRoutes: u64 = 0;
+
+  constructor(
+    private buckets: CachedBuckets,
+    private speculative: RouteCells,
+    private sessions: RouteCells,
+  ) {}
+
+  /**
+   * Reads the board (one shared-data read) and applies its news: changed buckets and fleet
+   * session keys forgotten, other VMs' routes remembered, their requests and the leader's
+   * reported share into `queue`'s gateway view.
+   */
+  refresh(me: i32, queue: LocalQueue, freshMs: u64, now: u64): void {
+    const r = this.value;
+    getShared(BOARD_KEY, r);
+    const v = r.value;
+    const ok = v !== null && this.view.open(changetype<usize>(v), v.byteLength);
+    // A damaged value is rewritten whole by the next write, over the cas read here.
+    this.cas = v === null ? ABSENT_CAS : r.cas;
+    this.current = true;
+    if (!ok) {
+      this.view.open(0, 0);
+      if (this.primed) this.forgetAll();
+      this.seenChange = 0;
+      this.seenRoute = 0;
+    }
+    this.applyChanges();
+    this.applyRoutes(now);
+    this.applySiblings(me, queue, freshMs, now);
+    this.primed = true;
+  }
+
+  /** Writes this VM's section and records (one CAS write over the last read); whether it landed. */
+  publish(thread: i32, queue: LocalQueue, freshMs: u64, now: u64): bool {
+    if (!this.current) return false;
+    const e = this.edit;
+    e.thread = thread;
+    e.queue = queue;
+    e.now = now;
+    e.freshMs = freshMs;
+    trimRoutes(e.routes);
+    writeBoard(this.view, e, this.out);
+    this.current = false;
+    if (setShared(BOARD_KEY, this.out.ptr, this.out.len, this.cas) !== OK) {
+      this.dirty = true;
+      return false;
+    }
+    e.clearRecords();
+    e.reported = null;
+    this.dirty = false;
+    return true;
+  }
+
+  /** Per slot, the unseen unanswered requests of the other VMs' fresh sections (the leader's report). */
+  addSiblingUnseen(me: i32, freshMs: u64, now: u64, sums: Map<i32, u32>): void {
+    const b = this.view;
+    const p = b.ptr;
+    if (p === 0) return;
+    let at = b.sectionsAt;
+    for (let i = 0; i < b.vmCount; i++) {
+      if (sectionThread(p, at) !== me && sectionStamp(p, at) + freshMs >= now) {
+        const n = sectionCount(p, at);
+        for (let k = 0; k < n; k++) {
+          const e = sectionEntry(p, at, k);
+          const slot = <i32>load<u16>(e);
+          const u = load<u32>(e, 10);
+          if (u > 0) sums.set(slot, (sums.has(slot) ? sums.get(slot) : 0) + u);
+        }
+      }
+      at = nextSection(p, at);
+    }
+  }
+
+  private forgetAll(): void {
+    this.buckets.flush();
+  }
+
+  private applyChanges(): void {
+    const b = this.view;
+    const seq = b.changeSeq;
+    if (!this.primed) {
+      // Nothing was cached before this VM's first read.
+      this.seenChange = seq;
+      return;
+    }
+    if (seq < this.seenChange || seq - this.seenChange > CHANGE_RING) {
+      this.forgetAll();
+    } else {
+      for (let n = this.seenChange; n < seq; n++) this.buckets.invalidate(b.changeAt(n));
+    }
+    this.seenChange = seq;
+  }
+
+  private applyRoutes(now: u64): void {
+    const b = this.view;
+    const seq = b.routeSeq;
+    let from = this.seenRoute;
+    if (seq < from) from = 0;
+    if (seq - from > ROUTE_RING) {
+      if (this.primed) this.missedRoutes += seq - from - ROUTE_RING;
+      from = seq - ROUTE_RING;
+    }
+    for (let n = from; n < seq; n++) {
+      const e = b.routeAt(n);
+      const cells = load<u16>(e, 22) === ROUTE_SESSION ? this.sessions : this.speculative;
+      cells.put(load<u64>(e), load<u32>(e, 16), <i32>load<u16>(e, 20), load<u64>(e, 8), now);
+    }
+    this.seenRoute = seq;
+  }
+
+  private applySiblings(me: i32, queue: LocalQueue, freshMs: u64, now: u64): void {
+    queue.clearGatewayView();
+    const b = this.view;
+    const p = b.ptr;
+    if (p === 0) return;
+    for (let i = 0; i < b.reportedCount; i++) {
+      const e = b.reportedAt(i);
+      queue.setGatewayReported(<i32>load<u16>(e), load<u32>(e, 2));
+    }
+    let at = b.sectionsAt;
+    for (let i = 0; i < b.vmCount; i++) {
+      if (sectionThread(p, at) !== me && sectionStamp(p, at) + freshMs >= now) {
+        const n = sectionCount(p, at);
+        for (let k = 0; k < n; k++) {
+          const e = sectionEntry(p, at, k);
+          queue.addSiblings(
+            <i32>load<u16>(e),
+            load<u32>(e, 2),
+            <f64>load<u32>(e, 6),
+            load<u32>(e, 10),
+            load<u32>(e, 14),
+          );
+        }
+      }
+      at = nextSection(p, at);
+    }
+  }
+}
+
+/** Records `reported` as the share the leader publishes with its next write. */
+export function publishReported(board: GatewayBoard, reported: ReportedMax): void {
+  board.edit.reported = reported;
+  board.dirty = true;
+}

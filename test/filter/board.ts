@@ -1,0 +1,75 @@
+// Reads the gateway board `kvr.gwb` (filter/core/gateway-board.ts, docs/wire-format.md §4.5) the
+// way an operator's tool would: each VM's section (its unanswered requests per slot) and the rings'
+// counters. Independent of the filter's code: the layout is the documented one.
+
+/** One VM's published requests at one slot. */
+export interface BoardEntry {
+  slot: number;
+  unanswered: number;
+  tokens: number;
+  unseen: number;
+  decodingUnseen: number;
+}
+
+export interface BoardSection {
+  thread: number;
+  stamp: bigint;
+  entries: BoardEntry[];
+}
+
+export interface Board {
+  changeSeq: bigint;
+  routeSeq: bigint;
+  reported: Map<number, number>;
+  sections: BoardSection[];
+}
+
+const FIXED = 40 + 256 * 4 + 128 * 24;
+
+interface SharedDataReader {
+  sharedData(key: string): { value: Uint8Array; cas: number } | null;
+}
+
+/** The board as the gateway's VMs last wrote it; null before any VM wrote one. */
+export function readBoard(host: SharedDataReader): Board | null {
+  const v = host.sharedData("kvr.gwb");
+  if (v === null) return null;
+  const b = Buffer.from(v.value);
+  if (b.length < FIXED || b.readUInt32LE(0) !== 0x4247564b || b.readUInt16LE(4) !== 1)
+    throw new Error("kvr.gwb is not a version-1 board");
+  const reported = new Map<number, number>();
+  let at = FIXED;
+  for (let i = 0; i < b.readUInt16LE(32); i++, at += 6)
+    reported.set(b.readUInt16LE(at), b.readUInt32LE(at + 2));
+  const sections: BoardSection[] = [];
+  for (let i = 0; i < b.readUInt16LE(34); i++) {
+    const count = b.readUInt16LE(at + 2);
+    const entries: BoardEntry[] = [];
+    for (let e = 0; e < count; e++) {
+      const p = at + 16 + e * 18;
+      entries.push({
+        slot: b.readUInt16LE(p),
+        unanswered: b.readUInt32LE(p + 2),
+        tokens: b.readUInt32LE(p + 6),
+        unseen: b.readUInt32LE(p + 10),
+        decodingUnseen: b.readUInt32LE(p + 14),
+      });
+    }
+    sections.push({ thread: b.readUInt16LE(at), stamp: b.readBigUInt64LE(at + 8), entries });
+    at += 16 + count * 18;
+  }
+  return { changeSeq: b.readBigUInt64LE(8), routeSeq: b.readBigUInt64LE(16), reported, sections };
+}
+
+/** Sum of `field` over every VM section's entries (at `slot` when given). */
+export function boardSum(host: SharedDataReader, field: keyof BoardEntry, slot?: number): number {
+  let n = 0;
+  for (const s of readBoard(host)?.sections ?? [])
+    for (const e of s.entries) if (slot === undefined || e.slot === slot) n += e[field];
+  return n;
+}
+
+/** The VM thread slots with a section on the board, sorted. */
+export function boardThreads(host: SharedDataReader): number[] {
+  return (readBoard(host)?.sections ?? []).map((s) => s.thread).sort((a, b) => a - b);
+}
