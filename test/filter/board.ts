@@ -73,3 +73,37 @@ export function boardSum(host: SharedDataReader, field: keyof BoardEntry, slot?:
 export function boardThreads(host: SharedDataReader): number[] {
   return (readBoard(host)?.sections ?? []).map((s) => s.thread).sort((a, b) => a - b);
 }
+
+/**
+ * Tells the gateway's VMs that the leader rewrote these buckets, as the filter's sync does after
+ * applying a page (a change record each, or a jump past the ring when there are more than it
+ * holds): for harnesses that write buckets into shared data themselves instead of through a sync.
+ */
+export function announceBucketChanges(
+  host: {
+    core: {
+      vmId: string;
+      sharedData: {
+        get(vm: string, k: string): { value: Uint8Array; cas: number } | null;
+        set(vm: string, k: string, v: Uint8Array, cas: number): number;
+      };
+    };
+  },
+  buckets: number[],
+): void {
+  if (buckets.length === 0) return;
+  const store = host.core.sharedData;
+  const cur = store.get(host.core.vmId, "kvr.gwb");
+  if (cur === null) return; // no VM has read anything yet
+  const b = Buffer.from(cur.value);
+  let seq = b.readBigUInt64LE(8);
+  if (buckets.length > 256) seq += 257n;
+  else
+    for (const i of buckets) {
+      b.writeUInt32LE(i, 40 + Number(seq % 256n) * 4);
+      seq++;
+    }
+  b.writeBigUInt64LE(seq, 8);
+  if (store.set(host.core.vmId, "kvr.gwb", new Uint8Array(b), cur.cas) !== 0)
+    throw new Error("kvr.gwb changed while announcing bucket changes");
+}
