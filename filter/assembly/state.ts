@@ -58,6 +58,8 @@ export class VmState {
   streamConfigs: Map<u32, PluginConfig> = new Map();
   /** Streams holding their headers while waiting for the body, with the time they started. */
   waiting: Map<u32, u64> = new Map();
+  private observedLoad: LoadImage | null = null;
+  private observedSlots: i32 = 0;
   /** Whether the missing allow_on_headers_stop_iteration was already reported. */
   warnedNoBody: bool = false;
   /**
@@ -107,6 +109,11 @@ export class VmState {
   observeLoad(load: LoadImage | null): void {
     if (load === null) return;
     const q = this.queue;
+    // Once per image (and per growth of the queue's slots): observing the same image again
+    // changes nothing, and a decision must not walk every slot for nothing.
+    if (load === this.observedLoad && q.slots === this.observedSlots) return;
+    this.observedLoad = load;
+    this.observedSlots = q.slots;
     for (let s = 0; s < q.slots; s++) q.observe(s, loadSignature(load, s));
   }
 }
