@@ -10,11 +10,23 @@ export interface SharedValue {
   cas: number;
 }
 
-/** The store as it was at one moment (values are never mutated in place, so shallow copies do). */
+/** The store as it was at one moment (a value in a snapshot is never changed in place, see Stored). */
 export type SharedDataSnapshot = Map<string, Map<string, SharedValue>>;
 
+/**
+ * A stored value: its bytes sit in `room`, reused by the next set of the same key when they fit and
+ * no snapshot holds this record (Envoy overwrites a key's string in place; a fresh buffer per set
+ * would make every write cost an allocation here that Envoy never pays).
+ */
+interface Stored extends SharedValue {
+  room: Uint8Array;
+  /** The store's snapshot count when this record was made: snapshots taken since hold it. */
+  madeAt: number;
+}
+
 export class SharedDataStore {
-  private readonly maps = new Map<string, Map<string, SharedValue>>();
+  private readonly maps = new Map<string, Map<string, Stored>>();
+  private snapshots = 0;
   /** While set, get() answers from this snapshot instead of the live store (see readFrom). */
   private readView: SharedDataSnapshot | null = null;
   private nextCasValue = 1;
@@ -29,6 +41,7 @@ export class SharedDataStore {
   }
 
   snapshot(): SharedDataSnapshot {
+    this.snapshots++;
     const s: SharedDataSnapshot = new Map();
     for (const [vmId, map] of this.maps) s.set(vmId, new Map(map));
     return s;
@@ -85,7 +98,16 @@ export class SharedDataStore {
     }
     const cur = map.get(key);
     if (cur !== undefined && cas !== 0 && cas !== cur.cas) return WasmResult.CasMismatch;
-    map.set(key, { value: value.slice(), cas: this.nextCas() });
+    if (cur !== undefined && cur.madeAt === this.snapshots && cur.room.length >= value.length) {
+      cur.room.set(value);
+      cur.value = cur.room.subarray(0, value.length);
+      cur.cas = this.nextCas();
+      return WasmResult.Ok;
+    }
+    // Room to grow: values such as a bucket or the gateway board change size a little per write.
+    const room = new Uint8Array(value.length + (value.length >> 2) + 16);
+    room.set(value);
+    map.set(key, { value: room.subarray(0, value.length), cas: this.nextCas(), room, madeAt: this.snapshots });
     return WasmResult.Ok;
   }
 

@@ -8,18 +8,36 @@ const utf8 = new TextEncoder();
 const utf8d = new TextDecoder();
 
 export class GuestMemory {
+  private buffer: ArrayBuffer | null = null;
+  private u8: Uint8Array = new Uint8Array(0);
+  private dv: DataView = new DataView(new ArrayBuffer(0));
+
   constructor(
     private readonly memory: WebAssembly.Memory,
     private readonly malloc: (size: number) => number,
   ) {}
 
-  /** Re-read on every access: memory.grow() detaches the previous ArrayBuffer. */
+  /** Views of the memory, made again only when memory.grow() replaced (detached) its ArrayBuffer. */
+  private fresh(): void {
+    const b = this.memory.buffer;
+    if (b === this.buffer) return;
+    this.buffer = b;
+    this.u8 = new Uint8Array(b);
+    this.dv = new DataView(b);
+  }
+
   private get bytes(): Uint8Array {
-    return new Uint8Array(this.memory.buffer);
+    this.fresh();
+    return this.u8;
+  }
+
+  private get words(): DataView {
+    this.fresh();
+    return this.dv;
   }
 
   inBounds(ptr: number, size: number): boolean {
-    return ptr >= 0 && size >= 0 && ptr + size <= this.memory.buffer.byteLength;
+    return ptr >= 0 && size >= 0 && ptr + size <= this.bytes.length;
   }
 
   /** A copy of [ptr, ptr+size), or null when out of bounds (the caller returns InvalidMemoryAccess). */
@@ -39,21 +57,22 @@ export class GuestMemory {
   }
 
   readString(ptr: number, size: number): string | null {
-    const b = this.read(ptr, size);
+    // Decoded straight from the VM's memory: a copy first would cost an allocation per call.
+    const b = this.view(ptr, size);
     return b === null ? null : utf8d.decode(b);
   }
 
   writeU32(ptr: number, value: number): boolean {
     ptr >>>= 0;
     if (!this.inBounds(ptr, 4)) return false;
-    new DataView(this.memory.buffer).setUint32(ptr, value >>> 0, true);
+    this.words.setUint32(ptr, value >>> 0, true);
     return true;
   }
 
   writeU64(ptr: number, value: bigint): boolean {
     ptr >>>= 0;
     if (!this.inBounds(ptr, 8)) return false;
-    new DataView(this.memory.buffer).setBigUint64(ptr, BigInt.asUintN(64, value), true);
+    this.words.setBigUint64(ptr, BigInt.asUintN(64, value), true);
     return true;
   }
 
