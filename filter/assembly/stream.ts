@@ -371,7 +371,8 @@ export class KvrouteStream {
       this.failMode(vm.config.failOpen, "no routing cache yet");
       return;
     }
-    const now = nowMs();
+    // One clock read serves the decision: its ms for TTLs and stamps, its ns for the timer.
+    const now = startedNs / 1000000;
     vm.readBoard(now);
     const pool = this.poolOf(cfg, body, bodyLen, truncated);
     if (pool < 0) return;
