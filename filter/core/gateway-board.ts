@@ -248,7 +248,7 @@ function appendRoutes(o: usize, edit: BoardEdit): void {
 /** Slots where the queue has requests to publish. */
 function entriesOf(q: LocalQueue): i32 {
   let n = 0;
-  for (let s = 0; s < q.slots; s++) if (q.countAt(s) > 0 || q.unseenDecodingAt(s) > 0) n++;
+  for (let s = 0; s < q.ownSlots; s++) if (q.countAt(s) > 0 || q.unseenDecodingAt(s) > 0) n++;
   return n;
 }
 
@@ -256,7 +256,7 @@ function writeSection(o: usize, at: i32, thread: i32, now: u64, q: LocalQueue): 
   const head = at;
   at += VM_HEADER;
   let n = 0;
-  for (let s = 0; s < q.slots; s++) {
+  for (let s = 0; s < q.ownSlots; s++) {
     const pending = <u32>q.countAt(s);
     const decoding = q.unseenDecodingAt(s);
     if (pending === 0 && decoding === 0) continue;

@@ -96,8 +96,17 @@ export class LocalQueue {
   /** The most this gateway's leader reported per slot lately (its share of kvr.load's count). */
   private gatewayReported: StaticArray<u32> = new StaticArray<u32>(0);
 
+  /** One past the highest slot this VM ever queued a request at, and past the highest the gateway view names. */
+  private ownHigh: i32 = 0;
+  private viewHigh: i32 = 0;
+
   get slots(): i32 {
     return this.pending.length;
+  }
+
+  /** Slots below this are the only ones where this VM can have requests (loops stop here). */
+  get ownSlots(): i32 {
+    return this.ownHigh;
   }
 
   private ensure(slot: i32): void {
@@ -141,6 +150,7 @@ export class LocalQueue {
   add(slot: i32, sig: u64, tokens: f64): u32 {
     if (slot < 0) return 0;
     this.ensure(slot);
+    if (slot >= this.ownHigh) this.ownHigh = slot + 1;
     this.observe(slot, sig);
     this.pending[slot]++;
     this.tokens[slot] += tokens;
@@ -210,7 +220,9 @@ export class LocalQueue {
 
   /** Forgets the other VMs' counts before they are read again (addSiblings / setGatewayReported). */
   clearGatewayView(): void {
-    for (let i = 0; i < this.siblingsPending.length; i++) {
+    const n = this.viewHigh;
+    this.viewHigh = 0;
+    for (let i = 0; i < n; i++) {
       this.siblingsPending[i] = 0;
       this.siblingsTokens[i] = 0;
       this.siblingsUnseen[i] = 0;
@@ -223,6 +235,7 @@ export class LocalQueue {
   addSiblings(slot: i32, pending: u32, tokens: f64, unseen: u32, decoding: u32): void {
     if (slot < 0) return;
     this.ensure(slot);
+    if (slot >= this.viewHigh) this.viewHigh = slot + 1;
     this.siblingsPending[slot] += pending;
     this.siblingsTokens[slot] += tokens;
     this.siblingsUnseen[slot] += unseen;
@@ -233,6 +246,7 @@ export class LocalQueue {
   setGatewayReported(slot: i32, n: u32): void {
     if (slot < 0) return;
     this.ensure(slot);
+    if (slot >= this.viewHigh) this.viewHigh = slot + 1;
     this.gatewayReported[slot] = n;
   }
 
@@ -256,7 +270,8 @@ export class LocalQueue {
 
   /** The gateway (this VM and the others, as last read) has no unanswered request anywhere. */
   gatewayIdle(): bool {
-    for (let s = 0; s < this.pending.length; s++)
+    const n = this.ownHigh > this.viewHigh ? this.ownHigh : this.viewHigh;
+    for (let s = 0; s < n; s++)
       if (this.pending[s] !== 0 || this.siblingsPending[s] !== 0) return false;
     return true;
   }
