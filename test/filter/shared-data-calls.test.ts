@@ -116,3 +116,34 @@ describe("shared-data calls per request", () => {
     f.finish(s.result);
   });
 });
+
+describe("what the board carries between a gateway's VMs", () => {
+  it("a speculative route taken on one VM is followed on another at once, before any tick or report", () => {
+    f = new ShippedFilter({ threads: 2 });
+    f.publish();
+    f.tick();
+    const body = chat(SYSTEM, "burst");
+    const first = f.route(body, { thread: 0 });
+    f.finish(first);
+    // No tick since: thread 1 knows the route only from the board's route ring.
+    const second = f.route(chat(SYSTEM, "burst, again"), { thread: 1 });
+    f.finish(second);
+    expect(second.outcome).toBe("speculative_hit");
+    expect(second.slot).toBe(first.slot);
+  });
+
+  it("a session routed on one VM keeps its slot on another at once", () => {
+    f = new ShippedFilter({ threads: 2, routing: { sessionHeader: "x-session-id" } });
+    f.publish();
+    f.tick();
+    const a = f.route(chat("one conversation", "turn 1"), { thread: 0, headers: [["x-session-id", "s-1"]] });
+    f.finish(a);
+    const b = f.route(chat("another topic altogether", "turn 2"), {
+      thread: 1,
+      headers: [["x-session-id", "s-1"]],
+    });
+    f.finish(b);
+    expect(b.slot).toBe(a.slot);
+    expect(Number(f.host.counter("kvroute.session.kept") ?? 0)).toBe(1);
+  });
+});
