@@ -5,6 +5,7 @@
 // Counted at the host's shared-data store, through the shipped module — not timed.
 import { afterEach, describe, expect, it } from "vitest";
 import { chat, type Routed, ShippedFilter } from "../filter-core/shipped-filter.ts";
+import { boardSum } from "./board.ts";
 
 let f: ShippedFilter;
 afterEach(() => f?.close());
@@ -145,5 +146,26 @@ describe("what the board carries between a gateway's VMs", () => {
     f.finish(b);
     expect(b.slot).toBe(a.slot);
     expect(Number(f.host.counter("kvroute.session.kept") ?? 0)).toBe(1);
+  });
+});
+
+describe("a lost race on the board", () => {
+  it("keeps the loser's requests for its next write: two VMs deciding at once both count after a tick", () => {
+    f = new ShippedFilter({ threads: 2 });
+    f.publish();
+    f.tick();
+    const routed: Routed[] = [];
+    // Both VMs read the board before either writes (Envoy's workers in parallel): the second
+    // write carries the first's cas and loses.
+    f.host.core.sharedData.asIfParallel([
+      () => routed.push(f.route(chat("left prompt", "q"), { thread: 0 })),
+      () => routed.push(f.route(chat("right prompt", "q"), { thread: 1 })),
+    ]);
+    expect(routed.every((r) => r.forwarded !== null)).toBe(true);
+    expect(boardSum(f.host, "unanswered")).toBe(1);
+    f.tick();
+    expect(boardSum(f.host, "unanswered")).toBe(2);
+    for (const r of routed) f.finish(r);
+    expect(boardSum(f.host, "unanswered")).toBe(0);
   });
 });
