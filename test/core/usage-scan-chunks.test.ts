@@ -134,6 +134,18 @@ describe("an answer larger than the budget", () => {
     expect(r).toMatchObject({ cachedTokens: 1, cut: true });
   });
 
+  it("counts nothing from a document the budget cut, even when the part read is complete", () => {
+    const v = '{"usage":{"prompt_tokens_details":{"cached_tokens":5}}}';
+    // What the budget left unread could spoil the document: it does not count either way.
+    for (const rest of ["\n", "x"]) {
+      expect(json([v + rest], v.length)).toMatchObject({ usage: false, cut: true });
+      expect(cached(json([v + rest], v.length))).toBeUndefined();
+    }
+    expect(cached(json([`${v}\n`], v.length + 1))).toBe(5);
+    expect(cached(sse([`data: ${v}\n`], 6 + v.length))).toBeUndefined();
+    expect(cached(sse([`data: ${v}\n`], 7 + v.length))).toBe(5);
+  });
+
   it("counts nothing from a JSON answer longer than the budget, in one chunk or many", () => {
     const body = `{"choices":[{"message":{"content":${JSON.stringify("word ".repeat(400))}}}],"usage":{"prompt_tokens_details":{"cached_tokens":8}}}`;
     const pieces = Array.from({ length: Math.ceil(body.length / 100) }, (_, k) =>
