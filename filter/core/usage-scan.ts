@@ -1,8 +1,13 @@
 // The engine's served cached prefix, read from a response as it streams past: the value of
 // `usage.prompt_tokens_details.cached_tokens` in a JSON body, or in the SSE events of a stream
 // (vLLM sends usage in the final event when `stream_options.include_usage` is set). Responses go
-// to the client as they come, so nothing is buffered: one byte at a time through a small state
-// machine whose whole state lives in this object (a key or a number may straddle two chunks).
+// to the client as they come, so nothing is buffered: a small state machine whose whole state
+// lives in this object (a key or a number may straddle two chunks) reads each document that may
+// hold the path; an SSE line without the bytes `"usage"` is only searched for them, eight bytes
+// at a time. Every byte is looked at — whether a byte is inside a string, and whether its
+// document is well formed, depends on all the bytes before it, so the tail of a chunk cannot be
+// read alone. (Most of what reading an answer costs is the host's copy of each chunk into the VM,
+// one call per chunk, not this scan: bench/results/hot-path.md.)
 // Only that exact path counts — the same key in a message's content is inside a string, and the
 // same key elsewhere in the tree is at another path. A document counts only once it is complete
 // and well formed; a value that is not a plain non-negative decimal that fits u32 means "unknown".
@@ -135,6 +140,40 @@ function plainLineEnd(p: usize, end: usize): usize {
     p++;
   }
   return 0;
+}
+
+function isLineBreak(c: u32): bool {
+  return c === 0x0a || c === 0x0d;
+}
+
+/**
+ * Whether [p, end) holds `"usage"`. Eight positions at a time: a quote whose next byte is a `u`
+ * (rare in JSON) is a zero byte of (w ^ quotes) | (next w ^ u's); each such candidate is checked.
+ */
+function spellsUsage(p: usize, end: usize): bool {
+  while (p + 9 <= end) {
+    const hit = zeroBytes((load<u64>(p) ^ QUOTES) | (load<u64>(p + 1) ^ US));
+    if (hit !== 0) {
+      const at = p + <usize>(ctz<u64>(hit) >> 3);
+      if (isUsageAt(at, end)) return true;
+      p = at + 1;
+      continue;
+    }
+    p += 8;
+  }
+  while (p < end) {
+    if (isUsageAt(p, end)) return true;
+    p++;
+  }
+  return false;
+}
+
+/** `"usage"` at p, all seven bytes before end. */
+function isUsageAt(p: usize, end: usize): bool {
+  // "usag" is 0x67617375 and `e"` 0x2265, little-endian.
+  return (
+    p + 7 <= end && load<u8>(p) === 0x22 && load<u32>(p + 1) === 0x67617375 && load<u16>(p + 5) === 0x2265
+  );
 }
 
 /** Does the n bytes at p start with the ASCII literal `lit` (lower case), ignoring case? */
@@ -281,9 +320,13 @@ export class UsageScan {
     this.budget = 0;
   }
 
-  /** The body ended (or the stream did): a last document without its newline still counts. */
+  /**
+   * The body ended (or the stream did): a last document without its newline still counts — unless
+   * the budget cut it (what followed, unread, may have spoiled it).
+   */
   finish(): void {
-    if (this.mode === USAGE_JSON || (this.mode === USAGE_SSE && this.line === L_PAYLOAD)) this.endDoc();
+    const last = this.mode === USAGE_JSON || (this.mode === USAGE_SSE && this.line === L_PAYLOAD);
+    if (last && (this.flags & SERVED_CUT) === 0) this.endDoc();
     this.mode = 0;
     this.budget = 0;
   }
@@ -293,6 +336,10 @@ export class UsageScan {
   }
 
   private feedSse(p: usize, end: usize): void {
+    // Whole lines — the usual chunk of a stream, one or more events: a line without `"usage"`
+    // cannot carry the value (the path's first key, unescaped), so unless one spells it the
+    // chunk needs one search and nothing else (no document state to keep: each line ends here).
+    if (p < end && this.line === 0 && isLineBreak(<u32>load<u8>(end - 1)) && !spellsUsage(p, end)) return;
     while (p < end) {
       if (this.line === 0) {
         // A line that ends in this chunk without ever spelling "usage" cannot carry the value

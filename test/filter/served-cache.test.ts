@@ -126,6 +126,36 @@ describe("served cached tokens read by the shipped filter", () => {
     });
   });
 
+  it("reads the usage event after events whose content spells usage, its key cut between two writes", async () => {
+    const fake = '"usage":{"prompt_tokens_details":{"cached_tokens":7}}';
+    const final = `data: ${JSON.stringify({ choices: [], usage: { prompt_tokens: 500, prompt_tokens_details: { cached_tokens: 320 } } })}\n\n`;
+    const cut = final.indexOf('"usage"') + 3;
+    const pieces = [
+      ...[fake, "usage", `say ${fake}`].map(
+        (content) => `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content } }] })}\n\n`,
+      ),
+      final.slice(0, cut),
+      final.slice(cut),
+      "data: [DONE]\n\n",
+    ];
+    const r = await through(s, "sse-spelled", (res) => {
+      res.writeHead(200, SSE_TYPE);
+      const next = (k: number) => {
+        if (k === pieces.length) res.end();
+        else {
+          res.write(pieces[k]);
+          setImmediate(() => next(k + 1));
+        }
+      };
+      next(0);
+    });
+    expect(r.body).toBe(pieces.join(""));
+    expect(await reported(s, "sse-spelled")).toMatchObject({
+      servedFlags: SERVED_USAGE | SERVED_CACHED,
+      servedCachedTokens: 320,
+    });
+  });
+
   it("says usage without details, and nothing for a stream without usage", async () => {
     await through(s, "sse-nodetails", (res) =>
       answer(res, 200, SSE_TYPE, sse({ prompt_tokens: 500, completion_tokens: 4 }), 3),
