@@ -15,7 +15,7 @@ import { marshalPairs, unmarshalPairs } from "../abi/memory.ts";
 import { HeaderMap } from "../header-map.ts";
 import { startHttpCall } from "../http-call.ts";
 import { getProperty, setProperty } from "../properties.ts";
-import type { BodyBuffer, HttpStream } from "../stream.ts";
+import { type BodyBuffer, streamOf } from "../stream.ts";
 import type { Ctx, WasmThread } from "../thread.ts";
 import { restrictedGuard } from "./wasi.ts";
 
@@ -36,7 +36,6 @@ const EMPTY = new ConstBuffer(new Uint8Array(0));
 export function proxyImports(t: WasmThread): Record<string, Fn> {
   const n = (x: number | bigint | undefined) => Number(x ?? 0) >>> 0;
   const cur = (): Ctx => t.current();
-  const streamOf = (c: Ctx): HttpStream | null => (c.kind === "stream" ? c.stream : null);
   const rootIdOf = (c: Ctx): number => (c.kind === "stream" ? c.rootId : c.id);
 
   const callResponseMap = (type: number): HeaderMap | null => {
