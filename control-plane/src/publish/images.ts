@@ -1,11 +1,12 @@
 // The control-plane-owned shared-data images other than buckets (docs/wire-format.md §4):
 // `kvr.cfg`, `kvr.slots`, `kvr.load`. The filter decodes them once per change, never per
 // request, so they favour simple fixed layouts over compactness.
+
+import { ByteWriter } from "../common/byte-writer.ts";
 import type { Config } from "../config/schema.ts";
 import { xxh64 } from "../core/kvroute-core.ts";
 import type { SlotLoad, SlotLora } from "../model/slot-load.ts";
 import type { Slot } from "../model/slot-table.ts";
-import { ByteWriter } from "../wire/byte-writer.ts";
 
 /** 2: kvr.cfg carries tier weights; bucket rows carry a tier (docs/wire-format.md §4). */
 export const IMAGE_PROTOCOL = 2;
