@@ -18,7 +18,7 @@ import { type ControlPlane, startControlPlane } from "../control-plane/src/app.t
 import { parseConfig } from "../control-plane/src/config/load-config.ts";
 import type { ProcessingRequest, ProcessingResponse } from "../control-plane/src/epp/messages.ts";
 import { protoDefinitions } from "../control-plane/src/epp/protos.ts";
-import { createHost, type FilterChainSink, HeaderMap } from "../host/index.ts";
+import { createHost, type FilterChainSink, HeaderMap, type Host } from "../host/index.ts";
 import { writeResult } from "./lib/results.ts";
 
 const QUICK = process.argv.includes("--quick") || process.env.KVROUTE_BENCH_QUICK === "1";
@@ -53,6 +53,243 @@ function config() {
   );
 }
 
+async function main(): Promise<void> {
+  const picker = startPicker();
+  const ready = await picker.ask<{ cpUrl: string; epp: string }>();
+  const client = await eppClient(ready.epp);
+  const host = await startInlineHost(ready.cpUrl);
+  const rows: string[] = [];
+  const sizes = QUICK ? [2048, 32768] : [2048, 32768, 131072];
+  for (const tokens of sizes) {
+    rows.push(await measureSize(tokens, host, client, picker.cpu));
+    process.stdout.write(`${rows.at(-1)}\n`);
+  }
+  const table = [
+    `The endpoint-picker path next to the inline filter, same module, same control plane, one run${QUICK ? " (quick)" : ""}; one client, requests one at a time over loopback on a 2-core machine shared with other work. Latency = request phase (headers in → destination and body out); CPU = per request over the whole exchange (the picker's process for EPP; the host for inline — the Envoy side of ext_proc, i.e. the client's protobuf and gRPC work, is not counted).`,
+    "",
+    "| prompt | body | inline decision p50 / p99 | inline CPU | EPP full-duplex request phase p50 / p99 | EPP CPU | latency ratio | CPU ratio | EPP buffered p50 / p99 | EPP buffered CPU |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+    ...rows,
+  ];
+  writeResult("epp", `# Endpoint picker overhead (bench/epp.bench.ts)\n\n${table.join("\n")}\n`);
+  process.stdout.write(`\n${table.join("\n")}\n`);
+  client.close();
+  host.close();
+  picker.child.send({ kind: "stop" });
+}
+
+type Reply = { kind: string; [k: string]: unknown };
+
+/** The picker's process (this file with --serve): ask() waits for its next message, cpu() is its CPU time. */
+function startPicker() {
+  const child = fork(new URL(import.meta.url).pathname, ["--serve"], { execArgv: ["--import", "tsx"] });
+  const replies: Array<(m: Reply) => void> = [];
+  child.on("message", (m: Reply) => replies.shift()?.(m));
+  const ask = <T>(msg?: object): Promise<T> =>
+    new Promise((resolve) => {
+      replies.push(resolve as never);
+      if (msg !== undefined) child.send(msg);
+    });
+  const cpu = async () => {
+    const u = (await ask<{ usage: NodeJS.CpuUsage }>({ kind: "cpu" })).usage;
+    return u.user + u.system;
+  };
+  return { child, ask, cpu };
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: generated client
+type ExtProcClient = any;
+
+async function eppClient(address: string): Promise<ExtProcClient> {
+  const { credentials, loadPackageDefinition } = await import("@grpc/grpc-js");
+  // biome-ignore lint/suspicious/noExplicitAny: generated client
+  const pkg = loadPackageDefinition(protoDefinitions) as any;
+  return new pkg.envoy.service.ext_proc.v3.ExternalProcessor(address, credentials.createInsecure());
+}
+
+/** The shipped filter in this process, synced from the picker's control plane. */
+async function startInlineHost(cpUrl: string): Promise<Host> {
+  const cpHost = new URL(cpUrl).host;
+  const host = createHost({
+    wasm: WASM,
+    threads: 1,
+    mainThread: false,
+    pluginConfig: JSON.stringify({
+      controlPlane: { cluster: "kvroute_control_plane", authority: cpHost, token: TOKEN, timeoutMs: 5000 },
+      tickMs: 20,
+      reportMs: 100,
+      maxBodyBytes: 8 * 1024 * 1024,
+    }),
+    clusters: { kvroute_control_plane: cpHost },
+    allowOnHeadersStopIteration: true,
+    bufferLimitBytes: 9 * 1024 * 1024,
+  });
+  while (host.sharedData("kvr.sync") === null) await new Promise((r) => setTimeout(r, 20));
+  while (host.sharedData("kvr.slots") === null) await new Promise((r) => setTimeout(r, 20));
+  return host;
+}
+
+const WORDS =
+  "the routing core keeps every rank busy while requests that share a prefix land where their cache already lives so prefill work is saved".split(
+    " ",
+  );
+
+/** A deterministic text of about `tokens` tokens. */
+function text(tokens: number): string {
+  const out: string[] = [];
+  let x = tokens;
+  for (let i = 0; i < tokens * 0.8; i++) {
+    x = (x * 1103515245 + 12345) >>> 0;
+    out.push(WORDS[x % WORDS.length] as string);
+  }
+  return out.join(" ");
+}
+
+function bodyFor(system: string, q: number): Buffer {
+  return Buffer.from(
+    JSON.stringify({
+      model: "qwen3",
+      messages: [
+        { role: "system", content: system },
+        { role: "user", content: `question ${q}` },
+      ],
+      max_tokens: 4,
+    }),
+  );
+}
+
+function requestHeaders(len: number): Array<[string, string]> {
+  return [
+    [":method", "POST"],
+    [":path", "/v1/chat/completions"],
+    [":authority", "gateway"],
+    [":scheme", "http"],
+    ["content-type", "application/json"],
+    ["content-length", String(len)],
+  ];
+}
+
+/** One request through the inline filter; µs of the request phase. */
+function inline(host: Host, body: Buffer): number {
+  let routed = false;
+  let local = false;
+  const sink: FilterChainSink = {
+    requestHeaders: () => {
+      routed = true;
+    },
+    requestData: () => {},
+    requestTrailers: () => {},
+    abortUpstream: () => {},
+    responseHeaders: () => {
+      if (!routed) local = true;
+    },
+    responseData: () => {},
+    responseTrailers: () => {},
+    resetDownstream: () => {},
+    done: () => {},
+  };
+  const t0 = process.hrtime.bigint();
+  const stream = host.newStream(host.pickThread(), sink);
+  stream.decodeHeaders(new HeaderMap(requestHeaders(body.length)), false);
+  for (let at = 0; at < body.length; at += CHUNK)
+    stream.decodeData(body.subarray(at, at + CHUNK), at + CHUNK >= body.length);
+  const us = Number(process.hrtime.bigint() - t0) / 1000;
+  if (!routed || local) throw new Error("the inline filter did not route");
+  stream.encodeHeaders(new HeaderMap([[":status", "200"]]), false);
+  stream.encodeData(Buffer.from('{"choices":[]}'), true);
+  return us;
+}
+
+function headerMap(pairs: Array<[string, string]>) {
+  return { headers: pairs.map(([key, value]) => ({ key, raw_value: Buffer.from(value) })) };
+}
+
+/** One request through the picker; µs of the request phase. */
+function viaEpp(client: ExtProcClient, body: Buffer, duplex: boolean): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const call = client.Process();
+    const mode = duplex ? 4 : 2;
+    let phase: "request" | "response" = "request";
+    let requestUs = 0;
+    let bodyAnswered = false;
+    const t0 = process.hrtime.bigint();
+    call.on("error", reject);
+    call.on("data", (r: ProcessingResponse) => {
+      if (r.immediate_response !== undefined) return reject(new Error("immediate response"));
+      if (phase === "request") {
+        if (r.request_headers !== undefined && !duplex) {
+          call.write({ request_body: { body, end_of_stream: true } });
+          return;
+        }
+        const s = r.request_body?.response?.body_mutation?.streamed_response;
+        const done = duplex ? s?.end_of_stream === true : r.request_body !== undefined;
+        if (!done) return;
+        requestUs = Number(process.hrtime.bigint() - t0) / 1000;
+        phase = "response";
+        call.write({
+          response_headers: { headers: headerMap([[":status", "200"]]), end_of_stream: false },
+        });
+        call.write({ response_body: { body: Buffer.from('{"choices":[]}'), end_of_stream: true } });
+        return;
+      }
+      if (r.response_body !== undefined) bodyAnswered = true;
+      if (bodyAnswered) {
+        call.end();
+        resolve(requestUs);
+      }
+    });
+    const first: ProcessingRequest = {
+      request_headers: { headers: headerMap(requestHeaders(body.length)), end_of_stream: false },
+      protocol_config: { request_body_mode: mode, response_body_mode: mode },
+    };
+    call.write(first);
+    if (duplex)
+      for (let at = 0; at < body.length; at += CHUNK)
+        call.write({
+          request_body: { body: body.subarray(at, at + CHUNK), end_of_stream: at + CHUNK >= body.length },
+        });
+  });
+}
+
+const pct = (xs: number[], q: number) =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))] as number;
+const fmt = (us: number) => (us >= 1000 ? `${(us / 1000).toFixed(2)} ms` : `${us.toFixed(0)} µs`);
+
+/** One prompt size: inline, EPP full-duplex and EPP buffered, measured one after another; one table row. */
+async function measureSize(
+  tokens: number,
+  host: Host,
+  client: ExtProcClient,
+  pickerCpu: () => Promise<number>,
+): Promise<string> {
+  const system = text(tokens);
+  const n = QUICK ? 30 : tokens >= 131072 ? 60 : 200;
+  const bodies = Array.from({ length: 16 }, (_, q) => bodyFor(system, q));
+  const bytes = (bodies[0] as Buffer).length;
+  // Warm-up: JITs, and the prompt's speculative entries, so every measured request is a prefix hit.
+  for (let i = 0; i < 10; i++) {
+    inline(host, bodies[i & 15] as Buffer);
+    await viaEpp(client, bodies[i & 15] as Buffer, true);
+    await viaEpp(client, bodies[i & 15] as Buffer, false);
+  }
+  const measure = async (run: (b: Buffer) => Promise<number> | number, cpu: () => Promise<number>) => {
+    const times: number[] = [];
+    const c0 = await cpu();
+    for (let i = 0; i < n; i++) times.push(await run(bodies[i & 15] as Buffer));
+    const c1 = await cpu();
+    return { p50: pct(times, 0.5), p99: pct(times, 0.99), cpu: (c1 - c0) / n };
+  };
+  const self = async () => {
+    const u = process.cpuUsage();
+    return u.user + u.system;
+  };
+  const inl = await measure((b) => inline(host, b), self);
+  const duplex = await measure((b) => viaEpp(client, b, true), pickerCpu);
+  const buffered = await measure((b) => viaEpp(client, b, false), pickerCpu);
+  const ratio = (a: number, b: number) => `${(a / b).toFixed(0)}×`;
+  return `| ${tokens / 1024}k | ${(bytes / 1024).toFixed(0)} KiB | ${fmt(inl.p50)} / ${fmt(inl.p99)} | ${fmt(inl.cpu)} | ${fmt(duplex.p50)} / ${fmt(duplex.p99)} | ${fmt(duplex.cpu)} | ${ratio(duplex.p50, inl.p50)} | ${ratio(duplex.cpu, inl.cpu)} | ${fmt(buffered.p50)} / ${fmt(buffered.p99)} | ${fmt(buffered.cpu)} |`;
+}
+
 // ---- the picker's process ------------------------------------------------------------------
 if (process.argv.includes("--serve")) {
   const cp: ControlPlane = await startControlPlane(config(), {
@@ -72,206 +309,4 @@ if (process.argv.includes("--serve")) {
   });
 } else {
   await main();
-}
-
-async function main(): Promise<void> {
-  const child = fork(new URL(import.meta.url).pathname, ["--serve"], { execArgv: ["--import", "tsx"] });
-  const replies: Array<(m: { kind: string; [k: string]: unknown }) => void> = [];
-  child.on("message", (m: { kind: string }) => replies.shift()?.(m));
-  const ask = <T>(msg?: object): Promise<T> =>
-    new Promise((resolve) => {
-      replies.push(resolve as never);
-      if (msg !== undefined) child.send(msg);
-    });
-  const ready = await ask<{ cpUrl: string; epp: string }>();
-  const childCpu = async () => {
-    const u = (await ask<{ usage: NodeJS.CpuUsage }>({ kind: "cpu" })).usage;
-    return u.user + u.system;
-  };
-
-  const { credentials, loadPackageDefinition } = await import("@grpc/grpc-js");
-  // biome-ignore lint/suspicious/noExplicitAny: generated client
-  const pkg = loadPackageDefinition(protoDefinitions) as any;
-  const client = new pkg.envoy.service.ext_proc.v3.ExternalProcessor(ready.epp, credentials.createInsecure());
-
-  const cpHost = new URL(ready.cpUrl).host;
-  const host = createHost({
-    wasm: WASM,
-    threads: 1,
-    mainThread: false,
-    pluginConfig: JSON.stringify({
-      controlPlane: { cluster: "kvroute_control_plane", authority: cpHost, token: TOKEN, timeoutMs: 5000 },
-      tickMs: 20,
-      reportMs: 100,
-      maxBodyBytes: 8 * 1024 * 1024,
-    }),
-    clusters: { kvroute_control_plane: cpHost },
-    allowOnHeadersStopIteration: true,
-    bufferLimitBytes: 9 * 1024 * 1024,
-  });
-  while (host.sharedData("kvr.sync") === null) await new Promise((r) => setTimeout(r, 20));
-  while (host.sharedData("kvr.slots") === null) await new Promise((r) => setTimeout(r, 20));
-
-  const WORDS =
-    "the routing core keeps every rank busy while requests that share a prefix land where their cache already lives so prefill work is saved".split(
-      " ",
-    );
-  const text = (tokens: number): string => {
-    const out: string[] = [];
-    let x = tokens;
-    for (let i = 0; i < tokens * 0.8; i++) {
-      x = (x * 1103515245 + 12345) >>> 0;
-      out.push(WORDS[x % WORDS.length] as string);
-    }
-    return out.join(" ");
-  };
-  const bodyFor = (system: string, q: number) =>
-    Buffer.from(
-      JSON.stringify({
-        model: "qwen3",
-        messages: [
-          { role: "system", content: system },
-          { role: "user", content: `question ${q}` },
-        ],
-        max_tokens: 4,
-      }),
-    );
-  const requestHeaders = (len: number): Array<[string, string]> => [
-    [":method", "POST"],
-    [":path", "/v1/chat/completions"],
-    [":authority", "gateway"],
-    [":scheme", "http"],
-    ["content-type", "application/json"],
-    ["content-length", String(len)],
-  ];
-
-  /** One request through the inline filter; µs of the request phase. */
-  const inline = (body: Buffer): number => {
-    let routed = false;
-    let local = false;
-    const sink: FilterChainSink = {
-      requestHeaders: () => {
-        routed = true;
-      },
-      requestData: () => {},
-      requestTrailers: () => {},
-      abortUpstream: () => {},
-      responseHeaders: () => {
-        if (!routed) local = true;
-      },
-      responseData: () => {},
-      responseTrailers: () => {},
-      resetDownstream: () => {},
-      done: () => {},
-    };
-    const t0 = process.hrtime.bigint();
-    const stream = host.newStream(host.pickThread(), sink);
-    stream.decodeHeaders(new HeaderMap(requestHeaders(body.length)), false);
-    for (let at = 0; at < body.length; at += CHUNK)
-      stream.decodeData(body.subarray(at, at + CHUNK), at + CHUNK >= body.length);
-    const us = Number(process.hrtime.bigint() - t0) / 1000;
-    if (!routed || local) throw new Error("the inline filter did not route");
-    stream.encodeHeaders(new HeaderMap([[":status", "200"]]), false);
-    stream.encodeData(Buffer.from('{"choices":[]}'), true);
-    return us;
-  };
-
-  const headerMap = (pairs: Array<[string, string]>) => ({
-    headers: pairs.map(([key, value]) => ({ key, raw_value: Buffer.from(value) })),
-  });
-
-  /** One request through the picker; µs of the request phase. */
-  const viaEpp = (body: Buffer, duplex: boolean): Promise<number> =>
-    new Promise((resolve, reject) => {
-      const call = client.Process();
-      const mode = duplex ? 4 : 2;
-      let phase: "request" | "response" = "request";
-      let requestUs = 0;
-      let bodyAnswered = false;
-      const t0 = process.hrtime.bigint();
-      call.on("error", reject);
-      call.on("data", (r: ProcessingResponse) => {
-        if (r.immediate_response !== undefined) return reject(new Error("immediate response"));
-        if (phase === "request") {
-          if (r.request_headers !== undefined && !duplex) {
-            call.write({ request_body: { body, end_of_stream: true } });
-            return;
-          }
-          const s = r.request_body?.response?.body_mutation?.streamed_response;
-          const done = duplex ? s?.end_of_stream === true : r.request_body !== undefined;
-          if (!done) return;
-          requestUs = Number(process.hrtime.bigint() - t0) / 1000;
-          phase = "response";
-          call.write({
-            response_headers: { headers: headerMap([[":status", "200"]]), end_of_stream: false },
-          });
-          call.write({ response_body: { body: Buffer.from('{"choices":[]}'), end_of_stream: true } });
-          return;
-        }
-        if (r.response_body !== undefined) bodyAnswered = true;
-        if (bodyAnswered) {
-          call.end();
-          resolve(requestUs);
-        }
-      });
-      const first: ProcessingRequest = {
-        request_headers: { headers: headerMap(requestHeaders(body.length)), end_of_stream: false },
-        protocol_config: { request_body_mode: mode, response_body_mode: mode },
-      };
-      call.write(first);
-      if (duplex)
-        for (let at = 0; at < body.length; at += CHUNK)
-          call.write({
-            request_body: { body: body.subarray(at, at + CHUNK), end_of_stream: at + CHUNK >= body.length },
-          });
-    });
-
-  const pct = (xs: number[], q: number) =>
-    [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))] as number;
-  const fmt = (us: number) => (us >= 1000 ? `${(us / 1000).toFixed(2)} ms` : `${us.toFixed(0)} µs`);
-  const rows: string[] = [];
-  const sizes = QUICK ? [2048, 32768] : [2048, 32768, 131072];
-  for (const tokens of sizes) {
-    const system = text(tokens);
-    const n = QUICK ? 30 : tokens >= 131072 ? 60 : 200;
-    const bodies = Array.from({ length: 16 }, (_, q) => bodyFor(system, q));
-    const bytes = (bodies[0] as Buffer).length;
-    // Warm-up: JITs, and the prompt's speculative entries, so every measured request is a prefix hit.
-    for (let i = 0; i < 10; i++) {
-      inline(bodies[i & 15] as Buffer);
-      await viaEpp(bodies[i & 15] as Buffer, true);
-      await viaEpp(bodies[i & 15] as Buffer, false);
-    }
-    const measure = async (run: (b: Buffer) => Promise<number> | number, cpu: () => Promise<number>) => {
-      const times: number[] = [];
-      const c0 = await cpu();
-      for (let i = 0; i < n; i++) times.push(await run(bodies[i & 15] as Buffer));
-      const c1 = await cpu();
-      return { p50: pct(times, 0.5), p99: pct(times, 0.99), cpu: (c1 - c0) / n };
-    };
-    const self = async () => {
-      const u = process.cpuUsage();
-      return u.user + u.system;
-    };
-    const inl = await measure(inline, self);
-    const duplex = await measure((b) => viaEpp(b, true), childCpu);
-    const buffered = await measure((b) => viaEpp(b, false), childCpu);
-    const ratio = (a: number, b: number) => `${(a / b).toFixed(0)}×`;
-    rows.push(
-      `| ${tokens / 1024}k | ${(bytes / 1024).toFixed(0)} KiB | ${fmt(inl.p50)} / ${fmt(inl.p99)} | ${fmt(inl.cpu)} | ${fmt(duplex.p50)} / ${fmt(duplex.p99)} | ${fmt(duplex.cpu)} | ${ratio(duplex.p50, inl.p50)} | ${ratio(duplex.cpu, inl.cpu)} | ${fmt(buffered.p50)} / ${fmt(buffered.p99)} | ${fmt(buffered.cpu)} |`,
-    );
-    process.stdout.write(`${rows.at(-1)}\n`);
-  }
-  const table = [
-    `The endpoint-picker path next to the inline filter, same module, same control plane, one run${QUICK ? " (quick)" : ""}; one client, requests one at a time over loopback on a 2-core machine shared with other work. Latency = request phase (headers in → destination and body out); CPU = per request over the whole exchange (the picker's process for EPP; the host for inline — the Envoy side of ext_proc, i.e. the client's protobuf and gRPC work, is not counted).`,
-    "",
-    "| prompt | body | inline decision p50 / p99 | inline CPU | EPP full-duplex request phase p50 / p99 | EPP CPU | latency ratio | CPU ratio | EPP buffered p50 / p99 | EPP buffered CPU |",
-    "|---|---|---|---|---|---|---|---|---|---|",
-    ...rows,
-  ];
-  writeResult("epp", `# Endpoint picker overhead (bench/epp.bench.ts)\n\n${table.join("\n")}\n`);
-  process.stdout.write(`\n${table.join("\n")}\n`);
-  client.close();
-  host.close();
-  child.send({ kind: "stop" });
 }

@@ -10,7 +10,7 @@ import { decodeBatch } from "../control-plane/src/events/batch-decoder.ts";
 import { encodeSeq } from "../control-plane/src/events/frames.ts";
 import { RankIngest } from "../control-plane/src/events/rank-ingest.ts";
 import { newRankStats, ThrottledLog } from "../control-plane/src/events/stats.ts";
-import type { EventSink } from "../control-plane/src/events/types.ts";
+import type { EventSink } from "../control-plane/src/vocabulary/kv-events.ts";
 
 export interface EventsBenchCase {
   encoding: "map" | "array";

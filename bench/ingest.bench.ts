@@ -15,11 +15,11 @@ import { decodeBatch } from "../control-plane/src/events/batch-decoder.ts";
 import { encodeSeq } from "../control-plane/src/events/frames.ts";
 import { RankIngest } from "../control-plane/src/events/rank-ingest.ts";
 import { newRankStats, ThrottledLog } from "../control-plane/src/events/stats.ts";
-import type { BlockStored } from "../control-plane/src/events/types.ts";
 import { coreChunkHasher } from "../control-plane/src/index/core-hasher.ts";
 import { PrefixIndex } from "../control-plane/src/index/prefix-index.ts";
 import { loadPoolTokens } from "../control-plane/src/pools/pool-tokens.ts";
 import { loadTokenizerFiles } from "../control-plane/src/tokens/tokenizer-files.ts";
+import type { BlockStored } from "../control-plane/src/vocabulary/kv-events.ts";
 import { median, writeResult } from "./lib/results.ts";
 
 const quick = process.argv.includes("--quick") || process.env.KVROUTE_BENCH_QUICK === "1";

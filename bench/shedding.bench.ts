@@ -77,15 +77,50 @@ function runOne(
   outputVocab: readonly number[],
 ): RunResult {
   const started = performance.now();
+  const rig = buildRig(shedding, outputVocab);
+  let sent: Sent;
+  const level = new Map<string, Level>();
+  try {
+    sent = sendArrivals(rig, arrivals, level);
+  } finally {
+    for (const g of rig.gateways) g.close();
+  }
+  const ttft: Record<Level, number[]> = { critical: [], standard: [], sheddable: [] };
+  let lastFinish = 0;
+  for (const r of rig.results) {
+    ttft[level.get(r.id) as Level].push(r.ttftMs);
+    lastFinish = Math.max(lastFinish, r.finishMs);
+  }
+  return {
+    rate,
+    shedding,
+    ttft,
+    shed: sent.shed,
+    offered: sent.offered,
+    servedPerS: rig.results.length / (lastFinish / 1000),
+    wallS: (performance.now() - started) / 1000,
+  };
+}
+
+type Live = Map<string, { gateway: VirtualGateway; stream: ReturnType<VirtualGateway["send"]>["stream"] }>;
+
+/** One run's world in virtual time: the simulated cluster, the control plane, two gateways. */
+interface Rig {
+  timers: VirtualTimers;
+  cluster: ReturnType<typeof createSimCluster>;
+  gateways: VirtualGateway[];
+  /** Finished requests, in finishing order. */
+  results: SimRequestResult[];
+  /** Requests forwarded and not finished: their gateway and stream. */
+  live: Live;
+}
+
+function buildRig(shedding: boolean, outputVocab: readonly number[]): Rig {
   const wasm = new Uint8Array(readFileSync(WASM));
   const timers = new VirtualTimers(-WARM_UP_MS);
   const clock = () => CLOCK_BASE_MS + timers.now;
-  const level = new Map<string, Level>();
   const results: SimRequestResult[] = [];
-  const live = new Map<
-    string,
-    { gateway: VirtualGateway; stream: ReturnType<VirtualGateway["send"]>["stream"] }
-  >();
+  const live: Live = new Map();
   const cluster = createSimCluster({
     dataParallelSize: WORKERS * RANKS,
     numGpuBlocks: Math.floor(200_000 / BLOCK),
@@ -146,7 +181,21 @@ function runOne(
   );
   timers.runUntil(0);
   for (const g of gateways) assertSynced(g, cp.log.version);
+  return { timers, cluster, gateways, results, live };
+}
 
+interface Sent {
+  shed: Record<Level, number>;
+  offered: Record<Level, number>;
+}
+
+/**
+ * Sends every arrival at its time through the gateways in turn, advancing the cluster and
+ * kvroute's clock together, until every forwarded request finished. `level` gets each request's
+ * priority level.
+ */
+function sendArrivals(rig: Rig, arrivals: Arrival[], level: Map<string, Level>): Sent {
+  const { timers, cluster, gateways, results, live } = rig;
   const shed: Record<Level, number> = { critical: 0, standard: 0, sheddable: 0 };
   const offered: Record<Level, number> = { critical: 0, standard: 0, sheddable: 0 };
   let submitted = 0;
@@ -154,52 +203,34 @@ function runOne(
   let i = 0;
   let t = 0;
   const endMs = SECONDS * 1000;
-  try {
-    while (i < arrivals.length || results.length < submitted) {
-      if (t > endMs + 600_000) throw new Error(`run did not drain (${results.length} of ${submitted})`);
-      // The next arrival, tick, or task of kvroute's own clock, whichever comes first.
-      const arrival = arrivals[i]?.atMs ?? Number.POSITIVE_INFINITY;
-      const due = timers.nextMs;
-      t = Math.max(t, Math.min(arrival, due > t ? due : t + TICK_MS, t + TICK_MS));
-      cluster.advanceTo(t);
-      timers.runUntil(t);
-      for (; i < arrivals.length && (arrivals[i] as Arrival).atMs <= t; i++) {
-        const { request } = arrivals[i] as Arrival;
-        const lv = levelOf(i, SEED);
-        level.set(request.id, lv);
-        offered[lv]++;
-        const gateway = gateways[next++ % gateways.length] as VirtualGateway;
-        const r = gateway.send(request.id, request.body, [["x-kvroute-priority", lv]]);
-        if (r.forwarded === null) {
-          if (r.localStatus !== 429) throw new Error(`unexpected local answer ${r.localStatus}`);
-          shed[lv]++;
-          continue;
-        }
-        const rank = rankOf(r.forwarded.get.bind(r.forwarded), RANKS);
-        if (rank < 0) throw new Error("the filter routed to no simulated rank");
-        live.set(request.id, { gateway, stream: r.stream });
-        cluster.submit({ id: request.id, tokens: request.tokens, maxTokens: request.maxTokens, rank }, t);
-        submitted++;
+  while (i < arrivals.length || results.length < submitted) {
+    if (t > endMs + 600_000) throw new Error(`run did not drain (${results.length} of ${submitted})`);
+    // The next arrival, tick, or task of kvroute's own clock, whichever comes first.
+    const arrival = arrivals[i]?.atMs ?? Number.POSITIVE_INFINITY;
+    const due = timers.nextMs;
+    t = Math.max(t, Math.min(arrival, due > t ? due : t + TICK_MS, t + TICK_MS));
+    cluster.advanceTo(t);
+    timers.runUntil(t);
+    for (; i < arrivals.length && (arrivals[i] as Arrival).atMs <= t; i++) {
+      const { request } = arrivals[i] as Arrival;
+      const lv = levelOf(i, SEED);
+      level.set(request.id, lv);
+      offered[lv]++;
+      const gateway = gateways[next++ % gateways.length] as VirtualGateway;
+      const r = gateway.send(request.id, request.body, [["x-kvroute-priority", lv]]);
+      if (r.forwarded === null) {
+        if (r.localStatus !== 429) throw new Error(`unexpected local answer ${r.localStatus}`);
+        shed[lv]++;
+        continue;
       }
+      const rank = rankOf(r.forwarded.get.bind(r.forwarded), RANKS);
+      if (rank < 0) throw new Error("the filter routed to no simulated rank");
+      live.set(request.id, { gateway, stream: r.stream });
+      cluster.submit({ id: request.id, tokens: request.tokens, maxTokens: request.maxTokens, rank }, t);
+      submitted++;
     }
-  } finally {
-    for (const g of gateways) g.close();
   }
-  const ttft: Record<Level, number[]> = { critical: [], standard: [], sheddable: [] };
-  let lastFinish = 0;
-  for (const r of results) {
-    ttft[level.get(r.id) as Level].push(r.ttftMs);
-    lastFinish = Math.max(lastFinish, r.finishMs);
-  }
-  return {
-    rate,
-    shedding,
-    ttft,
-    shed,
-    offered,
-    servedPerS: results.length / (lastFinish / 1000),
-    wallS: (performance.now() - started) / 1000,
-  };
+  return { shed, offered };
 }
 
 function quantile(xs: number[], q: number): number {

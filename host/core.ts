@@ -5,9 +5,9 @@ import { readFileSync } from "node:fs";
 import type { Pairs } from "./abi/constants.ts";
 import { encodeUtf8 } from "./abi/memory.ts";
 import { StatsStore } from "./metrics.ts";
+import { Scheduler } from "./scheduler.ts";
 import { SharedDataStore } from "./shared-data.ts";
 import { SharedQueues } from "./shared-queue.ts";
-import type { WasmThread } from "./thread.ts";
 import { type ClusterAddress, type ClusterSpec, parseHostPort, UpstreamCluster } from "./upstream-cluster.ts";
 
 /**
@@ -115,30 +115,6 @@ export interface HostOptions {
   logSink?: (r: LogRecord) => void;
   /** Keep at most this many log records in memory (default 10000). */
   keepLogs?: number;
-}
-
-export class Scheduler {
-  private readonly onStack = new Set<WasmThread>();
-  threads: WasmThread[] = [];
-  preemptions = 0;
-
-  constructor(private readonly probability: number) {}
-
-  enter(t: WasmThread): void {
-    this.onStack.add(t);
-  }
-
-  leave(t: WasmThread): void {
-    if (!t.onStack) this.onStack.delete(t);
-  }
-
-  /** Runs one queued task of another thread that is not inside a VM call right now. */
-  maybePreempt(current: WasmThread): void {
-    if (this.probability <= 0 || Math.random() >= this.probability) return;
-    const others = this.threads.filter((t) => t !== current && !this.onStack.has(t) && t.tasks.length > 0);
-    const pick = others[Math.floor(Math.random() * others.length)];
-    if (pick?.runOneTask()) this.preemptions++;
-  }
 }
 
 export const asBytes = (v: string | Uint8Array | undefined): Uint8Array =>

@@ -23,7 +23,8 @@ import type { PolicyFilter } from "./policy-filters.ts";
 import { UpstreamRouter } from "./router.ts";
 import type { RouteEntry } from "./routes.ts";
 import { RouteTableRouting, type Routing, ShorthandRouting } from "./routing.ts";
-import type { HttpStream } from "./stream.ts";
+import type { FilterChainSink, HttpStream } from "./stream.ts";
+import type { WasmThread } from "./thread.ts";
 
 export interface AccessLogEntry {
   method: string;
@@ -111,129 +112,17 @@ function routingOf(options: GatewayOptions, host: Host): Routing {
 
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const host = createHost(options);
-  const routing = routingOf(options, host);
-  const accessLog: AccessLogEntry[] = [];
-  const addressing: ConnectionManagerAddressing = {
-    useRemoteAddress: options.useRemoteAddress ?? ENVOY_DEFAULT_ADDRESSING.useRemoteAddress,
-    xffNumTrustedHops: options.xffNumTrustedHops ?? ENVOY_DEFAULT_ADDRESSING.xffNumTrustedHops,
+  const gateway: Listener = {
+    options,
+    host,
+    routing: routingOf(options, host),
+    accessLog: [],
+    addressing: {
+      useRemoteAddress: options.useRemoteAddress ?? ENVOY_DEFAULT_ADDRESSING.useRemoteAddress,
+      xffNumTrustedHops: options.xffNumTrustedHops ?? ENVOY_DEFAULT_ADDRESSING.xffNumTrustedHops,
+    },
   };
-
-  const server = http.createServer((req, res) => {
-    const thread = host.pickThread();
-    const started = performance.now();
-    const h = new HeaderMap([
-      [":authority", req.headers.host ?? ""],
-      [":path", req.url ?? "/"],
-      [":method", req.method ?? "GET"],
-      [":scheme", "http"],
-    ]);
-    for (let k = 0; k < req.rawHeaders.length; k += 2) {
-      const key = (req.rawHeaders[k] as string).toLowerCase();
-      if (key === "host" || HOP_BY_HOP.has(key)) continue;
-      h.add(key, req.rawHeaders[k + 1] as string);
-    }
-    // The HCM decides who the client is (use_remote_address / X-Forwarded-For): source.address.
-    const local = { address: req.socket.localAddress ?? "127.0.0.1", port: req.socket.localPort ?? 0 };
-    const client = downstreamRemoteAddress(
-      h,
-      { address: req.socket.remoteAddress ?? "127.0.0.1", port: req.socket.remotePort ?? 0 },
-      local,
-      addressing,
-    );
-    // HCM defaults: generate x-request-id when absent, set x-forwarded-proto.
-    if (h.get("x-request-id") === undefined) h.add("x-request-id", randomUUID());
-    h.add("x-forwarded-proto", "http");
-    for (const name of options.earlyRemoveHeaders ?? []) h.remove(name);
-    // Then the filter chain: a header_mutation guard ahead of the Wasm filter (envoy.yaml's).
-    for (const name of options.removeRequestHeaders ?? []) h.remove(name);
-    const requestId = h.get("x-request-id") as string;
-    const hasBody =
-      req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
-
-    let stream: HttpStream | null = null;
-    const router = new UpstreamRouter(() => stream as HttpStream, routing);
-    let finished = false;
-    stream = host.newStream(
-      thread,
-      {
-        requestHeaders: (m, eos) => router.requestHeaders(m, eos),
-        requestData: (d, eos) => router.requestData(d, eos),
-        requestTrailers: (t) => router.requestTrailers(t),
-        abortUpstream: () => router.abort(),
-        responseHeaders: (m, eos) => {
-          const out: Record<string, string | string[]> = {};
-          for (const [k, v] of m.entries) {
-            if (k.startsWith(":") || HOP_BY_HOP.has(k)) continue;
-            const prev = out[k];
-            out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
-          }
-          res.writeHead(Number(m.get(":status") ?? 200), out);
-          if (eos) res.end();
-          else res.flushHeaders();
-        },
-        responseData: (d, eos) => {
-          if (d.length > 0) res.write(d);
-          if (eos) res.end();
-        },
-        responseTrailers: (t) => {
-          if (!res.hasHeader("content-length")) res.addTrailers(Object.fromEntries(t.entries));
-          res.end();
-        },
-        resetDownstream: () => {
-          res.destroy();
-        },
-        // Envoy read-disables the client while watermark-mode buffering is over the limit.
-        readDisable: (disabled) => {
-          if (disabled) req.pause();
-          else req.resume();
-        },
-        done: () => {
-          finished = true;
-          const s = stream as HttpStream;
-          const entry: AccessLogEntry = {
-            method: req.method ?? "",
-            path: req.url ?? "",
-            status: s.info.responseCode ?? 0,
-            details: s.info.responseCodeDetails ?? "via_upstream",
-            upstream: router.upstream ?? "-",
-            durationMs: Math.round((performance.now() - started) * 1000) / 1000,
-            thread: thread.name,
-            requestId,
-            routeCacheClears: s.info.routeCacheClears,
-            destination: router.destination ?? "-",
-            route: s.info.routeName ?? "-",
-            originalDstHostInvalid: s.info.originalDstHostInvalid === true,
-          };
-          accessLog.push(entry);
-          options.accessLog?.(
-            `[${new Date().toISOString()}] "${entry.method} ${entry.path} HTTP/1.1" ${entry.status} ${entry.details} upstream=${entry.upstream} route=${entry.route} duration_ms=${entry.durationMs} thread=${entry.thread} request_id=${entry.requestId}`,
-            entry,
-          );
-        },
-      },
-      {
-        sourceAddress: client.address,
-        sourcePort: client.port,
-        destinationAddress: local.address,
-        destinationPort: local.port,
-      },
-    );
-    const s = stream;
-    thread.post(() => s.decodeHeaders(h, !hasBody));
-    if (hasBody) {
-      req.on("data", (c: Buffer) => thread.post(() => s.decodeData(new Uint8Array(c), false)));
-      req.on("end", () => {
-        const tr = new HeaderMap();
-        for (let k = 0; k < req.rawTrailers.length; k += 2)
-          tr.add(req.rawTrailers[k] as string, req.rawTrailers[k + 1] as string);
-        if (tr.size > 0) thread.post(() => s.decodeTrailers(tr));
-        else thread.post(() => s.decodeData(new Uint8Array(0), true));
-      });
-    } else req.resume();
-    res.on("close", () => {
-      if (!finished) thread.post(() => s.reset("downstream_remote_disconnect"));
-    });
-  });
+  const server = http.createServer((req, res) => serveRequest(gateway, req, res));
   server.keepAliveTimeout = 5000;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -244,11 +133,176 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     url: `http://127.0.0.1:${port}`,
     port,
     host,
-    accessLog,
+    accessLog: gateway.accessLog,
     close: async () => {
       host.close();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** What every request of one listener shares. */
+interface Listener {
+  options: GatewayOptions;
+  host: Host;
+  routing: Routing;
+  accessLog: AccessLogEntry[];
+  addressing: ConnectionManagerAddressing;
+}
+
+/**
+ * One request through the listener: the connection manager's header work, a stream on the next
+ * worker thread whose filter chain ends in the router, then the client's body fed in as it comes.
+ */
+function serveRequest(gw: Listener, req: http.IncomingMessage, res: http.ServerResponse): void {
+  const thread = gw.host.pickThread();
+  const started = performance.now();
+  const h = requestHeaderMap(req);
+  // The HCM decides who the client is (use_remote_address / X-Forwarded-For): source.address.
+  const local = { address: req.socket.localAddress ?? "127.0.0.1", port: req.socket.localPort ?? 0 };
+  const client = downstreamRemoteAddress(
+    h,
+    { address: req.socket.remoteAddress ?? "127.0.0.1", port: req.socket.remotePort ?? 0 },
+    local,
+    gw.addressing,
+  );
+  applyConnectionManager(h, gw.options);
+  const requestId = h.get("x-request-id") as string;
+  const hasBody =
+    req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
+
+  let stream: HttpStream | null = null;
+  const router = new UpstreamRouter(() => stream as HttpStream, gw.routing);
+  let finished = false;
+  const done = () => {
+    finished = true;
+    logAccess(gw, accessLogEntry(req, stream as HttpStream, router, thread, started, requestId));
+  };
+  stream = gw.host.newStream(thread, filterChainSink(req, res, router, done), {
+    sourceAddress: client.address,
+    sourcePort: client.port,
+    destinationAddress: local.address,
+    destinationPort: local.port,
+  });
+  const s = stream;
+  thread.post(() => s.decodeHeaders(h, !hasBody));
+  if (hasBody) feedRequestBody(req, thread, s);
+  else req.resume();
+  res.on("close", () => {
+    if (!finished) thread.post(() => s.reset("downstream_remote_disconnect"));
+  });
+}
+
+/** The request's pseudo-headers and its headers as the client sent them, less hop-by-hop ones. */
+function requestHeaderMap(req: http.IncomingMessage): HeaderMap {
+  const h = new HeaderMap([
+    [":authority", req.headers.host ?? ""],
+    [":path", req.url ?? "/"],
+    [":method", req.method ?? "GET"],
+    [":scheme", "http"],
+  ]);
+  for (let k = 0; k < req.rawHeaders.length; k += 2) {
+    const key = (req.rawHeaders[k] as string).toLowerCase();
+    if (key === "host" || HOP_BY_HOP.has(key)) continue;
+    h.add(key, req.rawHeaders[k + 1] as string);
+  }
+  return h;
+}
+
+/** HCM defaults, early header removal, then the header_mutation guard ahead of the Wasm filter. */
+function applyConnectionManager(h: HeaderMap, options: GatewayOptions): void {
+  // HCM defaults: generate x-request-id when absent, set x-forwarded-proto.
+  if (h.get("x-request-id") === undefined) h.add("x-request-id", randomUUID());
+  h.add("x-forwarded-proto", "http");
+  for (const name of options.earlyRemoveHeaders ?? []) h.remove(name);
+  // Then the filter chain: a header_mutation guard ahead of the Wasm filter (envoy.yaml's).
+  for (const name of options.removeRequestHeaders ?? []) h.remove(name);
+}
+
+/** The filter chain's ends: the router upstream, the client's response downstream. */
+function filterChainSink(
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  router: UpstreamRouter,
+  done: () => void,
+): FilterChainSink {
+  return {
+    requestHeaders: (m, eos) => router.requestHeaders(m, eos),
+    requestData: (d, eos) => router.requestData(d, eos),
+    requestTrailers: (t) => router.requestTrailers(t),
+    abortUpstream: () => router.abort(),
+    responseHeaders: (m, eos) => {
+      const out: Record<string, string | string[]> = {};
+      for (const [k, v] of m.entries) {
+        if (k.startsWith(":") || HOP_BY_HOP.has(k)) continue;
+        const prev = out[k];
+        out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
+      }
+      res.writeHead(Number(m.get(":status") ?? 200), out);
+      if (eos) res.end();
+      else res.flushHeaders();
+    },
+    responseData: (d, eos) => {
+      if (d.length > 0) res.write(d);
+      if (eos) res.end();
+    },
+    responseTrailers: (t) => {
+      if (!res.hasHeader("content-length")) res.addTrailers(Object.fromEntries(t.entries));
+      res.end();
+    },
+    resetDownstream: () => {
+      res.destroy();
+    },
+    // Envoy read-disables the client while watermark-mode buffering is over the limit.
+    readDisable: (disabled) => {
+      if (disabled) req.pause();
+      else req.resume();
+    },
+    done,
+  };
+}
+
+/** The client's body chunk by chunk, then its trailers (or an empty end of stream). */
+function feedRequestBody(req: http.IncomingMessage, thread: WasmThread, s: HttpStream): void {
+  req.on("data", (c: Buffer) => thread.post(() => s.decodeData(new Uint8Array(c), false)));
+  req.on("end", () => {
+    const tr = new HeaderMap();
+    for (let k = 0; k < req.rawTrailers.length; k += 2)
+      tr.add(req.rawTrailers[k] as string, req.rawTrailers[k + 1] as string);
+    if (tr.size > 0) thread.post(() => s.decodeTrailers(tr));
+    else thread.post(() => s.decodeData(new Uint8Array(0), true));
+  });
+}
+
+function accessLogEntry(
+  req: http.IncomingMessage,
+  s: HttpStream,
+  router: UpstreamRouter,
+  thread: WasmThread,
+  started: number,
+  requestId: string,
+): AccessLogEntry {
+  return {
+    method: req.method ?? "",
+    path: req.url ?? "",
+    status: s.info.responseCode ?? 0,
+    details: s.info.responseCodeDetails ?? "via_upstream",
+    upstream: router.upstream ?? "-",
+    durationMs: Math.round((performance.now() - started) * 1000) / 1000,
+    thread: thread.name,
+    requestId,
+    routeCacheClears: s.info.routeCacheClears,
+    destination: router.destination ?? "-",
+    route: s.info.routeName ?? "-",
+    originalDstHostInvalid: s.info.originalDstHostInvalid === true,
+  };
+}
+
+function logAccess(gw: Listener, entry: AccessLogEntry): void {
+  gw.accessLog.push(entry);
+  gw.options.accessLog?.(
+    `[${new Date().toISOString()}] "${entry.method} ${entry.path} HTTP/1.1" ${entry.status} ${entry.details} upstream=${entry.upstream} route=${entry.route} duration_ms=${entry.durationMs} thread=${entry.thread} request_id=${entry.requestId}`,
+    entry,
+  );
 }

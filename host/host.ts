@@ -6,10 +6,13 @@
 import type { Pairs } from "./abi/constants.ts";
 import { asBytes, HostCore, type HostOptions } from "./core.ts";
 import { HeaderMap } from "./header-map.ts";
+import { hostImports } from "./imports/index.ts";
 import { checkModule } from "./loader.ts";
 import type { HistogramValue } from "./metrics.ts";
 import { type FilterChainSink, HttpStream, type StreamInfo } from "./stream.ts";
-import { WasmThread } from "./thread.ts";
+import { registerHostImports, WasmThread } from "./thread.ts";
+
+registerHostImports(hostImports);
 
 export type { HostOptions, LogRecord } from "./core.ts";
 

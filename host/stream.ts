@@ -19,7 +19,7 @@ import {
   WasmResult,
 } from "./abi/constants.ts";
 import { HeaderMap } from "./header-map.ts";
-import type { StreamContext, WasmThread } from "./thread.ts";
+import type { Ctx, StreamContext, WasmThread } from "./thread.ts";
 
 export interface BodyBuffer {
   bytes(): Uint8Array;
@@ -140,8 +140,18 @@ const fresh = (): Direction => ({
   ended: false,
 });
 
+/** A stream's context in its thread's table, with the stream it belongs to. */
+export interface HttpStreamContext extends StreamContext {
+  stream: HttpStream;
+}
+
+/** The stream of a context: every stream context in a thread's table is an HttpStream's. */
+export function streamOf(c: Ctx): HttpStream | null {
+  return c.kind === "stream" ? (c as HttpStreamContext).stream : null;
+}
+
 export class HttpStream {
-  readonly ctx: StreamContext;
+  readonly ctx: HttpStreamContext;
   readonly filterState = new Map<string, Uint8Array>();
   accessLogPhase = false;
   completed = false;

@@ -13,11 +13,8 @@
 import { type Pairs, WasmResult } from "./abi/constants.ts";
 import { GuestMemory } from "./abi/memory.ts";
 import type { HostCore } from "./core.ts";
-import { proxyImports } from "./imports/proxy.ts";
-import { wasiImports } from "./imports/wasi.ts";
 import { checkModule } from "./loader.ts";
 import { VmMetrics } from "./metrics.ts";
-import type { HttpStream } from "./stream.ts";
 
 export interface RootContext {
   kind: "root";
@@ -48,11 +45,11 @@ export interface VmContext {
   kind: "vm";
   id: 0;
 }
+/** A stream's context (stream.ts HttpStreamContext adds the stream it belongs to). */
 export interface StreamContext {
   kind: "stream";
   id: number;
   rootId: number;
-  stream: HttpStream;
 }
 export type Ctx = RootContext | VmContext | StreamContext;
 
@@ -65,6 +62,20 @@ export interface HttpCallResponse {
 type WasmFn = (...args: Array<number | bigint>) => number | bigint | undefined;
 
 export class VmFailedError extends Error {}
+
+/** The host functions a new VM links against, by module name (env, wasi_snapshot_preview1, …). */
+export type HostImports = (thread: WasmThread) => WebAssembly.Imports;
+
+let linkedImports: HostImports | undefined;
+
+/**
+ * Sets the host functions every VM built from now on links against (host.ts registers
+ * imports/index.ts hostImports). A registry rather than an import: the ABI modules use the
+ * thread, so the thread must not import them.
+ */
+export function registerHostImports(imports: HostImports): void {
+  linkedImports = imports;
+}
 
 /** proxy-wasm-cpp-host WasmBase: http-call tokens are (HttpCall = 0) + 4, + 8, … per VM. */
 const CALLOUT_INCREMENT = 4;
@@ -119,12 +130,10 @@ export class WasmThread {
     readonly name: string,
   ) {
     const checked = checkModule(core.code);
+    if (linkedImports === undefined)
+      throw new Error("no host imports registered (host/host.ts registers them)");
     let malloc: (n: number) => number = () => 0;
-    const instance = new WebAssembly.Instance(checked.module, {
-      env: proxyImports(this),
-      wasi_snapshot_preview1: wasiImports(this),
-      wasi_unstable: wasiImports(this),
-    });
+    const instance = new WebAssembly.Instance(checked.module, linkedImports(this));
     this.exp = instance.exports as unknown as Record<string, WasmFn>;
     const memory = instance.exports.memory as WebAssembly.Memory;
     const allocator = (this.exp.malloc ?? this.exp.proxy_on_memory_allocate) as WasmFn;

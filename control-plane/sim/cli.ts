@@ -199,16 +199,43 @@ export function dynamoConfigOf(o: SimOptions): DynamoConfig {
 }
 
 export function registerSimCommand(program: Command): void {
-  program
+  const cmd = program
     .command("sim")
-    .description("Run simulated vLLM engines with data parallelism (or a Dynamo frontend over them)")
+    .description("Run simulated vLLM engines with data parallelism (or a Dynamo frontend over them)");
+  serverOptions(cmd);
+  dataParallelOptions(cmd);
+  engineOptions(cmd);
+  kvEventOptions(cmd);
+  runOptions(cmd);
+  apiOptions(cmd);
+  loraOptions(cmd);
+  latencyOptions(cmd);
+  frontendOptions(cmd);
+  virtualOptions(cmd);
+  cmd.action(async (o: SimOptions, command: Command) => {
+    try {
+      await run(o);
+    } catch (err) {
+      command.error(`kvroute sim: ${(err as Error).message}`, { exitCode: 1 });
+    }
+  });
+}
+
+/** What is served and where. */
+function serverOptions(cmd: Command): Command {
+  return cmd
     .requiredOption("--model <name>", "model name served (as vLLM's --model / served name)")
     .option(
       "--tokenizer <dir>",
       "directory with tokenizer.json and tokenizer_config.json (required to serve)",
     )
     .option("--host <host>", "address to listen on", "0.0.0.0")
-    .option("--port <port>", "HTTP port (external LB: rank r of this node on port + r)", int(0), 8000)
+    .option("--port <port>", "HTTP port (external LB: rank r of this node on port + r)", int(0), 8000);
+}
+
+/** The DP deployment: ranks, this node's share, and vLLM's three load-balancing modes. */
+function dataParallelOptions(cmd: Command): Command {
+  return cmd
     .option("--data-parallel-size <n>", "DP ranks in the deployment", int(1), 1)
     .option("--data-parallel-size-local <n>", "DP ranks on this node", int(1))
     .option("--data-parallel-start-rank <n>", "global rank of this node's first rank", int(0))
@@ -217,7 +244,12 @@ export function registerSimCommand(program: Command): void {
       "--data-parallel-hybrid-lb",
       "one API server per node over its local ranks (header = local index)",
     )
-    .option("--data-parallel-external-lb", "one API server per rank; the port selects the rank")
+    .option("--data-parallel-external-lb", "one API server per rank; the port selects the rank");
+}
+
+/** Each rank's engine: KV cache, CPU offload tier, batch limits. */
+function engineOptions(cmd: Command): Command {
+  return cmd
     .option("--block-size <n>", "tokens per KV block", int(1), ENGINE_DEFAULTS.blockSize)
     .option("--num-gpu-blocks <n>", "KV blocks per rank (vLLM: --num-gpu-blocks-override)", int(1))
     .option("--num-gpu-blocks-override <n>", "alias of --num-gpu-blocks", int(1))
@@ -233,7 +265,12 @@ export function registerSimCommand(program: Command): void {
       int(1),
       ENGINE_DEFAULTS.maxNumBatchedTokens,
     )
-    .option("--max-model-len <n>", "max prompt + output tokens (default: min(8192, cache size))", int(1))
+    .option("--max-model-len <n>", "max prompt + output tokens (default: min(8192, cache size))", int(1));
+}
+
+/** KV events: vLLM's KVEventsConfig and the wire forms of its versions. */
+function kvEventOptions(cmd: Command): Command {
+  return cmd
     .option(
       "--kv-events-config <json>",
       "vLLM KVEventsConfig JSON, e.g. '{\"enable_kv_cache_events\":true,...}'",
@@ -247,9 +284,19 @@ export function registerSimCommand(program: Command): void {
       new Option("--kv-events-replay-form <form>", "replay reply frames: with topic (0.26+) or legacy")
         .choices(["topic", "legacy"])
         .default("topic"),
-    )
+    );
+}
+
+/** Determinism and speed. */
+function runOptions(cmd: Command): Command {
+  return cmd
     .option("--seed <n>", "seed for generated text and hashes", int(0), 0)
-    .option("--time-scale <x>", "real seconds per simulated second (0.01 = 100× faster)", positiveFloat, 1)
+    .option("--time-scale <x>", "real seconds per simulated second (0.01 = 100× faster)", positiveFloat, 1);
+}
+
+/** vLLM's internal DP balancer and the API's usage details. */
+function apiOptions(cmd: Command): Command {
+  return cmd
     .addOption(
       new Option("--lb-rule <rule>", "vLLM internal DP balancer generation")
         .choices(["current", "legacy"])
@@ -261,7 +308,12 @@ export function registerSimCommand(program: Command): void {
       nonNegativeFloat,
       100,
     )
-    .option("--no-enable-prompt-tokens-details", "omit usage.prompt_tokens_details (vLLM's default)")
+    .option("--no-enable-prompt-tokens-details", "omit usage.prompt_tokens_details (vLLM's default)");
+}
+
+/** LoRA adapters. */
+function loraOptions(cmd: Command): Command {
+  return cmd
     .option("--enable-lora", "serve LoRA adapters (vLLM --enable-lora)")
     .option("--lora-modules <name=path...>", "LoRA adapters served under their own model names")
     .option(
@@ -275,7 +327,12 @@ export function registerSimCommand(program: Command): void {
       "simulator: time to load an adapter into GPU memory, charged to the step that needs it",
       nonNegativeFloat,
       LORA_DEFAULTS.loadMs,
-    )
+    );
+}
+
+/** The step-time (cost) model. */
+function latencyOptions(cmd: Command): Command {
+  return cmd
     .option(
       "--step-overhead-ms <ms>",
       "latency model: fixed cost per step",
@@ -293,7 +350,12 @@ export function registerSimCommand(program: Command): void {
       "latency model: cost per decoding sequence",
       nonNegativeFloat,
       DEFAULT_LATENCY.decodePerSeqMs,
-    )
+    );
+}
+
+/** vLLM API servers, or a Dynamo frontend over the workers. */
+function frontendOptions(cmd: Command): Command {
+  return cmd
     .addOption(
       new Option("--frontend <kind>", "API front: vllm, or a Dynamo frontend")
         .choices(["vllm", "dynamo"])
@@ -303,20 +365,18 @@ export function registerSimCommand(program: Command): void {
       "--dynamo-worker <id[:role]>",
       "Dynamo worker (repeat): instance id and aggregated|prefill|decode",
       workerSpec,
-    )
+    );
+}
+
+/** No servers: a workload in virtual time. */
+function virtualOptions(cmd: Command): Command {
+  return cmd
     .option(
       "--virtual-requests <n>",
       "no servers: run a shared-prefix workload of n requests in virtual time",
       int(1),
     )
-    .option("--virtual-rate <rps>", "arrival rate of the virtual workload (requests/s)", positiveFloat, 80)
-    .action(async (o: SimOptions, cmd: Command) => {
-      try {
-        await run(o);
-      } catch (err) {
-        cmd.error(`kvroute sim: ${(err as Error).message}`, { exitCode: 1 });
-      }
-    });
+    .option("--virtual-rate <rps>", "arrival rate of the virtual workload (requests/s)", positiveFloat, 80);
 }
 
 async function run(o: SimOptions): Promise<void> {

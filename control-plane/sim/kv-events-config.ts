@@ -73,6 +73,28 @@ function fromRaw(raw: unknown): KvEventsConfig {
   };
 }
 
-// vLLM's per-rank endpoint and bind-or-connect rules, shared with the control plane's
-// subscriber (one implementation for both sides of the socket).
-export { offsetEndpoint as offsetEndpointPort, publisherBinds } from "../src/events/endpoints.ts";
+/**
+ * vLLM's ZmqEventPublisher.offset_endpoint_port: DP rank r publishes on `port + r` (tcp) or
+ * `<endpoint>_dp<r>` (inproc); rank 0 keeps the endpoint. Written from vLLM's rule, apart from
+ * the router's subscriber side (control-plane/src/events/endpoints.ts), so a wrong offset in
+ * either shows up as a subscriber that hears nothing.
+ */
+export function offsetEndpointPort(endpoint: string, rank: number): string {
+  if (rank === 0) return endpoint;
+  if (endpoint.includes("inproc")) return `${endpoint}_dp${rank}`;
+  if (endpoint.includes("tcp")) {
+    const lastColon = endpoint.lastIndexOf(":");
+    const basePort = Number.parseInt(endpoint.slice(lastColon + 1), 10);
+    if (lastColon < 0 || !/^\s*[+-]?\d+\s*$/.test(endpoint.slice(lastColon + 1))) {
+      throw new Error(`invalid KV event endpoint ${endpoint}: no port after the last ':'`);
+    }
+    return `${endpoint.slice(0, lastColon)}:${basePort + rank}`;
+  }
+  throw new Error(`invalid KV event endpoint ${endpoint}: must contain 'inproc' or 'tcp'`);
+}
+
+/** vLLM's ZmqEventPublisher binds its PUB socket for `*`, `::`, ipc:// and inproc://; else connects. */
+export function publisherBinds(endpoint: string): boolean {
+  if (endpoint.startsWith("ipc://") || endpoint.startsWith("inproc://")) return true;
+  return endpoint.includes("*") || endpoint.includes("::");
+}

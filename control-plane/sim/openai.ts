@@ -3,7 +3,7 @@
 // server does the I/O. Shapes follow vLLM's protocol models (field names and nulls included),
 // e.g. errors are `{"error": {"message", "type", "param", "code"}}` with the HTTP status as code.
 import { randomBytes } from "node:crypto";
-import type { ChatMessage } from "../src/tokens/render-chat-template.ts";
+import type { ChatMessage } from "./chat-template.ts";
 
 export class OpenAIError extends Error {
   constructor(

@@ -4,12 +4,8 @@
 // - /v1/chat/completions: the real Jinja chat template renders the conversation (it writes BOS
 //   itself), then the text is encoded without adding special tokens.
 import { Tokenizer } from "@huggingface/tokenizers";
-import {
-  type ChatMessage,
-  ChatTemplateRenderer,
-  type RenderOptions,
-} from "../src/tokens/render-chat-template.ts";
-import { loadTokenizerFiles } from "../src/tokens/tokenizer-files.ts";
+import { type ChatMessage, type RenderOptions, SimChatTemplate } from "./chat-template.ts";
+import { readModelFiles } from "./model-files.ts";
 
 // Common English words; those that are one token in the vocabulary become the words the
 // simulated model "writes", so generated text is readable and re-tokenizes to itself.
@@ -33,13 +29,13 @@ export class SimTokenizer {
   }
 
   private readonly tokenizer: Tokenizer;
-  private readonly renderer: ChatTemplateRenderer | null;
+  private readonly renderer: SimChatTemplate | null;
   readonly outputVocab: number[];
 
   constructor(readonly dir: string) {
-    const files = loadTokenizerFiles(dir);
+    const files = readModelFiles(dir);
     this.tokenizer = new Tokenizer(files.tokenizer, files.config);
-    this.renderer = files.config.chat_template === undefined ? null : new ChatTemplateRenderer(files.config);
+    this.renderer = files.config.chat_template === undefined ? null : new SimChatTemplate(files.config);
     const vocab = new Set<number>();
     for (const w of OUTPUT_WORDS.split(" ")) {
       const ids = this.tokenizer.encode(` ${w}`, { add_special_tokens: false }).ids;

@@ -5,16 +5,17 @@ import { randomBytes } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import { type Logger, pino } from "pino";
 import { dashboardRoutes } from "./api/dashboard/routes.ts";
-import { createHttpServer, type HttpServer, sendJson } from "./api/http-server.ts";
+import { createHttpServer, type HttpServer, type Routes, sendJson } from "./api/http-server.ts";
 import { buildMetrics } from "./api/prometheus.ts";
 import { registerEppMetrics } from "./api/prometheus-epp.ts";
 import { registerHttpMetrics } from "./api/prometheus-http.ts";
 import { registerReplicaMetrics } from "./api/prometheus-replicas.ts";
 import { ReportStats } from "./api/report-stats.ts";
-import { buildStatus } from "./api/status.ts";
+import { buildStatus, type StatusInput } from "./api/status.ts";
 import type { Config, PoolConfig } from "./config/schema.ts";
 import { AdapterDiscovery } from "./discovery/adapter-discovery.ts";
-import { type Discovery, discoveryFor } from "./discovery/discovery.ts";
+import { discoveryFor } from "./discovery/discovery.ts";
+import type { Discovery } from "./discovery/source.ts";
 import type { Epp } from "./epp/server.ts";
 import { subscriptionFor } from "./events/endpoints.ts";
 import { EventsSupervisor } from "./events/index.ts";
@@ -79,24 +80,108 @@ function splitHostPort(listen: string): [string, number] {
   return [listen.slice(0, colon).replace(/^\[|\]$/g, ""), Number(listen.slice(colon + 1))];
 }
 
+/**
+ * Starts the control plane in the order data flows: the model's parts, the sources that feed it
+ * (discovery reports the first picture of every pool before anything is published), publication
+ * (the sync log's first images, reports, peers), the HTTP API, then the timed parts and the EPP.
+ */
 export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const logger = opts.logger ?? pino({ level: cfg.logLevel });
-  // A random epoch per start: gateways that synced from a previous run (or another replica) resync.
-  const epoch = randomBytes(8).readBigUInt64LE(0) | 1n;
-  const maxSlots = opts.maxSlots ?? 256;
-  const log = new SyncLog();
-  const gateways = new GatewayRegistry();
-  const decisions = new RecentDecisions();
-  const slots = new SlotTable(maxSlots);
-  const load = new LoadModel(cfg.load.unhealthyAfter);
-  const index = new PrefixIndex({
-    buckets: cfg.cache.buckets,
-    ways: cfg.cache.ways,
-    maxSlots,
-    maxBlocksPerSlot: cfg.cache.maxBlocksPerSlot,
+  const model = buildModel(cfg, opts, logger);
+  const sources = connectSources(cfg, model, logger);
+  const discovery = opts.discovery ?? discoveryFor(cfg);
+  await discovery.start((pool, endpoints) => {
+    sources.fleet.setEndpoints(pool, endpoints);
+    sources.scraper.setTargets(sources.fleet.scrapeTargets());
   });
-  const hasher = coreChunkHasher(cfg.routing.chunkSize);
+  const publication = startPublication(cfg, model, sources, logger);
+  const { server, metrics } = createApi(cfg, model, sources, publication, logger);
+  const address = await listen(server, opts.listen ?? cfg.listen);
+  const url = `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`;
+  sources.scraper.start();
+  publication.replicas?.start();
+  publication.adapterDiscovery.start();
+  const timer = setInterval(publication.publish, opts.publishIntervalMs ?? 5);
+  const epp = await startEppIfConfigured(cfg, opts, address, model, publication, logger);
+  if (epp !== null) registerEppMetrics(metrics, epp.stats);
+  if (publication.replicas !== null) registerReplicaMetrics(metrics, publication.replicas);
+  logger.info(
+    {
+      url,
+      dashboard: `${url}/dashboard`,
+      epoch: model.epoch.toString(),
+      pools: cfg.pools.map((p) => p.name),
+    },
+    "control plane listening",
+  );
+  const { replicas } = publication;
+  return {
+    url,
+    epoch: model.epoch,
+    log: model.log,
+    index: model.index,
+    slots: model.slots,
+    load: model.load,
+    fleet: sources.fleet,
+    sessions: model.sessions,
+    adapters: model.adapters,
+    epp,
+    replicas,
+    publish: publication.publish,
+    ready: publication.ready,
+    async stop() {
+      await epp?.close();
+      await replicas?.stop();
+      clearInterval(timer);
+      await discovery.stop();
+      sources.scraper.stop();
+      await publication.adapterDiscovery.stop();
+      await sources.eventsSettled();
+      await sources.events.stop();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
 
+/** What the control plane knows: the parts the sources feed and publication reads. */
+interface Model {
+  /** Random per start: gateways that synced from a previous run (or another replica) resync. */
+  epoch: bigint;
+  log: SyncLog;
+  gateways: GatewayRegistry;
+  decisions: RecentDecisions;
+  slots: SlotTable;
+  load: LoadModel;
+  index: PrefixIndex;
+  poolTokens: Map<string, PoolTokens>;
+  sessions: SessionTable;
+  adapters: AdapterCatalog;
+}
+
+function buildModel(cfg: Config, opts: ControlPlaneOptions, logger: Logger): Model {
+  const maxSlots = opts.maxSlots ?? 256;
+  return {
+    epoch: randomBytes(8).readBigUInt64LE(0) | 1n,
+    log: new SyncLog(),
+    gateways: new GatewayRegistry(),
+    decisions: new RecentDecisions(),
+    slots: new SlotTable(maxSlots),
+    load: new LoadModel(cfg.load.unhealthyAfter),
+    index: new PrefixIndex({
+      buckets: cfg.cache.buckets,
+      ways: cfg.cache.ways,
+      maxSlots,
+      maxBlocksPerSlot: cfg.cache.maxBlocksPerSlot,
+    }),
+    poolTokens: loadEveryPoolTokens(cfg, logger),
+    sessions: new SessionTable(cfg.routing.sessionTtlMs),
+    adapters: new AdapterCatalog(cfg),
+  };
+}
+
+/** Each pool's tokenizer-derived parts; what is missing or partial is logged. */
+function loadEveryPoolTokens(cfg: Config, logger: Logger): Map<string, PoolTokens> {
   const poolTokens = new Map<string, PoolTokens>();
   for (const pool of cfg.pools) {
     const tokens = loadPoolTokens(pool);
@@ -104,8 +189,20 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     for (const p of tokens.problems) logger.warn({ pool: pool.name }, p);
     for (const n of tokens.notes) logger.info({ pool: pool.name }, n);
   }
-  const poolIndex = (name: string) => cfg.pools.findIndex((p) => p.name === name);
+  return poolTokens;
+}
 
+/** The sources wired to the model: KV events into the index, /metrics scrapes into the fleet. */
+interface Sources {
+  events: EventsSupervisor;
+  fleet: Fleet;
+  scraper: MetricsScraper;
+  /** Resolves when the latest change of KV event subscriptions is done. */
+  eventsSettled(): Promise<void>;
+}
+
+function connectSources(cfg: Config, model: Model, logger: Logger): Sources {
+  const { slots, index, poolTokens } = model;
   const events = new EventsSupervisor({ sink: index, logger });
   let eventsSync: Promise<void> = Promise.resolve();
   const resubscribe = () => {
@@ -119,8 +216,23 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
       .then(() => events.sync(specs))
       .catch((err: unknown) => logger.error({ err }, "KV event subscriptions failed"));
   };
+  const fleet = new Fleet(slots, model.load, fleetChanges(cfg, model, resubscribe, logger));
+  const scraper = new MetricsScraper({
+    intervalMs: cfg.load.scrapeIntervalMs,
+    timeoutMs: cfg.load.scrapeTimeoutMs,
+    onResult: (target, outcome) => {
+      fleet.onScrape(target, outcome);
+      if (!outcome.ok) logger.debug({ target: target.url, error: outcome.error }, "scrape failed");
+    },
+  });
+  return { events, fleet, scraper, eventsSettled: () => eventsSync };
+}
 
-  const fleet = new Fleet(slots, load, {
+/** Slots the fleet adds or removes: into or out of the prefix index, then resubscribe KV events. */
+function fleetChanges(cfg: Config, model: Model, resubscribe: () => void, logger: Logger) {
+  const { index, poolTokens } = model;
+  const hasher = coreChunkHasher(cfg.routing.chunkSize);
+  return {
     slotsAdded: (added: Slot[], pool: PoolConfig) => {
       const tokens = poolTokens.get(pool.name);
       const detokenize = tokens?.detokenize;
@@ -145,24 +257,24 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
       }
       resubscribe();
     },
-  });
-  const scraper = new MetricsScraper({
-    intervalMs: cfg.load.scrapeIntervalMs,
-    timeoutMs: cfg.load.scrapeTimeoutMs,
-    onResult: (target, outcome) => {
-      fleet.onScrape(target, outcome);
-      if (!outcome.ok) logger.debug({ target: target.url, error: outcome.error }, "scrape failed");
-    },
-  });
-  const discovery = opts.discovery ?? discoveryFor(cfg);
-  await discovery.start((pool, endpoints) => {
-    fleet.setEndpoints(pool, endpoints);
-    scraper.setTargets(fleet.scrapeTargets());
-  });
+  };
+}
 
+/** Publication: images into the sync log, gateway reports back into the model, peer replicas. */
+interface Publication {
+  publish(): void;
+  /** Images are published, every rank is resolved and there is a slot to route to. */
+  ready(): boolean;
+  applyReport(report: Report): void;
+  adapterDiscovery: AdapterDiscovery;
+  replicas: ReplicaExchange | null;
+}
+
+function startPublication(cfg: Config, model: Model, sources: Sources, logger: Logger): Publication {
+  const { log, index, slots, load, sessions, adapters, decisions, poolTokens, epoch } = model;
+  const { fleet } = sources;
   const renderings = new Map([...poolTokens].map(([name, t]) => [name, t.rendering]));
-  const sessions = new SessionTable(cfg.routing.sessionTtlMs);
-  const adapters = new AdapterCatalog(cfg);
+  const poolIndex = (name: string) => cfg.pools.findIndex((p) => p.name === name);
   const adapterId = (pool: string, name: string) => adapters.idOf(pool, name);
   const cfgImage = () => encodeCfgImage(cfg, index.slotWords, renderings, (p) => adapters.adapters(p));
   const publisher = new Publisher({ log, index, slots, load, poolIndex, sessions, adapterId });
@@ -183,7 +295,6 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
         logger.warn({ pool, refused: Object.fromEntries(adapters.refused) }, "LoRA adapters not routed");
     },
   });
-
   const applyReport = (report: Report) =>
     applyReportTo({ load, slots, index, decisions, sessions }, report, Date.now());
   // Peers' gateways apply like ours; their reports are not counted in `reports` (each replica's
@@ -192,73 +303,96 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     cfg.nats === undefined
       ? null
       : new ReplicaExchange({ nats: cfg.nats, epoch, slots, apply: applyReport, logger });
+  const ready = () => published && fleet.ranksResolved() && slots.present().length > 0;
+  return { publish, ready, applyReport, adapterDiscovery, replicas };
+}
 
+/** The HTTP API (sync, reports, status, dashboard, metrics, health) and its Prometheus registry. */
+function createApi(cfg: Config, model: Model, sources: Sources, publication: Publication, logger: Logger) {
+  const { slots } = model;
   const reports = new ReportStats((id) => slots.get(id)?.pool ?? "unknown");
-  const statusInput = {
+  const statusInput: StatusInput = {
     cfg,
-    epoch,
-    log,
+    epoch: model.epoch,
+    log: model.log,
     slots,
-    load,
-    index,
-    gateways,
-    decisions,
-    poolTokens,
-    events,
+    load: model.load,
+    index: model.index,
+    gateways: model.gateways,
+    decisions: model.decisions,
+    poolTokens: model.poolTokens,
+    events: sources.events,
     reports,
-    replicas,
-    sessions,
-    adapters,
+    replicas: publication.replicas,
+    sessions: model.sessions,
+    adapters: model.adapters,
   };
   const metrics = buildMetrics(statusInput);
   const server: HttpServer = createHttpServer(
     {
-      "GET /v1/sync": createSyncHandler({
-        log,
-        epoch,
-        gateways,
-        authToken: cfg.authToken,
-        longPollMs: cfg.sync.longPollMs,
-        pageBytes: cfg.sync.snapshotPageBytes,
-      }),
-      "POST /v1/report": reports.counting(
-        createReportHandler({
-          authToken: cfg.authToken,
-          maxBytes: 16 << 20,
-          apply: reports.observing((report, _from, body) => {
-            applyReport(report);
-            replicas?.relay(body);
-          }),
-        }),
-      ),
+      ...gatewayRoutes(cfg, model, publication, reports),
       "GET /v1/status": (_req, res) => sendJson(res, 200, buildStatus(statusInput)),
       ...dashboardRoutes(() => buildStatus(statusInput)),
       "GET /metrics": async (_req, res) => {
         const body = await metrics.metrics();
         res.writeHead(200, { "content-type": metrics.contentType }).end(body);
       },
-      "GET /healthz": (_req, res) => sendJson(res, 200, { ok: true }),
-      "GET /readyz": (_req, res) => {
-        const ok = ready();
-        sendJson(res, ok ? 200 : 503, {
-          ready: ok,
-          ranksResolved: fleet.ranksResolved(),
-          slots: slots.present().length,
-          // A detail, not a condition: without NATS this replica still serves every gateway from
-          // its own complete view (docs/operations.md "Control-plane replicas").
-          ...(replicas === null
-            ? {}
-            : { replicas: { connected: replicas.connected, peers: replicas.peers().length } }),
-        });
-      },
+      ...healthRoutes(model, sources, publication),
     },
     logger,
     cfg.http,
   );
   registerHttpMetrics(metrics, server.stats);
-  const ready = () => published && fleet.ranksResolved() && slots.present().length > 0;
+  return { server, metrics };
+}
 
-  const [host, port] = splitHostPort(opts.listen ?? cfg.listen);
+/** What gateways call: the long-poll sync and their reports (applied here and relayed to peers). */
+function gatewayRoutes(cfg: Config, model: Model, publication: Publication, reports: ReportStats): Routes {
+  const { applyReport, replicas } = publication;
+  return {
+    "GET /v1/sync": createSyncHandler({
+      log: model.log,
+      epoch: model.epoch,
+      gateways: model.gateways,
+      authToken: cfg.authToken,
+      longPollMs: cfg.sync.longPollMs,
+      pageBytes: cfg.sync.snapshotPageBytes,
+    }),
+    "POST /v1/report": reports.counting(
+      createReportHandler({
+        authToken: cfg.authToken,
+        maxBytes: 16 << 20,
+        apply: reports.observing((report, _from, body) => {
+          applyReport(report);
+          replicas?.relay(body);
+        }),
+      }),
+    ),
+  };
+}
+
+function healthRoutes(model: Model, sources: Sources, publication: Publication): Routes {
+  const { replicas, ready } = publication;
+  return {
+    "GET /healthz": (_req, res) => sendJson(res, 200, { ok: true }),
+    "GET /readyz": (_req, res) => {
+      const ok = ready();
+      sendJson(res, ok ? 200 : 503, {
+        ready: ok,
+        ranksResolved: sources.fleet.ranksResolved(),
+        slots: model.slots.present().length,
+        // A detail, not a condition: without NATS this replica still serves every gateway from
+        // its own complete view (docs/operations.md "Control-plane replicas").
+        ...(replicas === null
+          ? {}
+          : { replicas: { connected: replicas.connected, peers: replicas.peers().length } }),
+      });
+    },
+  };
+}
+
+async function listen(server: HttpServer, listenAddress: string): Promise<AddressInfo> {
+  const [host, port] = splitHostPort(listenAddress);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(port, host, () => {
@@ -266,63 +400,34 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
       resolve();
     });
   });
-  const address = server.address() as AddressInfo;
-  const url = `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`;
-  scraper.start();
-  replicas?.start();
-  adapterDiscovery.start();
-  const timer = setInterval(publish, opts.publishIntervalMs ?? 5);
-  // Loaded only when configured: it brings the Node Proxy-Wasm host and the gRPC server.
-  const epp =
-    cfg.epp === undefined
-      ? null
-      : await (await import("./epp/part.ts")).startEppPart(
-          cfg,
-          { ...cfg.epp, listen: opts.eppListen ?? cfg.epp.listen },
-          {
-            httpHost: address.address,
-            httpPort: address.port,
-            epoch,
-            ready,
-            slots,
-            load,
-            logger,
-            // Peers apply this picker's reports too: each replica's picker needs its own gateway id.
-            ...(replicas === null ? {} : { gatewayId: `kvroute-epp@${replicas.replicaId}` }),
-          },
-        );
-  if (epp !== null) registerEppMetrics(metrics, epp.stats);
-  if (replicas !== null) registerReplicaMetrics(metrics, replicas);
-  logger.info(
-    { url, dashboard: `${url}/dashboard`, epoch: epoch.toString(), pools: cfg.pools.map((p) => p.name) },
-    "control plane listening",
-  );
+  return server.address() as AddressInfo;
+}
 
-  return {
-    url,
-    epoch,
-    log,
-    index,
-    slots,
-    load,
-    fleet,
-    sessions,
-    adapters,
-    epp,
-    replicas,
-    publish,
-    ready,
-    async stop() {
-      await epp?.close();
-      await replicas?.stop();
-      clearInterval(timer);
-      await discovery.stop();
-      scraper.stop();
-      await adapterDiscovery.stop();
-      await eventsSync;
-      await events.stop();
-      server.closeAllConnections();
-      await new Promise((r) => server.close(r));
+/** The GAIE endpoint picker, loaded only when configured: it brings the Node Proxy-Wasm host and gRPC. */
+async function startEppIfConfigured(
+  cfg: Config,
+  opts: ControlPlaneOptions,
+  address: AddressInfo,
+  model: Model,
+  publication: Publication,
+  logger: Logger,
+): Promise<Epp | null> {
+  if (cfg.epp === undefined) return null;
+  const { replicas, ready } = publication;
+  const { startEppPart } = await import("./epp/part.ts");
+  return startEppPart(
+    cfg,
+    { ...cfg.epp, listen: opts.eppListen ?? cfg.epp.listen },
+    {
+      httpHost: address.address,
+      httpPort: address.port,
+      epoch: model.epoch,
+      ready,
+      slots: model.slots,
+      load: model.load,
+      logger,
+      // Peers apply this picker's reports too: each replica's picker needs its own gateway id.
+      ...(replicas === null ? {} : { gatewayId: `kvroute-epp@${replicas.replicaId}` }),
     },
-  };
+  );
 }

@@ -15,7 +15,7 @@ import { marshalPairs, unmarshalPairs } from "../abi/memory.ts";
 import { HeaderMap } from "../header-map.ts";
 import { startHttpCall } from "../http-call.ts";
 import { getProperty, setProperty } from "../properties.ts";
-import type { BodyBuffer, HttpStream } from "../stream.ts";
+import { type BodyBuffer, streamOf } from "../stream.ts";
 import type { Ctx, WasmThread } from "../thread.ts";
 import { restrictedGuard } from "./wasi.ts";
 
@@ -33,10 +33,15 @@ class ConstBuffer implements BodyBuffer {
 }
 const EMPTY = new ConstBuffer(new Uint8Array(0));
 
-export function proxyImports(t: WasmThread): Record<string, Fn> {
-  const n = (x: number | bigint | undefined) => Number(x ?? 0) >>> 0;
+/** Integer view of a guest argument (i32 or i64 as passed by the VM). */
+const n = (x: number | bigint | undefined) => Number(x ?? 0) >>> 0;
+
+/**
+ * What the host functions resolve first, like the C++ host: the current context
+ * (contextOrEffectiveContext), and the header maps and buffers it can see.
+ */
+function contextView(t: WasmThread) {
   const cur = (): Ctx => t.current();
-  const streamOf = (c: Ctx): HttpStream | null => (c.kind === "stream" ? c.stream : null);
   const rootIdOf = (c: Ctx): number => (c.kind === "stream" ? c.rootId : c.id);
 
   const callResponseMap = (type: number): HeaderMap | null => {
@@ -93,7 +98,40 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
     }
   };
 
+  return { cur, rootIdOf, getMap, getConstMap, modified, writePair, getBuffer };
+}
+
+type ContextView = ReturnType<typeof contextView>;
+
+export function proxyImports(t: WasmThread): Record<string, Fn> {
+  const v = contextView(t);
   const impl: Record<string, Fn> = {
+    ...logAndStatus(t, v),
+    ...propertiesAndLocalReplies(t, v),
+    ...sharedDataAndQueues(t, v),
+    ...headerMaps(t, v),
+    ...buffers(t, v),
+    ...calls(t, v),
+    ...timeAndMetrics(t, v),
+    ...contextControl(t, v),
+  };
+  const out: Record<string, Fn> = {
+    pthread_equal: restrictedGuard(t, "env.pthread_equal", (a, b) => (n(a) === n(b) ? 1 : 0)),
+    emscripten_notify_memory_growth: restrictedGuard(
+      t,
+      "env.emscripten_notify_memory_growth",
+      () => undefined,
+    ),
+  };
+  for (const [name, f] of Object.entries(impl))
+    out[`proxy_${name}`] = restrictedGuard(t, `env.proxy_${name}`, f);
+  return out;
+}
+
+/** Logging and the status of the last call (proxy_log, get_log_level, get_status). */
+function logAndStatus(t: WasmThread, v: ContextView): Record<string, Fn> {
+  const { cur } = v;
+  return {
     log: (level, ptr, size) => {
       if (n(level) > LogLevel.critical) return WasmResult.BadArgument;
       const msg = t.mem.readString(n(ptr), n(size));
@@ -109,6 +147,13 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
         ? WasmResult.Ok
         : WasmResult.InvalidMemoryAccess;
     },
+  };
+}
+
+/** Properties of the stream, connection and plugin; the local reply. */
+function propertiesAndLocalReplies(t: WasmThread, v: ContextView): Record<string, Fn> {
+  const { cur } = v;
+  return {
     get_property: (pathPtr, pathSize, ptrPtr, sizePtr) => {
       const path = t.mem.readString(n(pathPtr), n(pathSize));
       if (path === null) return WasmResult.InvalidMemoryAccess;
@@ -133,6 +178,13 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
       t.stopNextIteration();
       return WasmResult.Ok;
     },
+  };
+}
+
+/** Shared data (with a preemption point after every read) and shared queues. */
+function sharedDataAndQueues(t: WasmThread, v: ContextView): Record<string, Fn> {
+  const { cur, rootIdOf } = v;
+  return {
     get_shared_data: (kPtr, kSize, ptrPtr, sizePtr, casPtr) => {
       const key = t.mem.readString(n(kPtr), n(kSize));
       if (key === null) return WasmResult.InvalidMemoryAccess;
@@ -178,6 +230,13 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
       if (data === null) return WasmResult.InvalidMemoryAccess;
       return t.core.queues.enqueue(n(token), data);
     },
+  };
+}
+
+/** Header maps: the stream's four, the access-log copies in on_log, an http call's answer. */
+function headerMaps(t: WasmThread, v: ContextView): Record<string, Fn> {
+  const { cur, getMap, getConstMap, modified, writePair } = v;
+  return {
     get_header_map_value: (type, kPtr, kSize, ptrPtr, sizePtr) => {
       if (n(type) > HEADER_MAP_MAX) return WasmResult.BadArgument;
       const key = t.mem.readString(n(kPtr), n(kSize));
@@ -224,6 +283,13 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
       modified(n(type));
       return WasmResult.Ok;
     },
+  };
+}
+
+/** Buffers: bodies, configurations, an http call's answer body. */
+function buffers(t: WasmThread, v: ContextView): Record<string, Fn> {
+  const { getBuffer } = v;
+  return {
     get_buffer_status: (type, lenPtr, flagsPtr) => {
       if (n(type) > BUFFER_TYPE_MAX) return WasmResult.BadArgument;
       const b = getBuffer(n(type));
@@ -253,6 +319,13 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
       if (data === null) return WasmResult.InvalidMemoryAccess;
       return b.copyFrom(n(start), n(length), data);
     },
+  };
+}
+
+/** Outgoing calls: HTTP through the cluster table; gRPC is not offered. */
+function calls(t: WasmThread, v: ContextView): Record<string, Fn> {
+  const { cur, rootIdOf } = v;
+  return {
     http_call: (uPtr, uSize, hPtr, hSize, bPtr, bSize, trPtr, trSize, timeout, tokenPtr) => {
       const cluster = t.mem.readString(n(uPtr), n(uSize));
       const body = t.mem.read(n(bPtr), n(bSize));
@@ -279,6 +352,13 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
     grpc_close: () => WasmResult.NotFound,
     grpc_cancel: () => WasmResult.NotFound,
     grpc_send: () => WasmResult.NotFound,
+  };
+}
+
+/** The tick timer, the clock and metrics. */
+function timeAndMetrics(t: WasmThread, v: ContextView): Record<string, Fn> {
+  const { cur, rootIdOf } = v;
+  return {
     set_tick_period_milliseconds: (ms) => {
       // ContextBase::setTimerPeriod: the timer of the caller's root context.
       t.setTickPeriod(rootIdOf(cur()), n(ms));
@@ -300,6 +380,13 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
       if (r.code !== WasmResult.Ok) return r.code;
       return t.mem.writeU64(n(ptr), r.value as bigint) ? WasmResult.Ok : WasmResult.InvalidMemoryAccess;
     },
+  };
+}
+
+/** Context control: the effective context, proxy_done, foreign functions, continuing and closing streams. */
+function contextControl(t: WasmThread, v: ContextView): Record<string, Fn> {
+  const { cur } = v;
+  return {
     set_effective_context: (id) => t.setEffective(n(id)),
     // WasmBase::done: only a root context whose on_done returned false may call it.
     done: () => {
@@ -328,17 +415,6 @@ export function proxyImports(t: WasmThread): Record<string, Fn> {
       return WasmResult.Ok;
     },
   };
-  const out: Record<string, Fn> = {
-    pthread_equal: restrictedGuard(t, "env.pthread_equal", (a, b) => (n(a) === n(b) ? 1 : 0)),
-    emscripten_notify_memory_growth: restrictedGuard(
-      t,
-      "env.emscripten_notify_memory_growth",
-      () => undefined,
-    ),
-  };
-  for (const [name, f] of Object.entries(impl))
-    out[`proxy_${name}`] = restrictedGuard(t, `env.proxy_${name}`, f);
-  return out;
 }
 
 /** Wall-clock ms (possibly fractional) as integer ns, keeping the sub-millisecond part. */

@@ -3,7 +3,8 @@
 // what an engine lists that cannot be routed is refused, not added.
 import { describe, expect, it } from "vitest";
 import { ConfigError, parseConfig } from "../../control-plane/src/config/load-config.ts";
-import { AdapterCatalog, parseModelList } from "../../control-plane/src/model/adapter-catalog.ts";
+import { parseModelList } from "../../control-plane/src/discovery/adapter-discovery.ts";
+import { AdapterCatalog } from "../../control-plane/src/model/adapter-catalog.ts";
 
 const pool = (name: string, extra: Record<string, unknown> = {}) => ({
   name,

@@ -85,35 +85,47 @@ export async function startE2E(o: E2EOptions = {}): Promise<E2E> {
   const workers: Worker[] = [];
   for (let i = 0; i < n; i++) workers.push({ port: ports + 1 + i, zmq: await freePortRange(20), sim: null });
   const cpPort = ports;
-  const config = () =>
-    parseConfig(
-      {
-        authToken: TOKEN,
-        pools: [
-          {
-            name: "qwen",
-            models: [MODEL],
-            tokenizer: QWEN3,
-            endpoints: workers.map((w) => ({
-              address: `127.0.0.1:${w.port}`,
-              ranks: Array.from({ length: ranks }, (_, r) => r),
-              kvEvents: {
-                endpoint: `tcp://*:${w.zmq}`,
-                replayEndpoint: `tcp://*:${w.zmq + 10}`,
-                topic: "kv",
-              },
-            })),
-            ...o.pool,
-          },
-        ],
-        routing: { failMode: o.failMode ?? "open", ...o.routing },
-        cache: { buckets: 1024, ways: 16, ...o.cache },
-        load: { scrapeIntervalMs: 100, unhealthyAfter: 2, ...o.load },
-        sync: { longPollMs: 500 },
-      },
-      "e2e",
-      {},
-    );
+  const e = e2eHandle(o, workers, ranks, cpPort);
+  for (const w of workers) await startFirstTime(w, ranks, o);
+  if (!o.noControlPlane) await e.startControlPlane();
+  e.gateway = await startE2EGateway(o, workers, cpPort);
+  e.url = e.gateway.url;
+  return e;
+}
+
+function e2eConfig(o: E2EOptions, workers: Worker[], ranks: number) {
+  return parseConfig(
+    {
+      authToken: TOKEN,
+      pools: [
+        {
+          name: "qwen",
+          models: [MODEL],
+          tokenizer: QWEN3,
+          endpoints: workers.map((w) => ({
+            address: `127.0.0.1:${w.port}`,
+            ranks: Array.from({ length: ranks }, (_, r) => r),
+            kvEvents: {
+              endpoint: `tcp://*:${w.zmq}`,
+              replayEndpoint: `tcp://*:${w.zmq + 10}`,
+              topic: "kv",
+            },
+          })),
+          ...o.pool,
+        },
+      ],
+      routing: { failMode: o.failMode ?? "open", ...o.routing },
+      cache: { buckets: 1024, ways: 16, ...o.cache },
+      load: { scrapeIntervalMs: 100, unhealthyAfter: 2, ...o.load },
+      sync: { longPollMs: 500 },
+    },
+    "e2e",
+    {},
+  );
+}
+
+/** The handle a test holds: workers and the control plane can be stopped and started again. */
+function e2eHandle(o: E2EOptions, workers: Worker[], ranks: number, cpPort: number): E2E {
   const e: E2E = {
     workers,
     ranks,
@@ -141,7 +153,7 @@ export async function startE2E(o: E2EOptions = {}): Promise<E2E> {
       w.sim = null;
     },
     async startControlPlane() {
-      e.cp = await startControlPlane(config(), {
+      e.cp = await startControlPlane(e2eConfig(o, workers, ranks), {
         listen: `127.0.0.1:${cpPort}`,
         logger: pino({ level: "silent" }),
       });
@@ -157,22 +169,29 @@ export async function startE2E(o: E2EOptions = {}): Promise<E2E> {
       for (let i = 0; i < workers.length; i++) await e.stopWorker(i);
     },
   };
-  for (let i = 0; i < n; i++) {
-    // Ports found free can be taken by another process before the worker binds them (another
-    // test suite on the machine): the first start moves to other ports; restarts keep theirs.
-    for (let attempt = 0; ; attempt++) {
-      const w = workers[i] as Worker;
-      try {
-        w.sim = await startSim(workerConfig(w, ranks, o.sim));
-        break;
-      } catch (err) {
-        if (attempt >= 5 || !String(err).includes("in use")) throw err;
-        w.port = await freePortRange(1);
-        w.zmq = await freePortRange(20);
-      }
+  return e;
+}
+
+/**
+ * A worker's first start. Ports found free can be taken by another process before the worker
+ * binds them (another test suite on the machine): the first start moves to other ports;
+ * restarts keep theirs.
+ */
+async function startFirstTime(w: Worker, ranks: number, o: E2EOptions): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      w.sim = await startSim(workerConfig(w, ranks, o.sim));
+      return;
+    } catch (err) {
+      if (attempt >= 5 || !String(err).includes("in use")) throw err;
+      w.port = await freePortRange(1);
+      w.zmq = await freePortRange(20);
     }
   }
-  if (!o.noControlPlane) await e.startControlPlane();
+}
+
+/** The Node host configured as envoy/envoy.yaml, in front of the workers. */
+function startE2EGateway(o: E2EOptions, workers: Worker[], cpPort: number): Promise<Gateway> {
   const envoyConfig = () => {
     const cfg = envoyConfigFor({
       listenPort: 0,
@@ -185,7 +204,7 @@ export async function startE2E(o: E2EOptions = {}): Promise<E2E> {
     o.envoy?.(cfg);
     return cfg;
   };
-  e.gateway = await startGateway({
+  return startGateway({
     wasm: WASM,
     threads: 2,
     vmId: "kvroute",
@@ -210,8 +229,6 @@ export async function startE2E(o: E2EOptions = {}): Promise<E2E> {
     // This gateway stands for envoy/envoy.yaml: it decides who the client is the same way.
     ...shippedClientAddressing(),
   });
-  e.url = e.gateway.url;
-  return e;
 }
 
 export async function until(

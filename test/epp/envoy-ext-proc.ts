@@ -221,10 +221,52 @@ export class EnvoyExtProc {
     upstream: (headers: Pairs, body: Buffer) => Promise<UpstreamAnswer>,
     o: ExchangeOptions = {},
   ): Promise<ExchangeResult> {
-    const mode: Mode = o.mode ?? "FULL_DUPLEX_STREAMED";
-    const duplex = mode === "FULL_DUPLEX_STREAMED";
+    const run = new ExchangeRun(
+      this.client.Process() as ClientDuplexStream<ProcessingRequest, ProcessingResponse>,
+      req,
+      o,
+    );
+    run.sendRequestHeaders();
+    const immediate = run.duplex ? await run.duplexRequestPhase() : await run.bufferedRequestPhase();
+    if (immediate !== null) return immediate;
+    run.endRequestPhase();
+    return run.responsePhase(upstream);
+  }
+}
+
+/** One exchange's state, as an Envoy ext_proc filter keeps it for one HTTP stream. */
+class ExchangeRun {
+  readonly duplex: boolean;
+  private readonly mode: Mode;
+  private readonly body: Buffer;
+  private readonly headers: Pairs;
+  private readonly inbox: Inbox;
+  private readonly result: ExchangeResult = {
+    upstreamHeaders: [],
+    upstreamBody: Buffer.alloc(0),
+    destination: undefined,
+    dynamicMetadata: undefined,
+    clearRouteCache: false,
+    answers: [],
+    streamedChunks: [],
+    requestMutations: [],
+  };
+  private readonly meta: { metadata_context?: { filter_metadata: Record<string, ProtoStruct> } };
+  private readonly trailers: Pairs | undefined;
+  private readonly hasBody: boolean;
+  private upstreamHeaders: Pairs;
+  private upstreamBody: Buffer;
+
+  constructor(
+    private readonly call: ClientDuplexStream<ProcessingRequest, ProcessingResponse>,
+    req: { method?: string; path: string; headers?: Pairs; body?: Buffer | string },
+    private readonly o: ExchangeOptions,
+  ) {
+    this.mode = o.mode ?? "FULL_DUPLEX_STREAMED";
+    this.duplex = this.mode === "FULL_DUPLEX_STREAMED";
     const body = typeof req.body === "string" ? Buffer.from(req.body) : (req.body ?? Buffer.alloc(0));
-    const headers: Pairs = [
+    this.body = body;
+    this.headers = [
       [":method", req.method ?? "POST"],
       [":path", req.path],
       [":authority", "gateway.example"],
@@ -232,19 +274,16 @@ export class EnvoyExtProc {
       ...(req.headers ?? []),
       ...(body.length > 0 ? ([["content-length", String(body.length)]] as Pairs) : []),
     ];
-    const call = this.client.Process() as ClientDuplexStream<ProcessingRequest, ProcessingResponse>;
-    const inbox = new Inbox(call);
-    const result: ExchangeResult = {
-      upstreamHeaders: [],
-      upstreamBody: Buffer.alloc(0),
-      destination: undefined,
-      dynamicMetadata: undefined,
-      clearRouteCache: false,
-      answers: [],
-      streamedChunks: [],
-      requestMutations: [],
-    };
-    const meta = o.metadata !== undefined ? { metadata_context: { filter_metadata: o.metadata } } : {};
+    this.inbox = new Inbox(call);
+    this.meta = o.metadata !== undefined ? { metadata_context: { filter_metadata: o.metadata } } : {};
+    this.hasBody = body.length > 0;
+    this.trailers = o.trailers;
+    this.upstreamHeaders = this.headers;
+    this.upstreamBody = body;
+  }
+
+  sendRequestHeaders(): void {
+    const { o, mode } = this;
     const first = {
       ...(o.protocolConfig === false
         ? {}
@@ -256,113 +295,129 @@ export class EnvoyExtProc {
           }),
       ...(o.attributes !== undefined ? { attributes: o.attributes } : {}),
     };
-    const hasBody = body.length > 0;
-    const trailers = o.trailers;
-    call.write({
-      request_headers: { headers: headerMap(headers), end_of_stream: !hasBody && trailers === undefined },
-      ...meta,
+    this.call.write({
+      request_headers: {
+        headers: headerMap(this.headers),
+        end_of_stream: !this.hasBody && this.trailers === undefined,
+      },
+      ...this.meta,
       ...first,
     });
-    const take = async (): Promise<ProcessingResponse> => {
-      const r = await inbox.next();
-      result.answers.push(kindOf(r));
-      return r;
-    };
-    const immediate = (r: ProcessingResponse): ExchangeResult => {
-      const ir = r.immediate_response;
-      if (ir === undefined) throw new Error("not an immediate response");
-      result.immediate = {
-        status: ir.status.code,
-        headers: applyMutation([], ir.headers),
-        body: Buffer.from(ir.body ?? new Uint8Array(0)),
-        details: ir.details ?? "",
-      };
-      call.end();
-      return result;
-    };
-    let upstreamHeaders = headers;
-    let upstreamBody = body;
-    const common = (c: CommonResponse | undefined) => {
-      if (c?.clear_route_cache === true) result.clearRouteCache = true;
-      result.requestMutations.push(c?.header_mutation ?? {});
-      upstreamHeaders = applyMutation(upstreamHeaders, c?.header_mutation, o.setCopy);
-    };
+  }
 
-    if (duplex) {
-      const chunk = o.chunkBytes ?? 16 * 1024;
-      if (hasBody) await o.beforeBody?.();
-      for (let at = 0; at < body.length; at += chunk)
-        call.write({
-          request_body: {
-            body: body.subarray(at, at + chunk),
-            end_of_stream: at + chunk >= body.length && trailers === undefined,
-          },
-          ...meta,
-        });
-      if (trailers !== undefined)
-        call.write({ request_trailers: { trailers: headerMap(trailers) }, ...meta });
-      const h = await take();
-      if (h.immediate_response !== undefined) return immediate(h);
-      if (h.request_headers === undefined)
-        throw new Error(`expected the request headers answer, got ${kindOf(h)}`);
-      result.dynamicMetadata = h.dynamic_metadata;
-      common(h.request_headers.response);
-      if (hasBody) {
-        const parts: Buffer[] = [];
-        for (;;) {
-          const b = await take();
-          if (b.immediate_response !== undefined) return immediate(b);
-          const s = b.request_body?.response?.body_mutation?.streamed_response;
-          if (s === undefined) throw new Error(`expected a streamed request body, got ${kindOf(b)}`);
-          parts.push(Buffer.from(s.body ?? new Uint8Array(0)));
-          result.streamedChunks.push(s.body?.length ?? 0);
-          if (s.end_of_stream === true) break;
-          if (trailers !== undefined && parts.reduce((n, p) => n + p.length, 0) >= body.length) break;
-        }
-        upstreamBody = Buffer.concat(parts);
+  private async take(): Promise<ProcessingResponse> {
+    const r = await this.inbox.next();
+    this.result.answers.push(kindOf(r));
+    return r;
+  }
+
+  private immediate(r: ProcessingResponse): ExchangeResult {
+    const ir = r.immediate_response;
+    if (ir === undefined) throw new Error("not an immediate response");
+    this.result.immediate = {
+      status: ir.status.code,
+      headers: applyMutation([], ir.headers),
+      body: Buffer.from(ir.body ?? new Uint8Array(0)),
+      details: ir.details ?? "",
+    };
+    this.call.end();
+    return this.result;
+  }
+
+  private common(c: CommonResponse | undefined): void {
+    if (c?.clear_route_cache === true) this.result.clearRouteCache = true;
+    this.result.requestMutations.push(c?.header_mutation ?? {});
+    this.upstreamHeaders = applyMutation(this.upstreamHeaders, c?.header_mutation, this.o.setCopy);
+  }
+
+  /** FULL_DUPLEX_STREAMED: the whole request is sent, then the answers are read in order. */
+  async duplexRequestPhase(): Promise<ExchangeResult | null> {
+    const { call, body, meta, trailers, hasBody, o, result } = this;
+    const chunk = o.chunkBytes ?? 16 * 1024;
+    if (hasBody) await o.beforeBody?.();
+    for (let at = 0; at < body.length; at += chunk)
+      call.write({
+        request_body: {
+          body: body.subarray(at, at + chunk),
+          end_of_stream: at + chunk >= body.length && trailers === undefined,
+        },
+        ...meta,
+      });
+    if (trailers !== undefined) call.write({ request_trailers: { trailers: headerMap(trailers) }, ...meta });
+    const h = await this.take();
+    if (h.immediate_response !== undefined) return this.immediate(h);
+    if (h.request_headers === undefined)
+      throw new Error(`expected the request headers answer, got ${kindOf(h)}`);
+    result.dynamicMetadata = h.dynamic_metadata;
+    this.common(h.request_headers.response);
+    if (hasBody) {
+      const parts: Buffer[] = [];
+      for (;;) {
+        const b = await this.take();
+        if (b.immediate_response !== undefined) return this.immediate(b);
+        const s = b.request_body?.response?.body_mutation?.streamed_response;
+        if (s === undefined) throw new Error(`expected a streamed request body, got ${kindOf(b)}`);
+        parts.push(Buffer.from(s.body ?? new Uint8Array(0)));
+        result.streamedChunks.push(s.body?.length ?? 0);
+        if (s.end_of_stream === true) break;
+        if (trailers !== undefined && parts.reduce((n, p) => n + p.length, 0) >= body.length) break;
       }
-      if (trailers !== undefined) {
-        const t = await take();
-        if (t.request_trailers === undefined)
-          throw new Error(`expected the trailers answer, got ${kindOf(t)}`);
-      }
-    } else {
-      const h = await take();
-      if (h.immediate_response !== undefined) return immediate(h);
-      if (h.request_headers === undefined)
-        throw new Error(`expected the request headers answer, got ${kindOf(h)}`);
-      if (h.dynamic_metadata !== undefined) result.dynamicMetadata = h.dynamic_metadata;
-      common(h.request_headers.response);
-      if (hasBody) {
-        await o.beforeBody?.();
-        call.write({ request_body: { body, end_of_stream: trailers === undefined }, ...meta });
-        const b = await take();
-        if (b.immediate_response !== undefined) return immediate(b);
-        if (b.request_body === undefined)
-          throw new Error(`expected the request body answer, got ${kindOf(b)}`);
-        if (b.dynamic_metadata !== undefined) result.dynamicMetadata = b.dynamic_metadata;
-        const c = b.request_body.response;
-        common(c);
-        if (c?.body_mutation?.body !== undefined) upstreamBody = Buffer.from(c.body_mutation.body);
-        if (c?.body_mutation?.streamed_response !== undefined)
-          throw new Error("a streamed body answer in BUFFERED mode");
-      }
-      if (trailers !== undefined) {
-        call.write({ request_trailers: { trailers: headerMap(trailers) }, ...meta });
-        const t = await take();
-        if (t.request_trailers === undefined)
-          throw new Error(`expected the trailers answer, got ${kindOf(t)}`);
-      }
+      this.upstreamBody = Buffer.concat(parts);
     }
-    if (inbox.pending() > 0) throw new Error("the server answered more than the request phase asked");
-    result.upstreamHeaders = upstreamHeaders;
-    result.upstreamBody = upstreamBody;
+    if (trailers !== undefined) {
+      const t = await this.take();
+      if (t.request_trailers === undefined) throw new Error(`expected the trailers answer, got ${kindOf(t)}`);
+    }
+    return null;
+  }
+
+  /** BUFFERED: headers, their answer, then the whole body and its answer, then trailers. */
+  async bufferedRequestPhase(): Promise<ExchangeResult | null> {
+    const { call, body, meta, trailers, hasBody, o, result } = this;
+    const h = await this.take();
+    if (h.immediate_response !== undefined) return this.immediate(h);
+    if (h.request_headers === undefined)
+      throw new Error(`expected the request headers answer, got ${kindOf(h)}`);
+    if (h.dynamic_metadata !== undefined) result.dynamicMetadata = h.dynamic_metadata;
+    this.common(h.request_headers.response);
+    if (hasBody) {
+      await o.beforeBody?.();
+      call.write({ request_body: { body, end_of_stream: trailers === undefined }, ...meta });
+      const b = await this.take();
+      if (b.immediate_response !== undefined) return this.immediate(b);
+      if (b.request_body === undefined) throw new Error(`expected the request body answer, got ${kindOf(b)}`);
+      if (b.dynamic_metadata !== undefined) result.dynamicMetadata = b.dynamic_metadata;
+      const c = b.request_body.response;
+      this.common(c);
+      if (c?.body_mutation?.body !== undefined) this.upstreamBody = Buffer.from(c.body_mutation.body);
+      if (c?.body_mutation?.streamed_response !== undefined)
+        throw new Error("a streamed body answer in BUFFERED mode");
+    }
+    if (trailers !== undefined) {
+      call.write({ request_trailers: { trailers: headerMap(trailers) }, ...meta });
+      const t = await this.take();
+      if (t.request_trailers === undefined) throw new Error(`expected the trailers answer, got ${kindOf(t)}`);
+    }
+    return null;
+  }
+
+  /** The request as the upstream gets it, and the destination the picker chose. */
+  endRequestPhase(): void {
+    const { result } = this;
+    if (this.inbox.pending() > 0) throw new Error("the server answered more than the request phase asked");
+    result.upstreamHeaders = this.upstreamHeaders;
+    result.upstreamBody = this.upstreamBody;
     const lb =
       result.dynamicMetadata?.fields?.["envoy.lb"]?.structValue?.fields?.["x-gateway-destination-endpoint"];
     result.destination = lb?.stringValue;
+  }
 
-    // The upstream answers; its response goes through the filter like Envoy's encoder path.
-    const answer = await upstream(upstreamHeaders, upstreamBody);
+  /** The upstream answers; its response goes through the filter like Envoy's encoder path. */
+  async responsePhase(
+    upstream: (headers: Pairs, body: Buffer) => Promise<UpstreamAnswer>,
+  ): Promise<ExchangeResult> {
+    const { call, o, result } = this;
+    const answer = await upstream(this.upstreamHeaders, this.upstreamBody);
     // Envoy reports the endpoint that served in the response phase's metadata (GAIE protocol).
     const served: Record<string, ProtoStruct> =
       answer.served === undefined
@@ -384,18 +439,31 @@ export class EnvoyExtProc {
       response_headers: { headers: headerMap(respHeaders), end_of_stream: bodyChunks.length === 0 },
       ...respMeta,
     });
-    const rh = await take();
+    const rh = await this.take();
     if (rh.response_headers === undefined)
       throw new Error(`expected the response headers answer, got ${kindOf(rh)}`);
     const clientHeaders = applyMutation(respHeaders, rh.response_headers.response?.header_mutation);
+    const clientBody = await this.responseBody(bodyChunks, respMeta);
+    call.end();
+    result.response = {
+      status: Number(clientHeaders.find(([k]) => k === ":status")?.[1] ?? 0),
+      headers: clientHeaders.filter(([k]) => k !== ":status"),
+      body: Buffer.concat(clientBody),
+    };
+    return result;
+  }
+
+  /** The response body through the filter: streamed chunk by chunk, or buffered whole. */
+  private async responseBody(bodyChunks: Buffer[], respMeta: object): Promise<Buffer[]> {
+    const { call } = this;
     const clientBody: Buffer[] = [];
-    if (duplex) {
+    if (this.duplex) {
       bodyChunks.forEach((c, i) => {
         call.write({ response_body: { body: c, end_of_stream: i === bodyChunks.length - 1 }, ...respMeta });
       });
       if (bodyChunks.length > 0)
         for (;;) {
-          const b = await take();
+          const b = await this.take();
           const s = b.response_body?.response?.body_mutation?.streamed_response;
           if (s === undefined) throw new Error(`expected a streamed response body, got ${kindOf(b)}`);
           clientBody.push(Buffer.from(s.body ?? new Uint8Array(0)));
@@ -404,19 +472,13 @@ export class EnvoyExtProc {
     } else if (bodyChunks.length > 0) {
       const all = Buffer.concat(bodyChunks);
       call.write({ response_body: { body: all, end_of_stream: true }, ...respMeta });
-      const b = await take();
+      const b = await this.take();
       if (b.response_body === undefined)
         throw new Error(`expected the response body answer, got ${kindOf(b)}`);
       const replaced = b.response_body.response?.body_mutation?.body;
       clientBody.push(replaced !== undefined ? Buffer.from(replaced) : all);
     }
-    call.end();
-    result.response = {
-      status: Number(clientHeaders.find(([k]) => k === ":status")?.[1] ?? 0),
-      headers: clientHeaders.filter(([k]) => k !== ":status"),
-      body: Buffer.concat(clientBody),
-    };
-    return result;
+    return clientBody;
   }
 }
 

@@ -5,7 +5,7 @@
 
 import { describe, expect, it } from "vitest";
 import { MAX_BATCH_TS_AHEAD_MS } from "../../control-plane/src/events/batch-clock.ts";
-import type { EventSink, ScannedBatch } from "../../control-plane/src/events/types.ts";
+import type { EventSink, ScannedBatch } from "../../control-plane/src/vocabulary/kv-events.ts";
 import type { RecordingSink } from "./harness.ts";
 import { frames, makeIngest, payload, replayed, T } from "./ingest-kit.ts";
 import { batch, encode, F64, range, storedArray } from "./msgspec.ts";

@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { decodeBatch } from "../../control-plane/src/events/batch-decoder.ts";
 import { normaliseHash } from "../../control-plane/src/events/hash.ts";
-import type { BlockRemoved, BlockStored, KvEvent } from "../../control-plane/src/events/types.ts";
+import type { BlockRemoved, BlockStored, KvEvent } from "../../control-plane/src/vocabulary/kv-events.ts";
 import {
   batch,
   clearedArray,

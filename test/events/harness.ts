@@ -3,7 +3,12 @@
 
 import { Publisher, Router } from "zeromq";
 import { encodeSeq } from "../../control-plane/src/events/frames.ts";
-import type { BatchMeta, EventSink, KvEvent, RankResetReason } from "../../control-plane/src/events/types.ts";
+import type {
+  BatchMeta,
+  EventSink,
+  KvEvent,
+  RankResetReason,
+} from "../../control-plane/src/vocabulary/kv-events.ts";
 
 export type Delivery =
   | { kind: "event"; slot: string; event: KvEvent; meta: BatchMeta }

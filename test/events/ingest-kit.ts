@@ -6,7 +6,7 @@ import { encodeSeq } from "../../control-plane/src/events/frames.ts";
 import { RankIngest } from "../../control-plane/src/events/rank-ingest.ts";
 import type { ReplayResult } from "../../control-plane/src/events/replay-client.ts";
 import { newRankStats, ThrottledLog } from "../../control-plane/src/events/stats.ts";
-import type { EventSink } from "../../control-plane/src/events/types.ts";
+import type { EventSink } from "../../control-plane/src/vocabulary/kv-events.ts";
 import { RecordingSink } from "./harness.ts";
 import { batch, range, storedArray } from "./msgspec.ts";
 

@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { encodeSeq } from "../../control-plane/src/events/frames.ts";
 import type { ReplayResult } from "../../control-plane/src/events/replay-client.ts";
 import { ThrottledLog } from "../../control-plane/src/events/stats.ts";
-import type { EventSink } from "../../control-plane/src/events/types.ts";
+import type { EventSink } from "../../control-plane/src/vocabulary/kv-events.ts";
 import { RecordingSink, until } from "./harness.ts";
 import { deferredReplay, makeIngest } from "./ingest-kit.ts";
 import { batch, LATER_TS, range, storedArray } from "./msgspec.ts";

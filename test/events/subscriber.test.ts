@@ -12,7 +12,7 @@ import {
   type RankSubscriberOptions,
 } from "../../control-plane/src/events/rank-subscriber.ts";
 import { EventsSupervisor } from "../../control-plane/src/events/supervisor.ts";
-import type { BlockRemoved, BlockStored } from "../../control-plane/src/events/types.ts";
+import type { BlockRemoved, BlockStored } from "../../control-plane/src/vocabulary/kv-events.ts";
 import { RecordingSink, TestEngine, until } from "./harness.ts";
 import {
   batch,

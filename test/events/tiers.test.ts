@@ -16,8 +16,8 @@
 //   batch `[ts, events, attn_dp_rank]`.
 import { describe, expect, it } from "vitest";
 import { decodeBatch } from "../../control-plane/src/events/batch-decoder.ts";
-import type { BlockRemoved, BlockStored, KvEvent } from "../../control-plane/src/events/types.ts";
 import { TIER_CPU, TIER_GPU, TIER_STORAGE, tierOfMedium } from "../../control-plane/src/index/tier.ts";
+import type { BlockRemoved, BlockStored, KvEvent } from "../../control-plane/src/vocabulary/kv-events.ts";
 import { encode, F64, range } from "./msgspec.ts";
 
 function decoded(payload: Buffer) {

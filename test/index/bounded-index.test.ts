@@ -3,10 +3,10 @@
 // block again keeps it, and the core's linear memory stops growing once the cap is reached.
 import { describe, expect, it } from "vitest";
 import { core } from "../../control-plane/src/core/core-wasm.ts";
-import type { BlockStored } from "../../control-plane/src/events/types.ts";
 import { decodeBucket } from "../../control-plane/src/index/bucket-image.ts";
 import { coreChunkHasher } from "../../control-plane/src/index/core-hasher.ts";
 import { PrefixIndex } from "../../control-plane/src/index/prefix-index.ts";
+import type { BlockStored } from "../../control-plane/src/vocabulary/kv-events.ts";
 
 const meta = { seq: 0, ts: 0, receivedAt: 0, replayed: false };
 const BLOCK = 16;

@@ -5,7 +5,6 @@
 // random chained events — added/special tokens (segment boundaries), ids outside the vocabulary,
 // several block sizes, duplicates — give the same bucket images and the same counters.
 import { describe, expect, it } from "vitest";
-import type { BlockStored } from "../../control-plane/src/events/types.ts";
 import { coreChunkHasher } from "../../control-plane/src/index/core-hasher.ts";
 import { PrefixIndex } from "../../control-plane/src/index/prefix-index.ts";
 import { detokenizeInto } from "../../control-plane/src/tokens/detokenize.ts";
@@ -13,6 +12,7 @@ import {
   buildTokenBytesTable,
   type TokenBytesTable,
 } from "../../control-plane/src/tokens/token-bytes-table.ts";
+import type { BlockStored } from "../../control-plane/src/vocabulary/kv-events.ts";
 import { loadModel, type ModelName } from "../tokens/models.ts";
 
 const meta = { seq: 0, ts: 0, receivedAt: 0, replayed: false };

@@ -10,9 +10,9 @@
 import { createHash } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import type { BlockStored, KvEvent } from "../../control-plane/src/events/types.ts";
 import { coreChunkHasher } from "../../control-plane/src/index/core-hasher.ts";
 import { PrefixIndex } from "../../control-plane/src/index/prefix-index.ts";
+import type { BlockStored, KvEvent } from "../../control-plane/src/vocabulary/kv-events.ts";
 
 const FIXTURE = new URL("../fixtures/index-equivalence.json", import.meta.url);
 const meta = { seq: 0, ts: 0, receivedAt: 0, replayed: false };

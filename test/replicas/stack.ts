@@ -46,110 +46,21 @@ export async function startStack(o: StackOptions): Promise<Stack> {
   const cpPorts = Array.from({ length: o.replicas }, (_, i) => base + i);
   const zmq = await Promise.all(workerPorts.map(() => freePortRange(2 * RANKS + 10)));
   const sims: RunningSim[] = [];
-  for (let i = 0; i < o.workers; i++) {
-    sims.push(
-      await startSim(
-        simConfig({
-          model: MODEL,
-          port: workerPorts[i] as number,
-          topology: { mode: "internal", size: RANKS, sizeLocal: RANKS, startRank: 0 },
-          tokenizerDir: QWEN3,
-          timeScale: 0.1,
-          numGpuBlocks: 4096,
-          eventEncoding: "map",
-          kvEvents: zmqKvEvents({
-            endpoint: `tcp://*:${zmq[i]}`,
-            replayEndpoint: `tcp://*:${(zmq[i] as number) + 10}`,
-            topic: "kv",
-            bufferSteps: 1000,
-          }),
-        }),
-      ),
-    );
-  }
+  for (let i = 0; i < o.workers; i++)
+    sims.push(await startWorker(workerPorts[i] as number, zmq[i] as number));
   const replicas: Array<ControlPlane | null> = [];
   for (let r = 0; r < o.replicas; r++) {
-    const cfg = parseConfig(
-      {
-        authToken: TOKEN,
-        pools: [
-          {
-            name: "qwen",
-            models: [MODEL],
-            tokenizer: QWEN3,
-            endpoints: workerPorts.map((port, i) => ({
-              address: `127.0.0.1:${port}`,
-              ranks: Array.from({ length: RANKS }, (_, k) => k),
-              kvEvents: {
-                endpoint: `tcp://*:${zmq[i]}`,
-                replayEndpoint: `tcp://*:${(zmq[i] as number) + 10}`,
-                topic: "kv",
-              },
-            })),
-          },
-        ],
-        cache: { buckets: 4096, ways: 16 },
-        // Rare scrapes: a request stays in the gateways' reported in-flight until it answers
-        // (wire-format §4.5 "unseen"), so the in-flight check has something to compare.
-        load: { scrapeIntervalMs: 60_000 },
-        sync: { longPollMs: 500 },
-        ...(o.replicas > 1
-          ? { nats: { servers: [o.nats], replicaId: `replica-${r}`, announceIntervalMs: 500 } }
-          : {}),
-      },
-      "replica-e2e",
-      {},
-    );
     replicas.push(
-      await startControlPlane(cfg, { listen: `127.0.0.1:${cpPorts[r]}`, logger: pino({ level: "silent" }) }),
+      await startControlPlane(replicaConfig(o, r, workerPorts, zmq), {
+        listen: `127.0.0.1:${cpPorts[r]}`,
+        logger: pino({ level: "silent" }),
+      }),
     );
   }
   const preferred = Array.from({ length: o.gateways }, (_, g) => g % o.replicas);
   const gateways: Gateway[] = [];
-  for (let g = 0; g < o.gateways; g++) {
-    const first = preferred[g] as number;
-    const endpoints = cpPorts.map((port, r) => ({
-      address: `127.0.0.1:${port}`,
-      priority: r === first ? 0 : 1,
-    }));
-    gateways.push(
-      await startGateway({
-        wasm: WASM,
-        threads: o.threads,
-        vmId: "kvroute",
-        rootId: "kvroute",
-        pluginConfig: JSON.stringify({
-          controlPlane: {
-            cluster: "kvroute_control_plane",
-            authority: "kvroute-control-plane:9090",
-            token: TOKEN,
-            timeoutMs: 3000,
-          },
-          gatewayId: `gateway-${g}`,
-          tickMs: 20,
-          reportMs: REPORT_MS,
-          failMode: "open",
-        }),
-        clusters: {
-          kvroute_control_plane: {
-            endpoints,
-            healthCheck: {
-              path: "/readyz",
-              intervalMs: 100,
-              timeoutMs: 500,
-              unhealthyThreshold: 2,
-              healthyThreshold: 1,
-            },
-          },
-          fallback: `127.0.0.1:${workerPorts[0]}`,
-        },
-        defaultCluster: "fallback",
-        node: { id: `gateway-${g}` },
-        port: 0,
-        allowOnHeadersStopIteration: true,
-      }),
-    );
-  }
+  for (let g = 0; g < o.gateways; g++)
+    gateways.push(await startStackGateway(o, g, preferred[g] as number, cpPorts, workerPorts));
   const stopReplica = async (i: number) => {
     await replicas[i]?.stop();
     replicas[i] = null;
@@ -167,6 +78,109 @@ export async function startStack(o: StackOptions): Promise<Stack> {
       for (const s of sims) await s.close();
     },
   };
+}
+
+function startWorker(port: number, zmq: number): Promise<RunningSim> {
+  return startSim(
+    simConfig({
+      model: MODEL,
+      port,
+      topology: { mode: "internal", size: RANKS, sizeLocal: RANKS, startRank: 0 },
+      tokenizerDir: QWEN3,
+      timeScale: 0.1,
+      numGpuBlocks: 4096,
+      eventEncoding: "map",
+      kvEvents: zmqKvEvents({
+        endpoint: `tcp://*:${zmq}`,
+        replayEndpoint: `tcp://*:${zmq + 10}`,
+        topic: "kv",
+        bufferSteps: 1000,
+      }),
+    }),
+  );
+}
+
+function replicaConfig(o: StackOptions, r: number, workerPorts: number[], zmq: number[]) {
+  return parseConfig(
+    {
+      authToken: TOKEN,
+      pools: [
+        {
+          name: "qwen",
+          models: [MODEL],
+          tokenizer: QWEN3,
+          endpoints: workerPorts.map((port, i) => ({
+            address: `127.0.0.1:${port}`,
+            ranks: Array.from({ length: RANKS }, (_, k) => k),
+            kvEvents: {
+              endpoint: `tcp://*:${zmq[i]}`,
+              replayEndpoint: `tcp://*:${(zmq[i] as number) + 10}`,
+              topic: "kv",
+            },
+          })),
+        },
+      ],
+      cache: { buckets: 4096, ways: 16 },
+      // Rare scrapes: a request stays in the gateways' reported in-flight until it answers
+      // (wire-format §4.5 "unseen"), so the in-flight check has something to compare.
+      load: { scrapeIntervalMs: 60_000 },
+      sync: { longPollMs: 500 },
+      ...(o.replicas > 1
+        ? { nats: { servers: [o.nats], replicaId: `replica-${r}`, announceIntervalMs: 500 } }
+        : {}),
+    },
+    "replica-e2e",
+    {},
+  );
+}
+
+/** Gateway g: the replicas in one cluster, its preferred one at priority 0, health-checked on /readyz. */
+function startStackGateway(
+  o: StackOptions,
+  g: number,
+  first: number,
+  cpPorts: number[],
+  workerPorts: number[],
+): Promise<Gateway> {
+  const endpoints = cpPorts.map((port, r) => ({
+    address: `127.0.0.1:${port}`,
+    priority: r === first ? 0 : 1,
+  }));
+  return startGateway({
+    wasm: WASM,
+    threads: o.threads,
+    vmId: "kvroute",
+    rootId: "kvroute",
+    pluginConfig: JSON.stringify({
+      controlPlane: {
+        cluster: "kvroute_control_plane",
+        authority: "kvroute-control-plane:9090",
+        token: TOKEN,
+        timeoutMs: 3000,
+      },
+      gatewayId: `gateway-${g}`,
+      tickMs: 20,
+      reportMs: REPORT_MS,
+      failMode: "open",
+    }),
+    clusters: {
+      kvroute_control_plane: {
+        endpoints,
+        healthCheck: {
+          path: "/readyz",
+          intervalMs: 100,
+          timeoutMs: 500,
+          unhealthyThreshold: 2,
+          healthyThreshold: 1,
+        },
+      },
+      fallback: `127.0.0.1:${workerPorts[0]}`,
+    },
+    defaultCluster: "fallback",
+    node: { id: `gateway-${g}` },
+    port: 0,
+    allowOnHeadersStopIteration: true,
+  });
 }
 
 export interface Answer {

@@ -1,6 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { ByteWriter } from "../../control-plane/src/common/byte-writer.ts";
 import { RecentDecisions } from "../../control-plane/src/reports/recent-decisions.ts";
 import {
   decodeReport,
@@ -12,7 +13,6 @@ import {
   SERVED_USAGE,
 } from "../../control-plane/src/reports/report-codec.ts";
 import { createReportHandler } from "../../control-plane/src/reports/report-handler.ts";
-import { ByteWriter } from "../../control-plane/src/wire/byte-writer.ts";
 
 const TOKEN = "report-token-0123456789";
 const sample: Report = {

@@ -13,7 +13,7 @@ import { type RunningSim, type SimConfig, startSim } from "../../control-plane/s
 import { subscriptionFor } from "../../control-plane/src/events/endpoints.ts";
 import { decodeBatch } from "../../control-plane/src/events/index.ts";
 import { RankSubscriber } from "../../control-plane/src/events/rank-subscriber.ts";
-import type { EventSink, KvEvent } from "../../control-plane/src/events/types.ts";
+import type { EventSink, KvEvent } from "../../control-plane/src/vocabulary/kv-events.ts";
 import { until } from "../events/harness.ts";
 import {
   applyEvents,

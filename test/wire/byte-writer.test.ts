@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ByteWriter } from "../../control-plane/src/wire/byte-writer.ts";
+import { ByteWriter } from "../../control-plane/src/common/byte-writer.ts";
 
 describe("ByteWriter", () => {
   it("keeps every value across buffer growth, little-endian", () => {

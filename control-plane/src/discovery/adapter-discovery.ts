@@ -2,7 +2,7 @@
 // cards to the adapter catalog (model/adapter-catalog.ts): vLLM lists each LoRA adapter it serves
 // with its base model as `parent`, including adapters loaded at runtime (/v1/load_lora_adapter).
 // A source: it reports what it read and decides nothing; a failed read is reported as nothing.
-import { type ModelCard, parseModelList } from "../model/adapter-catalog.ts";
+import type { ModelCard } from "../vocabulary/models.ts";
 
 export interface ModelsTarget {
   pool: string;
@@ -66,4 +66,19 @@ export class AdapterDiscovery {
     });
     return this.#running;
   }
+}
+
+/** The model cards of a /v1/models body; null when it is not one. */
+export function parseModelList(body: unknown): ModelCard[] | null {
+  if (typeof body !== "object" || body === null) return null;
+  const data = (body as { data?: unknown }).data;
+  if (!Array.isArray(data)) return null;
+  const out: ModelCard[] = [];
+  for (const d of data) {
+    if (typeof d !== "object" || d === null) continue;
+    const { id, parent } = d as { id?: unknown; parent?: unknown };
+    if (typeof id !== "string") continue;
+    out.push({ id, parent: typeof parent === "string" ? parent : null });
+  }
+  return out;
 }

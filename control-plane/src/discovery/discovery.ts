@@ -1,17 +1,10 @@
-// The seam between where endpoints come from (a static list, Kubernetes EndpointSlices) and the
-// fleet model. A discovery source reports, per pool, the complete current list of endpoints;
-// the fleet works out what was added or removed.
+// The discovery a configuration asks for: the static list, Kubernetes EndpointSlices and GAIE
+// InferencePools side by side, the Kubernetes ones loaded only when a pool uses them. What a
+// source is (the interface) lives in source.ts.
 import type { KubeConfig } from "@kubernetes/client-node";
 import { type Logger, pino } from "pino";
-import type { Config, EndpointConfig, PoolConfig } from "../config/schema.ts";
-
-export type EndpointsListener = (pool: PoolConfig, endpoints: EndpointConfig[]) => void;
-
-export interface Discovery {
-  /** Starts reporting; resolves once the first complete picture of every pool was reported. */
-  start(onEndpoints: EndpointsListener): Promise<void>;
-  stop(): Promise<void>;
-}
+import type { Config, PoolConfig } from "../config/schema.ts";
+import type { Discovery, EndpointsListener } from "./source.ts";
 
 /** The endpoints written in the configuration, reported once. */
 export class StaticDiscovery implements Discovery {

@@ -6,7 +6,6 @@
 import { CoreV1Api, CustomObjectsApi, KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { PoolConfig } from "../config/schema.ts";
-import type { Discovery, EndpointsListener } from "./discovery.ts";
 import {
   type InferencePoolObject,
   type InferencePoolSource,
@@ -15,6 +14,7 @@ import {
 } from "./inference-pool.ts";
 import { ListWatch } from "./kubernetes-watch.ts";
 import { reportChanges } from "./report-changes.ts";
+import type { Discovery, EndpointsListener } from "./source.ts";
 
 const GROUP = "inference.networking.k8s.io";
 const VERSION = "v1";

@@ -11,10 +11,10 @@ import {
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { PoolConfig } from "../config/schema.ts";
-import type { Discovery, EndpointsListener } from "./discovery.ts";
 import { clusterEndpoints, type KubernetesDiscoveryConfig } from "./kubernetes-endpoints.ts";
 import { ListWatch } from "./kubernetes-watch.ts";
 import { reportChanges } from "./report-changes.ts";
+import type { Discovery, EndpointsListener } from "./source.ts";
 
 export interface KubernetesDiscoveryOptions {
   /** Default: in-cluster service account, else ~/.kube/config (KubeConfig.loadFromDefault). */

@@ -3,7 +3,7 @@
 // events that change nothing routable must not republish the slot table).
 import type { Logger } from "pino";
 import type { PoolConfig } from "../config/schema.ts";
-import type { EndpointsListener } from "./discovery.ts";
+import type { EndpointsListener } from "./source.ts";
 
 export interface ReportedState {
   pool: PoolConfig;

@@ -75,8 +75,11 @@ async function bind(server: Server, listen: string, creds: ServerCredentials): P
   return `${host.includes(":") ? `[${host}]` : host}:${bound}`;
 }
 
+/**
+ * Starts the picker: the embedded filter and its readiness, the per-stream handler that runs each
+ * ext_proc stream through it, then the gRPC listener(s).
+ */
 export async function startEpp(opts: EppOptions): Promise<Epp> {
-  const log = opts.logger;
   const filter = new EmbeddedFilter(opts.filter);
   const ready = () => {
     if (!opts.controlPlaneReady()) return false;
@@ -84,7 +87,30 @@ export async function startEpp(opts: EppOptions): Promise<Epp> {
     return v !== null && v.epoch === opts.epoch;
   };
   const health = new HealthService(ready);
-  const stats: EppStats = {
+  const stats = newEppStats();
+  const processStream = streamHandler(filter, opts, stats);
+  const { server, healthServer, address, healthAddress } = await listen(opts, processStream, health, filter);
+  opts.logger.info(
+    { address, healthAddress, tls: opts.tls !== undefined },
+    "endpoint picker (GAIE ext_proc) listening",
+  );
+  return {
+    address,
+    healthAddress,
+    filter,
+    health,
+    stats,
+    ready,
+    async close() {
+      health.close();
+      await Promise.all([shutDown(server), ...(healthServer === null ? [] : [shutDown(healthServer)])]);
+      filter.close();
+    },
+  };
+}
+
+function newEppStats(): EppStats {
+  return {
     streams: 0,
     routed: 0,
     immediate: {},
@@ -93,16 +119,21 @@ export async function startEpp(opts: EppOptions): Promise<Epp> {
     servedElsewhere: 0,
     objectives: { mapped: 0, unknown: 0 },
   };
-  const objectives = opts.objectives;
-  const filterHeaders =
-    objectives === undefined
-      ? undefined
-      : (pairs: Pairs): Pairs => {
-          const { pairs: seen, result } = applyObjective(pairs, objectives);
-          if (result !== "none") stats.objectives[result]++;
-          return seen;
-        };
-  const observe = (e: ExchangeEvent) => {
+}
+
+/** Reads a request's GAIE objective into a priority (counted), when epp.objectives is configured. */
+function objectiveFilter(objectives: ObjectiveMap | undefined, stats: EppStats) {
+  if (objectives === undefined) return undefined;
+  return (pairs: Pairs): Pairs => {
+    const { pairs: seen, result } = applyObjective(pairs, objectives);
+    if (result !== "none") stats.objectives[result]++;
+    return seen;
+  };
+}
+
+/** Counts what each exchange decided. */
+function statsObserver(stats: EppStats, log: Logger): (e: ExchangeEvent) => void {
+  return (e) => {
     if (e.kind === "routed") stats.routed++;
     else if (e.kind === "immediate") stats.immediate[e.status] = (stats.immediate[e.status] ?? 0) + 1;
     else {
@@ -110,8 +141,17 @@ export async function startEpp(opts: EppOptions): Promise<Epp> {
       log.debug({ picked: e.destination, served: e.served }, "epp: the gateway served another endpoint");
     }
   };
+}
 
-  const process = (call: Call) => {
+/**
+ * One ext_proc stream: its messages go through an Exchange with the embedded filter; a malformed
+ * or out-of-order message ends it with INVALID_ARGUMENT, a failure of ours with INTERNAL.
+ */
+function streamHandler(filter: EmbeddedFilter, opts: EppOptions, stats: EppStats): (call: Call) => void {
+  const log = opts.logger;
+  const filterHeaders = objectiveFilter(opts.objectives, stats);
+  const observe = statsObserver(stats, log);
+  return (call: Call) => {
     stats.streams++;
     let closed = false;
     const fail = (code: status, details: string) => {
@@ -165,28 +205,42 @@ export async function startEpp(opts: EppOptions): Promise<Epp> {
     call.on("cancelled", gone);
     call.on("error", gone);
   };
+}
 
-  const creds =
-    opts.tls === undefined
-      ? ServerCredentials.createInsecure()
-      : ServerCredentials.createSsl(
-          null,
-          [{ private_key: readFileSync(opts.tls.keyFile), cert_chain: readFileSync(opts.tls.certFile) }],
-          false,
-        );
+function serverCredentials(tls: EppOptions["tls"]): ServerCredentials {
+  return tls === undefined
+    ? ServerCredentials.createInsecure()
+    : ServerCredentials.createSsl(
+        null,
+        [{ private_key: readFileSync(tls.keyFile), cert_chain: readFileSync(tls.certFile) }],
+        false,
+      );
+}
+
+/**
+ * Binds ext_proc + health on opts.listen and, when asked, health alone on opts.healthListen. A
+ * failure to bind releases everything started so far (the filter too) and throws.
+ */
+async function listen(
+  opts: EppOptions,
+  processStream: (call: Call) => void,
+  health: HealthService,
+  filter: EmbeddedFilter,
+): Promise<{ server: Server; healthServer: Server | null; address: string; healthAddress: string | null }> {
+  const creds = serverCredentials(opts.tls);
   const server = new Server({ "grpc.max_receive_message_length": 64 * 1024 * 1024 });
-  server.addService(extProcService, { Process: process });
+  server.addService(extProcService, { Process: processStream });
   server.addService(healthService, health.handlers);
   let healthServer: Server | null = null;
-  let address: string;
-  let healthAddress: string | null = null;
   try {
-    address = await bind(server, opts.listen, creds);
+    const address = await bind(server, opts.listen, creds);
+    let healthAddress: string | null = null;
     if (opts.healthListen !== undefined) {
       healthServer = new Server();
       healthServer.addService(healthService, health.handlers);
       healthAddress = await bind(healthServer, opts.healthListen, creds);
     }
+    return { server, healthServer, address, healthAddress };
   } catch (err) {
     health.close();
     server.forceShutdown();
@@ -194,33 +248,18 @@ export async function startEpp(opts: EppOptions): Promise<Epp> {
     filter.close();
     throw err;
   }
-  log.info(
-    { address, healthAddress, tls: opts.tls !== undefined },
-    "endpoint picker (GAIE ext_proc) listening",
-  );
+}
 
-  return {
-    address,
-    healthAddress,
-    filter,
-    health,
-    stats,
-    ready,
-    async close() {
-      health.close();
-      const shut = (s: Server) =>
-        new Promise<void>((resolve) => {
-          const timer = setTimeout(() => {
-            s.forceShutdown();
-            resolve();
-          }, 2000);
-          s.tryShutdown(() => {
-            clearTimeout(timer);
-            resolve();
-          });
-        });
-      await Promise.all([shut(server), ...(healthServer === null ? [] : [shut(healthServer)])]);
-      filter.close();
-    },
-  };
+/** Graceful shutdown, forced after 2 s. */
+function shutDown(s: Server): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(() => {
+      s.forceShutdown();
+      resolve();
+    }, 2000);
+    s.tryShutdown(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
 }

@@ -6,8 +6,8 @@
 // revision encoded the batch itself as a map; accepting it costs nothing.
 
 import { Unpackr } from "msgpackr";
+import type { KvEvent } from "../vocabulary/kv-events.ts";
 import { decodeEvent, type EventError, type IgnoreReason } from "./event-decoder.ts";
-import type { KvEvent } from "./types.ts";
 
 // useRecords:false = plain MessagePack (no msgpackr extensions); int64AsType:"bigint" = every
 // uint64/int64 on the wire decodes losslessly as a bigint (≥ 2^63 included); smaller ints come

@@ -2,9 +2,9 @@
 // Accepts both encodings vLLM has used: msgspec `array_like` tagged tuples (before vLLM
 // PR #42892) and tagged maps with defaults omitted (after), plus SGLang's variants.
 
+import { type BlockRemoved, type BlockStored, type KvEvent, MEDIUM_GPU } from "../vocabulary/kv-events.ts";
 import { saltFromExtraKeys } from "./extra-keys.ts";
 import { normaliseHash, normaliseHashList } from "./hash.ts";
-import { type BlockRemoved, type BlockStored, type KvEvent, MEDIUM_GPU } from "./types.ts";
 
 /** Skipped on purpose: valid input that kvroute does not index. */
 export type IgnoreReason = "group_idx" | "spec_kind" | "unknown_type";

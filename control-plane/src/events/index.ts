@@ -1,5 +1,6 @@
 // KV-cache event ingest: public surface of control-plane/src/events (docs/kv-events.md).
 
+export * from "../vocabulary/kv-events.ts";
 export { type BatchResult, type DecodedBatch, decodeBatch } from "./batch-decoder.ts";
 export { BindPool, type BindPoolOptions, TopicConflictError } from "./bind-pool.ts";
 export {
@@ -21,4 +22,3 @@ export { type ReplayFn, type ReplayResult, requestReplay } from "./replay-client
 export { SequenceTracker } from "./sequence.ts";
 export { type DropReason, newRankStats, type RankStats, ThrottledLog } from "./stats.ts";
 export { EventsSupervisor, type SubscriptionSpec, type SupervisorOptions } from "./supervisor.ts";
-export * from "./types.ts";

@@ -17,6 +17,7 @@
 // buffer holds up to 10 000 batches, and the event loop must keep serving meanwhile. Live
 // messages arriving until the queue is empty are queued behind it, so the order holds.
 
+import type { BatchMeta, EventSink, RankResetReason, ScannedBatch } from "../vocabulary/kv-events.ts";
 import { plausibleBatchTs } from "./batch-clock.ts";
 import { type BatchResult, decodeBatch } from "./batch-decoder.ts";
 import { type LiveMessage, parseLiveMessage } from "./frames.ts";
@@ -26,7 +27,6 @@ import { SequenceTracker } from "./sequence.ts";
 import { Slicer } from "./slices.ts";
 import { bump, type DropReason, type RankStats, type ThrottledLog } from "./stats.ts";
 import { StreamHistory } from "./stream-history.ts";
-import type { BatchMeta, EventSink, RankResetReason, ScannedBatch } from "./types.ts";
 
 /** A payload as read: decoded into events, scanned whole by the sink's fast path, or refused
  * for a timestamp no engine can send (batch-clock.ts). */

@@ -6,12 +6,12 @@
 
 import { type Logger, pino } from "pino";
 import { Subscriber } from "zeromq";
+import type { EventSink } from "../vocabulary/kv-events.ts";
 import { BindPool } from "./bind-pool.ts";
 import type { SubscriberMode } from "./endpoints.ts";
 import { RankIngest } from "./rank-ingest.ts";
 import { type ReplayFn, requestReplay } from "./replay-client.ts";
 import { newRankStats, type RankStats, ThrottledLog } from "./stats.ts";
-import type { EventSink } from "./types.ts";
 
 export interface RankSubscriberOptions {
   /** Identifies the slot (worker endpoint + rank) to the sink. */

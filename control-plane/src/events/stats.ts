@@ -2,8 +2,8 @@
 // (numbers and strings only), so the API can serve it as is.
 
 import type { Logger } from "pino";
+import type { KvEventType, RankResetReason } from "../vocabulary/kv-events.ts";
 import type { EventError } from "./event-decoder.ts";
-import type { KvEventType, RankResetReason } from "./types.ts";
 
 /** Every reason a message or an event is dropped. */
 export type DropReason =

@@ -2,10 +2,10 @@
 // ranks get a subscriber, vanished ones are stopped. It knows nothing of discovery itself.
 
 import type { Logger } from "pino";
+import type { EventSink } from "../vocabulary/kv-events.ts";
 import { BindPool } from "./bind-pool.ts";
 import { RankSubscriber, type RankSubscriberOptions } from "./rank-subscriber.ts";
 import type { RankStats } from "./stats.ts";
-import type { EventSink } from "./types.ts";
 
 /** What discovery says about one rank's event stream. */
 export type SubscriptionSpec = Omit<RankSubscriberOptions, "sink" | "logger" | "bindPool">;

@@ -4,7 +4,7 @@
 // SlotBlocks.applyScannedBatch. Anything else returns null and takes the JavaScript decoder
 // (events/batch-decoder.ts), so the index never depends on which path read a batch.
 import { core } from "../core/core-wasm.ts";
-import type { ScannedBatch } from "../events/types.ts";
+import type { ScannedBatch } from "../vocabulary/kv-events.ts";
 
 /** Result slots of the core's scan (kv-batch.ts R_*). */
 const R_TS = 0;

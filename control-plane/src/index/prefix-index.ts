@@ -1,8 +1,15 @@
 // The control plane's model of every slot's KV cache: KV events in (it is the events
 // subscriber's sink), bucket images out. Slots are registered by discovery with a stable
 // numeric id (the bit in every bucket bitmap) and the canonical model that seeds their hashes.
-import type { BatchMeta, EventSink, KvEvent, RankResetReason, ScannedBatch } from "../events/types.ts";
+
 import type { TokenBytesTable } from "../tokens/token-bytes-table.ts";
+import type {
+  BatchMeta,
+  EventSink,
+  KvEvent,
+  RankResetReason,
+  ScannedBatch,
+} from "../vocabulary/kv-events.ts";
 import { scanBatchPayload } from "./batch-fast-path.ts";
 import { encodeBucket, slotWordsFor } from "./bucket-image.ts";
 import { ChunkIndex } from "./chunk-index.ts";

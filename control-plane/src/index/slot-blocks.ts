@@ -17,9 +17,9 @@
 // nothing.
 
 import { core } from "../core/core-wasm.ts";
-import type { BlockRemoved, BlockStored } from "../events/types.ts";
 import { SEQUENCE_START } from "../tokens/detokenize.ts";
 import type { TokenBytesTable } from "../tokens/token-bytes-table.ts";
+import type { BlockRemoved, BlockStored } from "../vocabulary/kv-events.ts";
 import { appliedBatchDrops } from "./batch-fast-path.ts";
 import type { ChunkIndex } from "./chunk-index.ts";
 import { coreTokenTable } from "./core-token-table.ts";

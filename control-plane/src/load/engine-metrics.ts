@@ -2,29 +2,7 @@
 // (the `engine` label, REFERENCE §1.3) and each rank's load. vLLM and SGLang name things
 // differently; the names below are the ones each exports today.
 import parsePrometheusTextFormat from "parse-prometheus-text-format";
-
-export interface RankLoad {
-  running: number;
-  waiting: number;
-  /** 0..1 */
-  kvUsage: number;
-  /** vLLM's vllm:lora_requests_info, when the engine exports it (LoRA enabled). */
-  lora?: RankLora;
-}
-
-export interface RankLora {
-  maxLoras: number;
-  running: string[];
-  waiting: string[];
-}
-
-export interface EngineMetrics {
-  /** Global DP rank → load, one entry per `engine` label value seen. */
-  ranks: Map<number, RankLoad>;
-  /** From vllm:cache_config_info labels when present. */
-  blockSize?: number;
-  numGpuBlocks?: number;
-}
+import type { EngineMetrics, RankLoad, RankLora } from "../vocabulary/load.ts";
 
 const RUNNING = ["vllm:num_requests_running", "sglang:num_running_reqs"];
 const WAITING = ["vllm:num_requests_waiting", "sglang:num_queue_reqs"];

@@ -1,16 +1,8 @@
 // Polls every engine's /metrics page on a fixed period. A source: it reports parsed pages or
 // failures and decides nothing. A slow target is not polled again until its previous scrape
 // ends, so a hung engine cannot pile up requests.
-import { type EngineMetrics, parseEngineMetrics } from "./engine-metrics.ts";
-
-export interface ScrapeTarget {
-  /** Identifies the endpoint to the callback (pool + address). */
-  key: string;
-  url: string;
-  modelName?: string;
-}
-
-export type ScrapeOutcome = { ok: true; metrics: EngineMetrics } | { ok: false; error: string };
+import type { ScrapeOutcome, ScrapeTarget } from "../vocabulary/load.ts";
+import { parseEngineMetrics } from "./engine-metrics.ts";
 
 export interface ScraperOptions {
   intervalMs: number;

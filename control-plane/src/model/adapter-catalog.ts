@@ -4,12 +4,7 @@
 // kvr.load's loaded-adapter ids), so the list only grows within an epoch: an id never changes
 // meaning while a gateway may hold a load image that uses it.
 import { ADAPTER_NAME, type Config, MAX_POOL_ADAPTERS } from "../config/schema.ts";
-
-/** One model card of an OpenAI-compatible /v1/models answer. */
-export interface ModelCard {
-  id: string;
-  parent: string | null;
-}
+import type { ModelCard } from "../vocabulary/models.ts";
 
 export class AdapterCatalog {
   readonly #byPool = new Map<string, string[]>();
@@ -71,19 +66,4 @@ export class AdapterCatalog {
     }
     return grew;
   }
-}
-
-/** The model cards of a /v1/models body; null when it is not one. */
-export function parseModelList(body: unknown): ModelCard[] | null {
-  if (typeof body !== "object" || body === null) return null;
-  const data = (body as { data?: unknown }).data;
-  if (!Array.isArray(data)) return null;
-  const out: ModelCard[] = [];
-  for (const d of data) {
-    if (typeof d !== "object" || d === null) continue;
-    const { id, parent } = d as { id?: unknown; parent?: unknown };
-    if (typeof id !== "string") continue;
-    out.push({ id, parent: typeof parent === "string" ? parent : null });
-  }
-  return out;
 }

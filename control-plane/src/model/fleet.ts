@@ -2,7 +2,7 @@
 // discovery), which ranks each serves (configured, or read from its /metrics `engine`
 // labels), and how loaded and healthy each rank is.
 import type { EndpointConfig, PoolConfig } from "../config/schema.ts";
-import type { ScrapeOutcome, ScrapeTarget } from "../load/scraper.ts";
+import type { ScrapeOutcome, ScrapeTarget } from "../vocabulary/load.ts";
 import type { LoadModel } from "./slot-load.ts";
 import type { Slot, SlotTable } from "./slot-table.ts";
 

@@ -6,7 +6,7 @@
 // last request is the oldest (docs/wire-format.md §4.6 has the value layout). A published entry
 // carries the expiry its gateway gave it (the gateways' wall clock, capped at this process's now +
 // TTL), so a gateway that holds its own record of the session keeps whichever is newer.
-import { ByteWriter } from "../wire/byte-writer.ts";
+import { ByteWriter } from "../common/byte-writer.ts";
 
 export const SESSION_KEYS = 1024;
 export const SESSION_WAYS = 8;

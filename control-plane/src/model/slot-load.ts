@@ -1,7 +1,7 @@
 // Per-slot load and health, folded from scrapes of the engines' /metrics and from gateway
 // reports. A slot turns unhealthy after `unhealthyAfter` consecutive failures (scrape errors
 // or connection errors reported by gateways) and healthy again on the first success.
-import type { RankLoad } from "../load/engine-metrics.ts";
+import type { RankLoad } from "../vocabulary/load.ts";
 
 /** The slot's LoRA adapters as its engine reports them (vllm:lora_requests_info). */
 export interface SlotLora {

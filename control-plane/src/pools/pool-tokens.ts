@@ -6,12 +6,19 @@ import type { PoolConfig } from "../config/schema.ts";
 import { encodeSegmentTemplate, renderChat } from "../core/kvroute-core.ts";
 import type { SegmentTemplate } from "../core/segment-template.ts";
 import type { Detokenize } from "../index/slot-blocks.ts";
-import type { PoolRendering } from "../publish/images.ts";
 import { bosTextOf } from "../tokens/bos-text.ts";
 import { deriveSegmentTemplate } from "../tokens/derive-segment-template.ts";
 import { detokenizeInto } from "../tokens/detokenize.ts";
 import { buildTokenBytesTable, type TokenBytesTable } from "../tokens/token-bytes-table.ts";
 import { loadTokenizerFiles } from "../tokens/tokenizer-files.ts";
+
+/** What the control plane knows about a pool beyond its config: derived from its tokenizer. */
+export interface PoolRendering {
+  /** Text the tokenizer prepends to a completion prompt (its BOS), "" when none. */
+  bosText: string;
+  /** The core's binary segment template; empty when the chat template is not segmentable. */
+  segmentTemplate: Uint8Array;
+}
 
 export interface PoolTokens {
   /** null: KV events of this pool cannot be turned into chunk hashes. */

@@ -1,11 +1,13 @@
 // The control-plane-owned shared-data images other than buckets (docs/wire-format.md §4):
 // `kvr.cfg`, `kvr.slots`, `kvr.load`. The filter decodes them once per change, never per
 // request, so they favour simple fixed layouts over compactness.
+
+import { ByteWriter } from "../common/byte-writer.ts";
 import type { Config } from "../config/schema.ts";
 import { xxh64 } from "../core/kvroute-core.ts";
 import type { SlotLoad, SlotLora } from "../model/slot-load.ts";
 import type { Slot } from "../model/slot-table.ts";
-import { ByteWriter } from "../wire/byte-writer.ts";
+import type { PoolRendering } from "../pools/pool-tokens.ts";
 
 /** 2: kvr.cfg carries tier weights; bucket rows carry a tier (docs/wire-format.md §4). */
 export const IMAGE_PROTOCOL = 2;
@@ -31,14 +33,6 @@ const DP_MODE = { internal: 0, hybrid: 1, external: 2 } as const;
 const POLICY = { "kv-aware": 0, "least-load": 1, "round-robin": 2, random: 3 } as const;
 const RANK_POLICY = { ignore: 0, honor: 1, reject: 2 } as const;
 const ROLE = { aggregated: 0, prefill: 1, decode: 2 } as const;
-
-/** What the control plane knows about a pool beyond its config: derived from its tokenizer. */
-export interface PoolRendering {
-  /** Text the tokenizer prepends to a completion prompt (its BOS), "" when none. */
-  bosText: string;
-  /** The core's binary segment template; empty when the chat template is not segmentable. */
-  segmentTemplate: Uint8Array;
-}
 
 export function encodeCfgImage(
   cfg: Config,

@@ -2,8 +2,8 @@
 // the gateway's POST /v1/report body whole, so whatever a report learns to carry travels between
 // replicas without a change here; the slot table says which (endpoint, rank) each of the sender's
 // slot ids is, since replicas number their slots in the order they discovered them.
-import { ByteReader } from "../wire/byte-reader.ts";
-import { ByteWriter } from "../wire/byte-writer.ts";
+import { ByteReader } from "../common/byte-reader.ts";
+import { ByteWriter } from "../common/byte-writer.ts";
 
 export const RELAYED_REPORT_MAGIC = 0x5852564b; // "KVRX" read as a little-endian u32
 export const SLOT_TABLE_MAGIC = 0x5452564b; // "KVRT"

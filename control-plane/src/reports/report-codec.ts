@@ -1,8 +1,8 @@
 // The binary body of POST /v1/report (docs/wire-format.md §6), sent by each gateway's
 // leader. Decoding is strict and bounded: a malformed report is refused whole with a reason,
 // never half-applied.
-import { ByteReader } from "../wire/byte-reader.ts";
-import { ByteWriter } from "../wire/byte-writer.ts";
+import { ByteReader } from "../common/byte-reader.ts";
+import { ByteWriter } from "../common/byte-writer.ts";
 
 export const REPORT_MAGIC = 0x5252564b; // "KVRR" read as a little-endian u32
 /**

@@ -2,8 +2,8 @@
 // speculative routes. Decoded whole, then handed to the model; a malformed report is a 400
 // with the reason and changes nothing.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { hasValidBearer, sendUnauthorized } from "../api/bearer-auth.ts";
-import { sendJsonError } from "../api/json-error.ts";
+import { hasValidBearer, sendUnauthorized } from "../common/bearer-auth.ts";
+import { sendJsonError } from "../common/json-error.ts";
 import { decodeReport, type Report, ReportDecodeError } from "./report-codec.ts";
 
 export interface ReportHandlerOptions {

@@ -4,8 +4,8 @@
 // replica) or a version ahead of ours means the gateway's cache is not ours: resend
 // everything from version 0 with the reset flag.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { hasValidBearer, sendUnauthorized } from "../api/bearer-auth.ts";
-import { sendJsonError } from "../api/json-error.ts";
+import { hasValidBearer, sendUnauthorized } from "../common/bearer-auth.ts";
+import { sendJsonError } from "../common/json-error.ts";
 import type { GatewayRegistry } from "./gateways.ts";
 import { encodeSyncPage, SyncFlags } from "./sync-codec.ts";
 import type { SyncLog } from "./sync-log.ts";

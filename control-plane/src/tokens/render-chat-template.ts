@@ -1,6 +1,6 @@
 // Renders a model's real Jinja chat template the way vLLM does for /v1/chat/completions
 // (add_generation_prompt defaults to true; BOS/EOS come from the tokenizer config).
-// The simulator tokenizes this text; the segment-template deriver verifies against it.
+// The segment-template deriver verifies against it (the simulator renders with code of its own).
 //
 // vLLM renders with Python jinja2; @huggingface/jinja is a JS re-implementation that differs
 // where chat templates care: its `trim` filter and `strip()` use JS whitespace, and

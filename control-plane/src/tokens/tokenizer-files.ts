@@ -1,7 +1,7 @@
 // Loads a model's tokenizer files from a directory, the way vLLM finds them in a model
 // folder: `tokenizer.json` (vocabulary, pre-tokenizer, added tokens) and
-// `tokenizer_config.json` (chat template, BOS/EOS). Both the control plane (detokenizing KV
-// events, deriving segment templates) and the simulator (tokenizing prompts) start here.
+// `tokenizer_config.json` (chat template, BOS/EOS). The control plane starts here to detokenize
+// KV events and derive segment templates (the simulator reads the files with its own code).
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 

@@ -1,5 +1,7 @@
 // Normalised KV-cache events, as the rest of the control plane sees them, whatever engine,
-// version or msgpack encoding produced them. Wire details live in docs/kv-events.md.
+// version or msgpack encoding produced them. The events layer (events/) produces them and the
+// index (index/) consumes them; this vocabulary is neutral so neither knows the other. Wire
+// details live in docs/kv-events.md.
 
 /** Where a block lives. null/"" on the wire means the GPU; other media keep the engine's name
  * (vLLM: "CPU", "STORAGE"; SGLang: "CPU_PINNED", "DISK", "EXTERNAL", "CPU_TIER1", "CPU_TIER2");
@@ -9,7 +11,7 @@ export const MEDIUM_GPU: Medium = "GPU";
 
 export interface BlockStored {
   type: "BlockStored";
-  /** One unsigned 64-bit key per stored block (see hash.ts for the normalisation). */
+  /** One unsigned 64-bit key per stored block (see events/hash.ts for the normalisation). */
   hashes: bigint[];
   /** Key of the block before the first stored one; null at the start of a sequence. */
   parent: bigint | null;
@@ -28,7 +30,7 @@ export interface BlockStored {
   extraKeys: unknown[] | null;
   /** The salt of the request that stored a sequence's first block: SGLang's `cache_salt` field
    * (top level or its positional metadata map), else vLLM's, read from the first block's extra
-   * keys (extra-keys.ts), which it sends with a sequence's first block only. The index reads it
+   * keys (events/extra-keys.ts), which it sends with a sequence's first block only. The index reads it
    * where `parent` is null; later blocks inherit it through the chain. */
   cacheSalt: string | null;
   /** SGLang's `session_id` of the request that stored the blocks (passed through, not indexed). */
