@@ -107,7 +107,12 @@ export class SharedDataStore {
     // Room to grow: values such as a bucket or the gateway board change size a little per write.
     const room = new Uint8Array(value.length + (value.length >> 2) + 16);
     room.set(value);
-    map.set(key, { value: room.subarray(0, value.length), cas: this.nextCas(), room, madeAt: this.snapshots });
+    map.set(key, {
+      value: room.subarray(0, value.length),
+      cas: this.nextCas(),
+      room,
+      madeAt: this.snapshots,
+    });
     return WasmResult.Ok;
   }
 

@@ -378,7 +378,7 @@ export class KvrouteStream {
     if (pool < 0) return;
     if (this.parsed) this.hashPrompt(cfg, pool, body);
     const words = cfg.slotWords;
-    const bitmap = this.gatherCandidates(cfg, slots, load, pool, words);
+    const bitmap = this.gatherCandidates(slots, load, pool, words);
     if (cfg.pools[pool].shedding && this.shed(cfg, pool, load, bitmap, words)) return;
     const specDepth = this.walk(cfg, slots, bitmap, words, now);
     const prompt = vm.hasher.renderer.out.len > 0 ? vm.hasher.renderer.out.len : bodyLen;
@@ -459,7 +459,7 @@ export class KvrouteStream {
   }
 
   /** The pool's eligible slots as a bitmap (vm.buckets), and the decider set up for this request. */
-  private gatherCandidates(cfg: CfgImage, slots: SlotsImage, load: LoadImage, pool: i32, words: i32): usize {
+  private gatherCandidates(slots: SlotsImage, load: LoadImage, pool: i32, words: i32): usize {
     const bitmaps = vm.buckets;
     bitmaps.len = 0;
     bitmaps.reserve(words * 16);

@@ -271,8 +271,7 @@ export class LocalQueue {
   /** The gateway (this VM and the others, as last read) has no unanswered request anywhere. */
   gatewayIdle(): bool {
     const n = this.ownHigh > this.viewHigh ? this.ownHigh : this.viewHigh;
-    for (let s = 0; s < n; s++)
-      if (this.pending[s] !== 0 || this.siblingsPending[s] !== 0) return false;
+    for (let s = 0; s < n; s++) if (this.pending[s] !== 0 || this.siblingsPending[s] !== 0) return false;
     return true;
   }
 
