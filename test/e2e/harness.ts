@@ -1,6 +1,7 @@
 // The whole product on loopback: simulated vLLM workers (real tokenizer, real ZMQ KV events),
 // the control plane configured for them, and a gateway running build/kvroute.wasm in the Node
 // Proxy-Wasm host. Each part can be stopped and restarted on the same ports, as in production.
+import { randomUUID } from "node:crypto";
 import { pino } from "pino";
 import { zmqKvEvents } from "../../control-plane/sim/kv-events-config.ts";
 import { type RunningSim, type SimConfig, startSim } from "../../control-plane/sim/server.ts";
@@ -295,11 +296,14 @@ export async function chat(
     headers?: Record<string, string>;
   } = {},
 ): Promise<Routed> {
+  // Its own request id: the access-log entry that names its upstream is found by it (the last
+  // entry is another request's when several run at once).
+  const requestId = o.requestId ?? randomUUID();
   const res = await fetch(`${e.url}/v1/chat/completions`, {
     method: "POST",
     headers: {
       "content-type": "application/json",
-      ...(o.requestId ? { "x-request-id": o.requestId } : {}),
+      "x-request-id": requestId,
       ...o.headers,
     },
     ...(o.signal ? { signal: o.signal } : {}),
@@ -319,7 +323,7 @@ export async function chat(
   } catch {
     // not JSON: an error answer
   }
-  const upstream = e.gateway.accessLog.at(-1)?.upstream ?? "";
+  const upstream = [...e.gateway.accessLog].reverse().find((a) => a.requestId === requestId)?.upstream ?? "";
   return {
     status: res.status,
     worker: e.workers.findIndex((w) => upstream.endsWith(`:${w.port}`)),
