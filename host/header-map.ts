@@ -34,6 +34,8 @@ export class HeaderMap {
 
   remove(key: string): void {
     const k = key.toLowerCase();
+    // Most removals find nothing (a filter strips headers a client may have sent): no new array then.
+    if (!this.entries.some((e) => e[0] === k)) return;
     this.entries = this.entries.filter((e) => e[0] !== k);
   }
 
