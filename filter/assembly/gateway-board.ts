@@ -91,6 +91,9 @@ export class GatewayBoard {
       this.dirty = true;
       return false;
     }
+    // Its own route records are in its tables already: the next read starts after them (other
+    // VMs' records before them were applied by the read this write followed).
+    this.seenRoute = load<u64>(this.out.ptr, 16);
     e.clearRecords();
     e.reported = null;
     this.dirty = false;
