@@ -67,7 +67,7 @@ export class Reporter {
     const status = getHeaderString(HTTP_CALL_RESPONSE_HEADERS, ":status");
     if (status !== "204" && status !== "200") {
       stats.inc(stats.syncErrors);
-      log(LOG_WARN, `kvroute: report refused (status ${status === null ? "none" : status!})`);
+      log(LOG_WARN, `kvroute: report refused (status ${status === null ? "none" : status})`);
     }
   }
 

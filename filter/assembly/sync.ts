@@ -100,7 +100,7 @@ export class SyncPoller {
     }
     const status = getHeaderString(HTTP_CALL_RESPONSE_HEADERS, ":status");
     if (status !== "200") {
-      this.failed(status === null ? "no response" : `status ${status!}`);
+      this.failed(status === null ? "no response" : `status ${status}`);
       return;
     }
     const body: ArrayBuffer | null = bodySize === 0 ? null : getBuffer(HTTP_CALL_RESPONSE_BODY, 0, bodySize);

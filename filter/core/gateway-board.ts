@@ -205,7 +205,7 @@ export function writeBoard(src: BoardView, edit: BoardEdit, out: ByteBuf): void 
     s = next;
   }
   if (edit.thread >= 0 && q !== null) {
-    at = writeSection(o, at, edit.thread, edit.now, q!);
+    at = writeSection(o, at, edit.thread, edit.now, q);
     vms++;
   }
   store<u16>(o, <u16>vms, 34);
