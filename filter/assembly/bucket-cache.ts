@@ -15,8 +15,6 @@ export class CachedBuckets extends BucketSource {
   private ptrs: StaticArray<usize> = new StaticArray<usize>(CAPACITY);
   private lens: StaticArray<i32> = new StaticArray<i32>(CAPACITY);
   private read: SharedValue = new SharedValue();
-  /** Shared-data reads made (the tests' and the bench's count). */
-  reads: u32 = 0;
 
   constructor() {
     super();
@@ -27,7 +25,6 @@ export class CachedBuckets extends BucketSource {
     const at = <i32>(i & <u32>(CAPACITY - 1));
     if (this.index[at] !== <i32>i) {
       getShared(`kvr.b.${i}`, this.read);
-      this.reads++;
       this.drop(at);
       this.index[at] = <i32>i;
       const v = this.read.value;

@@ -19,7 +19,7 @@ import {
   trimRoutes,
   writeBoard,
 } from "../core/gateway-board";
-import { LocalQueue, ReportedMax } from "../core/queued-work";
+import { LocalQueue } from "../core/queued-work";
 import { RouteCells } from "../core/route-cells";
 import { CachedBuckets } from "./bucket-cache";
 import { getShared, OK, SharedValue, setShared } from "./host";
@@ -40,10 +40,6 @@ export class GatewayBoard {
   private primed: bool = false;
   /** What this VM publishes next: its records and, on the leader, the reported share. */
   edit: BoardEdit = new BoardEdit();
-  /** Records this VM could not publish yet (a lost race), or a first byte not yet published. */
-  dirty: bool = false;
-  /** Route records other VMs wrote that this VM missed (more than the ring holds between two reads). */
-  missedRoutes: u64 = 0;
 
   constructor(
     private buckets: CachedBuckets,
@@ -87,37 +83,14 @@ export class GatewayBoard {
     trimRoutes(e.routes);
     writeBoard(this.view, e, this.out);
     this.current = false;
-    if (setShared(BOARD_KEY, this.out.ptr, this.out.len, this.cas) !== OK) {
-      this.dirty = true;
-      return false;
-    }
+    // A lost race: the records stay in `edit` for the next write.
+    if (setShared(BOARD_KEY, this.out.ptr, this.out.len, this.cas) !== OK) return false;
     // Its own route records are in its tables already: the next read starts after them (other
     // VMs' records before them were applied by the read this write followed).
     this.seenRoute = load<u64>(this.out.ptr, 16);
     e.clearRecords();
     e.reported = null;
-    this.dirty = false;
     return true;
-  }
-
-  /** Per slot, the unseen unanswered requests of the other VMs' fresh sections (the leader's report). */
-  addSiblingUnseen(me: i32, freshMs: u64, now: u64, sums: Map<i32, u32>): void {
-    const b = this.view;
-    const p = b.ptr;
-    if (p === 0) return;
-    let at = b.sectionsAt;
-    for (let i = 0; i < b.vmCount; i++) {
-      if (sectionThread(p, at) !== me && sectionStamp(p, at) + freshMs >= now) {
-        const n = sectionCount(p, at);
-        for (let k = 0; k < n; k++) {
-          const e = sectionEntry(p, at, k);
-          const slot = <i32>load<u16>(e);
-          const u = load<u32>(e, 10);
-          if (u > 0) sums.set(slot, (sums.has(slot) ? sums.get(slot) : 0) + u);
-        }
-      }
-      at = nextSection(p, at);
-    }
   }
 
   private forgetAll(): void {
@@ -145,10 +118,8 @@ export class GatewayBoard {
     const seq = b.routeSeq;
     let from = this.seenRoute;
     if (seq < from) from = 0;
-    if (seq - from > ROUTE_RING) {
-      if (this.primed) this.missedRoutes += seq - from - ROUTE_RING;
-      from = seq - ROUTE_RING;
-    }
+    // More than the ring holds since the last read: the oldest are gone (best effort, see docs).
+    if (seq - from > ROUTE_RING) from = seq - ROUTE_RING;
     for (let n = from; n < seq; n++) {
       const e = b.routeAt(n);
       const cells = load<u16>(e, 22) === ROUTE_SESSION ? this.sessions : this.speculative;
@@ -184,10 +155,4 @@ export class GatewayBoard {
       at = nextSection(p, at);
     }
   }
-}
-
-/** Records `reported` as the share the leader publishes with its next write. */
-export function publishReported(board: GatewayBoard, reported: ReportedMax): void {
-  board.edit.reported = reported;
-  board.dirty = true;
 }

@@ -5,7 +5,6 @@ import { globalArrayBufferReference } from "@gcoredev/proxy-wasm-sdk-as/assembly
 import { PluginConfig } from "../core/plugin-config";
 import { ReportedMax } from "../core/queued-work";
 import { ReportWriter } from "../core/report-writer";
-import { publishReported } from "./gateway-board";
 import { getHeaderString, HTTP_CALL_RESPONSE_HEADERS, LOG_WARN, log, OK } from "./host";
 import { stats } from "./metrics";
 import { ensureDrainCounter, markDrained } from "./report-queue";
@@ -72,27 +71,23 @@ export class Reporter {
   }
 
   /**
-   * In-flight per slot over this VM's requests and the other VMs' fresh board sections (the tick
-   * read the board just before), into the report; what it reports goes onto the board with this
-   * tick's write, so every VM of this gateway can tell its own gateway's share of kvr.load's count.
+   * In-flight per slot over this VM's requests and the other VMs' fresh board sections (the
+   * gateway view the tick's board read just refreshed), into the report; what it reports goes
+   * onto the board with this tick's write, so every VM of this gateway can tell its own gateway's
+   * share of kvr.load's count.
    */
   private addInflight(cfg: PluginConfig, now: u64): void {
-    const sums = new Map<i32, u32>();
-    vm.board.addSiblingUnseen(vm.thread, vm.freshMs, now, sums);
-    const q = vm.queue;
-    for (let s = 0; s < q.slots; s++) {
-      const u = q.unseenPendingAt(s);
-      if (u > 0) sums.set(s, (sums.has(s) ? sums.get(s) : 0) + u);
-    }
     // A reported count stays in kvr.load until the next report replaces it and the sync brings
     // the new sum: a report interval and the ticks around it (a horizon lasts that long, and the
     // previous one's maximum still counts through the current one).
     this.reported.begin(now, <u64>cfg.reportMs + 3 * <u64>cfg.tickMs);
-    const keys = sums.keys();
-    for (let i = 0; i < keys.length; i++) {
-      this.writer.addInflight(keys[i], sums.get(keys[i]));
-      this.reported.record(keys[i], sums.get(keys[i]));
+    const q = vm.queue;
+    for (let s = 0; s < q.slots; s++) {
+      const unseen = q.gatewayUnseenAt(s);
+      if (unseen === 0) continue;
+      this.writer.addInflight(s, unseen);
+      this.reported.record(s, unseen);
     }
-    publishReported(vm.board, this.reported);
+    vm.board.edit.reported = this.reported;
   }
 }

@@ -906,9 +906,8 @@ export class KvrouteStream {
     if (this.firstByteMs === 0) {
       this.firstByteMs = nowMs();
       this.dequeue();
-      // Published with this VM's next board write (a decision, an end, a tick): the request
-      // still counts at its slot, as decoding rather than unanswered.
-      vm.board.dirty = true;
+      // No board write here: the change goes out with this VM's next one (a decision, an end, a
+      // tick); until then the request counts at its slot as unanswered rather than decoding.
     }
     const u = this.usage;
     if (u !== null) {

@@ -93,13 +93,6 @@ export class BoardView {
   reportedAt(i: i32): usize {
     return this.ptr + <usize>(BOARD_FIXED + i * 6);
   }
-
-  /** Offset of VM section i, walking from the first (sections are variable-sized). */
-  sectionAt(i: i32): i32 {
-    let at = this.sectionsAt;
-    for (let k = 0; k < i; k++) at += VM_HEADER + <i32>load<u16>(this.ptr + <usize>at, 2) * VM_ENTRY;
-    return at;
-  }
 }
 
 /** Thread, entry count and stamp of the section at offset `at` of the board at p. */

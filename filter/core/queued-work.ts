@@ -283,6 +283,11 @@ export class LocalQueue {
     return count > unseen ? count - unseen : 0;
   }
 
+  /** The gateway's unanswered requests at `slot` the engine's metrics may not show yet (this VM's and the others'). */
+  gatewayUnseenAt(slot: i32): u32 {
+    return this.has(slot) ? this.unseenPendingAt(slot) + this.siblingsUnseen[slot] : 0;
+  }
+
   /** The gateway's decoding requests at `slot` that the last scrape may not count as running. */
   unseenRunningAt(slot: i32): f64 {
     return this.has(slot) ? <f64>this.unseenDecodingAt(slot) + <f64>this.siblingsDecoding[slot] : 0;
