@@ -119,6 +119,32 @@ function sharedDataCallsPerRequest(
   return { decision: per(n.decision), request: per(n.request) };
 }
 
+/**
+ * The shipped filter on one worker thread with `pluginConfig`, its routing cache (cfg, slots, load)
+ * written straight into shared data: the control plane never answers. `set` writes more keys.
+ */
+function benchHost(pluginConfig: string) {
+  const host = createHost({
+    wasm: WASM,
+    threads: 1,
+    mainThread: false,
+    vmId: "kvroute",
+    rootId: "kvroute",
+    pluginConfig,
+    allowOnHeadersStopIteration: true,
+    ticks: "manual",
+    clusterHandlers: { kvroute_control_plane: () => {} },
+  });
+  const set = (key: string, value: Uint8Array) => host.core.sharedData.set("kvroute", key, value, 0);
+  set("kvr.cfg", encodeCfgImage(cfg, 4, new Map([["q", tokens.rendering]])));
+  set("kvr.slots", encodeSlotsImage(slots.all(), poolIndex));
+  set(
+    "kvr.load",
+    encodeLoadImage(slots.all(), (id) => load.get(id)),
+  );
+  return { host, set };
+}
+
 /** The router after the filter: only whether the request was routed with a destination. */
 class Router implements FilterChainSink {
   destination: string | undefined;
@@ -138,25 +164,7 @@ class Router implements FilterChainSink {
 for (const size of [1024, 2048, 8192, 32768, 131072]) {
   if (QUICK && size === 131072) continue;
   const system = text(size, size);
-  const host = createHost({
-    wasm: WASM,
-    threads: 1,
-    mainThread: false,
-    vmId: "kvroute",
-    rootId: "kvroute",
-    pluginConfig: "{}",
-    allowOnHeadersStopIteration: true,
-    ticks: "manual",
-    // The control plane never answers: the cache below is written straight into shared data.
-    clusterHandlers: { kvroute_control_plane: () => {} },
-  });
-  const set = (key: string, value: Uint8Array) => host.core.sharedData.set("kvroute", key, value, 0);
-  set("kvr.cfg", encodeCfgImage(cfg, 4, new Map([["q", tokens.rendering]])));
-  set("kvr.slots", encodeSlotsImage(slots.all(), poolIndex));
-  set(
-    "kvr.load",
-    encodeLoadImage(slots.all(), (id) => load.get(id)),
-  );
+  const { host, set } = benchHost("{}");
   const bodyFor = (q: number) =>
     enc.encode(
       JSON.stringify({
@@ -293,24 +301,7 @@ const answers: Array<{ name: string; type: string; chunks: Uint8Array[] }> = [
 const { BufferType } = await import("../host/abi/constants.ts");
 /** A host running the filter with `plugin`, and one answer `a` through it (timed into `timed`). */
 function responder(plugin: string, a: (typeof answers)[number]) {
-  const host = createHost({
-    wasm: WASM,
-    threads: 1,
-    mainThread: false,
-    vmId: "kvroute",
-    rootId: "kvroute",
-    pluginConfig: plugin,
-    allowOnHeadersStopIteration: true,
-    ticks: "manual",
-    clusterHandlers: { kvroute_control_plane: () => {} },
-  });
-  const set = (key: string, value: Uint8Array) => host.core.sharedData.set("kvroute", key, value, 0);
-  set("kvr.cfg", encodeCfgImage(cfg, 4, new Map([["q", tokens.rendering]])));
-  set("kvr.slots", encodeSlotsImage(slots.all(), poolIndex));
-  set(
-    "kvr.load",
-    encodeLoadImage(slots.all(), (id) => load.get(id)),
-  );
+  const { host } = benchHost(plugin);
   host.tick();
   const thread = host.threads[0] as WasmThread;
   const body = enc.encode(JSON.stringify({ model: "qwen3", messages: [{ role: "user", content: "hi" }] }));
