@@ -7,12 +7,17 @@ import { type Logger, pino } from "pino";
 import { dashboardRoutes } from "./api/dashboard/routes.ts";
 import { createHttpServer, type HttpServer, type Routes, sendJson } from "./api/http-server.ts";
 import { buildMetrics } from "./api/prometheus.ts";
+import { registerConfigMetrics } from "./api/prometheus-config.ts";
 import { registerEppMetrics } from "./api/prometheus-epp.ts";
 import { registerHttpMetrics } from "./api/prometheus-http.ts";
 import { registerReplicaMetrics } from "./api/prometheus-replicas.ts";
 import { ReportStats } from "./api/report-stats.ts";
 import { buildStatus, type StatusInput } from "./api/status.ts";
+import { loadConfigFile } from "./config/load-config.ts";
+import { type ReloadResult, ReloadStats } from "./config/reload-stats.ts";
 import type { Config, PoolConfig } from "./config/schema.ts";
+import { type ConfigFileWatch, watchConfigFile } from "./config/watch-config-file.ts";
+import { reloadConfig } from "./config-reload.ts";
 import { AdapterDiscovery } from "./discovery/adapter-discovery.ts";
 import { discoveryFor } from "./discovery/discovery.ts";
 import type { Discovery } from "./discovery/source.ts";
@@ -51,6 +56,11 @@ export interface ControlPlaneOptions {
   discovery?: Discovery;
   /** Overrides cfg.epp.listen (tests use 127.0.0.1:0). */
   eppListen?: string;
+  /**
+   * The file cfg was read from: watched, and reloaded when it changes (what can change live is
+   * applied, config-reload.ts). Unset: only reloadConfig() reloads.
+   */
+  configFile?: string;
 }
 
 export interface ControlPlane {
@@ -71,6 +81,11 @@ export interface ControlPlane {
   readonly replicas: ReplicaExchange | null;
   /** Publishes pending changes now (tests; the timer does it otherwise). */
   publish(): void;
+  /** The configuration running now (a reload may have changed its live fields). */
+  config(): Config;
+  /** Reloads the configuration from `load` (SIGHUP, the file watch): config-reload.ts. */
+  reloadConfig(load: () => Config): ReloadResult;
+  readonly reloads: ReloadStats;
   ready(): boolean;
   stop(): Promise<void>;
 }
@@ -94,8 +109,10 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     sources.fleet.setEndpoints(pool, endpoints);
     sources.scraper.setTargets(sources.fleet.scrapeTargets());
   });
-  const publication = startPublication(cfg, model, sources, logger);
-  const { server, metrics } = createApi(cfg, model, sources, publication, logger);
+  const live = { cfg };
+  const publication = startPublication(live, model, sources, logger);
+  const reloads = new ReloadStats();
+  const { server, metrics } = createApi(live, model, sources, publication, reloads, logger);
   const address = await listen(server, opts.listen ?? cfg.listen);
   const url = `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`;
   sources.scraper.start();
@@ -115,6 +132,13 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     "control plane listening",
   );
   const { replicas } = publication;
+  const reloadParts = { live, publishCfg: publication.publishCfg, logger, stats: reloads };
+  const reload = (load: () => Config) => reloadConfig(reloadParts, load);
+  const configFile = opts.configFile;
+  const watch: ConfigFileWatch | null =
+    configFile === undefined
+      ? null
+      : watchConfigFile(configFile, () => reload(() => loadConfigFile(configFile)));
   return {
     url,
     epoch: model.epoch,
@@ -128,8 +152,12 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     epp,
     replicas,
     publish: publication.publish,
+    config: () => live.cfg,
+    reloadConfig: reload,
+    reloads,
     ready: publication.ready,
     async stop() {
+      watch?.close();
       await epp?.close();
       await replicas?.stop();
       clearInterval(timer);
@@ -266,17 +294,27 @@ interface Publication {
   /** Images are published, every rank is resolved and there is a slot to route to. */
   ready(): boolean;
   applyReport(report: Report): void;
+  /** Publishes kvr.cfg from the running configuration (a reload changed it). */
+  publishCfg(): void;
   adapterDiscovery: AdapterDiscovery;
   replicas: ReplicaExchange | null;
 }
 
-function startPublication(cfg: Config, model: Model, sources: Sources, logger: Logger): Publication {
+function startPublication(
+  live: { cfg: Config },
+  model: Model,
+  sources: Sources,
+  logger: Logger,
+): Publication {
+  // Restart-only fields (pools, cache geometry, load, nats) are read from the start's configuration;
+  // kvr.cfg from the running one, whose live fields a reload may change.
+  const cfg = live.cfg;
   const { log, index, slots, load, sessions, adapters, decisions, poolTokens, epoch } = model;
   const { fleet } = sources;
   const renderings = new Map([...poolTokens].map(([name, t]) => [name, t.rendering]));
   const poolIndex = (name: string) => cfg.pools.findIndex((p) => p.name === name);
   const adapterId = (pool: string, name: string) => adapters.idOf(pool, name);
-  const cfgImage = () => encodeCfgImage(cfg, index.slotWords, renderings, (p) => adapters.adapters(p));
+  const cfgImage = () => encodeCfgImage(live.cfg, index.slotWords, renderings, (p) => adapters.adapters(p));
   const publisher = new Publisher({ log, index, slots, load, poolIndex, sessions, adapterId });
   const publish = () => publisher.publish(Date.now());
   publisher.start(cfgImage(), Date.now());
@@ -304,15 +342,26 @@ function startPublication(cfg: Config, model: Model, sources: Sources, logger: L
       ? null
       : new ReplicaExchange({ nats: cfg.nats, epoch, slots, apply: applyReport, logger });
   const ready = () => published && fleet.ranksResolved() && slots.present().length > 0;
-  return { publish, ready, applyReport, adapterDiscovery, replicas };
+  const publishCfg = () => publisher.updateCfg(cfgImage());
+  return { publish, ready, applyReport, publishCfg, adapterDiscovery, replicas };
 }
 
 /** The HTTP API (sync, reports, status, dashboard, metrics, health) and its Prometheus registry. */
-function createApi(cfg: Config, model: Model, sources: Sources, publication: Publication, logger: Logger) {
+function createApi(
+  live: { cfg: Config },
+  model: Model,
+  sources: Sources,
+  publication: Publication,
+  reloads: ReloadStats,
+  logger: Logger,
+) {
+  const cfg = live.cfg;
   const { slots } = model;
   const reports = new ReportStats((id) => slots.get(id)?.pool ?? "unknown");
   const statusInput: StatusInput = {
-    cfg,
+    get cfg() {
+      return live.cfg;
+    },
     epoch: model.epoch,
     log: model.log,
     slots,
@@ -343,6 +392,7 @@ function createApi(cfg: Config, model: Model, sources: Sources, publication: Pub
     cfg.http,
   );
   registerHttpMetrics(metrics, server.stats);
+  registerConfigMetrics(metrics, reloads);
   return { server, metrics };
 }
 

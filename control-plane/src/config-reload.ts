@@ -1,0 +1,57 @@
+// A configuration reload (a changed ConfigMap, SIGHUP): validate the new file with the same
+// parser as at start, apply the fields that can change live (config/live-change.ts) by
+// publishing a new `kvr.cfg` — gateways, the index and the epoch stay — and keep every other
+// field at its running value, saying which and why in the log and in metrics. Any error keeps the
+// old configuration whole.
+import type { Logger } from "pino";
+import { liveChange } from "./config/live-change.ts";
+import type { ReloadResult, ReloadStats } from "./config/reload-stats.ts";
+import type { Config } from "./config/schema.ts";
+
+export interface ReloadParts {
+  /** The configuration the control plane runs; the reload replaces `cfg` in place. */
+  live: { cfg: Config };
+  /** Publishes `kvr.cfg` from live.cfg. */
+  publishCfg(): void;
+  logger: Logger;
+  stats: ReloadStats;
+}
+
+export function reloadConfig(parts: ReloadParts, load: () => Config): ReloadResult {
+  const { live, logger, stats } = parts;
+  let next: Config;
+  try {
+    next = load();
+  } catch (err) {
+    stats.count("invalid");
+    logger.error(
+      { err: (err as Error).message },
+      "configuration reload failed: the running configuration is kept",
+    );
+    return "invalid";
+  }
+  const change = liveChange(live.cfg, next);
+  stats.restartPending = change.refused;
+  const result: ReloadResult =
+    change.applied.length === 0
+      ? change.refused.length === 0
+        ? "unchanged"
+        : "refused"
+      : change.refused.length === 0
+        ? "applied"
+        : "partly_applied";
+  if (change.applied.length > 0) {
+    live.cfg = change.running;
+    logger.level = change.running.logLevel;
+    if (change.applied.some((p) => p !== "logLevel")) parts.publishCfg();
+    stats.lastAppliedMs = Date.now();
+    logger.info({ applied: change.applied }, "configuration reloaded");
+  }
+  if (change.refused.length > 0)
+    logger.warn(
+      { refused: change.refused },
+      "configuration reload: these fields change only on a restart; their running values are kept",
+    );
+  stats.count(result);
+  return result;
+}
