@@ -6,6 +6,7 @@ import type { AddressInfo } from "node:net";
 import { type Logger, pino } from "pino";
 import { dashboardRoutes } from "./api/dashboard/routes.ts";
 import { createHttpServer, type HttpServer, type Routes, sendJson } from "./api/http-server.ts";
+import { outcomeName } from "./api/outcomes.ts";
 import { buildMetrics } from "./api/prometheus.ts";
 import { registerConfigMetrics } from "./api/prometheus-config.ts";
 import { registerEppMetrics } from "./api/prometheus-epp.ts";
@@ -43,6 +44,10 @@ import { createReportHandler } from "./reports/report-handler.ts";
 import { GatewayRegistry } from "./sync/gateways.ts";
 import { createSyncHandler } from "./sync/sync-handler.ts";
 import { SyncLog } from "./sync/sync-log.ts";
+import { traceFilterDecisions } from "./tracing/filter-decisions.ts";
+import { tracedRoute } from "./tracing/http-route.ts";
+import { tracedEventSink } from "./tracing/kv-batches.ts";
+import { tracingStarted } from "./tracing/sdk.ts";
 
 export interface ControlPlaneOptions {
   logger?: Logger;
@@ -231,7 +236,9 @@ interface Sources {
 
 function connectSources(cfg: Config, model: Model, logger: Logger): Sources {
   const { slots, index, poolTokens } = model;
-  const events = new EventsSupervisor({ sink: index, logger });
+  // A sampled share of KV-event batches is traced when this process exports traces.
+  const sink = tracingStarted() ? tracedEventSink(index, cfg.tracing.kvEventBatchRatio) : index;
+  const events = new EventsSupervisor({ sink, logger });
   let eventsSync: Promise<void> = Promise.resolve();
   const resubscribe = () => {
     const specs = slots
@@ -399,24 +406,35 @@ function createApi(
 /** What gateways call: the long-poll sync and their reports (applied here and relayed to peers). */
 function gatewayRoutes(cfg: Config, model: Model, publication: Publication, reports: ReportStats): Routes {
   const { applyReport, replicas } = publication;
+  const names = {
+    slot: (id: number) => model.slots.get(id),
+    outcome: outcomeName,
+  };
   return {
-    "GET /v1/sync": createSyncHandler({
-      log: model.log,
-      epoch: model.epoch,
-      gateways: model.gateways,
-      authToken: cfg.authToken,
-      longPollMs: cfg.sync.longPollMs,
-      pageBytes: cfg.sync.snapshotPageBytes,
-    }),
-    "POST /v1/report": reports.counting(
-      createReportHandler({
+    "GET /v1/sync": tracedRoute(
+      "kvroute.sync",
+      createSyncHandler({
+        log: model.log,
+        epoch: model.epoch,
+        gateways: model.gateways,
         authToken: cfg.authToken,
-        maxBytes: 16 << 20,
-        apply: reports.observing((report, _from, body) => {
-          applyReport(report);
-          replicas?.relay(body);
-        }),
+        longPollMs: cfg.sync.longPollMs,
+        pageBytes: cfg.sync.snapshotPageBytes,
       }),
+    ),
+    "POST /v1/report": tracedRoute(
+      "kvroute.report",
+      reports.counting(
+        createReportHandler({
+          authToken: cfg.authToken,
+          maxBytes: 16 << 20,
+          apply: reports.observing((report, _from, body) => {
+            applyReport(report);
+            replicas?.relay(body);
+            traceFilterDecisions(report, names);
+          }),
+        }),
+      ),
     ),
   };
 }

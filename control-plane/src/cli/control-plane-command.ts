@@ -5,6 +5,7 @@ import type { Command } from "commander";
 import { startControlPlane } from "../app.ts";
 import { ConfigError, loadConfigFile } from "../config/load-config.ts";
 import { loadPoolTokens } from "../pools/pool-tokens.ts";
+import { startTracing } from "../tracing/sdk.ts";
 
 export function registerControlPlaneCommand(program: Command): void {
   program
@@ -32,6 +33,8 @@ export function registerControlPlaneCommand(program: Command): void {
         process.stdout.write(`${opts.config}: configuration is valid\n`);
         return;
       }
+      // Before the control plane, so its parts find the SDK started (OTEL_* variables).
+      const tracing = startTracing();
       const cp = await startControlPlane(cfg, { configFile: opts.config }).catch(
         (err: NodeJS.ErrnoException) => {
           if (err.code === "EADDRINUSE") {
@@ -45,6 +48,7 @@ export function registerControlPlaneCommand(program: Command): void {
       );
       const stop = async () => {
         await cp.stop();
+        await tracing?.shutdown(); // exports the spans still buffered
         process.exit(0);
       };
       process.on("SIGHUP", () => cp.reloadConfig(() => loadConfigFile(opts.config)));
