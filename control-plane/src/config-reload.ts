@@ -5,6 +5,7 @@
 // old configuration whole.
 import type { Logger } from "pino";
 import { liveChange } from "./config/live-change.ts";
+import { parseConfig } from "./config/load-config.ts";
 import type { ReloadResult, ReloadStats } from "./config/reload-stats.ts";
 import type { Config } from "./config/schema.ts";
 
@@ -31,6 +32,18 @@ export function reloadConfig(parts: ReloadParts, load: () => Config): ReloadResu
     return "invalid";
   }
   const change = liveChange(live.cfg, next);
+  try {
+    // The new live fields next to the running restart-only ones must still make a valid whole
+    // (e.g. a new sessionHeader equal to the priorityHeader that still runs).
+    parseConfig(change.running, "the running configuration with the new live fields", {});
+  } catch (err) {
+    stats.count("invalid");
+    logger.error(
+      { err: (err as Error).message, refused: change.refused },
+      "configuration reload failed: its live fields conflict with fields that change only on a restart; the running configuration is kept",
+    );
+    return "invalid";
+  }
   stats.restartPending = change.refused;
   const result: ReloadResult =
     change.applied.length === 0

@@ -1,7 +1,10 @@
 // Which fields a reload applies and which wait for a restart, field class by field class.
+import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { diffPaths, liveChange } from "../../control-plane/src/config/live-change.ts";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
+import { ReloadStats } from "../../control-plane/src/config/reload-stats.ts";
+import { reloadConfig } from "../../control-plane/src/config-reload.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: edits of raw YAML-shaped objects, validated by parseConfig
 type Raw = Record<string, any>;
@@ -12,8 +15,9 @@ const base = {
     { name: "b", models: ["n"], endpoints: [{ address: "10.0.0.2:8000", ranks: [0] }] },
   ],
 };
-const cfg = (over: (raw: Raw) => void = () => {}) => {
+const cfg = (over: (raw: Raw) => void = () => {}, logLevel = "info") => {
   const raw = structuredClone(base) as Raw;
+  raw.logLevel = logLevel;
   over(raw);
   return parseConfig(raw, "test", {});
 };
@@ -95,5 +99,50 @@ describe("liveChange", () => {
     expect(diffPaths({ a: [{ x: 1 }, { x: 2 }] }, { a: [{ x: 1 }, { x: 3 }] })).toEqual(["a[1].x"]);
     expect(diffPaths({ a: 1 }, { a: 1, b: 2 })).toEqual(["b"]);
     expect(diffPaths({ a: [1] }, { a: [1] })).toEqual([]);
+  });
+});
+
+describe("reloadConfig", () => {
+  const silent = pino({ level: "silent" });
+  const parts = (current: ReturnType<typeof cfg>) => ({
+    live: { cfg: current },
+    published: 0,
+    publishCfg() {
+      this.published++;
+    },
+    logger: silent,
+    stats: new ReloadStats(),
+  });
+
+  it("publishes kvr.cfg once for a live change, not for a log level alone", () => {
+    const p = parts(cfg());
+    expect(reloadConfig(p, () => cfg((r) => (r.routing = { temperature: 1 })))).toBe("applied");
+    expect(p.published).toBe(1);
+    expect(reloadConfig(p, () => cfg((r) => (r.routing = { temperature: 1 }), "debug"))).toBe("applied");
+    expect(p.published).toBe(1);
+    expect(p.live.cfg.logLevel).toBe("debug");
+  });
+
+  it("keeps everything when the live fields clash with a restart-only one that still runs", () => {
+    // The file moves the priority header away and gives its old name to sessions: valid as a
+    // whole, but the running priorityHeader (restart-only) would then equal the sessionHeader.
+    const p = parts(cfg((r) => (r.routing = { priorityHeader: "x-prio" })));
+    const before = structuredClone(p.live.cfg);
+    const result = reloadConfig(p, () =>
+      cfg((r) => (r.routing = { priorityHeader: "x-other", sessionHeader: "x-prio" })),
+    );
+    expect(result).toBe("invalid");
+    expect(p.live.cfg).toEqual(before);
+    expect(p.published).toBe(0);
+  });
+
+  it("keeps everything when the file does not load", () => {
+    const p = parts(cfg());
+    expect(
+      reloadConfig(p, () => {
+        throw new Error("bad");
+      }),
+    ).toBe("invalid");
+    expect(p.stats.counts.get("invalid")).toBe(1);
   });
 });
