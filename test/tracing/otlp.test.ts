@@ -6,7 +6,7 @@
 // decisions their reports carry and the KV-event batches applied each get theirs.
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTracing, type Tracing } from "../../control-plane/src/tracing/sdk.ts";
+import { startTracing, type Tracing, tracingWanted } from "../../control-plane/src/tracing/sdk.ts";
 import { forward } from "../epp/envoy-ext-proc.ts";
 import { MODEL, type SimStack, startSimStack } from "../epp/sim-stack.ts";
 import { header } from "../epp/stack.ts";
@@ -23,7 +23,7 @@ beforeAll(async () => {
   process.env.OTEL_EXPORTER_OTLP_ENDPOINT = receiver.url;
   process.env.OTEL_BSP_SCHEDULE_DELAY = "20";
   process.env.OTEL_SERVICE_NAME = "kvroute-under-test";
-  tracing = startTracing(process.env);
+  tracing = await startTracing(process.env);
   s = await startSimStack({ workers: 1, ranks: 2, config: { tracing: { kvEventBatchRatio: 1 } } });
   await until("control plane ready", () => s.cp.ready());
   await until("the picker's filter holds the routing cache", () => s.cp.epp?.filter.cacheVersion() != null);
@@ -54,12 +54,17 @@ const decisionFor = (requestId: string) =>
   receiver.named("kvroute.epp.decision").find((x) => x.attributes["kvroute.request_id"] === requestId);
 
 describe("OpenTelemetry traces through an OTLP receiver", () => {
-  it("tracing stays off without an exporter or endpoint in the environment", () => {
-    expect(startTracing({})).toBeNull();
-    expect(
-      startTracing({ OTEL_TRACES_EXPORTER: "none", OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url }),
-    ).toBeNull();
-    expect(startTracing({ OTEL_SDK_DISABLED: "true", OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url })).toBeNull();
+  it("tracing stays off without an exporter or endpoint in the environment", async () => {
+    expect(tracingWanted({})).toBe(false);
+    expect(tracingWanted({ OTEL_TRACES_EXPORTER: "none", OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url })).toBe(
+      false,
+    );
+    expect(tracingWanted({ OTEL_SDK_DISABLED: "true", OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url })).toBe(
+      false,
+    );
+    expect(tracingWanted({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${receiver.url}/v1/traces` })).toBe(true);
+    expect(tracingWanted({ OTEL_TRACES_EXPORTER: "otlp" })).toBe(true);
+    expect(await startTracing({})).toBeNull();
   });
 
   it("an endpoint-picker decision continues the gateway's trace (W3C traceparent)", async () => {

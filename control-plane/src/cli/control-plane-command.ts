@@ -34,7 +34,7 @@ export function registerControlPlaneCommand(program: Command): void {
         return;
       }
       // Before the control plane, so its parts find the SDK started (OTEL_* variables).
-      const tracing = startTracing();
+      const tracing = await startTracing();
       const cp = await startControlPlane(cfg, { configFile: opts.config }).catch(
         (err: NodeJS.ErrnoException) => {
           if (err.code === "EADDRINUSE") {

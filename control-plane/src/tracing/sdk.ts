@@ -6,7 +6,8 @@
 // traces from should not retry exports to localhost:4318 forever. Traces only: the metrics stay
 // on /metrics (Prometheus), logs on stdout. No auto-instrumentation: the spans are kvroute's own
 // (tracing/*.ts), not one per long poll of every HTTP library.
-import { NodeSDK } from "@opentelemetry/sdk-node";
+// The SDK is loaded only when tracing is wanted: it is a large module graph a control plane
+// without traces should not pay for at start.
 
 export interface Tracing {
   /** Exports what is buffered, then stops. */
@@ -31,8 +32,9 @@ export function tracingStarted(): boolean {
 }
 
 /** Starts the SDK when the environment asks for traces; null otherwise (the API stays no-op). */
-export function startTracing(env: NodeJS.ProcessEnv = process.env): Tracing | null {
+export async function startTracing(env: NodeJS.ProcessEnv = process.env): Promise<Tracing | null> {
   if (!tracingWanted(env) || started) return null;
+  const { NodeSDK } = await import("@opentelemetry/sdk-node");
   const sdk = new NodeSDK({
     ...(env.OTEL_SERVICE_NAME ? {} : { serviceName: DEFAULT_SERVICE_NAME }),
     instrumentations: [],
