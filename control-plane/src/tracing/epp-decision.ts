@@ -3,6 +3,7 @@
 // filter picked. The picker calls this once, where it has decided (epp/exchange.ts); the span
 // marks the decision's moment, its attributes say what was decided.
 import { SpanKind } from "@opentelemetry/api";
+import { tracingStarted } from "./sdk.ts";
 import { type HeaderPairs, headerOf, parentFromPairs, tracer } from "./tracer.ts";
 
 /** What the filter's headers say about the pick, as span attributes. */
@@ -20,6 +21,7 @@ const DECISION_HEADERS: ReadonlyArray<[header: string, attribute: string]> = [
  * @param destination the endpoint(s) picked, as x-gateway-destination-endpoint says
  */
 export function traceEppDecision(request: HeaderPairs, decided: HeaderPairs, destination: string): void {
+  if (!tracingStarted()) return; // not even a no-op span on the picker's path
   const span = tracer.startSpan(
     "kvroute.epp.decision",
     {

@@ -4,10 +4,12 @@
 // filter-decisions.ts) hangs below it.
 import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import type { RouteHandler } from "../api/http-server.ts";
+import { tracingStarted } from "./sdk.ts";
 import { tracer } from "./tracer.ts";
 
 export function tracedRoute(name: string, handler: RouteHandler): RouteHandler {
   return (req, res, url) => {
+    if (!tracingStarted()) return handler(req, res, url);
     const parent = propagation.extract(ROOT_CONTEXT, req.headers);
     const gateway = req.headers["x-kvroute-gateway"];
     const span = tracer.startSpan(
