@@ -6,7 +6,9 @@
 // decisions their reports carry and the KV-event batches applied each get theirs.
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { tracedEventSink } from "../../control-plane/src/tracing/kv-batches.ts";
 import { startTracing, type Tracing, tracingWanted } from "../../control-plane/src/tracing/sdk.ts";
+import type { BatchMeta, KvEvent } from "../../control-plane/src/vocabulary/kv-events.ts";
 import { forward } from "../epp/envoy-ext-proc.ts";
 import { MODEL, type SimStack, startSimStack } from "../epp/sim-stack.ts";
 import { header } from "../epp/stack.ts";
@@ -180,5 +182,46 @@ describe("OpenTelemetry traces through an OTLP receiver", () => {
     for (const span of receiver.named("kvroute.kv_events.batch"))
       expect(slots.has(String(span.attributes["kvroute.slot"]))).toBe(true);
     expect(receiver.requests.every((r) => r.path === "/v1/traces")).toBe(true);
+  });
+
+  it("a sink without the fast path: one span per batch however many events it delivers, sampled by ratio", async () => {
+    const delivered: string[] = [];
+    const inner = { event: (_: string, e: KvEvent) => delivered.push(e.type), rankReset() {} };
+    const meta = (seq: number): BatchMeta => ({ seq, ts: 0, receivedAt: 0, replayed: false });
+    const cleared: KvEvent = { type: "AllBlocksCleared" };
+    const removed: KvEvent = {
+      type: "BlockRemoved",
+      hashes: [1n],
+      medium: "GPU",
+      groupIdx: null,
+      locality: null,
+      ownership: null,
+    };
+    // Draws 0.4 then 0.6 against a ratio of 0.5: the first batch traced, the second not, the third traced.
+    const draws = [0.4, 0.6, 0.1];
+    const sink = tracedEventSink(inner, 0.5, () => draws.shift() ?? 1);
+    const b1 = meta(901);
+    sink.event("unit/slot#0", removed, b1);
+    sink.event("unit/slot#0", removed, b1);
+    sink.event("unit/slot#0", cleared, b1);
+    await Promise.resolve(); // the batch ends when its synchronous delivery does
+    const b2 = meta(902);
+    sink.event("unit/slot#0", removed, b2);
+    await Promise.resolve();
+    sink.event("unit/slot#0", cleared, meta(903));
+    expect(delivered).toEqual([
+      "BlockRemoved",
+      "BlockRemoved",
+      "AllBlocksCleared",
+      "BlockRemoved",
+      "AllBlocksCleared",
+    ]);
+    const unit = () =>
+      receiver.named("kvroute.kv_events.batch").filter((x) => x.attributes["kvroute.slot"] === "unit/slot#0");
+    await until("the two sampled batches", () => unit().length === 2);
+    expect(unit().map((x) => [x.attributes["kvroute.seq"], x.attributes["kvroute.events"]])).toEqual([
+      [901, 3],
+      [903, 1],
+    ]);
   });
 });
