@@ -18,7 +18,7 @@ import { loadConfigFile } from "./config/load-config.ts";
 import { type ReloadResult, ReloadStats } from "./config/reload-stats.ts";
 import type { Config, PoolConfig } from "./config/schema.ts";
 import { type ConfigFileWatch, watchConfigFile } from "./config/watch-config-file.ts";
-import { reloadConfig } from "./config-reload.ts";
+import { type ReloadParts, reloadConfig } from "./config-reload.ts";
 import { AdapterDiscovery } from "./discovery/adapter-discovery.ts";
 import { discoveryFor } from "./discovery/discovery.ts";
 import type { Discovery } from "./discovery/source.ts";
@@ -137,7 +137,13 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     "control plane listening",
   );
   const { replicas } = publication;
-  const reloadParts = { live, publishCfg: publication.publishCfg, logger, stats: reloads };
+  const reloadParts: ReloadParts = { live, publishCfg: publication.publishCfg, logger, stats: reloads };
+  // Static pools' endpoints change live like discovered ones, unless a test brought its own discovery.
+  if (opts.discovery === undefined)
+    reloadParts.endpointsChanged = (pool) => {
+      sources.fleet.setEndpoints(pool, pool.endpoints);
+      sources.scraper.setTargets(sources.fleet.scrapeTargets());
+    };
   const reload = (load: () => Config) => reloadConfig(reloadParts, load);
   const configFile = opts.configFile;
   const watch: ConfigFileWatch | null =

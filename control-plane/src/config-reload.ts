@@ -7,13 +7,18 @@ import type { Logger } from "pino";
 import { liveChange } from "./config/live-change.ts";
 import { parseConfig } from "./config/load-config.ts";
 import type { ReloadResult, ReloadStats } from "./config/reload-stats.ts";
-import type { Config } from "./config/schema.ts";
+import type { Config, PoolConfig } from "./config/schema.ts";
 
 export interface ReloadParts {
   /** The configuration the control plane runs; the reload replaces `cfg` in place. */
   live: { cfg: Config };
   /** Publishes `kvr.cfg` from live.cfg. */
   publishCfg(): void;
+  /**
+   * A static pool's endpoints changed: hands them to the fleet as discovery would. Unset: static
+   * endpoints need a restart (the control plane runs a discovery of its own).
+   */
+  endpointsChanged?(pool: PoolConfig): void;
   logger: Logger;
   stats: ReloadStats;
 }
@@ -31,7 +36,7 @@ export function reloadConfig(parts: ReloadParts, load: () => Config): ReloadResu
     );
     return "invalid";
   }
-  const change = liveChange(live.cfg, next);
+  const change = liveChange(live.cfg, next, { staticEndpoints: parts.endpointsChanged !== undefined });
   try {
     // The new live fields next to the running restart-only ones must still make a valid whole
     // (e.g. a new sessionHeader equal to the priorityHeader that still runs).
@@ -56,6 +61,9 @@ export function reloadConfig(parts: ReloadParts, load: () => Config): ReloadResu
   if (change.applied.length > 0) {
     live.cfg = change.running;
     logger.level = change.running.logLevel;
+    change.running.pools.forEach((pool, i) => {
+      if (change.applied.some((p) => p.startsWith(`pools[${i}].endpoints`))) parts.endpointsChanged?.(pool);
+    });
     if (change.applied.some((p) => p !== "logLevel")) parts.publishCfg();
     stats.lastAppliedMs = Date.now();
     logger.info({ applied: change.applied }, "configuration reloaded");

@@ -85,6 +85,26 @@ describe("liveChange", () => {
     expect(change.running.routing.decodeWeight).toBe(3);
   });
 
+  it("applies a static pool's endpoints when asked, keeping the unchanged endpoint objects", () => {
+    const current = cfg();
+    const next = cfg((r) => r.pools[0].endpoints.push({ address: "10.0.0.3:8000", ranks: [0] }));
+    const change = liveChange(current, next, { staticEndpoints: true });
+    expect(change.applied).toEqual(["pools[0].endpoints"]);
+    expect(change.refused).toEqual([]);
+    const [kept, added] = change.running.pools[0]?.endpoints ?? [];
+    expect(kept).toBe(current.pools[0]?.endpoints[0]); // the fleet tells unchanged endpoints by identity
+    expect(added?.address).toBe("10.0.0.3:8000");
+    // A pool that moves to a discovery is another matter: restart.
+    const discovered = cfg((r) => {
+      r.pools[1].endpoints = [];
+      r.pools[1].discovery = { inferencePool: { namespace: "llm", name: "pool" } };
+    });
+    expect(liveChange(current, discovered, { staticEndpoints: true }).refused).toEqual([
+      "pools[1].discovery",
+      "pools[1].endpoints",
+    ]);
+  });
+
   it("removing an optional live field applies too (defaultPool unset)", () => {
     const change = liveChange(
       cfg((r) => (r.routing = { defaultPool: "a" })),
@@ -103,7 +123,8 @@ describe("liveChange", () => {
 });
 
 describe("reloadConfig", () => {
-  const silent = pino({ level: "silent" });
+  // A reload sets the logger's level from the file: lines go nowhere rather than to the test output.
+  const silent = pino({ level: "silent" }, { write() {} });
   const parts = (current: ReturnType<typeof cfg>) => ({
     live: { cfg: current },
     published: 0,

@@ -170,4 +170,24 @@ describe("configuration reload with a gateway attached", () => {
     expect(now.gateways.map((g) => [g.id, g.resets])).toEqual(resetsAtStart.map((g) => [g.id, g.resets]));
     expect(cp.index.chunks.size).toBeGreaterThan(0);
   });
+
+  it("applies a static pool's endpoints live: a removed worker gets no new request, a re-added one does", async () => {
+    const port = (w: number) => `127.0.0.1:${e.workers[w]?.port}`;
+    const presentOn = (w: number) => cp.slots.present().filter((x) => x.address === port(w)).length;
+    const endpoints = structuredClone(raw.pools[0].endpoints);
+    await reloadTo((r) => (r.pools[0].endpoints = [endpoints[0]]), "applied");
+    await until(() => presentOn(1) === 0, "worker 1's slots gone");
+    await synced(e);
+    for (let n = 0; n < 6; n++)
+      expect((await chat(e, `after removal ${n} `.repeat(30), "hi")).worker).toBe(0);
+    await reloadTo((r) => (r.pools[0].endpoints = endpoints), "applied");
+    await until(() => presentOn(1) === e.ranks, "worker 1's slots back");
+    await until(() => cp.slots.present().every((x) => cp.load.get(x.id).healthy), "every slot healthy");
+    await synced(e);
+    let reached = false;
+    for (let n = 0; !reached; n++)
+      reached = (await chat(e, `after re-adding ${n} `.repeat(30), "hi")).worker === 1;
+    expect(statuses.filter((x) => x !== 200)).toEqual([]);
+    expect(cp.epoch).toBe(Buffer.from(e.gateway.host.sharedData("kvr.sync")?.value ?? []).readBigUInt64LE(0));
+  });
 });

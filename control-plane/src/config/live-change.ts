@@ -1,6 +1,8 @@
 // Which configuration changes apply without a restart. A live field only changes what the
 // filters read from `kvr.cfg` (or the log level): publishing a new `kvr.cfg` applies it on every
-// gateway within a sync, with the index, the slots and the gateways' state kept. Every other field
+// gateway within a sync, with the index, the slots and the gateways' state kept. A static pool's
+// `endpoints` are live too: they go where a discovery's news goes (the fleet), as if Kubernetes
+// had added or removed a pod. Every other field
 // feeds a part built at start (listeners, discovery, the index's geometry, tokenizers, the
 // endpoint picker, NATS), so it changes only on a restart; a reload keeps its running value.
 import type { Config } from "./schema.ts";
@@ -32,6 +34,11 @@ const LIVE_POOL = [
   "dynamoLegacyHeaders",
 ] as const satisfies ReadonlyArray<keyof Pool>;
 
+export interface LiveChangeOptions {
+  /** Static pools' `endpoints` apply live (false when the control plane runs a discovery of its own, e.g. tests'). */
+  staticEndpoints?: boolean;
+}
+
 export interface LiveChange {
   /** What runs after the reload: the current configuration with the new file's live fields. */
   running: Config;
@@ -46,15 +53,26 @@ function copyField<T extends object>(to: T, from: T, key: keyof T): void {
   else to[key] = structuredClone(from[key]);
 }
 
+type Endpoint = Pool["endpoints"][number];
+const sameEndpoint = (a: Endpoint, b: Endpoint) => JSON.stringify(a) === JSON.stringify(b);
+
 /** Splits the change from `current` to `next` into what applies now and what waits for a restart. */
-export function liveChange(current: Config, next: Config): LiveChange {
+export function liveChange(current: Config, next: Config, opts: LiveChangeOptions = {}): LiveChange {
   const running = structuredClone(current);
+  // The endpoint objects the fleet was given are kept, not cloned: it tells an unchanged
+  // endpoint by identity.
+  running.pools.forEach((pool, i) => (pool.endpoints = (current.pools[i] as Pool).endpoints));
   running.logLevel = next.logLevel;
   running.cache.speculativeTtlMs = next.cache.speculativeTtlMs;
   for (const key of LIVE_ROUTING) copyField(running.routing, next.routing, key);
   for (const pool of running.pools) {
     const wanted = next.pools.find((p) => p.name === pool.name);
-    if (wanted !== undefined) for (const key of LIVE_POOL) copyField(pool, wanted, key);
+    if (wanted === undefined) continue;
+    for (const key of LIVE_POOL) copyField(pool, wanted, key);
+    if (opts.staticEndpoints && pool.discovery === undefined && wanted.discovery === undefined)
+      pool.endpoints = wanted.endpoints.map(
+        (e) => pool.endpoints.find((old) => sameEndpoint(old, e)) ?? structuredClone(e),
+      );
   }
   return { running, applied: diffPaths(current, running), refused: diffPaths(running, next) };
 }
