@@ -61,7 +61,9 @@ export function liveChange(current: Config, next: Config, opts: LiveChangeOption
   const running = structuredClone(current);
   // The endpoint objects the fleet was given are kept, not cloned: it tells an unchanged
   // endpoint by identity.
-  running.pools.forEach((pool, i) => (pool.endpoints = (current.pools[i] as Pool).endpoints));
+  running.pools.forEach((pool, i) => {
+    pool.endpoints = (current.pools[i] as Pool).endpoints;
+  });
   running.logLevel = next.logLevel;
   running.cache.speculativeTtlMs = next.cache.speculativeTtlMs;
   for (const key of LIVE_ROUTING) copyField(running.routing, next.routing, key);
