@@ -12,14 +12,20 @@
 // The subset is what vLLM publishes for plain text prompts, in both encodings (docs/kv-events.md):
 // batch [ts, events, rank?, ...] or {ts, events, data_parallel_rank}; BlockStored with integer
 // hashes, a nil or integer parent, u32 token ids, block_size > 0 and n·block_size tokens, medium
-// nil/""/GPU/CPU/STORAGE, lora_id/lora_name/cache_salt/metadata nil, extra_keys nil or all nil,
-// group_idx nil or 0, a full-attention kind; BlockRemoved likewise; AllBlocksCleared. Anything
-// else — SGLang's names, salts, LoRA, multimodal keys, placeholders, hybrid groups, bytes hashes,
-// floats where ints go, ext types, duplicate keys, malformed or trailing bytes — is refused and
-// the JavaScript decoder takes the batch, so the index result never depends on which path ran.
+// nil/""/GPU/CPU/STORAGE, lora_id nil or an integer, lora_name and cache_salt nil or well-formed
+// UTF-8 strings, metadata nil, extra_keys nil or a list (LoRA names, salts and multimodal keys
+// in it, read as control-plane/src/events/extra-keys.ts reads them), group_idx nil or 0, a
+// full-attention kind; BlockRemoved likewise; AllBlocksCleared. A LoRA name or a salt changes the
+// chain's root hash: the plan carries them and apply hashes the root (wire-format.md §3) from
+// the model JavaScript passes. Anything else — SGLang's metadata map, placeholders, hybrid
+// groups, bytes hashes, floats where ints go, ext types, duplicate keys, strings that are not
+// UTF-8, malformed or trailing bytes — is refused and the JavaScript decoder takes the batch, so
+// the index result never depends on which path ran.
 import { BlockTable, CallStats, STORE_ORPHAN } from "./block-table";
 import { ByteBuf } from "./byte-buf";
+import { rootHash } from "./chunk-hash";
 import { TokenTable } from "./token-table";
+import { utf8SeqLen } from "./utf8";
 
 // Field ids: the positions of vLLM's array-form BlockStored (0..11), then map-only names. The
 // map keys (eventKey): type, block_hashes, parent_block_hash, token_ids, block_size, lora_id,
@@ -53,13 +59,15 @@ const MEDIA: string[] = ["GPU", "CPU", "STORAGE"];
 const K_STORED: u32 = 1;
 const K_REMOVED: u32 = 2;
 const K_CLEARED: u32 = 3;
-/** Plan entry header: kind, tier, n, blockSize u32; parent u64; hasParent u32; pad. */
+/** Plan entry header: kind, tier, n, blockSize u32; parent u64; hasParent u32; root key u32
+ * (a parentless store's LoRA name and salt: 0 none, else 1 + its offset in rootKeys). */
 const P_HEADER: usize = 32;
 const MAX_DEPTH = 16;
 
 // Results for JavaScript (f64 each): ts, rank (-1: none), stored/removed/cleared events,
 // stored blocks on GPU/CPU/STORAGE media, removed blocks; after apply: orphan blocks,
-// undetokenizable blocks. apply's CallStats counters are at ingestStatsPtr (ingest-io.ts).
+// undetokenizable blocks; then the plan's root keys (apply needs the model's bytes when > 0).
+// apply's CallStats counters are at ingestStatsPtr (ingest-io.ts).
 const R_TS = 0;
 const R_RANK = 1;
 const R_STORED_EVENTS = 2;
@@ -69,7 +77,8 @@ const R_STORED_BY_MEDIUM = 5;
 const R_REMOVED_BLOCKS = 8;
 const R_ORPHANS = 9;
 const R_UNDETOKENIZABLE = 10;
-const R_COUNT = 11;
+const R_ROOT_KEYS = 11;
+const R_COUNT = 12;
 
 const results = heap.alloc(R_COUNT << 3);
 const plan = new ByteBuf(4096);
@@ -78,6 +87,8 @@ const fieldAt = heap.alloc(FIELD_COUNT << 2);
 /** An event's hashes (u64) and token ids (u32), read where they lie in the event: one pass over the bytes. */
 const stagedHashes = new ByteBuf(256);
 const stagedTokens = new ByteBuf(4096);
+/** The root keys of the plan's parentless stores: loraLen u32, saltLen u32, then their bytes. */
+const rootKeys = new ByteBuf(256);
 let hashCount: i64 = -1;
 let tokenCount: i64 = -1;
 
@@ -90,6 +101,11 @@ let intValue: u64 = 0;
 let intNegative = false;
 let strPtr: usize = 0;
 let strLen: i32 = 0;
+/** The stored event's LoRA name and salt as readRootKey found them (length -1: none). */
+let loraAt: usize = 0;
+let loraLen: i32 = -1;
+let saltAt: usize = 0;
+let saltLen: i32 = -1;
 
 function field(f: i32): usize {
   return <usize>load<u32>(fieldAt + ((<usize>f) << 2));
@@ -369,6 +385,153 @@ function mainGroup(): bool {
   return readStr() && strIndex(MAIN_KINDS) >= 0;
 }
 
+/** The last read string is well-formed UTF-8: then msgpackr's string and the bytes the root
+ * hash reads after utf8.encode are these bytes (a malformed one would come back as U+FFFD). */
+function wellFormed(): bool {
+  const stop = strPtr + <usize>strLen;
+  let p = strPtr;
+  while (p < stop) {
+    if (load<u8>(p) < 0x80) {
+      p++;
+      continue;
+    }
+    const n = utf8SeqLen(p, stop);
+    if (n === 0) return false;
+    p += <usize>n;
+  }
+  return true;
+}
+
+function sameBytes(a: usize, aLen: i32, b: usize, bLen: i32): bool {
+  return aLen === bLen && memory.compare(a, b, <usize>aLen) === 0;
+}
+
+/** A typed extra key of `n` entries at pos (vLLM PR #55488's form): 1 when it is
+ * {type: "cache_salt", salt: <string>} (the salt kept), 0 for any other map, -1 to refuse. */
+function typedSalt(n: i64): i32 {
+  let typeAt: usize = 0;
+  let typeLen: i32 = -1;
+  let valueAt: usize = 0;
+  let valueLen: i32 = -1;
+  let seenType = false;
+  let seenSalt = false;
+  for (let i: i64 = 0; i < n; i++) {
+    if (!readStr() || strIs("__proto__")) return -1;
+    const isType = strIs("type");
+    const isSalt = !isType && strIs("salt");
+    // msgpackr keeps a repeated key's last value: the decoder's business.
+    if ((isType && seenType) || (isSalt && seenSalt)) return -1;
+    seenType = seenType || isType;
+    seenSalt = seenSalt || isSalt;
+    if ((isType || isSalt) && readStr()) {
+      if (isType) {
+        typeAt = strPtr;
+        typeLen = strLen;
+      } else {
+        valueAt = strPtr;
+        valueLen = strLen;
+      }
+      continue;
+    }
+    if (!ok) return -1;
+    skip(3);
+    if (!ok) return -1;
+  }
+  if (typeLen < 0 || valueLen < 0) return 0;
+  strPtr = typeAt;
+  strLen = typeLen;
+  if (!strIs("cache_salt")) return 0;
+  strPtr = valueAt;
+  strLen = valueLen;
+  if (!wellFormed()) return -1;
+  saltAt = valueAt;
+  saltLen = valueLen;
+  return 1;
+}
+
+/**
+ * The salt in the first block's extra keys at pos, as saltFromExtraKeys
+ * (control-plane/src/events/extra-keys.ts) finds it: a typed cache_salt entry, else the last
+ * string of the tuple that is not its leading LoRA name; a tuple that is not a list has none.
+ * False to refuse.
+ */
+function firstBlockSalt(): bool {
+  const n = readHeader(false);
+  if (n < 0) return ok;
+  let lastAt: usize = 0;
+  let lastLen: i32 = -1;
+  for (let i: i64 = 0; i < n; i++) {
+    if (readStr()) {
+      if (!wellFormed()) return false;
+      if (i === 0 && loraLen >= 0 && sameBytes(strPtr, strLen, loraAt, loraLen)) continue;
+      lastAt = strPtr;
+      lastLen = strLen;
+      continue;
+    }
+    if (!ok) return false;
+    const m = readHeader(true);
+    if (m >= 0) {
+      const typed = typedSalt(m);
+      if (typed !== 0) return typed > 0;
+      continue;
+    }
+    if (!ok) return false;
+    skip(2); // multimodal [identifier, offset] pairs, an older engine's int LoRA id, bytes
+    if (!ok) return false;
+  }
+  if (lastLen >= 0) {
+    saltAt = lastAt;
+    saltLen = lastLen;
+  }
+  return true;
+}
+
+/**
+ * A stored event's lora_id, lora_name, metadata, cache_salt and extra_keys, with the decoder's
+ * type rules (event-decoder.ts buildStored); the LoRA name and the salt that seed a parentless
+ * chain's root are left in loraAt/loraLen and saltAt/saltLen. False to refuse.
+ */
+function readRootKey(parentless: bool): bool {
+  loraLen = -1;
+  saltLen = -1;
+  if (!optUint(F_LORA_ID)) return false; // deprecated, and not part of the hash
+  if (!nilOrAbsent(F_LORA_NAME)) {
+    // SGLang's metadata map in this position is the decoder's business.
+    if (!readStr() || !wellFormed()) return false;
+    loraAt = strPtr;
+    loraLen = strLen;
+  }
+  if (!nilOrAbsent(F_METADATA)) return false;
+  if (!nilOrAbsent(F_SALT)) {
+    if (!readStr() || !wellFormed()) return false;
+    saltAt = strPtr;
+    saltLen = strLen;
+  }
+  if (nilOrAbsent(F_EXTRA_KEYS)) return true;
+  const keys = readHeader(false);
+  if (keys < 0) return false;
+  // Only a sequence's first run carries the salt, and a named cache_salt comes first. The other
+  // tuples need no reading: skip() validated them when the fields were read.
+  if (keys === 0 || !parentless || saltLen >= 0) return true;
+  return firstBlockSalt();
+}
+
+/** Stages the root key readRootKey left: 0 when the chain has the plain root ("" is no name). */
+function stageRootKey(): u32 {
+  const lora = loraLen > 0 ? loraLen : 0;
+  const salt = saltLen > 0 ? saltLen : 0;
+  if (lora === 0 && salt === 0) return 0;
+  const at = rootKeys.len;
+  rootKeys.reserve(8 + lora + salt);
+  store<u32>(rootKeys.ptr + <usize>at, <u32>lora);
+  store<u32>(rootKeys.ptr + <usize>at + 4, <u32>salt);
+  rootKeys.len += 8;
+  rootKeys.append(loraAt, lora);
+  rootKeys.append(saltAt, salt);
+  addResult(R_ROOT_KEYS, 1);
+  return <u32>at + 1;
+}
+
 /** Reads the array of integer hashes at pos into stagedHashes; false to refuse. */
 function stageHashes(): bool {
   const n = readHeader(false);
@@ -499,14 +662,7 @@ function scanEvent(arrayLen: i64, mapLen: i64): bool {
     memory.copy(plan.ptr + <usize>plan.len, stagedTokens.ptr, <usize>(count << 2));
     plan.len += <i32>(count << 2);
     plan.len = (plan.len + 7) & ~7; // the next entry's hashes stay 8-aligned
-    // LoRA and salts change the chain's root hash: the JavaScript path owns those rules.
-    if (!nilOrAbsent(F_LORA_ID) || !nilOrAbsent(F_LORA_NAME)) return false;
-    if (!nilOrAbsent(F_SALT) || !nilOrAbsent(F_METADATA)) return false;
-    if (!nilOrAbsent(F_EXTRA_KEYS)) {
-      const keys = readHeader(false);
-      if (keys < 0) return false;
-      for (let i: i64 = 0; i < keys; i++) if (!takeNil()) return false;
-    }
+    if (!readRootKey(hasParent === 0)) return false;
     if (!optUint(F_WINDOW) || !optUint(F_EVENT_VERSION) || !optStr(F_SESSION)) return false;
     addResult(R_STORED_EVENTS, 1);
     addResult(R_STORED_BY_MEDIUM + tier, <f64>n);
@@ -521,6 +677,7 @@ function scanEvent(arrayLen: i64, mapLen: i64): bool {
   store<u32>(h + 12, <u32>blockSize);
   store<u64>(h + 16, parent);
   store<u32>(h + 24, hasParent);
+  store<u32>(h + 28, stored && hasParent === 0 ? stageRootKey() : 0);
   pos = after;
   return ok;
 }
@@ -575,6 +732,7 @@ export function scanBatch(ptr: usize, len: i32): i32 {
   end = ptr + <usize>len;
   ok = true;
   plan.len = 0;
+  rootKeys.len = 0;
   for (let i = 0; i < R_COUNT; i++) setResult(i, 0);
   setResult(R_RANK, -1);
   const arr = readHeader(false);
@@ -623,11 +781,17 @@ export function scanBatch(ptr: usize, len: i32): i32 {
   return scanEvents() ? 1 : 0;
 }
 
-/** Runs the plan of the last accepted scan on `table`; counters accumulate in `stats` and the results. */
+/**
+ * Runs the plan of the last accepted scan on `table`; counters accumulate in `stats` and the
+ * results. `root` is the slot's plain h0; the model's bytes at [model, model + modelLen) seed
+ * the roots of LoRA and salted chains (needed when the scan staged root keys).
+ */
 export function applyBatch(
   table: BlockTable,
   tokens: TokenTable,
   root: u64,
+  model: usize,
+  modelLen: i32,
   nowMs: f64,
   scratch: ByteBuf,
   hashOut: ByteBuf,
@@ -652,6 +816,22 @@ export function applyBatch(
       continue;
     }
     const hasParent = load<u32>(p + 24) !== 0;
+    const key = load<u32>(p + 28);
+    let h0: u64 = hasParent ? 0 : root;
+    if (key !== 0) {
+      const k = rootKeys.ptr + <usize>(key - 1);
+      const loraBytes = <i32>load<u32>(k);
+      const lora = k + 8;
+      h0 = rootHash(
+        model,
+        modelLen,
+        lora,
+        loraBytes,
+        lora + <usize>loraBytes,
+        <i32>load<u32>(k + 4),
+        scratch,
+      );
+    }
     const r = table.store(
       hashes,
       n,
@@ -660,7 +840,7 @@ export function applyBatch(
       tier,
       hasParent,
       load<u64>(p + 16),
-      hasParent ? 0 : root,
+      h0,
       nowMs,
       scratch,
       hashOut,

@@ -1,6 +1,7 @@
 // The ingest fast path's JavaScript face: a KV-event batch payload goes into the core, which
 // walks the MessagePack itself (filter/core/kv-batch.ts) and, when every part of it is in the
-// subset it knows (plain vLLM text-prompt batches in either encoding), stages the batch for
+// subset it knows (vLLM text-prompt batches in either encoding, with or without a LoRA adapter
+// and a cache salt), stages the batch for
 // SlotBlocks.applyScannedBatch. Anything else returns null and takes the JavaScript decoder
 // (events/batch-decoder.ts), so the index never depends on which path read a batch.
 import { core } from "../core/core-wasm.ts";
@@ -16,6 +17,8 @@ const R_STORED_BY_MEDIUM = 5;
 const R_REMOVED_BLOCKS = 8;
 export const R_ORPHANS = 9;
 export const R_UNDETOKENIZABLE = 10;
+/** Parentless stores under a LoRA adapter or a salt: apply needs the model's bytes for their root. */
+const R_ROOT_KEYS = 11;
 /** The media of R_STORED_BY_MEDIUM, in order: the engine names the JavaScript decoder reports. */
 const MEDIA = ["GPU", "CPU", "STORAGE"] as const;
 
@@ -48,6 +51,12 @@ export function scanBatchPayload(payload: Uint8Array): ScannedBatch | null {
     removedBlocks: r[at + R_REMOVED_BLOCKS] as number,
     storedByMedium,
   };
+}
+
+/** Whether the last accepted scan staged LoRA or salted roots (apply then hashes the model). */
+export function scannedRootKeys(): boolean {
+  const c = core();
+  return (c.f64view[(c.ex.batchResultsPtr() >>> 3) + R_ROOT_KEYS] as number) > 0;
 }
 
 /** The orphan and undetokenizable block counts of the last applied batch. */
