@@ -22,11 +22,12 @@
 // unique prompts on a tier whose removals are not reported) would grow it forever, so past the
 // cap the block stored longest ago goes — the index's own eviction rule (the least recently
 // stored goes first; storing a block again, on any tier, refreshes it).
+
+import { BlockMap } from "./block-map";
 import { ByteBuf } from "./byte-buf";
 import { chainChunks } from "./chunk-hash";
 import { ChunkTable } from "./chunk-table";
 import { SEQUENCE_START, TokenTable } from "./token-table";
-import { U64Map } from "./u64-map";
 
 const B_PREV = 0;
 const B_HASH = 8;
@@ -68,8 +69,8 @@ export class CallStats {
 
 @unmanaged
 export class BlockTable {
-  /** hash → record; the record holds its hash, so the table keeps 4 bytes a slot. */
-  map: U64Map = new U64Map(B_HASH);
+  /** hash → record; the record holds its hash (at B_HASH, block-map.ts's KEY_OFFSET), so the table keeps 4 bytes a slot. */
+  map: BlockMap = new BlockMap();
   recBytes: usize = 0;
 
   /** Ends of the store-order list: oldest is evicted first (0: empty). */
@@ -159,11 +160,11 @@ export class BlockTable {
     if (hasParent) {
       const p = this.map.get(parent);
       if (p === 0) return STORE_ORPHAN;
-      last = load<u32>(<usize>p + B_LAST);
+      last = load<u32>(p + B_LAST);
     }
     store<u32>(held, last);
     for (let i = 0; i < n; i++) {
-      const rec = <usize>this.map.get(load<u64>(hashes + ((<usize>i) << 3)));
+      const rec = this.map.get(load<u64>(hashes + ((<usize>i) << 3)));
       store<u32>(held + ((<usize>(i + 1)) << 2), rec !== 0 ? load<u32>(rec + B_LAST) : NO_TOKEN);
     }
     return 0;
@@ -198,7 +199,7 @@ export class BlockTable {
     let depth: u32 = 0;
     let previous = SEQUENCE_START;
     if (hasParent) {
-      const p = <usize>this.map.get(parent);
+      const p = this.map.get(parent);
       if (p === 0) return STORE_ORPHAN;
       prev = load<u64>(p + B_PREV);
       depth = load<u32>(p + B_DEPTH);
@@ -213,7 +214,7 @@ export class BlockTable {
     const chunk = this.chunkSize;
     for (let i = 0; i < n; i++) {
       const hash = load<u64>(hashes + ((<usize>i) << 3));
-      let rec = <usize>this.map.get(hash);
+      let rec = this.map.get(hash);
       if (rec === 0) {
         // Hash (partial ‖ the block's bytes) on from prev.
         scratch.len = 0;
@@ -249,7 +250,7 @@ export class BlockTable {
         memory.copy(rec + B_HEADER, hashOut.ptr, extra);
         memory.copy(rec + B_HEADER + extra, scratch.ptr + <usize>(<i32>count * chunk), rest);
         store<u64>(rec + B_HASH, hash);
-        this.map.set(hash, <u32>rec);
+        this.map.set(rec);
         this.link(rec);
         for (let k: u32 = 0; k < count; k++)
           this.chunks.add(load<u64>(hashOut.ptr + ((<usize>k) << 3)), depth + k + 1, this.slot, tier, nowMs);
@@ -273,7 +274,7 @@ export class BlockTable {
   storeCopies(hashes: usize, n: i32, tier: u32, nowMs: f64, stats: CallStats): i32 {
     let unresolved = 0;
     for (let i = 0; i < n; i++) {
-      const rec = <usize>this.map.get(load<u64>(hashes + ((<usize>i) << 3)));
+      const rec = this.map.get(load<u64>(hashes + ((<usize>i) << 3)));
       if (rec === 0) unresolved++;
       else this.addCopy(rec, tier, nowMs, stats);
     }
@@ -285,7 +286,7 @@ export class BlockTable {
     const bit: u32 = 1 << tier;
     for (let i = 0; i < n; i++) {
       const hash = load<u64>(hashes + ((<usize>i) << 3));
-      const rec = <usize>this.map.get(hash);
+      const rec = this.map.get(hash);
       if (rec === 0 || (load<u32>(rec + B_TIERS) & bit) === 0) {
         stats.unknownRemovals++;
         continue;
@@ -312,7 +313,7 @@ export class BlockTable {
   clear(withChunks: bool): void {
     const map = this.map;
     for (let i: u32 = 0; i < map.cap; i++) {
-      const rec = <usize>map.valueAt(i);
+      const rec = map.recordAt(i);
       if (rec === 0) continue;
       if (withChunks) {
         const tiers = load<u32>(rec + B_TIERS);
@@ -341,8 +342,9 @@ export class BlockTable {
     out.reserve((<i32>map.size) << 3);
     let n = 0;
     for (let i: u32 = 0; i < map.cap; i++) {
-      if (map.valueAt(i) === 0) continue;
-      store<u64>(out.ptr + ((<usize>n) << 3), map.keyAt(i));
+      const rec = map.recordAt(i);
+      if (rec === 0) continue;
+      store<u64>(out.ptr + ((<usize>n) << 3), load<u64>(rec + B_HASH));
       n++;
     }
     out.len = n << 3;
