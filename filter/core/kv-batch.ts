@@ -297,43 +297,102 @@ function strIs(s: string): bool {
   return true;
 }
 
+/** The map keys by field id (the order of the F_* constants above). */
+const KEY_NAMES: string[] = [
+  "type",
+  "block_hashes",
+  "parent_block_hash",
+  "token_ids",
+  "block_size",
+  "lora_id",
+  "medium",
+  "lora_name",
+  "extra_keys",
+  "group_idx",
+  "kv_cache_spec_kind",
+  "kv_cache_spec_sliding_window",
+  "event_version",
+  "locality",
+  "ownership",
+  "cache_salt",
+  "metadata",
+  "session_id",
+];
+/** Each key's first and last min(len, 8) bytes as little-endian words (4 bytes each below 8):
+ * a key compares in two loads instead of a loop over its characters, for the eight or so keys
+ * of every map-encoded event. Built once from KEY_NAMES (all ASCII, all ≥ 4 bytes). */
+const keyHead = new StaticArray<u64>(FIELD_COUNT);
+const keyTail = new StaticArray<u64>(FIELD_COUNT);
+
+function asciiWord(s: string, from: i32, n: i32): u64 {
+  let w: u64 = 0;
+  for (let i = n - 1; i >= 0; i--) w = (w << 8) | <u64>(s.charCodeAt(from + i) & 0xff);
+  return w;
+}
+
+for (let f = 0; f < FIELD_COUNT; f++) {
+  const name = unchecked(KEY_NAMES[f]);
+  const w = name.length >= 8 ? 8 : 4;
+  keyHead[f] = asciiWord(name, 0, w);
+  keyTail[f] = asciiWord(name, name.length - w, w);
+}
+
+/** The last read string is key f (its length already matched by eventKey's switch). */
+@inline function isKey(f: i32): bool {
+  const n = strLen;
+  if (n >= 8)
+    return (
+      load<u64>(strPtr) === unchecked(keyHead[f]) &&
+      load<u64>(strPtr + <usize>(n - 8)) === unchecked(keyTail[f])
+    );
+  return (
+    <u64>load<u32>(strPtr) === unchecked(keyHead[f]) &&
+    <u64>load<u32>(strPtr + <usize>(n - 4)) === unchecked(keyTail[f])
+  );
+}
+
 /** The field id of the last read string as an event map key, or -1: by length and first byte,
  * so a key costs one comparison at most (a map event has eight or so, every event). */
 function eventKey(): i32 {
   if (strLen === 0) return -1;
   const c = <u32>load<u8>(strPtr);
+  let f = -1;
   switch (strLen) {
     case 4:
-      return strIs("type") ? F_TYPE : -1;
+      f = F_TYPE;
+      break;
     case 6:
-      return strIs("medium") ? F_MEDIUM : -1;
+      f = F_MEDIUM;
+      break;
     case 7:
-      return strIs("lora_id") ? F_LORA_ID : -1;
+      f = F_LORA_ID;
+      break;
     case 8:
-      if (c === 0x6c) return strIs("locality") ? F_LOCALITY : -1;
-      return strIs("metadata") ? F_METADATA : -1;
+      f = c === 0x6c ? F_LOCALITY : F_METADATA;
+      break;
     case 9:
-      if (c === 0x74) return strIs("token_ids") ? F_TOKENS : -1;
-      if (c === 0x6c) return strIs("lora_name") ? F_LORA_NAME : -1;
-      if (c === 0x67) return strIs("group_idx") ? F_GROUP : -1;
-      return strIs("ownership") ? F_OWNERSHIP : -1;
+      f = c === 0x74 ? F_TOKENS : c === 0x6c ? F_LORA_NAME : c === 0x67 ? F_GROUP : F_OWNERSHIP;
+      break;
     case 10:
-      if (c === 0x62) return strIs("block_size") ? F_BLOCK_SIZE : -1;
-      if (c === 0x65) return strIs("extra_keys") ? F_EXTRA_KEYS : -1;
-      if (c === 0x63) return strIs("cache_salt") ? F_SALT : -1;
-      return strIs("session_id") ? F_SESSION : -1;
+      f = c === 0x62 ? F_BLOCK_SIZE : c === 0x65 ? F_EXTRA_KEYS : c === 0x63 ? F_SALT : F_SESSION;
+      break;
     case 12:
-      return strIs("block_hashes") ? F_HASHES : -1;
+      f = F_HASHES;
+      break;
     case 13:
-      return strIs("event_version") ? F_EVENT_VERSION : -1;
+      f = F_EVENT_VERSION;
+      break;
     case 17:
-      return strIs("parent_block_hash") ? F_PARENT : -1;
+      f = F_PARENT;
+      break;
     case 18:
-      return strIs("kv_cache_spec_kind") ? F_KIND : -1;
+      f = F_KIND;
+      break;
     case 28:
-      return strIs("kv_cache_spec_sliding_window") ? F_WINDOW : -1;
+      f = F_WINDOW;
+      break;
   }
-  return -1;
+  return f >= 0 && isKey(f) ? f : -1;
 }
 
 /** Index of the last read string in `list`, or -1. */
