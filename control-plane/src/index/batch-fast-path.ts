@@ -22,14 +22,27 @@ const R_ROOT_KEYS = 11;
 /** The media of R_STORED_BY_MEDIUM, in order: the engine names the JavaScript decoder reports. */
 const MEDIA = ["GPU", "CPU", "STORAGE"] as const;
 
+/** The results' index in f64 units: a fixed address (kv-batch.ts allocates them once), asked once
+ * per core instead of once per batch (a call into Wasm per batch is measurable at this rate). */
+let resultsCore: ReturnType<typeof core> | null = null;
+let resultsAt = 0;
+
+function results(): { r: Float64Array; at: number } {
+  const c = core();
+  if (resultsCore !== c) {
+    resultsCore = c;
+    resultsAt = c.ex.batchResultsPtr() >>> 3;
+  }
+  return { r: c.f64view, at: resultsAt };
+}
+
 /** Reads the payload in the core; null when the JavaScript decoder must take it. */
 export function scanBatchPayload(payload: Uint8Array): ScannedBatch | null {
   const c = core();
   const ptr = c.io(payload.length);
   c.u8.set(payload, ptr);
   if (c.ex.batchScanIo(ptr, payload.length) === 0) return null;
-  const r = c.f64view;
-  const at = c.ex.batchResultsPtr() >>> 3;
+  const { r, at } = results();
   const storedByMedium: Record<string, number> = {};
   let storedBlocks = 0;
   for (let m = 0; m < MEDIA.length; m++) {
@@ -55,14 +68,12 @@ export function scanBatchPayload(payload: Uint8Array): ScannedBatch | null {
 
 /** Whether the last accepted scan staged LoRA or salted roots (apply then hashes the model). */
 export function scannedRootKeys(): boolean {
-  const c = core();
-  return (c.f64view[(c.ex.batchResultsPtr() >>> 3) + R_ROOT_KEYS] as number) > 0;
+  const { r, at } = results();
+  return (r[at + R_ROOT_KEYS] as number) > 0;
 }
 
 /** The orphan and undetokenizable block counts of the last applied batch. */
 export function appliedBatchDrops(): { orphans: number; undetokenizable: number } {
-  const c = core();
-  const r = c.f64view;
-  const at = c.ex.batchResultsPtr() >>> 3;
+  const { r, at } = results();
   return { orphans: r[at + R_ORPHANS] as number, undetokenizable: r[at + R_UNDETOKENIZABLE] as number };
 }

@@ -83,6 +83,8 @@ export interface SlotBlocksOptions {
 
 export class SlotBlocks {
   readonly #core = core();
+  /** The core's counters of the last call (ingest-io.ts ingestStatsPtr: a fixed address), in i32 units. */
+  readonly #statsAt = this.#core.ex.ingestStatsPtr() >>> 2;
   readonly #table: number;
   /** The core's copy of the vocabulary (core-token-table.ts), or null: detokenize in JavaScript. */
   readonly #tokens: number | null;
@@ -139,7 +141,7 @@ export class SlotBlocks {
   /** Adds the counters of the core's last store/remove call (ingest-io.ts ingestStatsPtr). */
   #count(): void {
     const v = this.#core.i32view;
-    const at = this.#core.ex.ingestStatsPtr() >>> 2;
+    const at = this.#statsAt;
     const s = this.stats;
     s.storedBlocks += v[at] as number;
     s.duplicateStores += v[at + 1] as number;
