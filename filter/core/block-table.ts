@@ -1,7 +1,7 @@
 // biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
 // One slot's KV blocks (control-plane/src/index/slot-blocks.ts is its JavaScript face): engine
 // block hash → a heap record with the chunk-hashing state at the block's end (the last chunk
-// hash and the bytes of the unfinished chunk), the chunks it completed, its depth, its last
+// hash and the unfinished chunk), the chunks it completed, its depth, its last
 // token and the tiers holding a copy. Storing and removing whole events happens here in one
 // call each, feeding the slot's ChunkTable directly: no per-block JavaScript object, no BigInt.
 //
@@ -15,7 +15,11 @@
 //   36 nChunks u32 (chunks completed inside this block)
 //   40 partialLen u32
 //   44 the block's chunk hashes but the last (which is `prev`), u64 × (nChunks - 1)
-//   .. the partial chunk's bytes
+//   .. the unfinished chunk (partialLen bytes of it so far): under 32 bytes, its bytes; from 32
+//      on, XXH64's four accumulators over its whole 32-byte stripes (32 bytes, xxh64-stream.ts)
+//      and then the partialLen % 32 bytes after them — the stripes' bytes are not needed again,
+//      so a chunk in progress costs at most 63 bytes instead of up to chunkSize − 1 (at 128-byte
+//      chunks, ~40 bytes a block on average instead of ~64).
 //
 // Bounded: a slot holds at most maxBlocks blocks. An engine's BlockRemoved events keep its
 // table at the size of its KV cache; an engine that never reports evictions (or a flood of
@@ -25,9 +29,9 @@
 
 import { BlockMap } from "./block-map";
 import { ByteBuf } from "./byte-buf";
-import { chainChunks } from "./chunk-hash";
 import { ChunkTable } from "./chunk-table";
 import { SEQUENCE_START, TokenTable } from "./token-table";
+import { xxhFinish, xxhStart, xxhStripes } from "./xxh64-stream";
 
 const B_PREV = 0;
 const B_HASH = 8;
@@ -42,6 +46,17 @@ const B_HEADER: usize = 44;
 export const TIER_COUNT: u32 = 3;
 
 /** Bytes of a record's chunk hashes kept besides `prev` (all but the last). */
+/** XXH64's stripe, and its four accumulators' size. */
+const STRIPE: u32 = 32;
+const STATE_BYTES: usize = 32;
+/** The accumulators of the chunk being hashed. */
+const state = heap.alloc(STATE_BYTES);
+
+/** Bytes a record keeps of its unfinished chunk of partialLen bytes (layout above). */
+@inline function partialBytes(partialLen: u32): usize {
+  return partialLen < STRIPE ? <usize>partialLen : STATE_BYTES + <usize>(partialLen & (STRIPE - 1));
+}
+
 function extraBytes(nChunks: u32): usize {
   return nChunks > 1 ? (<usize>(nChunks - 1)) << 3 : 0;
 }
@@ -177,7 +192,8 @@ export class BlockTable {
    * length u32 × n, last token u32 × n, the bytes back to back (a block already held has length
    * 0 and is not read). Returns STORE_ORPHAN when the parent is not held, else how many blocks
    * could not be detokenized (the first such block and its descendants in the event).
-   * `scratch` holds partial ‖ bytes while hashing; `hashOut` the chunks of one block.
+   * `scratch` holds the unhashed end of the chunk in progress ‖ the block's bytes while hashing;
+   * `hashOut` the chunks of one block.
    */
   store(
     hashes: usize,
@@ -216,9 +232,18 @@ export class BlockTable {
       const hash = load<u64>(hashes + ((<usize>i) << 3));
       let rec = this.map.get(hash);
       if (rec === 0) {
-        // Hash (partial ‖ the block's bytes) on from prev.
+        // The chunk in progress goes on from the parent's state: its whole stripes already hashed
+        // (XXH64's accumulators into `state`), the bytes after them into scratch, then the block's.
+        let folded: u32 = 0;
         scratch.len = 0;
-        scratch.append(partial, <i32>partialLen);
+        if (partialLen < STRIPE) {
+          xxhStart(state, prev);
+          scratch.append(partial, <i32>partialLen);
+        } else {
+          memory.copy(state, partial, STATE_BYTES);
+          folded = partialLen & ~(STRIPE - 1);
+          scratch.append(partial + STATE_BYTES, <i32>(partialLen - folded));
+        }
         let last: u32;
         if (tokens !== null) {
           const ids = after + ((<usize>(i * blockSize)) << 2);
@@ -230,17 +255,36 @@ export class BlockTable {
           bytes += len;
           last = load<u32>(lasts + ((<usize>i) << 2));
         }
-        const total = scratch.len;
+        const total = <u32>scratch.len;
+        const size = <u32>chunk;
         hashOut.len = 0;
-        hashOut.reserve((total / chunk) << 3);
-        const count = <u32>chainChunks(prev, scratch.ptr, total, chunk, hashOut.ptr);
-        const rest = <u32>(total - <i32>count * chunk);
+        hashOut.reserve(<i32>(((folded + total) / size) << 3));
+        // Finish each chunk the bytes complete (each seeds the next), then hash the whole stripes
+        // of the one left unfinished.
+        let count: u32 = 0;
+        let off: u32 = 0;
+        while (total - off >= size - folded) {
+          const need = size - folded;
+          const whole = need & ~(STRIPE - 1);
+          xxhStripes(state, scratch.ptr + <usize>off, <usize>whole);
+          const h = xxhFinish(state, scratch.ptr + <usize>(off + whole), <usize>size);
+          store<u64>(hashOut.ptr + ((<usize>count) << 3), h);
+          count++;
+          off += need;
+          folded = 0;
+          xxhStart(state, h);
+        }
+        const whole = (total - off) & ~(STRIPE - 1);
+        xxhStripes(state, scratch.ptr + <usize>off, <usize>whole);
+        folded += whole;
+        const tail = total - off - whole;
+        const rest = folded + tail;
         const extra = extraBytes(count);
-        const size = B_HEADER + extra + <usize>rest;
+        const recSize = B_HEADER + extra + partialBytes(rest);
         // At the cap, the least recently stored block goes (after hashing: `partial` may lie in it).
         if (this.map.size >= this.maxBlocks) this.evictOldest(stats);
-        rec = heap.alloc(size);
-        this.recBytes += heapFootprint(size);
+        rec = heap.alloc(recSize);
+        this.recBytes += heapFootprint(recSize);
         store<u64>(rec + B_PREV, count > 0 ? load<u64>(hashOut.ptr + ((<usize>(count - 1)) << 3)) : prev);
         store<u32>(rec + B_DEPTH, depth + count);
         store<u32>(rec + B_LAST, last);
@@ -248,7 +292,12 @@ export class BlockTable {
         store<u32>(rec + B_NCHUNKS, count);
         store<u32>(rec + B_PARTIAL_LEN, rest);
         memory.copy(rec + B_HEADER, hashOut.ptr, extra);
-        memory.copy(rec + B_HEADER + extra, scratch.ptr + <usize>(<i32>count * chunk), rest);
+        let keep = rec + B_HEADER + extra;
+        if (rest >= STRIPE) {
+          memory.copy(keep, state, STATE_BYTES);
+          keep += STATE_BYTES;
+        }
+        memory.copy(keep, scratch.ptr + <usize>(off + whole), <usize>tail);
         store<u64>(rec + B_HASH, hash);
         this.map.set(rec);
         this.link(rec);
@@ -301,7 +350,7 @@ export class BlockTable {
 
   private drop(hash: u64, rec: usize): void {
     this.recBytes -= heapFootprint(
-      B_HEADER + extraBytes(load<u32>(rec + B_NCHUNKS)) + <usize>load<u32>(rec + B_PARTIAL_LEN),
+      B_HEADER + extraBytes(load<u32>(rec + B_NCHUNKS)) + partialBytes(load<u32>(rec + B_PARTIAL_LEN)),
     );
     this.unlink(rec);
     // The map reads keys from the records: delete while the record is still there.
