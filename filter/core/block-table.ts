@@ -53,7 +53,7 @@ const STATE_BYTES: usize = 32;
 const state = heap.alloc(STATE_BYTES);
 
 /** Bytes a record keeps of its unfinished chunk of partialLen bytes (layout above). */
-@inline function partialBytes(partialLen: u32): usize {
+function partialBytes(partialLen: u32): usize {
   return partialLen < STRIPE ? <usize>partialLen : STATE_BYTES + <usize>(partialLen & (STRIPE - 1));
 }
 

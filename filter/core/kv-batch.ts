@@ -338,7 +338,7 @@ for (let f = 0; f < FIELD_COUNT; f++) {
 }
 
 /** The last read string is key f (its length already matched by eventKey's switch). */
-@inline function isKey(f: i32): bool {
+function isKey(f: i32): bool {
   const n = strLen;
   if (n >= 8)
     return (
