@@ -105,6 +105,13 @@ export class Exchange implements FilterChainSink {
   private passedHeaders: HostHeaderMap | null = null;
   private passedBody: Buffer[] = [];
   private passedEos = false;
+  /** The filter was shown the request's end (end_of_stream, the buffered body, or the trailers). */
+  private requestEnded = false;
+  /**
+   * The request ended with trailers: the re-streamed body then ends without end_of_stream and the
+   * trailers answer closes it, the order Envoy expects in FULL_DUPLEX_STREAMED.
+   */
+  private endedByTrailers = false;
   private headersAnswered = false;
   private destination = "";
   private localReply: { headers: Pairs; body: Buffer[] } | null = null;
@@ -131,7 +138,7 @@ export class Exchange implements FilterChainSink {
         this.onRequestBody(req);
         break;
       case "request_trailers":
-        this.onRequestTrailers(req);
+        this.onRequestTrailers();
         break;
       case "response_headers":
         this.onResponseHeaders(req);
@@ -177,6 +184,7 @@ export class Exchange implements FilterChainSink {
     this.stream = this.deps.newStream(this, sourceOf(req), filterMetadataJson(req));
     const seen = withoutRoutingHeaders(this.deps.filterHeaders?.(this.original) ?? this.original);
     if (h.end_of_stream === true) {
+      this.requestEnded = true;
       this.stream.decodeHeaders(new HeaderMap(seen), true);
       this.afterRequestStep("headers");
       return;
@@ -214,11 +222,16 @@ export class Exchange implements FilterChainSink {
       this.answerImmediate();
       return;
     }
-    this.stream.decodeData(chunk, b.end_of_stream === true);
+    // BUFFERED: this one message is the whole body even when trailers follow (end_of_stream
+    // false), so the filter decides on it — its answer is the only one that can carry the
+    // decision (a trailers answer mutates trailers only).
+    const eos = b.end_of_stream === true || this.reqMode === BodySendMode.BUFFERED;
+    if (eos) this.requestEnded = true;
+    this.stream.decodeData(chunk, eos);
     this.afterRequestStep("body");
   }
 
-  private onRequestTrailers(req: ProcessingRequest): void {
+  private onRequestTrailers(): void {
     if (this.phase !== "request" || this.stream === null) {
       this.deps.invalid("request_trailers outside the request phase");
       return;
@@ -228,7 +241,14 @@ export class Exchange implements FilterChainSink {
       this.answerImmediate();
       return;
     }
-    this.stream.decodeTrailers(new HeaderMap(pairsOf(req.request_trailers?.trailers?.headers)));
+    // Trailers mean the body is complete (processing_mode.proto, FULL_DUPLEX_STREAMED): the filter
+    // is shown the end of the body, as end_of_stream would show it, and decides now. The trailers
+    // themselves stay with the gateway (the answer leaves them unchanged); the filter reads none.
+    if (!this.requestEnded) {
+      this.requestEnded = true;
+      this.endedByTrailers = true;
+      this.stream.decodeData(new Uint8Array(0), true);
+    }
     this.afterRequestStep("trailers");
   }
 
@@ -343,7 +363,7 @@ export class Exchange implements FilterChainSink {
     if (this.passedBody.length === 0 && !this.passedEos) return;
     const body = Buffer.concat(this.passedBody);
     this.passedBody = [];
-    const eos = this.passedEos;
+    const eos = this.passedEos && !this.endedByTrailers;
     this.passedEos = false;
     for (const r of streamedBody("request", body, eos)) this.send(r);
   }
