@@ -456,6 +456,12 @@ const eppSchema = z.strictObject({
    * the gateway's retries): the next best endpoints of the pool that take the same rank headers.
    */
   destinationFallbacks: z.number().int().min(0).max(7).default(3),
+  /**
+   * How a gateway's subset hint (`x-gateway-destination-endpoint-subset`) selects endpoints: "ip"
+   * = every endpoint of a listed pod IP, the port ignored (llm-d-router); "address" = exactly the
+   * listed ip:port entries.
+   */
+  subsetMatch: z.enum(["ip", "address"]).default("ip"),
   /** The embedded filter's `seed`: 0 = its own per thread; non-zero = reproducible picks. */
   seed: z.number().int().min(0).max(0xffffffff).default(0),
   /** The request header naming a GAIE InferenceObjective (GAIE: x-gateway-inference-objective). */

@@ -26,6 +26,8 @@ import {
   DESTINATION_HEADER,
   destinationMetadata,
   filterMetadataJson,
+  SUBSET_KEY,
+  SUBSET_NAMESPACE,
   servedEndpoint,
   subsetHint,
 } from "./lb-metadata.ts";
@@ -71,6 +73,8 @@ export interface ExchangeDeps {
    * objective.ts); the header mutation is still computed against the gateway's own headers.
    */
   filterHeaders?(pairs: Pairs): Pairs;
+  /** The endpoints a gateway's subset hint makes eligible (subset-match.ts); absent = the hint as is. */
+  subsetEndpoints?(hint: string[]): string[];
 }
 
 export type ExchangeEvent =
@@ -179,9 +183,18 @@ export class Exchange implements FilterChainSink {
       this.deps.invalid("request_headers without :method and :path");
       return;
     }
-    this.subset = subsetHint(req);
+    const metadata = filterMetadataJson(req);
+    const hint = subsetHint(req);
+    if (hint !== null) {
+      // The filter compares addresses literally: it is shown the endpoints the hint makes
+      // eligible (subset-match.ts), and the pick is checked against the same list.
+      this.subset = this.deps.subsetEndpoints?.(hint) ?? hint;
+      const ns = metadata[SUBSET_NAMESPACE] ?? {};
+      ns[SUBSET_KEY] = this.subset;
+      metadata[SUBSET_NAMESPACE] = ns;
+    }
     this.phase = "request";
-    this.stream = this.deps.newStream(this, sourceOf(req), filterMetadataJson(req));
+    this.stream = this.deps.newStream(this, sourceOf(req), metadata);
     const seen = withoutRoutingHeaders(this.deps.filterHeaders?.(this.original) ?? this.original);
     if (h.end_of_stream === true) {
       this.requestEnded = true;

@@ -59,6 +59,8 @@ export function startEppPart(cfg: Config, epp: EppConfig, input: EppPartInput): 
       if (healthy.length === 0) return null;
       return (healthy[next++ % healthy.length] as (typeof healthy)[number]).address;
     },
+    subsetMatch: epp.subsetMatch,
+    endpoints: () => [...new Set(input.slots.present().map((s) => s.address))],
     objectives: {
       objectiveHeader: epp.objectiveHeader,
       priorityHeader: cfg.routing.priorityHeader,

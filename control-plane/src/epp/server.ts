@@ -14,6 +14,7 @@ import { HealthService } from "./health.ts";
 import type { ProcessingRequest, ProcessingResponse } from "./messages.ts";
 import { applyObjective, type ObjectiveMap } from "./objective.ts";
 import { extProcService, healthService, MalformedMessage } from "./protos.ts";
+import { eligibleEndpoints, type SubsetMatch } from "./subset-match.ts";
 
 export interface EppOptions {
   /** host:port of the ext_proc + health listener. */
@@ -31,6 +32,10 @@ export interface EppOptions {
   epoch: bigint;
   /** Some ready endpoint for requests the filter does not route, or null. */
   anyEndpoint(): string | null;
+  /** How a gateway's subset hint selects endpoints (subset-match.ts); default "ip", as llm-d-router. */
+  subsetMatch?: SubsetMatch;
+  /** Every endpoint (ip:port) of the pools, for "ip" subset matching. */
+  endpoints?(): string[];
   /** GAIE objectives → priority levels (epp.objectives); absent = objectives are not read. */
   objectives?: ObjectiveMap;
   logger: Logger;
@@ -151,6 +156,9 @@ function streamHandler(filter: EmbeddedFilter, opts: EppOptions, stats: EppStats
   const log = opts.logger;
   const filterHeaders = objectiveFilter(opts.objectives, stats);
   const observe = statsObserver(stats, log);
+  const subsetMatch = opts.subsetMatch ?? "ip";
+  const endpoints = opts.endpoints ?? (() => []);
+  const subsetEndpoints = (hint: string[]) => eligibleEndpoints(hint, subsetMatch, endpoints);
   return (call: Call) => {
     stats.streams++;
     let closed = false;
@@ -175,6 +183,7 @@ function streamHandler(filter: EmbeddedFilter, opts: EppOptions, stats: EppStats
         fail(status.INVALID_ARGUMENT, details);
       },
       observe,
+      subsetEndpoints,
       ...(filterHeaders === undefined ? {} : { filterHeaders }),
     });
     call.on("data", (msg: ProcessingRequest | MalformedMessage) => {
