@@ -3,6 +3,7 @@
 // ends with trailers instead of end_of_stream, and the body modes in which a routing decision
 // cannot reach the gateway.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ProcessingResponse } from "../../control-plane/src/epp/messages.ts";
 import {
   chatBody,
   type EppStack,
@@ -50,4 +51,46 @@ describe("a request body that ends with trailers", () => {
       expect(r.response?.status).toBe(200);
     });
   }
+});
+
+describe("request body modes that cannot carry the decision", () => {
+  // STREAMED: Envoy sends the body only after the headers answer and applies no header mutation
+  // from a body answer; NONE: no body at all; BUFFERED_PARTIAL, GRPC: not what GAIE gateways use.
+  it.each([
+    ["STREAMED", 1],
+    ["NONE", 0],
+    ["BUFFERED_PARTIAL", 3],
+    ["GRPC", 5],
+  ])(
+    "%s is refused at the first message: a 500 naming the setting, counted, nothing forwarded",
+    async (name, mode) => {
+      const before = s.cp.epp?.stats.unsupportedBodyMode[name] ?? 0;
+      const call = s.client.openRaw();
+      const first = new Promise<ProcessingResponse>((resolve, reject) => {
+        call.once("data", resolve);
+        call.once("error", reject);
+      });
+      call.write({
+        request_headers: {
+          headers: {
+            headers: [[":method", "POST"], [":path", "/v1/chat/completions"], ...JSON_HEADERS].map(
+              ([key, v]) => ({ key: key as string, raw_value: Buffer.from(v as string) }),
+            ),
+          },
+          end_of_stream: false,
+        },
+        protocol_config: { request_body_mode: mode, response_body_mode: mode },
+      });
+      const r = await first;
+      call.end();
+      expect(r.request_headers).toBeUndefined();
+      expect(r.immediate_response?.status.code).toBe(500);
+      const err = JSON.parse(Buffer.from(r.immediate_response?.body ?? []).toString()).error;
+      expect(err.code).toBe("unsupported_body_mode");
+      expect(err.message).toContain(name);
+      expect(err.message).toContain("FULL_DUPLEX_STREAMED");
+      expect(r.immediate_response?.details).toBe("kvroute_epp_unsupported_body_mode");
+      expect(s.cp.epp?.stats.unsupportedBodyMode[name]).toBe(before + 1);
+    },
+  );
 });

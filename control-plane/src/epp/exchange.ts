@@ -9,9 +9,10 @@
 //
 // Order (Envoy's ext_proc contract): in FULL_DUPLEX_STREAMED the headers answer is held until
 // the filter continued (after the whole body), then the body follows in ≤ 62,000-byte chunks;
-// in BUFFERED/STREAMED every message gets exactly one answer, so the header answer is a CONTINUE
-// that only removes the client's routing headers, and the filter's mutations ride on the body
-// answer (BUFFERED applies header mutations there).
+// in BUFFERED every message gets exactly one answer, so the header answer is a CONTINUE that only
+// removes the client's routing headers, and the filter's mutations ride on the body answer
+// (BUFFERED applies header mutations there). Other request body modes are refused
+// (refuseBodyMode). A body that ends with trailers is routed as one that ends with end_of_stream.
 //
 // Client routing headers (client-headers.ts): every answer that lets the request go upstream
 // removes the client's copies — the decision's answer, and the request headers answer sent
@@ -80,9 +81,19 @@ export interface ExchangeDeps {
 export type ExchangeEvent =
   | { kind: "routed"; destination: string }
   | { kind: "immediate"; status: number; details: string }
-  | { kind: "served"; destination: string; served: string };
+  | { kind: "served"; destination: string; served: string }
+  | { kind: "unsupportedMode"; mode: string };
 
 type Phase = "idle" | "request" | "response" | "done";
+
+/** Request body modes whose answers can carry the decision (refuseBodyMode says why). */
+const ROUTABLE_BODY_MODES: ReadonlySet<number> = new Set([
+  BodySendMode.FULL_DUPLEX_STREAMED,
+  BodySendMode.BUFFERED,
+]);
+const BODY_MODE_NAMES: Record<number, string> = Object.fromEntries(
+  Object.entries(BodySendMode).map(([name, n]) => [n, name]),
+);
 
 /** An address as Envoy writes `upstream.address`: IPv4 `a.b.c.d:port` or IPv6 `[…]:port`. */
 const IP_PORT = /^(?:[0-9.]+|\[[0-9a-fA-F:.]+\]):[0-9]{1,5}$/;
@@ -175,6 +186,10 @@ export class Exchange implements FilterChainSink {
     const pc = req.protocol_config;
     if (pc?.request_body_mode !== undefined) this.reqMode = pc.request_body_mode;
     if (pc?.response_body_mode !== undefined) this.respMode = pc.response_body_mode;
+    if (!ROUTABLE_BODY_MODES.has(this.reqMode)) {
+      this.refuseBodyMode();
+      return;
+    }
     const h = req.request_headers ?? {};
     this.original = pairsOf(h.headers?.headers);
     this.method = this.original.find(([k]) => k === ":method")?.[1] ?? "";
@@ -207,6 +222,28 @@ export class Exchange implements FilterChainSink {
     // FULL_DUPLEX_STREAMED the headers answer waits for the filter's decision.
     if (this.reqMode !== BodySendMode.FULL_DUPLEX_STREAMED)
       this.send(headersResponse("request", this.clientHeadersRemoval(), false));
+  }
+
+  /**
+   * A request body mode in which the decision cannot reach the gateway: the decision needs the
+   * body, and only a headers answer (FULL_DUPLEX_STREAMED, held until the body is in) or a BUFFERED
+   * body answer carries header mutations Envoy applies (external_processor.proto, CommonResponse
+   * header_mutation). In STREAMED the headers answer must go before Envoy sends the body, and
+   * NONE sends none: routing there would forward every request without a destination. So the
+   * stream is refused at once, with a 500 that names the setting to change, and counted.
+   */
+  private refuseBodyMode(): void {
+    const mode = BODY_MODE_NAMES[this.reqMode] ?? String(this.reqMode);
+    this.deps.observe?.({ kind: "unsupportedMode", mode });
+    this.immediate(
+      jsonError(
+        500,
+        `the gateway's ext_proc request_body_mode ${mode} cannot carry the endpoint picker's decision; configure FULL_DUPLEX_STREAMED (or BUFFERED)`,
+        "server_error",
+        "unsupported_body_mode",
+        "kvroute_epp_unsupported_body_mode",
+      ),
+    );
   }
 
   /** Removes the client's routing headers: the request headers answer sent before the filter decided. */

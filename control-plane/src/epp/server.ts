@@ -49,6 +49,8 @@ export interface EppStats {
   internalErrors: number;
   /** Responses the gateway reports served by another endpoint than the pick (a retry down the list). */
   servedElsewhere: number;
+  /** Streams refused because the gateway's request body mode cannot carry a decision, by mode. */
+  unsupportedBodyMode: Record<string, number>;
   /** Requests naming an objective: mapped to a priority, or not listed in epp.objectives. */
   objectives: Record<"mapped" | "unknown", number>;
 }
@@ -122,6 +124,7 @@ function newEppStats(): EppStats {
     invalid: 0,
     internalErrors: 0,
     servedElsewhere: 0,
+    unsupportedBodyMode: {},
     objectives: { mapped: 0, unknown: 0 },
   };
 }
@@ -141,7 +144,16 @@ function statsObserver(stats: EppStats, log: Logger): (e: ExchangeEvent) => void
   return (e) => {
     if (e.kind === "routed") stats.routed++;
     else if (e.kind === "immediate") stats.immediate[e.status] = (stats.immediate[e.status] ?? 0) + 1;
-    else {
+    else if (e.kind === "unsupportedMode") {
+      const n = (stats.unsupportedBodyMode[e.mode] ?? 0) + 1;
+      stats.unsupportedBodyMode[e.mode] = n;
+      // Once per mode: a misconfigured gateway would otherwise log on every request.
+      if (n === 1)
+        log.warn(
+          { mode: e.mode },
+          "epp: the gateway's ext_proc request_body_mode cannot carry a routing decision; configure FULL_DUPLEX_STREAMED",
+        );
+    } else {
       stats.servedElsewhere++;
       log.debug({ picked: e.destination, served: e.served }, "epp: the gateway served another endpoint");
     }
