@@ -94,3 +94,50 @@ describe("request body modes that cannot carry the decision", () => {
     },
   );
 });
+
+describe("a body that is not JSON", () => {
+  for (const mode of ["FULL_DUPLEX_STREAMED", "BUFFERED"] as const) {
+    it(`${mode}: an inference request gets 400 with a JSON error body, counted; nothing is forwarded`, async () => {
+      for (const body of [
+        '{"model": "qwen3", "messages": [',
+        '{"model":"qwen3"}\u0000',
+        "\u0000\u0001garbage",
+      ]) {
+        const before = s.cp.epp?.stats.invalidJson ?? 0;
+        const r = await s.client.exchange(
+          { path: "/v1/chat/completions", headers: JSON_HEADERS, body },
+          upstream,
+          {
+            mode,
+          },
+        );
+        expect(r.immediate?.status, body).toBe(400);
+        expect(header(r.immediate?.headers ?? [], "content-type")).toBe("application/json");
+        expect(JSON.parse(r.immediate?.body.toString() ?? "{}").error.code).toBe("invalid_json");
+        expect(r.immediate?.details).toBe("kvroute_epp_invalid_json");
+        expect(s.cp.epp?.stats.invalidJson).toBe(before + 1);
+      }
+    });
+  }
+
+  it("requests the filter does not route keep routing: a GET, and a non-JSON body on another path", async () => {
+    const get = await s.client.exchange({ method: "GET", path: "/v1/models" }, upstream);
+    expect(get.immediate).toBeUndefined();
+    expect(engineAddresses()).toContain(get.destination);
+    const other = await s.client.exchange(
+      { path: "/v1/upload", headers: [["content-type", "text/plain"]], body: "not json" },
+      upstream,
+    );
+    expect(other.immediate).toBeUndefined();
+    expect(engineAddresses()).toContain(other.destination);
+  });
+
+  it("valid JSON keeps routing after invalid JSON on the same picker", async () => {
+    const r = await s.client.exchange(
+      { path: "/v1/chat/completions", headers: JSON_HEADERS, body: chatBody("ok", "q") },
+      upstream,
+    );
+    expect(r.immediate).toBeUndefined();
+    expect(engineAddresses()).toContain(r.destination?.split(",")[0]);
+  });
+});

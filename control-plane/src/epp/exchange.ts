@@ -67,6 +67,12 @@ export interface ExchangeDeps {
   send(resp: ProcessingResponse): void;
   /** Ends the gRPC call with INVALID_ARGUMENT. */
   invalid(details: string): void;
+  /**
+   * The embedded filter's count of request bodies it could not parse as JSON
+   * (`kvroute.parse_errors`): read around each step of this stream, so the picker knows whether
+   * the filter's decision was made without a parsed body.
+   */
+  parseErrors?(): bigint;
   /** Observations for metrics and logs. */
   observe?(event: ExchangeEvent): void;
   /**
@@ -82,7 +88,8 @@ export type ExchangeEvent =
   | { kind: "routed"; destination: string }
   | { kind: "immediate"; status: number; details: string }
   | { kind: "served"; destination: string; served: string }
-  | { kind: "unsupportedMode"; mode: string };
+  | { kind: "unsupportedMode"; mode: string }
+  | { kind: "invalidJson" };
 
 type Phase = "idle" | "request" | "response" | "done";
 
@@ -135,6 +142,8 @@ export class Exchange implements FilterChainSink {
     body: [],
   };
   private resetReason: string | null = null;
+  /** The filter found the request body not to be JSON (its parse-error count rose on this stream). */
+  private unparsed = false;
 
   constructor(private readonly deps: ExchangeDeps) {
     this.reqMode = deps.requestBodyMode;
@@ -277,7 +286,8 @@ export class Exchange implements FilterChainSink {
     // decision (a trailers answer mutates trailers only).
     const eos = b.end_of_stream === true || this.reqMode === BodySendMode.BUFFERED;
     if (eos) this.requestEnded = true;
-    this.stream.decodeData(chunk, eos);
+    const stream = this.stream;
+    this.filterStep(() => stream.decodeData(chunk, eos));
     this.afterRequestStep("body");
   }
 
@@ -297,13 +307,44 @@ export class Exchange implements FilterChainSink {
     if (!this.requestEnded) {
       this.requestEnded = true;
       this.endedByTrailers = true;
-      this.stream.decodeData(new Uint8Array(0), true);
+      const stream = this.stream;
+      this.filterStep(() => stream.decodeData(new Uint8Array(0), true));
     }
     this.afterRequestStep("trailers");
   }
 
+  /** Runs one request step of the filter, noting whether it failed to parse the body. */
+  private filterStep(step: () => void): void {
+    const before = this.deps.parseErrors?.();
+    step();
+    if (before !== undefined && (this.deps.parseErrors?.() ?? before) > before) this.unparsed = true;
+  }
+
+  /**
+   * An inference request whose body is not JSON: 400, as llm-d-router answers a body its parser
+   * rejects (pkg/epp/handlers/server.go) — whatever the filter made of it (routed by load, or its
+   * own 503 for a body that names no model), since no decision from it is the client's intent.
+   */
+  private rejectInvalidJson(): void {
+    this.localReply = null;
+    this.deps.observe?.({ kind: "invalidJson" });
+    this.immediate(
+      jsonError(
+        400,
+        "the request body is not valid JSON",
+        "invalid_request_error",
+        "invalid_json",
+        "kvroute_epp_invalid_json",
+      ),
+    );
+  }
+
   /** After the filter saw a request message: answer what can be answered, in Envoy's order. */
   private afterRequestStep(step: "headers" | "body" | "trailers"): void {
+    if (this.unparsed && this.deps.isInference(this.method, this.path)) {
+      this.rejectInvalidJson();
+      return;
+    }
     if (this.localReply !== null || this.resetReason !== null) {
       this.answerImmediate();
       return;

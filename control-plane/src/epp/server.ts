@@ -49,6 +49,8 @@ export interface EppStats {
   internalErrors: number;
   /** Responses the gateway reports served by another endpoint than the pick (a retry down the list). */
   servedElsewhere: number;
+  /** Inference requests answered 400 because the body is not JSON. */
+  invalidJson: number;
   /** Streams refused because the gateway's request body mode cannot carry a decision, by mode. */
   unsupportedBodyMode: Record<string, number>;
   /** Requests naming an objective: mapped to a priority, or not listed in epp.objectives. */
@@ -125,6 +127,7 @@ function newEppStats(): EppStats {
     internalErrors: 0,
     servedElsewhere: 0,
     unsupportedBodyMode: {},
+    invalidJson: 0,
     objectives: { mapped: 0, unknown: 0 },
   };
 }
@@ -144,6 +147,7 @@ function statsObserver(stats: EppStats, log: Logger): (e: ExchangeEvent) => void
   return (e) => {
     if (e.kind === "routed") stats.routed++;
     else if (e.kind === "immediate") stats.immediate[e.status] = (stats.immediate[e.status] ?? 0) + 1;
+    else if (e.kind === "invalidJson") stats.invalidJson++;
     else if (e.kind === "unsupportedMode") {
       const n = (stats.unsupportedBodyMode[e.mode] ?? 0) + 1;
       stats.unsupportedBodyMode[e.mode] = n;
@@ -196,6 +200,7 @@ function streamHandler(filter: EmbeddedFilter, opts: EppOptions, stats: EppStats
       },
       observe,
       subsetEndpoints,
+      parseErrors: () => filter.parseErrors(),
       ...(filterHeaders === undefined ? {} : { filterHeaders }),
     });
     call.on("data", (msg: ProcessingRequest | MalformedMessage) => {
