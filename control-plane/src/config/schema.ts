@@ -464,12 +464,15 @@ const eppSchema = z.strictObject({
   subsetMatch: z.enum(["ip", "address"]).default("ip"),
   /** The embedded filter's `seed`: 0 = its own per thread; non-zero = reproducible picks. */
   seed: z.number().int().min(0).max(0xffffffff).default(0),
-  /** The request header naming a GAIE InferenceObjective (GAIE: x-gateway-inference-objective). */
+  /**
+   * The request header naming a GAIE InferenceObjective; unset = llm-d-router's
+   * x-llm-d-inference-objective, then the deprecated x-gateway-inference-objective.
+   */
   objectiveHeader: z
     .string()
     .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$/, "expected an HTTP header name")
     .toLowerCase()
-    .default("x-gateway-inference-objective"),
+    .optional(),
   /**
    * InferenceObjectives and their priority (GAIE: higher is more important, negative may be shed
    * first): < 0 → sheddable, 0 → standard, > 0 → critical (docs/gaie.md "Priority"). Listed here;

@@ -7,6 +7,7 @@ import type { Config, EppConfig } from "../config/schema.ts";
 import type { LoadModel } from "../model/slot-load.ts";
 import type { SlotTable } from "../model/slot-table.ts";
 import { BodySendMode } from "./messages.ts";
+import { OBJECTIVE_HEADERS } from "./objective.ts";
 import { type Epp, startEpp } from "./server.ts";
 
 const SHIPPED_WASM = new URL("../../../build/kvroute.wasm", import.meta.url).pathname;
@@ -62,7 +63,7 @@ export function startEppPart(cfg: Config, epp: EppConfig, input: EppPartInput): 
     subsetMatch: epp.subsetMatch,
     endpoints: () => [...new Set(input.slots.present().map((s) => s.address))],
     objectives: {
-      objectiveHeader: epp.objectiveHeader,
+      objectiveHeaders: epp.objectiveHeader === undefined ? OBJECTIVE_HEADERS : [epp.objectiveHeader],
       priorityHeader: cfg.routing.priorityHeader,
       priorities: new Map(epp.objectives.map((o) => [o.name, o.priority])),
     },
