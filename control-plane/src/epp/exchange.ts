@@ -38,6 +38,7 @@ import {
   type ProcessingRequest,
   type ProcessingResponse,
 } from "./messages.ts";
+import { restoreModelName, rewriteRequestBody } from "./model-rewrite.ts";
 import {
   bodyResponse,
   headersResponse,
@@ -80,6 +81,8 @@ export interface ExchangeDeps {
    * objective.ts); the header mutation is still computed against the gateway's own headers.
    */
   filterHeaders?(pairs: Pairs): Pairs;
+  /** Model-name rewrites (model-rewrite.ts); absent = none. */
+  rewrites?: { applies(headers: Pairs): boolean; targetFor(headers: Pairs, incoming: string): string };
   /** The endpoints a gateway's subset hint makes eligible (subset-match.ts); absent = the hint as is. */
   subsetEndpoints?(hint: string[]): string[];
 }
@@ -142,6 +145,13 @@ export class Exchange implements FilterChainSink {
     body: [],
   };
   private resetReason: string | null = null;
+  /**
+   * The request body, held while a model rewrite may apply: the filter is shown it once whole,
+   * its model rewritten, so it routes by the target model. Null when no rewrite can apply.
+   */
+  private rewriting: Buffer[] | null = null;
+  /** The client's model and the one the request was sent to, when rewritten (for the response). */
+  private modelNames: { incoming: string; target: string } | null = null;
   /** The filter found the request body not to be JSON (its parse-error count rose on this stream). */
   private unparsed = false;
 
@@ -227,6 +237,8 @@ export class Exchange implements FilterChainSink {
       return;
     }
     this.heldHeaders = { seen };
+    if (this.deps.rewrites?.applies(this.original) === true && this.deps.isInference(this.method, this.path))
+      this.rewriting = [];
     // Envoy sends the body only after this answer in BUFFERED and STREAMED modes; in
     // FULL_DUPLEX_STREAMED the headers answer waits for the filter's decision.
     if (this.reqMode !== BodySendMode.FULL_DUPLEX_STREAMED)
@@ -274,17 +286,22 @@ export class Exchange implements FilterChainSink {
       return;
     }
     const b = req.request_body ?? {};
-    const chunk = Buffer.from(b.body ?? new Uint8Array(0));
+    let chunk: Buffer = Buffer.from(b.body ?? new Uint8Array(0));
     if (!this.headersAnswered) this.received.push(chunk);
+    // BUFFERED: this one message is the whole body even when trailers follow (end_of_stream
+    // false), so the filter decides on it — its answer is the only one that can carry the
+    // decision (a trailers answer mutates trailers only).
+    const eos = b.end_of_stream === true || this.reqMode === BodySendMode.BUFFERED;
+    if (this.rewriting !== null) {
+      this.rewriting.push(chunk);
+      if (!eos) return;
+      chunk = this.rewrittenBody();
+    }
     this.releaseHeaders(this.stream);
     if (this.localReply !== null || this.resetReason !== null) {
       this.answerImmediate();
       return;
     }
-    // BUFFERED: this one message is the whole body even when trailers follow (end_of_stream
-    // false), so the filter decides on it — its answer is the only one that can carry the
-    // decision (a trailers answer mutates trailers only).
-    const eos = b.end_of_stream === true || this.reqMode === BodySendMode.BUFFERED;
     if (eos) this.requestEnded = true;
     const stream = this.stream;
     this.filterStep(() => stream.decodeData(chunk, eos));
@@ -296,6 +313,7 @@ export class Exchange implements FilterChainSink {
       this.deps.invalid("request_trailers outside the request phase");
       return;
     }
+    const last = this.rewriting !== null ? this.rewrittenBody() : new Uint8Array(0);
     this.releaseHeaders(this.stream);
     if (this.localReply !== null || this.resetReason !== null) {
       this.answerImmediate();
@@ -308,9 +326,27 @@ export class Exchange implements FilterChainSink {
       this.requestEnded = true;
       this.endedByTrailers = true;
       const stream = this.stream;
-      this.filterStep(() => stream.decodeData(new Uint8Array(0), true));
+      this.filterStep(() => stream.decodeData(last, true));
     }
     this.afterRequestStep("trailers");
+  }
+
+  /**
+   * The held body, its model rewritten when a rewrite applies (the held request headers then
+   * carry the new content-length, so the header mutation sets it).
+   */
+  private rewrittenBody(): Buffer {
+    const body = Buffer.concat(this.rewriting ?? []);
+    this.rewriting = null;
+    const rewrites = this.deps.rewrites;
+    if (rewrites === undefined) return body;
+    const r = rewriteRequestBody(body, (incoming) => rewrites.targetFor(this.original, incoming));
+    if (r === null) return body;
+    this.modelNames = { incoming: r.incoming, target: r.target };
+    const held = this.heldHeaders;
+    if (held !== null)
+      held.seen = held.seen.map(([k, v]) => [k, k === "content-length" ? String(r.body.length) : v]);
+    return r.body;
   }
 
   /** Runs one request step of the filter, noting whether it failed to parse the body. */
@@ -506,7 +542,12 @@ export class Exchange implements FilterChainSink {
     this.stream.encodeHeaders(new HeaderMap(before), h.end_of_stream === true);
     const out = this.responseOut.headers;
     this.responseOut.headers = null;
-    this.send(headersResponse("response", headerMutation(before, out ?? before), false));
+    let after = out ?? before;
+    // A model name written back in the body may change its length.
+    const names = this.modelNames;
+    if (names !== null && names.incoming.length !== names.target.length)
+      after = after.filter(([k]) => k !== "content-length");
+    this.send(headersResponse("response", headerMutation(before, after), false));
   }
 
   private onResponseBody(req: ProcessingRequest): void {
@@ -516,11 +557,19 @@ export class Exchange implements FilterChainSink {
     }
     const b = req.response_body ?? {};
     const eos = b.end_of_stream === true;
-    this.stream.encodeData(Buffer.from(b.body ?? new Uint8Array(0)), eos);
+    const received = Buffer.from(b.body ?? new Uint8Array(0));
+    this.stream.encodeData(received, eos);
     const out = this.responseOut.body;
     this.responseOut.body = [];
+    const names = this.modelNames;
     if (this.respMode === BodySendMode.FULL_DUPLEX_STREAMED) {
-      for (const [chunk, end] of out) for (const r of streamedBody("response", chunk, end)) this.send(r);
+      for (const [chunk, end] of out) {
+        const restored = names === null ? chunk : restoreModelName(chunk, names);
+        for (const r of streamedBody("response", restored, end)) this.send(r);
+      }
+    } else if (names !== null) {
+      const restored = restoreModelName(Buffer.concat(out.map(([c]) => c)), names);
+      this.send(bodyResponse("response", restored.equals(received) ? {} : { body: restored }));
     } else this.send(bodyResponse("response"));
     if (eos) this.phase = "done";
   }

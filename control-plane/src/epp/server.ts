@@ -14,6 +14,7 @@ import { HealthService } from "./health.ts";
 import type { ProcessingRequest, ProcessingResponse } from "./messages.ts";
 import { applyObjective, type ObjectiveMap } from "./objective.ts";
 import { extProcService, healthService, MalformedMessage } from "./protos.ts";
+import { EppResources, type PoolRef } from "./resources.ts";
 import { eligibleEndpoints, type SubsetMatch } from "./subset-match.ts";
 
 export interface EppOptions {
@@ -37,7 +38,9 @@ export interface EppOptions {
   /** Every endpoint (ip:port) of the pools, for "ip" subset matching. */
   endpoints?(): string[];
   /** GAIE objectives → priority levels (epp.objectives); absent = objectives are not read. */
-  objectives?: ObjectiveMap;
+  objectives?: Omit<ObjectiveMap, "priorities"> & { priorities: ReadonlyMap<string, number> };
+  /** The InferencePool whose InferenceObjectives and InferenceModelRewrites count (resources.ts). */
+  pool?: PoolRef | null;
   logger: Logger;
 }
 
@@ -64,6 +67,8 @@ export interface Epp {
   filter: EmbeddedFilter;
   health: HealthService;
   stats: EppStats;
+  /** Objectives and model rewrites (configured, and watched by part.ts). */
+  resources: EppResources;
   ready(): boolean;
   close(): Promise<void>;
 }
@@ -97,7 +102,8 @@ export async function startEpp(opts: EppOptions): Promise<Epp> {
   };
   const health = new HealthService(ready);
   const stats = newEppStats();
-  const processStream = streamHandler(filter, opts, stats);
+  const resources = new EppResources(opts.objectives?.priorities ?? new Map(), opts.pool ?? null);
+  const processStream = streamHandler(filter, opts, stats, resources);
   const { server, healthServer, address, healthAddress } = await listen(opts, processStream, health, filter);
   opts.logger.info(
     { address, healthAddress, tls: opts.tls !== undefined },
@@ -109,6 +115,7 @@ export async function startEpp(opts: EppOptions): Promise<Epp> {
     filter,
     health,
     stats,
+    resources,
     ready,
     async close() {
       health.close();
@@ -133,10 +140,11 @@ function newEppStats(): EppStats {
 }
 
 /** Reads a request's GAIE objective into a priority (counted), when epp.objectives is configured. */
-function objectiveFilter(objectives: ObjectiveMap | undefined, stats: EppStats) {
+function objectiveFilter(objectives: EppOptions["objectives"], resources: EppResources, stats: EppStats) {
   if (objectives === undefined) return undefined;
+  const m: ObjectiveMap = { ...objectives, priorities: resources };
   return (pairs: Pairs): Pairs => {
-    const { pairs: seen, result } = applyObjective(pairs, objectives);
+    const { pairs: seen, result } = applyObjective(pairs, m);
     if (result !== "none") stats.objectives[result]++;
     return seen;
   };
@@ -168,9 +176,14 @@ function statsObserver(stats: EppStats, log: Logger): (e: ExchangeEvent) => void
  * One ext_proc stream: its messages go through an Exchange with the embedded filter; a malformed
  * or out-of-order message ends it with INVALID_ARGUMENT, a failure of ours with INTERNAL.
  */
-function streamHandler(filter: EmbeddedFilter, opts: EppOptions, stats: EppStats): (call: Call) => void {
+function streamHandler(
+  filter: EmbeddedFilter,
+  opts: EppOptions,
+  stats: EppStats,
+  resources: EppResources,
+): (call: Call) => void {
   const log = opts.logger;
-  const filterHeaders = objectiveFilter(opts.objectives, stats);
+  const filterHeaders = objectiveFilter(opts.objectives, resources, stats);
   const observe = statsObserver(stats, log);
   const subsetMatch = opts.subsetMatch ?? "ip";
   const endpoints = opts.endpoints ?? (() => []);
@@ -201,6 +214,7 @@ function streamHandler(filter: EmbeddedFilter, opts: EppOptions, stats: EppStats
       observe,
       subsetEndpoints,
       parseErrors: () => filter.parseErrors(),
+      rewrites: resources.rewrites,
       ...(filterHeaders === undefined ? {} : { filterHeaders }),
     });
     call.on("data", (msg: ProcessingRequest | MalformedMessage) => {
