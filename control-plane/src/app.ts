@@ -3,6 +3,7 @@
 // sync log, the HTTP API). Data flows one way; only this file knows all the parts.
 import { randomBytes } from "node:crypto";
 import type { AddressInfo } from "node:net";
+import type { KubeConfig } from "@kubernetes/client-node";
 import { type Logger, pino } from "pino";
 import { dashboardRoutes } from "./api/dashboard/routes.ts";
 import { createHttpServer, type HttpServer, type Routes, sendJson } from "./api/http-server.ts";
@@ -51,6 +52,8 @@ export interface ControlPlaneOptions {
   discovery?: Discovery;
   /** Overrides cfg.epp.listen (tests use 127.0.0.1:0). */
   eppListen?: string;
+  /** The cluster the picker watches `epp.resources` in (tests); default in-cluster / kubeconfig. */
+  eppKubeConfig?: KubeConfig;
 }
 
 export interface ControlPlane {
@@ -426,6 +429,7 @@ async function startEppIfConfigured(
       slots: model.slots,
       load: model.load,
       logger,
+      ...(opts.eppKubeConfig === undefined ? {} : { kubeConfig: opts.eppKubeConfig }),
       // Peers apply this picker's reports too: each replica's picker needs its own gateway id.
       ...(replicas === null ? {} : { gatewayId: `kvroute-epp@${replicas.replicaId}` }),
     },

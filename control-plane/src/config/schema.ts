@@ -482,6 +482,20 @@ const eppSchema = z.strictObject({
     .array(z.strictObject({ name: z.string().min(1).max(253), priority: z.number().int() }))
     .default([])
     .refine((os) => new Set(os.map((o) => o.name)).size === os.length, "objective names must be unique"),
+  /**
+   * Watch the InferenceObjective and InferenceModelRewrite resources of this namespace whose
+   * poolRef names `inferencePool` (llm-d-router's CRDs, llm-d.ai/v1alpha2); unset = not watched.
+   */
+  resources: z
+    .strictObject({
+      namespace: z.string().min(1).max(63),
+      inferencePool: z.string().min(1).max(253),
+      /** The InferencePool's API group, as the poolRef names it. */
+      poolGroup: z.string().min(1).default("inference.networking.k8s.io"),
+      group: z.string().min(1).default("llm-d.ai"),
+      version: z.string().min(1).default("v1alpha2"),
+    })
+    .optional(),
 });
 
 /**
