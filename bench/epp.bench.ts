@@ -13,6 +13,8 @@
 // Reported, never asserted.
 //   tsx bench/epp.bench.ts [--quick]
 import { fork } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { Session } from "node:inspector";
 import { pino } from "pino";
 import { type ControlPlane, startControlPlane } from "../control-plane/src/app.ts";
 import { parseConfig } from "../control-plane/src/config/load-config.ts";
@@ -59,16 +61,18 @@ async function main(): Promise<void> {
   const client = await eppClient(ready.epp);
   const host = await startInlineHost(ready.cpUrl);
   const rows: string[] = [];
-  const sizes = QUICK ? [2048, 32768] : [2048, 32768, 131072];
+  // KVROUTE_BENCH_SIZES=2048,131072: only these prompt sizes (profiling one size).
+  const only = process.env.KVROUTE_BENCH_SIZES?.split(",").map(Number);
+  const sizes = only ?? (QUICK ? [2048, 32768] : [2048, 32768, 131072]);
   for (const tokens of sizes) {
-    rows.push(await measureSize(tokens, host, client, picker.cpu));
+    rows.push(await measureSize(tokens, host, client, picker));
     process.stdout.write(`${rows.at(-1)}\n`);
   }
   const table = [
     `The endpoint-picker path next to the inline filter, same module, same control plane, one run${QUICK ? " (quick)" : ""}; one client, requests one at a time over loopback on a 2-core machine shared with other work. Latency = request phase (headers in → destination and body out); CPU = per request over the whole exchange (the picker's process for EPP; the host for inline — the Envoy side of ext_proc, i.e. the client's protobuf and gRPC work, is not counted).`,
     "",
-    "| prompt | body | inline decision p50 / p99 | inline CPU | EPP full-duplex request phase p50 / p99 | EPP CPU | latency ratio | CPU ratio | EPP buffered p50 / p99 | EPP buffered CPU |",
-    "|---|---|---|---|---|---|---|---|---|---|",
+    "| prompt | body | inline decision p50 / p99 | inline CPU | EPP full duplex: client-seen request phase p50 / p99 | picker's own time p50 | its mean split: gRPC (protobuf decoding) · filter · body re-streaming | added after the last body message p50 | EPP CPU / request | own time ÷ inline decision | EPP buffered: client-seen p50 / p99 | picker's own time p50 | its split | added after the body p50 | EPP buffered CPU |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ...rows,
   ];
   writeResult("epp", `# Endpoint picker overhead (bench/epp.bench.ts)\n\n${table.join("\n")}\n`);
@@ -79,6 +83,34 @@ async function main(): Promise<void> {
 }
 
 type Reply = { kind: string; [k: string]: unknown };
+
+/** The picker's request-phase timing (control-plane/src/epp/timing.ts) at one moment. */
+interface TimingSnapshot {
+  phases: number;
+  recent: number[];
+  recentLatency: number[];
+  decodeUs: number;
+  filterUs: number;
+  restreamUs: number;
+}
+
+/** The picker's own time over the requests between two snapshots: p50s and the mean split. */
+function split(a: TimingSnapshot, b: TimingSnapshot) {
+  const n = b.phases - a.phases;
+  const own = b.recent.slice(-n);
+  const mean = own.reduce((x, y) => x + y, 0) / n;
+  const filter = (b.filterUs - a.filterUs) / n;
+  const restream = (b.restreamUs - a.restreamUs) / n;
+  return {
+    p50: pct(own, 0.5),
+    latency: pct(b.recentLatency.slice(-n), 0.5),
+    mean,
+    filter,
+    restream,
+    grpc: mean - filter - restream,
+    decode: (b.decodeUs - a.decodeUs) / n,
+  };
+}
 
 /** The picker's process (this file with --serve): ask() waits for its next message, cpu() is its CPU time. */
 function startPicker() {
@@ -94,7 +126,8 @@ function startPicker() {
     const u = (await ask<{ usage: NodeJS.CpuUsage }>({ kind: "cpu" })).usage;
     return u.user + u.system;
   };
-  return { child, ask, cpu };
+  const timing = async () => (await ask<{ snapshot: TimingSnapshot }>({ kind: "timing" })).snapshot;
+  return { child, ask, cpu, timing };
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: generated client
@@ -260,8 +293,9 @@ async function measureSize(
   tokens: number,
   host: Host,
   client: ExtProcClient,
-  pickerCpu: () => Promise<number>,
+  picker: ReturnType<typeof startPicker>,
 ): Promise<string> {
+  const pickerCpu = picker.cpu;
   const system = text(tokens);
   const n = QUICK ? 30 : tokens >= 131072 ? 60 : 200;
   const bodies = Array.from({ length: 16 }, (_, q) => bodyFor(system, q));
@@ -284,13 +318,46 @@ async function measureSize(
     return u.user + u.system;
   };
   const inl = await measure((b) => inline(host, b), self);
+  const t0 = await picker.timing();
+  await picker.ask({ kind: "profile", start: true, tokens });
   const duplex = await measure((b) => viaEpp(client, b, true), pickerCpu);
+  await picker.ask({ kind: "profile", start: false, tokens });
+  const t1 = await picker.timing();
   const buffered = await measure((b) => viaEpp(client, b, false), pickerCpu);
-  const ratio = (a: number, b: number) => `${(a / b).toFixed(0)}×`;
-  return `| ${tokens / 1024}k | ${(bytes / 1024).toFixed(0)} KiB | ${fmt(inl.p50)} / ${fmt(inl.p99)} | ${fmt(inl.cpu)} | ${fmt(duplex.p50)} / ${fmt(duplex.p99)} | ${fmt(duplex.cpu)} | ${ratio(duplex.p50, inl.p50)} | ${ratio(duplex.cpu, inl.cpu)} | ${fmt(buffered.p50)} / ${fmt(buffered.p99)} | ${fmt(buffered.cpu)} |`;
+  const t2 = await picker.timing();
+  const own = split(t0, t1);
+  const ownBuffered = split(t1, t2);
+  const ratio = (a: number, b: number) => `${(a / b).toFixed(a / b < 10 ? 1 : 0)}×`;
+  const parts = (o: ReturnType<typeof split>) =>
+    `${fmt(o.p50)} | ${fmt(o.grpc)} (${fmt(o.decode)}) · ${fmt(o.filter)} · ${fmt(o.restream)} | ${fmt(o.latency)}`;
+  return `| ${tokens / 1024}k | ${(bytes / 1024).toFixed(0)} KiB | ${fmt(inl.p50)} / ${fmt(inl.p99)} | ${fmt(inl.cpu)} | ${fmt(duplex.p50)} / ${fmt(duplex.p99)} | ${parts(own)} | ${fmt(duplex.cpu)} | ${ratio(own.p50, inl.p50)} | ${fmt(buffered.p50)} / ${fmt(buffered.p99)} | ${parts(ownBuffered)} | ${fmt(buffered.cpu)} |`;
 }
 
 // ---- the picker's process ------------------------------------------------------------------
+
+// KVROUTE_BENCH_PROF=<dir>: a V8 CPU profile of the picker's process over each size's full-duplex
+// requests (<dir>/epp-<tokens>.cpuprofile), start-up and warm-up left out.
+const profiler = process.env.KVROUTE_BENCH_PROF === undefined ? null : new Session();
+async function profile(m: { start: boolean; tokens: number }): Promise<void> {
+  const dir = process.env.KVROUTE_BENCH_PROF;
+  if (profiler !== null && dir !== undefined) {
+    const post = (method: string) =>
+      new Promise<{ profile?: object }>((resolve, reject) =>
+        profiler.post(method, (err, r) => (err ? reject(err) : resolve(r as { profile?: object }))),
+      );
+    if (m.start) {
+      profiler.connect();
+      await post("Profiler.enable");
+      await post("Profiler.start");
+    } else {
+      const { profile: p } = await post("Profiler.stop");
+      profiler.disconnect();
+      writeFileSync(`${dir}/epp-${m.tokens}.cpuprofile`, JSON.stringify(p));
+    }
+  }
+  process.send?.({ kind: "profile" });
+}
+
 if (process.argv.includes("--serve")) {
   const cp: ControlPlane = await startControlPlane(config(), {
     listen: "127.0.0.1:0",
@@ -302,6 +369,21 @@ if (process.argv.includes("--serve")) {
   process.send?.({ kind: "ready", cpUrl: cp.url, epp: epp.address });
   process.on("message", async (m: { kind: string }) => {
     if (m.kind === "cpu") process.send?.({ kind: "cpu", usage: process.cpuUsage() });
+    if (m.kind === "profile") await profile(m as unknown as { start: boolean; tokens: number });
+    if (m.kind === "timing") {
+      const t = epp.stats.timing;
+      process.send?.({
+        kind: "timing",
+        snapshot: {
+          phases: t.phases,
+          recent: [...t.recent],
+          recentLatency: [...t.recentLatency],
+          decodeUs: t.decodeUs,
+          filterUs: t.filterUs,
+          restreamUs: t.restreamUs,
+        },
+      });
+    }
     if (m.kind === "stop") {
       await cp.stop();
       process.exit(0);

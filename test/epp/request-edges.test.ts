@@ -141,3 +141,30 @@ describe("a body that is not JSON", () => {
     expect(engineAddresses()).toContain(r.destination?.split(",")[0]);
   });
 });
+
+describe("a body longer than the filter's maxBodyBytes", () => {
+  let small: EppStack;
+  beforeAll(async () => {
+    small = await startEppStack({ engines: [[0, 1]], routing: { maxBodyBytes: 16 * 1024 } });
+    await until(() => small.cp.ready(), "control plane ready");
+    await eppSynced(small.cp);
+  }, 60_000);
+  afterAll(async () => small?.close());
+
+  // The picker holds the body until the filter's limit, then shows it what it holds and passes
+  // the rest through once the filter decided: the filter routes on the part it read, as inline.
+  for (const mode of ["FULL_DUPLEX_STREAMED", "BUFFERED"] as const)
+    it(`${mode}: is routed, and the whole body reaches the engine in order`, async () => {
+      const body = chatBody("long ".repeat(12_000), "question");
+      expect(body.length).toBeGreaterThan(3 * 16 * 1024);
+      const r = await small.client.exchange(
+        { path: "/v1/chat/completions", headers: JSON_HEADERS, body },
+        upstream,
+        { mode, chunkBytes: 8 * 1024 },
+      );
+      expect(r.immediate).toBeUndefined();
+      expect(small.engines[0]?.address).toBe(r.destination?.split(",")[0]);
+      expect(r.upstreamBody.toString()).toBe(body);
+      expect(r.response?.status).toBe(200);
+    });
+});

@@ -47,6 +47,7 @@ import {
   streamedBody,
   trailersResponse,
 } from "./responses.ts";
+import { nowUs, type PhaseTiming } from "./timing.ts";
 
 export interface ExchangeDeps {
   /**
@@ -81,6 +82,11 @@ export interface ExchangeDeps {
    * objective.ts); the header mutation is still computed against the gateway's own headers.
    */
   filterHeaders?(pairs: Pairs): Pairs;
+  /**
+   * Body bytes held before the filter is shown them (the filter's maxBodyBytes: it needs no more
+   * to decide); default DEFAULT_HOLD_BYTES.
+   */
+  holdBodyBytes?: number;
   /** Model-name rewrites (model-rewrite.ts); absent = none. */
   rewrites?: { applies(headers: Pairs): boolean; targetFor(headers: Pairs, incoming: string): string };
   /** The endpoints a gateway's subset hint makes eligible (subset-match.ts); absent = the hint as is. */
@@ -92,9 +98,12 @@ export type ExchangeEvent =
   | { kind: "immediate"; status: number; details: string }
   | { kind: "served"; destination: string; served: string }
   | { kind: "unsupportedMode"; mode: string }
-  | { kind: "invalidJson" };
+  | { kind: "invalidJson" }
+  | ({ kind: "timing" } & PhaseTiming);
 
 type Phase = "idle" | "request" | "response" | "done";
+
+const DEFAULT_HOLD_BYTES = 8 * 1024 * 1024;
 
 /** Request body modes whose answers can carry the decision (refuseBodyMode says why). */
 const ROUTABLE_BODY_MODES: ReadonlySet<number> = new Set([
@@ -146,12 +155,20 @@ export class Exchange implements FilterChainSink {
   };
   private resetReason: string | null = null;
   /**
-   * The request body, held while a model rewrite may apply: the filter is shown it once whole,
-   * its model rewritten, so it routes by the target model. Null when no rewrite can apply.
+   * Body chunks not yet shown to the filter. Until it decides, the filter is shown the body in
+   * as few calls as possible — at its end, or whenever `holdBodyBytes` are held — not chunk by
+   * chunk as the gateway sends it: each call into the host buffers and copies the body anew, and
+   * at 128k tokens (41 chunks of 16 KiB) that was most of the picker's time
+   * (bench/results/epp.md). The filter decides only on the whole body anyway.
    */
-  private rewriting: Buffer[] | null = null;
+  private held: Buffer[] = [];
+  private heldBytes = 0;
+  /** A model rewrite may apply: the body is rewritten once whole, before the filter sees it. */
+  private rewriting = false;
   /** The client's model and the one the request was sent to, when rewritten (for the response). */
   private modelNames: { incoming: string; target: string } | null = null;
+  /** The request phase's clock (timing.ts). */
+  private clock = { busyUs: 0, decodeUs: 0, received: 0, filterUs: 0, restreamUs: 0, done: false };
   /** The filter found the request body not to be JSON (its parse-error count rose on this stream). */
   private unparsed = false;
 
@@ -161,8 +178,24 @@ export class Exchange implements FilterChainSink {
   }
 
   /** One ProcessingRequest from the gateway. */
-  onMessage(req: ProcessingRequest): void {
+  /** `decodeUs`: what decoding the message took (timing.ts), counted in the request phase's time. */
+  onMessage(req: ProcessingRequest, decodeUs = 0): void {
     if (this.phase === "done") return; // after an immediate response Envoy ignores the rest
+    const c = this.clock;
+    const timed = !c.done && (this.phase === "idle" || this.phase === "request");
+    const t0 = timed ? nowUs() : 0;
+    const endedBefore = this.requestEnded;
+    this.dispatch(req);
+    if (timed) {
+      // The request is in once this message arrived (decoding began then).
+      if (!endedBefore && this.requestEnded) c.received = t0 - decodeUs;
+      c.busyUs += nowUs() - t0 + decodeUs;
+      c.decodeUs += decodeUs;
+      if (this.requestEnded && this.headersAnswered && this.phase === "request") this.requestPhaseAnswered();
+    }
+  }
+
+  private dispatch(req: ProcessingRequest): void {
     if (req.observability_mode === true) this.observability = true;
     switch (req.request) {
       case "request_headers":
@@ -232,13 +265,14 @@ export class Exchange implements FilterChainSink {
     const seen = withoutRoutingHeaders(this.deps.filterHeaders?.(this.original) ?? this.original);
     if (h.end_of_stream === true) {
       this.requestEnded = true;
-      this.stream.decodeHeaders(new HeaderMap(seen), true);
+      const stream = this.stream;
+      this.filterStep(() => stream.decodeHeaders(new HeaderMap(seen), true));
       this.afterRequestStep("headers");
       return;
     }
     this.heldHeaders = { seen };
     if (this.deps.rewrites?.applies(this.original) === true && this.deps.isInference(this.method, this.path))
-      this.rewriting = [];
+      this.rewriting = true;
     // Envoy sends the body only after this answer in BUFFERED and STREAMED modes; in
     // FULL_DUPLEX_STREAMED the headers answer waits for the filter's decision.
     if (this.reqMode !== BodySendMode.FULL_DUPLEX_STREAMED)
@@ -277,7 +311,7 @@ export class Exchange implements FilterChainSink {
     const held = this.heldHeaders;
     if (held === null) return;
     this.heldHeaders = null;
-    stream.decodeHeaders(new HeaderMap(held.seen), false);
+    this.filterStep(() => stream.decodeHeaders(new HeaderMap(held.seen), false));
   }
 
   private onRequestBody(req: ProcessingRequest): void {
@@ -286,17 +320,19 @@ export class Exchange implements FilterChainSink {
       return;
     }
     const b = req.request_body ?? {};
-    let chunk: Buffer = Buffer.from(b.body ?? new Uint8Array(0));
-    if (!this.headersAnswered) this.received.push(chunk);
+    const chunk: Buffer = Buffer.from(b.body ?? new Uint8Array(0));
+    const buffered = this.reqMode === BodySendMode.BUFFERED;
+    // BUFFERED compares the body the filter passes on with the one received.
+    if (buffered && !this.headersAnswered) this.received.push(chunk);
     // BUFFERED: this one message is the whole body even when trailers follow (end_of_stream
     // false), so the filter decides on it — its answer is the only one that can carry the
     // decision (a trailers answer mutates trailers only).
-    const eos = b.end_of_stream === true || this.reqMode === BodySendMode.BUFFERED;
-    if (this.rewriting !== null) {
-      this.rewriting.push(chunk);
-      if (!eos) return;
-      chunk = this.rewrittenBody();
-    }
+    const eos = b.end_of_stream === true || buffered;
+    this.held.push(chunk);
+    this.heldBytes += chunk.length;
+    const deciding = !this.headersAnswered && this.localReply === null;
+    if (deciding && !eos && this.heldBytes < (this.deps.holdBodyBytes ?? DEFAULT_HOLD_BYTES)) return;
+    const body = this.takeHeld(eos);
     this.releaseHeaders(this.stream);
     if (this.localReply !== null || this.resetReason !== null) {
       this.answerImmediate();
@@ -304,7 +340,7 @@ export class Exchange implements FilterChainSink {
     }
     if (eos) this.requestEnded = true;
     const stream = this.stream;
-    this.filterStep(() => stream.decodeData(chunk, eos));
+    this.filterStep(() => stream.decodeData(body, eos));
     this.afterRequestStep("body");
   }
 
@@ -313,7 +349,7 @@ export class Exchange implements FilterChainSink {
       this.deps.invalid("request_trailers outside the request phase");
       return;
     }
-    const last = this.rewriting !== null ? this.rewrittenBody() : new Uint8Array(0);
+    const last = this.takeHeld(true);
     this.releaseHeaders(this.stream);
     if (this.localReply !== null || this.resetReason !== null) {
       this.answerImmediate();
@@ -332,14 +368,18 @@ export class Exchange implements FilterChainSink {
   }
 
   /**
-   * The held body, its model rewritten when a rewrite applies (the held request headers then
-   * carry the new content-length, so the header mutation sets it).
+   * The held chunks as one buffer; at the body's end its model rewritten when a rewrite applies
+   * (the held request headers then carry the new content-length, so the header mutation sets
+   * it). A body flushed before its end (past holdBodyBytes) is not rewritten.
    */
-  private rewrittenBody(): Buffer {
-    const body = Buffer.concat(this.rewriting ?? []);
-    this.rewriting = null;
+  private takeHeld(end: boolean): Buffer {
+    const body = this.held.length === 1 ? (this.held[0] as Buffer) : Buffer.concat(this.held);
+    this.held = [];
+    this.heldBytes = 0;
+    const rewriting = this.rewriting;
+    this.rewriting = false;
     const rewrites = this.deps.rewrites;
-    if (rewrites === undefined) return body;
+    if (!rewriting || !end || rewrites === undefined) return body;
     const r = rewriteRequestBody(body, (incoming) => rewrites.targetFor(this.original, incoming));
     if (r === null) return body;
     this.modelNames = { incoming: r.incoming, target: r.target };
@@ -352,8 +392,24 @@ export class Exchange implements FilterChainSink {
   /** Runs one request step of the filter, noting whether it failed to parse the body. */
   private filterStep(step: () => void): void {
     const before = this.deps.parseErrors?.();
+    const t0 = nowUs();
     step();
+    this.clock.filterUs += nowUs() - t0;
     if (before !== undefined && (this.deps.parseErrors?.() ?? before) > before) this.unparsed = true;
+  }
+
+  /** The request phase is answered in full (after the message that completed it): observed once. */
+  private requestPhaseAnswered(): void {
+    const c = this.clock;
+    c.done = true;
+    this.deps.observe?.({
+      kind: "timing",
+      ownUs: c.busyUs,
+      latencyUs: nowUs() - c.received,
+      decodeUs: c.decodeUs,
+      filterUs: c.filterUs,
+      restreamUs: c.restreamUs,
+    });
   }
 
   /**
@@ -399,6 +455,7 @@ export class Exchange implements FilterChainSink {
         this.send(headersResponse("request", mutation, true, metadata));
         if (duplex) this.flushRequestBody();
       } else {
+        const t0 = nowUs();
         const body = Buffer.concat(this.passedBody);
         const changed = !body.equals(Buffer.concat(this.received));
         this.passedBody = [];
@@ -410,6 +467,7 @@ export class Exchange implements FilterChainSink {
             ...(changed && step === "body" ? { body } : {}),
           }),
         );
+        this.clock.restreamUs += nowUs() - t0;
       }
       this.received = [];
     } else if (this.headersAnswered) {
@@ -488,11 +546,13 @@ export class Exchange implements FilterChainSink {
 
   private flushRequestBody(): void {
     if (this.passedBody.length === 0 && !this.passedEos) return;
+    const t0 = nowUs();
     const body = Buffer.concat(this.passedBody);
     this.passedBody = [];
     const eos = this.passedEos && !this.endedByTrailers;
     this.passedEos = false;
     for (const r of streamedBody("request", body, eos)) this.send(r);
+    this.clock.restreamUs += nowUs() - t0;
   }
 
   /** A local reply of the filter (or the host's 413/503), or a reset, as an ImmediateResponse. */

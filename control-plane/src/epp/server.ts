@@ -16,6 +16,7 @@ import { applyObjective, type ObjectiveMap } from "./objective.ts";
 import { extProcService, healthService, MalformedMessage } from "./protos.ts";
 import { EppResources, type PoolRef } from "./resources.ts";
 import { eligibleEndpoints, type SubsetMatch } from "./subset-match.ts";
+import { decodeTimes, TimingStats } from "./timing.ts";
 
 export interface EppOptions {
   /** host:port of the ext_proc + health listener. */
@@ -56,6 +57,8 @@ export interface EppStats {
   invalidJson: number;
   /** Streams refused because the gateway's request body mode cannot carry a decision, by mode. */
   unsupportedBodyMode: Record<string, number>;
+  /** The request phases' own time and its split (timing.ts). */
+  timing: TimingStats;
   /** Requests naming an objective: mapped to a priority, or not listed in epp.objectives. */
   objectives: Record<"mapped" | "unknown", number>;
 }
@@ -135,6 +138,7 @@ function newEppStats(): EppStats {
     servedElsewhere: 0,
     unsupportedBodyMode: {},
     invalidJson: 0,
+    timing: new TimingStats(),
     objectives: { mapped: 0, unknown: 0 },
   };
 }
@@ -155,6 +159,7 @@ function statsObserver(stats: EppStats, log: Logger): (e: ExchangeEvent) => void
   return (e) => {
     if (e.kind === "routed") stats.routed++;
     else if (e.kind === "immediate") stats.immediate[e.status] = (stats.immediate[e.status] ?? 0) + 1;
+    else if (e.kind === "timing") stats.timing.add(e);
     else if (e.kind === "invalidJson") stats.invalidJson++;
     else if (e.kind === "unsupportedMode") {
       const n = (stats.unsupportedBodyMode[e.mode] ?? 0) + 1;
@@ -214,6 +219,8 @@ function streamHandler(
       observe,
       subsetEndpoints,
       parseErrors: () => filter.parseErrors(),
+      // One byte past the filter's limit: it needs to see a body exceed it to answer as it does.
+      holdBodyBytes: opts.filter.maxBodyBytes + 1,
       rewrites: resources.rewrites,
       ...(filterHeaders === undefined ? {} : { filterHeaders }),
     });
@@ -224,7 +231,7 @@ function streamHandler(
         return fail(status.INVALID_ARGUMENT, `malformed ProcessingRequest: ${msg.reason}`);
       }
       try {
-        exchange.onMessage(msg);
+        exchange.onMessage(msg, decodeTimes.get(msg) ?? 0);
       } catch (err) {
         stats.internalErrors++;
         log.error({ err }, "epp: stream failed");
