@@ -40,6 +40,11 @@ export interface EppOptions {
   endpoints?(): string[];
   /** GAIE objectives → priority levels (epp.objectives); absent = objectives are not read. */
   objectives?: Omit<ObjectiveMap, "priorities"> & { priorities: ReadonlyMap<string, number> };
+  /**
+   * Body bytes held before the embedded filter is shown them (exchange.ts); default the filter's
+   * maxBodyBytes + 1. 1 = every chunk as it comes (the bench's before/after baseline).
+   */
+  holdBodyBytes?: number;
   /** The InferencePool whose InferenceObjectives and InferenceModelRewrites count (resources.ts). */
   pool?: PoolRef | null;
   logger: Logger;
@@ -220,7 +225,7 @@ function streamHandler(
       subsetEndpoints,
       parseErrors: () => filter.parseErrors(),
       // One byte past the filter's limit: it needs to see a body exceed it to answer as it does.
-      holdBodyBytes: opts.filter.maxBodyBytes + 1,
+      holdBodyBytes: opts.holdBodyBytes ?? opts.filter.maxBodyBytes + 1,
       rewrites: resources.rewrites,
       ...(filterHeaders === undefined ? {} : { filterHeaders }),
     });
