@@ -547,7 +547,9 @@ export class Exchange implements FilterChainSink {
   private flushRequestBody(): void {
     if (this.passedBody.length === 0 && !this.passedEos) return;
     const t0 = nowUs();
-    const body = Buffer.concat(this.passedBody);
+    // The filter passes a body it was shown whole on as one chunk: no copy to join it.
+    const body =
+      this.passedBody.length === 1 ? (this.passedBody[0] as Buffer) : Buffer.concat(this.passedBody);
     this.passedBody = [];
     const eos = this.passedEos && !this.endedByTrailers;
     this.passedEos = false;
