@@ -132,6 +132,35 @@ describe("a body that is not JSON", () => {
     expect(engineAddresses()).toContain(other.destination);
   });
 
+  it("a request the filter does not route is answered at its first body chunk, not held for the rest", async () => {
+    const call = s.client.openRaw();
+    const answers: ProcessingResponse[] = [];
+    call.on("data", (m: ProcessingResponse) => answers.push(m));
+    call.on("error", () => {});
+    call.write({
+      request_headers: {
+        headers: {
+          headers: [
+            [":method", "POST"],
+            [":path", "/v1/upload"],
+            ["content-type", "application/octet-stream"],
+          ].map(([key, v]) => ({ key: key as string, raw_value: Buffer.from(v as string) })),
+        },
+        end_of_stream: false,
+      },
+      protocol_config: { request_body_mode: 4, response_body_mode: 4 },
+    });
+    call.write({ request_body: { body: Buffer.alloc(8192, 1), end_of_stream: false } });
+    // The rest of the upload has not been sent: the destination must not wait for it.
+    await until(() => answers.some((a) => a.request_headers !== undefined), "the headers answer");
+    expect(engineAddresses()).toContain(
+      answers.find((a) => a.dynamic_metadata !== undefined)?.dynamic_metadata?.fields?.["envoy.lb"]
+        ?.structValue?.fields?.["x-gateway-destination-endpoint"]?.stringValue,
+    );
+    call.write({ request_body: { body: Buffer.alloc(8192, 2), end_of_stream: true } });
+    call.end();
+  });
+
   it("valid JSON keeps routing after invalid JSON on the same picker", async () => {
     const r = await s.client.exchange(
       { path: "/v1/chat/completions", headers: JSON_HEADERS, body: chatBody("ok", "q") },

@@ -163,6 +163,7 @@ export class Exchange implements FilterChainSink {
    */
   private held: Buffer[] = [];
   private heldBytes = 0;
+  private holdsBody = false;
   /** A model rewrite may apply: the body is rewritten once whole, before the filter sees it. */
   private rewriting = false;
   /** The client's model and the one the request was sent to, when rewritten (for the response). */
@@ -271,8 +272,8 @@ export class Exchange implements FilterChainSink {
       return;
     }
     this.heldHeaders = { seen };
-    if (this.deps.rewrites?.applies(this.original) === true && this.deps.isInference(this.method, this.path))
-      this.rewriting = true;
+    this.holdsBody = this.deps.isInference(this.method, this.path);
+    if (this.holdsBody && this.deps.rewrites?.applies(this.original) === true) this.rewriting = true;
     // Envoy sends the body only after this answer in BUFFERED and STREAMED modes; in
     // FULL_DUPLEX_STREAMED the headers answer waits for the filter's decision.
     if (this.reqMode !== BodySendMode.FULL_DUPLEX_STREAMED)
@@ -330,7 +331,8 @@ export class Exchange implements FilterChainSink {
     const eos = b.end_of_stream === true || buffered;
     this.held.push(chunk);
     this.heldBytes += chunk.length;
-    const deciding = !this.headersAnswered && this.localReply === null;
+    // Only a request the filter routes waits for its body; others pass as they come.
+    const deciding = !this.headersAnswered && this.localReply === null && this.holdsBody;
     if (deciding && !eos && this.heldBytes < (this.deps.holdBodyBytes ?? DEFAULT_HOLD_BYTES)) return;
     const body = this.takeHeld(eos);
     this.releaseHeaders(this.stream);
