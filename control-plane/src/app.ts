@@ -9,6 +9,7 @@ import { dashboardRoutes } from "./api/dashboard/routes.ts";
 import { createHttpServer, type HttpServer, type Routes, sendJson } from "./api/http-server.ts";
 import { buildMetrics } from "./api/prometheus.ts";
 import { registerEppMetrics } from "./api/prometheus-epp.ts";
+import { registerEmbeddedFilterMetrics } from "./api/prometheus-epp-filter.ts";
 import { registerHttpMetrics } from "./api/prometheus-http.ts";
 import { registerReplicaMetrics } from "./api/prometheus-replicas.ts";
 import { ReportStats } from "./api/report-stats.ts";
@@ -106,7 +107,10 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
   publication.adapterDiscovery.start();
   const timer = setInterval(publication.publish, opts.publishIntervalMs ?? 5);
   const epp = await startEppIfConfigured(cfg, opts, address, model, publication, logger);
-  if (epp !== null) registerEppMetrics(metrics, epp.stats);
+  if (epp !== null) {
+    registerEppMetrics(metrics, epp.stats);
+    registerEmbeddedFilterMetrics(metrics, epp.filter.host);
+  }
   if (publication.replicas !== null) registerReplicaMetrics(metrics, publication.replicas);
   logger.info(
     {
