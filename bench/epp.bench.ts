@@ -13,11 +13,14 @@
 // Reported, never asserted.
 //   tsx bench/epp.bench.ts [--quick]
 import { fork } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { Session } from "node:inspector";
 import { pino } from "pino";
 import { type ControlPlane, startControlPlane } from "../control-plane/src/app.ts";
 import { parseConfig } from "../control-plane/src/config/load-config.ts";
 import type { ProcessingRequest, ProcessingResponse } from "../control-plane/src/epp/messages.ts";
 import { protoDefinitions } from "../control-plane/src/epp/protos.ts";
+import { type Epp, startEpp } from "../control-plane/src/epp/server.ts";
 import { createHost, type FilterChainSink, HeaderMap, type Host } from "../host/index.ts";
 import { writeResult } from "./lib/results.ts";
 
@@ -55,30 +58,75 @@ function config() {
 
 async function main(): Promise<void> {
   const picker = startPicker();
-  const ready = await picker.ask<{ cpUrl: string; epp: string }>();
+  const ready = await picker.ask<{ cpUrl: string; epp: string; chunked: string }>();
   const client = await eppClient(ready.epp);
+  const chunkedClient = await eppClient(ready.chunked);
   const host = await startInlineHost(ready.cpUrl);
-  const rows: string[] = [];
-  const sizes = QUICK ? [2048, 32768] : [2048, 32768, 131072];
+  const rows: Array<{ own: string; seen: string }> = [];
+  // KVROUTE_BENCH_SIZES=2048,131072: only these prompt sizes (profiling one size).
+  const only = process.env.KVROUTE_BENCH_SIZES?.split(",").map(Number);
+  const sizes = only ?? (QUICK ? [2048, 32768] : [2048, 32768, 131072]);
   for (const tokens of sizes) {
-    rows.push(await measureSize(tokens, host, client, picker.cpu));
-    process.stdout.write(`${rows.at(-1)}\n`);
+    const row = await measureSize(tokens, host, client, chunkedClient, picker);
+    rows.push(row);
+    process.stdout.write(`${row.own}\n${row.seen}\n`);
   }
   const table = [
-    `The endpoint-picker path next to the inline filter, same module, same control plane, one run${QUICK ? " (quick)" : ""}; one client, requests one at a time over loopback on a 2-core machine shared with other work. Latency = request phase (headers in → destination and body out); CPU = per request over the whole exchange (the picker's process for EPP; the host for inline — the Envoy side of ext_proc, i.e. the client's protobuf and gRPC work, is not counted).`,
+    `One run${QUICK ? " (quick)" : ""}: one client, requests one at a time over loopback, on a 2-core machine shared with other work (other sessions' builds and tests ran alongside: compare within a row, not across runs).`,
     "",
-    "| prompt | body | inline decision p50 / p99 | inline CPU | EPP full-duplex request phase p50 / p99 | EPP CPU | latency ratio | CPU ratio | EPP buffered p50 / p99 | EPP buffered CPU |",
-    "|---|---|---|---|---|---|---|---|---|---|",
-    ...rows,
+    "## The picker's own time per request (receive → decision → answer)",
+    "",
+    "Busy time of the request phase inside the picker's process: decoding the gateway's messages and handling them until the last answer of the request phase is written; waiting for the gateway's next message is not counted (control-plane/src/epp/timing.ts). Split (means): gRPC = protobuf decoding (in brackets) + grpc-js + the exchange; filter = the embedded filter's calls; re-streaming = building the body answers and handing them to gRPC. \"Added\" = from the message that completes the body to the last answer. The baseline is a second picker on the same control plane, in the same run, that shows the filter every 16 KiB chunk as it comes, as the picker did before.",
+    "",
+    "| prompt | body | full duplex: own p50 | split: gRPC (decode) · filter · re-streaming | added p50 | baseline, chunk by chunk: own p50 | its split | its added p50 | own ÷ baseline | BUFFERED: own p50 | its split | its added p50 |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ...rows.map((r) => r.own),
+    "",
+    "## What the client sees, and CPU",
+    "",
+    "Latency = request phase as the client sees it (headers out → destination and body back), including the client's own protobuf and gRPC work; CPU = per request over the whole exchange (the picker's process, which also runs the control plane, for EPP; this process for inline).",
+    "",
+    "| prompt | body | inline decision p50 / p99 | inline CPU | EPP full duplex p50 / p99 | EPP CPU | EPP ÷ inline (p50) | baseline (chunk by chunk) p50 / p99 | baseline CPU | EPP BUFFERED p50 / p99 | BUFFERED CPU |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
+    ...rows.map((r) => r.seen),
   ];
   writeResult("epp", `# Endpoint picker overhead (bench/epp.bench.ts)\n\n${table.join("\n")}\n`);
   process.stdout.write(`\n${table.join("\n")}\n`);
+  chunkedClient.close();
   client.close();
   host.close();
   picker.child.send({ kind: "stop" });
 }
 
 type Reply = { kind: string; [k: string]: unknown };
+
+/** The picker's request-phase timing (control-plane/src/epp/timing.ts) at one moment. */
+interface TimingSnapshot {
+  phases: number;
+  recent: number[];
+  recentLatency: number[];
+  decodeUs: number;
+  filterUs: number;
+  restreamUs: number;
+}
+
+/** The picker's own time over the requests between two snapshots: p50s and the mean split. */
+function split(a: TimingSnapshot, b: TimingSnapshot) {
+  const n = b.phases - a.phases;
+  const own = b.recent.slice(-n);
+  const mean = own.reduce((x, y) => x + y, 0) / n;
+  const filter = (b.filterUs - a.filterUs) / n;
+  const restream = (b.restreamUs - a.restreamUs) / n;
+  return {
+    p50: pct(own, 0.5),
+    latency: pct(b.recentLatency.slice(-n), 0.5),
+    mean,
+    filter,
+    restream,
+    grpc: mean - filter - restream,
+    decode: (b.decodeUs - a.decodeUs) / n,
+  };
+}
 
 /** The picker's process (this file with --serve): ask() waits for its next message, cpu() is its CPU time. */
 function startPicker() {
@@ -94,7 +142,9 @@ function startPicker() {
     const u = (await ask<{ usage: NodeJS.CpuUsage }>({ kind: "cpu" })).usage;
     return u.user + u.system;
   };
-  return { child, ask, cpu };
+  const timing = async (picker = "main") =>
+    (await ask<{ snapshot: TimingSnapshot }>({ kind: "timing", picker })).snapshot;
+  return { child, ask, cpu, timing };
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: generated client
@@ -260,8 +310,10 @@ async function measureSize(
   tokens: number,
   host: Host,
   client: ExtProcClient,
-  pickerCpu: () => Promise<number>,
-): Promise<string> {
+  chunkedClient: ExtProcClient,
+  picker: ReturnType<typeof startPicker>,
+): Promise<{ own: string; seen: string }> {
+  const pickerCpu = picker.cpu;
   const system = text(tokens);
   const n = QUICK ? 30 : tokens >= 131072 ? 60 : 200;
   const bodies = Array.from({ length: 16 }, (_, q) => bodyFor(system, q));
@@ -271,6 +323,7 @@ async function measureSize(
     inline(host, bodies[i & 15] as Buffer);
     await viaEpp(client, bodies[i & 15] as Buffer, true);
     await viaEpp(client, bodies[i & 15] as Buffer, false);
+    await viaEpp(chunkedClient, bodies[i & 15] as Buffer, true);
   }
   const measure = async (run: (b: Buffer) => Promise<number> | number, cpu: () => Promise<number>) => {
     const times: number[] = [];
@@ -284,13 +337,57 @@ async function measureSize(
     return u.user + u.system;
   };
   const inl = await measure((b) => inline(host, b), self);
+  const t0 = await picker.timing();
+  await picker.ask({ kind: "profile", start: true, tokens });
   const duplex = await measure((b) => viaEpp(client, b, true), pickerCpu);
+  await picker.ask({ kind: "profile", start: false, tokens });
+  const t1 = await picker.timing();
   const buffered = await measure((b) => viaEpp(client, b, false), pickerCpu);
-  const ratio = (a: number, b: number) => `${(a / b).toFixed(0)}×`;
-  return `| ${tokens / 1024}k | ${(bytes / 1024).toFixed(0)} KiB | ${fmt(inl.p50)} / ${fmt(inl.p99)} | ${fmt(inl.cpu)} | ${fmt(duplex.p50)} / ${fmt(duplex.p99)} | ${fmt(duplex.cpu)} | ${ratio(duplex.p50, inl.p50)} | ${ratio(duplex.cpu, inl.cpu)} | ${fmt(buffered.p50)} / ${fmt(buffered.p99)} | ${fmt(buffered.cpu)} |`;
+  const t2 = await picker.timing();
+  const c0 = await picker.timing("chunked");
+  const chunked = await measure((b) => viaEpp(chunkedClient, b, true), pickerCpu);
+  const c1 = await picker.timing("chunked");
+  const own = split(t0, t1);
+  const ownBuffered = split(t1, t2);
+  const before = split(c0, c1);
+  const ratio = (a: number, b: number) => `${(a / b).toFixed(a / b < 10 ? 2 : 0)}×`;
+  const parts = (o: ReturnType<typeof split>) =>
+    `${fmt(o.p50)} | ${fmt(o.grpc)} (${fmt(o.decode)}) · ${fmt(o.filter)} · ${fmt(o.restream)} | ${fmt(o.latency)}`;
+  const size = `${tokens / 1024}k | ${(bytes / 1024).toFixed(0)} KiB`;
+  return {
+    own: `| ${size} | ${parts(own)} | ${parts(before)} | ${ratio(own.p50, before.p50)} | ${parts(ownBuffered)} |`,
+    seen: `| ${size} | ${fmt(inl.p50)} / ${fmt(inl.p99)} | ${fmt(inl.cpu)} | ${fmt(duplex.p50)} / ${fmt(duplex.p99)} | ${fmt(duplex.cpu)} | ${ratio(duplex.p50, inl.p50)} | ${fmt(chunked.p50)} / ${fmt(chunked.p99)} | ${fmt(chunked.cpu)} | ${fmt(buffered.p50)} / ${fmt(buffered.p99)} | ${fmt(buffered.cpu)} |`,
+  };
 }
 
 // ---- the picker's process ------------------------------------------------------------------
+
+/** The pickers of this process by name: "main" (the control plane's), "chunked" (the baseline). */
+const pickers = new Map<string, Epp>();
+
+// KVROUTE_BENCH_PROF=<dir>: a V8 CPU profile of the picker's process over each size's full-duplex
+// requests (<dir>/epp-<tokens>.cpuprofile), start-up and warm-up left out.
+const profiler = process.env.KVROUTE_BENCH_PROF === undefined ? null : new Session();
+async function profile(m: { start: boolean; tokens: number }): Promise<void> {
+  const dir = process.env.KVROUTE_BENCH_PROF;
+  if (profiler !== null && dir !== undefined) {
+    const post = (method: string) =>
+      new Promise<{ profile?: object }>((resolve, reject) =>
+        profiler.post(method, (err, r) => (err ? reject(err) : resolve(r as { profile?: object }))),
+      );
+    if (m.start) {
+      profiler.connect();
+      await post("Profiler.enable");
+      await post("Profiler.start");
+    } else {
+      const { profile: p } = await post("Profiler.stop");
+      profiler.disconnect();
+      writeFileSync(`${dir}/epp-${m.tokens}.cpuprofile`, JSON.stringify(p));
+    }
+  }
+  process.send?.({ kind: "profile" });
+}
+
 if (process.argv.includes("--serve")) {
   const cp: ControlPlane = await startControlPlane(config(), {
     listen: "127.0.0.1:0",
@@ -298,11 +395,51 @@ if (process.argv.includes("--serve")) {
   });
   const epp = cp.epp;
   if (epp === null) throw new Error("no endpoint picker");
+  pickers.set("main", epp);
   while (!epp.ready()) await new Promise((r) => setTimeout(r, 20));
-  process.send?.({ kind: "ready", cpUrl: cp.url, epp: epp.address });
+  // A second picker on the same control plane that shows the filter every body chunk as it
+  // comes (holdBodyBytes 1, the picker before it held the body): the same-run baseline of the
+  // whole-body change.
+  const chunked = await startEpp({
+    listen: "127.0.0.1:0",
+    filter: {
+      wasm: WASM,
+      controlPlane: new URL(cp.url).host,
+      token: TOKEN,
+      longPollMs: 1000,
+      maxBodyBytes: 8 * 1024 * 1024,
+      gatewayId: "kvroute-epp-chunked",
+    },
+    requestBodyMode: 4,
+    responseBodyMode: 4,
+    controlPlaneReady: () => cp.ready(),
+    epoch: cp.epoch,
+    anyEndpoint: () => null,
+    holdBodyBytes: 1,
+    logger: pino({ level: "silent" }),
+  });
+  while (!chunked.ready()) await new Promise((r) => setTimeout(r, 20));
+  pickers.set("chunked", chunked);
+  process.send?.({ kind: "ready", cpUrl: cp.url, epp: epp.address, chunked: chunked.address });
   process.on("message", async (m: { kind: string }) => {
     if (m.kind === "cpu") process.send?.({ kind: "cpu", usage: process.cpuUsage() });
+    if (m.kind === "profile") await profile(m as unknown as { start: boolean; tokens: number });
+    if (m.kind === "timing") {
+      const t = (pickers.get((m as { picker?: string }).picker ?? "main") ?? epp).stats.timing;
+      process.send?.({
+        kind: "timing",
+        snapshot: {
+          phases: t.phases,
+          recent: [...t.recent],
+          recentLatency: [...t.recentLatency],
+          decodeUs: t.decodeUs,
+          filterUs: t.filterUs,
+          restreamUs: t.restreamUs,
+        },
+      });
+    }
     if (m.kind === "stop") {
+      await chunked.close();
       await cp.stop();
       process.exit(0);
     }

@@ -3,6 +3,7 @@
 // sync log, the HTTP API). Data flows one way; only this file knows all the parts.
 import { randomBytes } from "node:crypto";
 import type { AddressInfo } from "node:net";
+import type { KubeConfig } from "@kubernetes/client-node";
 import { type Logger, pino } from "pino";
 import { dashboardRoutes } from "./api/dashboard/routes.ts";
 import { createHttpServer, type HttpServer, type Routes, sendJson } from "./api/http-server.ts";
@@ -10,6 +11,7 @@ import { outcomeName } from "./api/outcomes.ts";
 import { buildMetrics } from "./api/prometheus.ts";
 import { registerConfigMetrics } from "./api/prometheus-config.ts";
 import { registerEppMetrics } from "./api/prometheus-epp.ts";
+import { registerEmbeddedFilterMetrics } from "./api/prometheus-epp-filter.ts";
 import { registerHttpMetrics } from "./api/prometheus-http.ts";
 import { registerReplicaMetrics } from "./api/prometheus-replicas.ts";
 import { ReportStats } from "./api/report-stats.ts";
@@ -66,6 +68,8 @@ export interface ControlPlaneOptions {
    * applied, config-reload.ts). Unset: only reloadConfig() reloads.
    */
   configFile?: string;
+  /** The cluster the picker watches `epp.resources` in (tests); default in-cluster / kubeconfig. */
+  eppKubeConfig?: KubeConfig;
 }
 
 export interface ControlPlane {
@@ -125,7 +129,10 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
   publication.adapterDiscovery.start();
   const timer = setInterval(publication.publish, opts.publishIntervalMs ?? 5);
   const epp = await startEppIfConfigured(cfg, opts, address, model, publication, logger);
-  if (epp !== null) registerEppMetrics(metrics, epp.stats);
+  if (epp !== null) {
+    registerEppMetrics(metrics, epp.stats);
+    registerEmbeddedFilterMetrics(metrics, epp.filter.host);
+  }
   if (publication.replicas !== null) registerReplicaMetrics(metrics, publication.replicas);
   logger.info(
     {
@@ -500,6 +507,7 @@ async function startEppIfConfigured(
       slots: model.slots,
       load: model.load,
       logger,
+      ...(opts.eppKubeConfig === undefined ? {} : { kubeConfig: opts.eppKubeConfig }),
       // Peers apply this picker's reports too: each replica's picker needs its own gateway id.
       ...(replicas === null ? {} : { gatewayId: `kvroute-epp@${replicas.replicaId}` }),
     },

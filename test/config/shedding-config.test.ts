@@ -122,7 +122,8 @@ describe("shedding configuration", () => {
       {},
     );
     expect(cfg.epp?.objectives).toEqual([{ name: "chat", priority: -2 }]);
-    expect(cfg.epp?.objectiveHeader).toBe("x-gateway-inference-objective");
+    // Unset: the picker reads llm-d-router's header, then the deprecated GAIE one.
+    expect(cfg.epp?.objectiveHeader).toBeUndefined();
     const dup = problemsOf({
       pools: [pool()],
       epp: {

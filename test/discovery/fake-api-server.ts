@@ -1,12 +1,18 @@
-// A Kubernetes API server reduced to what discovery uses: list and watch of pods,
-// EndpointSlices and InferencePools in a namespace, filtered by an equality label selector, over plain HTTP on
+// A Kubernetes API server reduced to what discovery and the endpoint picker use: list and watch of
+// pods, EndpointSlices, InferencePools, and llm-d.ai InferenceObjectives and InferenceModelRewrites
+// in a namespace, filtered by an equality label selector, over plain HTTP on
 // loopback. Watches stream JSON lines (chunked), replay events newer than the requested
 // resourceVersion like the real server, and can be dropped, failed or sent 410 Gone.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { KubeConfig } from "@kubernetes/client-node";
 
-export type Collection = "pods" | "endpointslices" | "inferencepools";
+export type Collection =
+  | "pods"
+  | "endpointslices"
+  | "inferencepools"
+  | "inferenceobjectives"
+  | "inferencemodelrewrites";
 
 interface Obj {
   metadata: {
@@ -38,6 +44,8 @@ const ROUTES: Array<[RegExp, Collection]> = [
   [/^\/api\/v1\/namespaces\/([^/]+)\/pods$/, "pods"],
   [/^\/apis\/discovery\.k8s\.io\/v1\/namespaces\/([^/]+)\/endpointslices$/, "endpointslices"],
   [/^\/apis\/inference\.networking\.k8s\.io\/v1\/namespaces\/([^/]+)\/inferencepools$/, "inferencepools"],
+  [/^\/apis\/llm-d\.ai\/v1alpha2\/namespaces\/([^/]+)\/inferenceobjectives$/, "inferenceobjectives"],
+  [/^\/apis\/llm-d\.ai\/v1alpha2\/namespaces\/([^/]+)\/inferencemodelrewrites$/, "inferencemodelrewrites"],
 ];
 
 function parseSelector(text: string | null): Record<string, string> {
@@ -61,6 +69,8 @@ export class FakeApiServer {
     pods: new Map(),
     endpointslices: new Map(),
     inferencepools: new Map(),
+    inferenceobjectives: new Map(),
+    inferencemodelrewrites: new Map(),
   };
   readonly #events: Event[] = [];
   readonly #watchers = new Set<Watcher>();
@@ -195,11 +205,15 @@ export class FakeApiServer {
       pods: "PodList",
       endpointslices: "EndpointSliceList",
       inferencepools: "InferencePoolList",
+      inferenceobjectives: "InferenceObjectiveList",
+      inferencemodelrewrites: "InferenceModelRewriteList",
     }[coll];
     const apiVersion = {
       pods: "v1",
       endpointslices: "discovery.k8s.io/v1",
       inferencepools: "inference.networking.k8s.io/v1",
+      inferenceobjectives: "llm-d.ai/v1alpha2",
+      inferencemodelrewrites: "llm-d.ai/v1alpha2",
     }[coll];
     res
       .writeHead(200, { "content-type": "application/json" })

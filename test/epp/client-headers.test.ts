@@ -168,14 +168,10 @@ describe("a routed pool", () => {
     });
   }
 
-  // The request body modes where the headers answer goes out before the filter decided: BUFFERED
-  // (2); STREAMED (1) and NONE (0), which a gateway may announce in protocol_config, where Envoy
-  // applies no header mutation after this answer at all.
-  it.each([
-    ["BUFFERED", 2],
-    ["STREAMED", 1],
-    ["NONE", 0],
-  ])(
+  // The request body mode where the headers answer goes out before the filter decided: BUFFERED
+  // (2). STREAMED (1) and NONE (0), which a gateway may announce in protocol_config, are refused
+  // with an immediate response (request-edges.test.ts): nothing is forwarded there.
+  it.each([["BUFFERED", 2]])(
     "fail-open: the %s request headers answer, sent before the filter decides, already removes every client routing header",
     async (_name, bodyMode) => {
       // A gateway with failure_mode_allow that loses the picker after this answer forwards the

@@ -1,7 +1,7 @@
 // The filter's answers to two GAIE protocol features, through the picker: the destination as an
 // ordered fallback list (best first, then the next best endpoints of the same pool that take the
 // same rank headers) and the gateway's subset hint (the filter picks only from it, as Envoy hands
-// it the request's dynamic metadata; empty or none eligible → 503).
+// it the request's dynamic metadata; empty or none eligible → 503), here with exact ip:port matching.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ProtoStruct } from "../../control-plane/src/epp/messages.ts";
 import type { UpstreamAnswer } from "./envoy-ext-proc.ts";
@@ -35,6 +35,9 @@ beforeAll(async () => {
         endpoints: [3, 4].map((i) => ({ address: e[i]?.address, ranks: [0, 1] })),
       },
     ],
+    // Every engine listens on 127.0.0.1: the hint is compared ip:port exactly here
+    // (subset-ip.test.ts covers the default, by IP as llm-d-router matches).
+    epp: { subsetMatch: "address" },
   });
   await until(() => s.cp.ready(), "control plane ready");
   await eppSynced(s.cp);

@@ -135,3 +135,34 @@ describe("endpoint-picker metrics on /metrics", () => {
     );
   });
 });
+
+describe("the embedded filter's stats, under the names an Envoy exports them", () => {
+  /** Every sample of /metrics as `name{labels}` → value, and each family's TYPE lines. */
+  async function all(): Promise<{ samples: Map<string, number>; types: string[] }> {
+    const text = await (await fetch(`${s.cp.url}/metrics`)).text();
+    const samples = new Map<string, number>();
+    const types: string[] = [];
+    for (const line of text.split("\n")) {
+      if (line.startsWith("# TYPE ")) types.push(line.split(" ")[2] as string);
+      const m = /^([a-z_]+(?:\{[^}]*\})?) (\S+)$/.exec(line);
+      if (m !== null) samples.set(m[1] as string, Number(m[2]));
+    }
+    return { samples, types };
+  }
+
+  it("move with routed requests (outcome counters, the decision time) and name no family twice", async () => {
+    const before = (await all()).samples;
+    const outcomes = (m: Map<string, number>) =>
+      ["kvroute_requests_prefix_hit", "kvroute_requests_speculative_hit", "kvroute_requests_load_only"]
+        .map((n) => m.get(n) ?? 0)
+        .reduce((a, b) => a + b, 0);
+    expect((await ask("ext")).immediate).toBeUndefined();
+    const after = await all();
+    expect(outcomes(after.samples)).toBe(outcomes(before) + 1);
+    expect(after.samples.get("kvroute_decision_us_count")).toBe(
+      (before.get("kvroute_decision_us_count") ?? 0) + 1,
+    );
+    expect(after.samples.has("kvroute_parse_errors")).toBe(true);
+    expect(new Set(after.types).size).toBe(after.types.length);
+  });
+});

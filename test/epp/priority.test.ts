@@ -20,6 +20,7 @@ import {
 const SECRET_HEADER = "x-kvroute-pin-secret";
 const SECRET = "epp-Priority-secret-0123456789";
 const OBJECTIVE = "x-gateway-inference-objective";
+const LLM_D_OBJECTIVE = "x-llm-d-inference-objective";
 
 let s: EppStack;
 beforeAll(async () => {
@@ -95,7 +96,7 @@ describe("GAIE priorities", () => {
       "critical",
     ]);
     const m = {
-      objectiveHeader: OBJECTIVE,
+      objectiveHeaders: [OBJECTIVE],
       priorityHeader: "x-kvroute-priority",
       priorities: new Map([["a", 1]]),
     };
@@ -135,6 +136,26 @@ describe("shedding through the picker", () => {
     expect(await outcome([[OBJECTIVE, "unlisted"]])).toBe("routed");
     expect(s.cp.epp?.stats.objectives).toMatchObject({ mapped: 2 });
     expect(s.cp.epp?.stats.objectives.unknown).toBeGreaterThanOrEqual(1);
+  });
+
+  it("reads llm-d-router's x-llm-d-inference-objective first, the deprecated GAIE header when it is absent", async () => {
+    await waiting(1);
+    expect(await outcome([[LLM_D_OBJECTIVE, "batch"]])).toBe(429);
+    expect(await outcome([[LLM_D_OBJECTIVE, "chat"]])).toBe("routed");
+    // Both present: the current name decides, the deprecated one is not read.
+    expect(
+      await outcome([
+        [LLM_D_OBJECTIVE, "chat"],
+        [OBJECTIVE, "batch"],
+      ]),
+    ).toBe("routed");
+    expect(
+      await outcome([
+        [LLM_D_OBJECTIVE, "batch"],
+        [OBJECTIVE, "chat"],
+      ]),
+    ).toBe(429);
+    await waiting(0);
   });
 
   it("all saturated for standard: 429, except a critical objective from a trusted client", async () => {

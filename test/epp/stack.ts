@@ -2,7 +2,11 @@
 // reached them (test/filter/harness.ts) or of simulated vLLM workers, and an Envoy-like ext_proc
 // client pointed at the picker.
 import { pino } from "pino";
-import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
+import {
+  type ControlPlane,
+  type ControlPlaneOptions,
+  startControlPlane,
+} from "../../control-plane/src/app.ts";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
 import { type FakeEngine, QWEN, startEngine, TOKEN, until } from "../filter/harness.ts";
 import { EnvoyExtProc, forward, type UpstreamAnswer } from "./envoy-ext-proc.ts";
@@ -21,6 +25,8 @@ export interface EppStackOptions {
   pools?: (engines: FakeEngine[]) => unknown[];
   routing?: Record<string, unknown>;
   epp?: Record<string, unknown>;
+  /** Added to the control plane's start options (e.g. the cluster the picker watches). */
+  controlPlane?: Partial<ControlPlaneOptions>;
   /** Runs after the engines started, before the control plane does. */
   beforeStart?: (engines: FakeEngine[]) => void;
 }
@@ -53,6 +59,7 @@ export async function startEppStack(o: EppStackOptions = {}): Promise<EppStack> 
     listen: "127.0.0.1:0",
     eppListen: "127.0.0.1:0",
     logger: pino({ level: "silent" }),
+    ...o.controlPlane,
   });
   if (cp.epp === null) throw new Error("no endpoint picker");
   const client = new EnvoyExtProc(cp.epp.address);

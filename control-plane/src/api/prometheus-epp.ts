@@ -61,6 +61,25 @@ export function registerEppMetrics(registry: Registry, stats: EppStats): void {
     },
   });
   new Counter({
+    name: "kvroute_epp_invalid_json_total",
+    help: "Inference requests the endpoint picker answered 400 because the body is not JSON.",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(stats.invalidJson);
+    },
+  });
+  new Counter({
+    name: "kvroute_epp_unsupported_body_mode_total",
+    help: "ext_proc streams refused (500) because the gateway's request_body_mode cannot carry a routing decision, by mode.",
+    labelNames: ["mode"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [mode, n] of Object.entries(stats.unsupportedBodyMode)) this.inc({ mode }, n);
+    },
+  });
+  new Counter({
     name: "kvroute_epp_objectives_total",
     help: "Requests naming a GAIE InferenceObjective: mapped to a priority level, or unknown (not in epp.objectives).",
     labelNames: ["result"],

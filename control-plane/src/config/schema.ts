@@ -456,14 +456,23 @@ const eppSchema = z.strictObject({
    * the gateway's retries): the next best endpoints of the pool that take the same rank headers.
    */
   destinationFallbacks: z.number().int().min(0).max(7).default(3),
+  /**
+   * How a gateway's subset hint (`x-gateway-destination-endpoint-subset`) selects endpoints: "ip"
+   * = every endpoint of a listed pod IP, the port ignored (llm-d-router); "address" = exactly the
+   * listed ip:port entries.
+   */
+  subsetMatch: z.enum(["ip", "address"]).default("ip"),
   /** The embedded filter's `seed`: 0 = its own per thread; non-zero = reproducible picks. */
   seed: z.number().int().min(0).max(0xffffffff).default(0),
-  /** The request header naming a GAIE InferenceObjective (GAIE: x-gateway-inference-objective). */
+  /**
+   * The request header naming a GAIE InferenceObjective; unset = llm-d-router's
+   * x-llm-d-inference-objective, then the deprecated x-gateway-inference-objective.
+   */
   objectiveHeader: z
     .string()
     .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$/, "expected an HTTP header name")
     .toLowerCase()
-    .default("x-gateway-inference-objective"),
+    .optional(),
   /**
    * InferenceObjectives and their priority (GAIE: higher is more important, negative may be shed
    * first): < 0 → sheddable, 0 → standard, > 0 → critical (docs/gaie.md "Priority"). Listed here;
@@ -473,6 +482,20 @@ const eppSchema = z.strictObject({
     .array(z.strictObject({ name: z.string().min(1).max(253), priority: z.number().int() }))
     .default([])
     .refine((os) => new Set(os.map((o) => o.name)).size === os.length, "objective names must be unique"),
+  /**
+   * Watch the InferenceObjective and InferenceModelRewrite resources of this namespace whose
+   * poolRef names `inferencePool` (llm-d-router's CRDs, llm-d.ai/v1alpha2); unset = not watched.
+   */
+  resources: z
+    .strictObject({
+      namespace: z.string().min(1).max(63),
+      inferencePool: z.string().min(1).max(253),
+      /** The InferencePool's API group, as the poolRef names it. */
+      poolGroup: z.string().min(1).default("inference.networking.k8s.io"),
+      group: z.string().min(1).default("llm-d.ai"),
+      version: z.string().min(1).default("v1alpha2"),
+    })
+    .optional(),
 });
 
 /**

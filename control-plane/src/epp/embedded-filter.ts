@@ -103,6 +103,11 @@ export class EmbeddedFilter {
     return { epoch: b.readBigUInt64LE(0), version: b.readBigUInt64LE(8) };
   }
 
+  /** Request bodies the filter could not parse as JSON (its `kvroute.parse_errors` counter). */
+  parseErrors(): bigint {
+    return this.host.counter("kvroute.parse_errors") ?? 0n;
+  }
+
   isInference(method: string, path: string): boolean {
     const q = path.indexOf("?");
     return method === "POST" && this.inferencePaths.includes(q < 0 ? path : path.slice(0, q));

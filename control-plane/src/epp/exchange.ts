@@ -9,9 +9,10 @@
 //
 // Order (Envoy's ext_proc contract): in FULL_DUPLEX_STREAMED the headers answer is held until
 // the filter continued (after the whole body), then the body follows in ≤ 62,000-byte chunks;
-// in BUFFERED/STREAMED every message gets exactly one answer, so the header answer is a CONTINUE
-// that only removes the client's routing headers, and the filter's mutations ride on the body
-// answer (BUFFERED applies header mutations there).
+// in BUFFERED every message gets exactly one answer, so the header answer is a CONTINUE that only
+// removes the client's routing headers, and the filter's mutations ride on the body answer
+// (BUFFERED applies header mutations there). Other request body modes are refused
+// (refuseBodyMode). A body that ends with trailers is routed as one that ends with end_of_stream.
 //
 // Client routing headers (client-headers.ts): every answer that lets the request go upstream
 // removes the client's copies — the decision's answer, and the request headers answer sent
@@ -27,6 +28,8 @@ import {
   DESTINATION_HEADER,
   destinationMetadata,
   filterMetadataJson,
+  SUBSET_KEY,
+  SUBSET_NAMESPACE,
   servedEndpoint,
   subsetHint,
 } from "./lb-metadata.ts";
@@ -36,6 +39,7 @@ import {
   type ProcessingRequest,
   type ProcessingResponse,
 } from "./messages.ts";
+import { restoreModelName, rewriteRequestBody } from "./model-rewrite.ts";
 import {
   bodyResponse,
   headersResponse,
@@ -44,6 +48,7 @@ import {
   streamedBody,
   trailersResponse,
 } from "./responses.ts";
+import { nowUs, type PhaseTiming } from "./timing.ts";
 
 export interface ExchangeDeps {
   /**
@@ -65,6 +70,12 @@ export interface ExchangeDeps {
   send(resp: ProcessingResponse): void;
   /** Ends the gRPC call with INVALID_ARGUMENT. */
   invalid(details: string): void;
+  /**
+   * The embedded filter's count of request bodies it could not parse as JSON
+   * (`kvroute.parse_errors`): read around each step of this stream, so the picker knows whether
+   * the filter's decision was made without a parsed body.
+   */
+  parseErrors?(): bigint;
   /** Observations for metrics and logs. */
   observe?(event: ExchangeEvent): void;
   /**
@@ -72,14 +83,37 @@ export interface ExchangeDeps {
    * objective.ts); the header mutation is still computed against the gateway's own headers.
    */
   filterHeaders?(pairs: Pairs): Pairs;
+  /**
+   * Body bytes held before the filter is shown them (the filter's maxBodyBytes: it needs no more
+   * to decide); default DEFAULT_HOLD_BYTES.
+   */
+  holdBodyBytes?: number;
+  /** Model-name rewrites (model-rewrite.ts); absent = none. */
+  rewrites?: { applies(headers: Pairs): boolean; targetFor(headers: Pairs, incoming: string): string };
+  /** The endpoints a gateway's subset hint makes eligible (subset-match.ts); absent = the hint as is. */
+  subsetEndpoints?(hint: string[]): string[];
 }
 
 export type ExchangeEvent =
   | { kind: "routed"; destination: string }
   | { kind: "immediate"; status: number; details: string }
-  | { kind: "served"; destination: string; served: string };
+  | { kind: "served"; destination: string; served: string }
+  | { kind: "unsupportedMode"; mode: string }
+  | { kind: "invalidJson" }
+  | ({ kind: "timing" } & PhaseTiming);
 
 type Phase = "idle" | "request" | "response" | "done";
+
+const DEFAULT_HOLD_BYTES = 8 * 1024 * 1024;
+
+/** Request body modes whose answers can carry the decision (refuseBodyMode says why). */
+const ROUTABLE_BODY_MODES: ReadonlySet<number> = new Set([
+  BodySendMode.FULL_DUPLEX_STREAMED,
+  BodySendMode.BUFFERED,
+]);
+const BODY_MODE_NAMES: Record<number, string> = Object.fromEntries(
+  Object.entries(BodySendMode).map(([name, n]) => [n, name]),
+);
 
 /** An address as Envoy writes `upstream.address`: IPv4 `a.b.c.d:port` or IPv6 `[…]:port`. */
 const IP_PORT = /^(?:[0-9.]+|\[[0-9a-fA-F:.]+\]):[0-9]{1,5}$/;
@@ -106,6 +140,13 @@ export class Exchange implements FilterChainSink {
   private passedHeaders: HostHeaderMap | null = null;
   private passedBody: Buffer[] = [];
   private passedEos = false;
+  /** The filter was shown the request's end (end_of_stream, the buffered body, or the trailers). */
+  private requestEnded = false;
+  /**
+   * The request ended with trailers: the re-streamed body then ends without end_of_stream and the
+   * trailers answer closes it, the order Envoy expects in FULL_DUPLEX_STREAMED.
+   */
+  private endedByTrailers = false;
   private headersAnswered = false;
   private destination = "";
   private localReply: { headers: Pairs; body: Buffer[] } | null = null;
@@ -114,6 +155,24 @@ export class Exchange implements FilterChainSink {
     body: [],
   };
   private resetReason: string | null = null;
+  /**
+   * Body chunks not yet shown to the filter. Until it decides, the filter is shown the body in
+   * as few calls as possible — at its end, or whenever `holdBodyBytes` are held — not chunk by
+   * chunk as the gateway sends it: each call into the host buffers and copies the body anew, and
+   * at 128k tokens (41 chunks of 16 KiB) that was most of the picker's time
+   * (bench/results/epp.md). The filter decides only on the whole body anyway.
+   */
+  private held: Buffer[] = [];
+  private heldBytes = 0;
+  private holdsBody = false;
+  /** A model rewrite may apply: the body is rewritten once whole, before the filter sees it. */
+  private rewriting = false;
+  /** The client's model and the one the request was sent to, when rewritten (for the response). */
+  private modelNames: { incoming: string; target: string } | null = null;
+  /** The request phase's clock (timing.ts). */
+  private clock = { busyUs: 0, decodeUs: 0, received: 0, filterUs: 0, restreamUs: 0, done: false };
+  /** The filter found the request body not to be JSON (its parse-error count rose on this stream). */
+  private unparsed = false;
 
   constructor(private readonly deps: ExchangeDeps) {
     this.reqMode = deps.requestBodyMode;
@@ -121,8 +180,24 @@ export class Exchange implements FilterChainSink {
   }
 
   /** One ProcessingRequest from the gateway. */
-  onMessage(req: ProcessingRequest): void {
+  /** `decodeUs`: what decoding the message took (timing.ts), counted in the request phase's time. */
+  onMessage(req: ProcessingRequest, decodeUs = 0): void {
     if (this.phase === "done") return; // after an immediate response Envoy ignores the rest
+    const c = this.clock;
+    const timed = !c.done && (this.phase === "idle" || this.phase === "request");
+    const t0 = timed ? nowUs() : 0;
+    const endedBefore = this.requestEnded;
+    this.dispatch(req);
+    if (timed) {
+      // The request is in once this message arrived (decoding began then).
+      if (!endedBefore && this.requestEnded) c.received = t0 - decodeUs;
+      c.busyUs += nowUs() - t0 + decodeUs;
+      c.decodeUs += decodeUs;
+      if (this.requestEnded && this.headersAnswered && this.phase === "request") this.requestPhaseAnswered();
+    }
+  }
+
+  private dispatch(req: ProcessingRequest): void {
     if (req.observability_mode === true) this.observability = true;
     switch (req.request) {
       case "request_headers":
@@ -132,7 +207,7 @@ export class Exchange implements FilterChainSink {
         this.onRequestBody(req);
         break;
       case "request_trailers":
-        this.onRequestTrailers(req);
+        this.onRequestTrailers();
         break;
       case "response_headers":
         this.onResponseHeaders(req);
@@ -165,6 +240,10 @@ export class Exchange implements FilterChainSink {
     const pc = req.protocol_config;
     if (pc?.request_body_mode !== undefined) this.reqMode = pc.request_body_mode;
     if (pc?.response_body_mode !== undefined) this.respMode = pc.response_body_mode;
+    if (!ROUTABLE_BODY_MODES.has(this.reqMode)) {
+      this.refuseBodyMode();
+      return;
+    }
     const h = req.request_headers ?? {};
     this.original = pairsOf(h.headers?.headers);
     this.method = this.original.find(([k]) => k === ":method")?.[1] ?? "";
@@ -173,20 +252,55 @@ export class Exchange implements FilterChainSink {
       this.deps.invalid("request_headers without :method and :path");
       return;
     }
-    this.subset = subsetHint(req);
+    const metadata = filterMetadataJson(req);
+    const hint = subsetHint(req);
+    if (hint !== null) {
+      // The filter compares addresses literally: it is shown the endpoints the hint makes
+      // eligible (subset-match.ts), and the pick is checked against the same list.
+      this.subset = this.deps.subsetEndpoints?.(hint) ?? hint;
+      const ns = metadata[SUBSET_NAMESPACE] ?? {};
+      ns[SUBSET_KEY] = this.subset;
+      metadata[SUBSET_NAMESPACE] = ns;
+    }
     this.phase = "request";
-    this.stream = this.deps.newStream(this, sourceOf(req), filterMetadataJson(req));
+    this.stream = this.deps.newStream(this, sourceOf(req), metadata);
     const seen = withoutRoutingHeaders(this.deps.filterHeaders?.(this.original) ?? this.original);
     if (h.end_of_stream === true) {
-      this.stream.decodeHeaders(new HeaderMap(seen), true);
+      this.requestEnded = true;
+      const stream = this.stream;
+      this.filterStep(() => stream.decodeHeaders(new HeaderMap(seen), true));
       this.afterRequestStep("headers");
       return;
     }
     this.heldHeaders = { seen };
+    this.holdsBody = this.deps.isInference(this.method, this.path);
+    if (this.holdsBody && this.deps.rewrites?.applies(this.original) === true) this.rewriting = true;
     // Envoy sends the body only after this answer in BUFFERED and STREAMED modes; in
     // FULL_DUPLEX_STREAMED the headers answer waits for the filter's decision.
     if (this.reqMode !== BodySendMode.FULL_DUPLEX_STREAMED)
       this.send(headersResponse("request", this.clientHeadersRemoval(), false));
+  }
+
+  /**
+   * A request body mode in which the decision cannot reach the gateway: the decision needs the
+   * body, and only a headers answer (FULL_DUPLEX_STREAMED, held until the body is in) or a BUFFERED
+   * body answer carries header mutations Envoy applies (external_processor.proto, CommonResponse
+   * header_mutation). In STREAMED the headers answer must go before Envoy sends the body, and
+   * NONE sends none: routing there would forward every request without a destination. So the
+   * stream is refused at once, with a 500 that names the setting to change, and counted.
+   */
+  private refuseBodyMode(): void {
+    const mode = BODY_MODE_NAMES[this.reqMode] ?? String(this.reqMode);
+    this.deps.observe?.({ kind: "unsupportedMode", mode });
+    this.immediate(
+      jsonError(
+        500,
+        `the gateway's ext_proc request_body_mode ${mode} cannot carry the endpoint picker's decision; configure FULL_DUPLEX_STREAMED (or BUFFERED)`,
+        "server_error",
+        "unsupported_body_mode",
+        "kvroute_epp_unsupported_body_mode",
+      ),
+    );
   }
 
   /** Removes the client's routing headers: the request headers answer sent before the filter decided. */
@@ -199,7 +313,7 @@ export class Exchange implements FilterChainSink {
     const held = this.heldHeaders;
     if (held === null) return;
     this.heldHeaders = null;
-    stream.decodeHeaders(new HeaderMap(held.seen), false);
+    this.filterStep(() => stream.decodeHeaders(new HeaderMap(held.seen), false));
   }
 
   private onRequestBody(req: ProcessingRequest): void {
@@ -208,33 +322,124 @@ export class Exchange implements FilterChainSink {
       return;
     }
     const b = req.request_body ?? {};
-    const chunk = Buffer.from(b.body ?? new Uint8Array(0));
-    if (!this.headersAnswered) this.received.push(chunk);
+    const chunk: Buffer = Buffer.from(b.body ?? new Uint8Array(0));
+    const buffered = this.reqMode === BodySendMode.BUFFERED;
+    // BUFFERED compares the body the filter passes on with the one received.
+    if (buffered && !this.headersAnswered) this.received.push(chunk);
+    // BUFFERED: this one message is the whole body even when trailers follow (end_of_stream
+    // false), so the filter decides on it — its answer is the only one that can carry the
+    // decision (a trailers answer mutates trailers only).
+    const eos = b.end_of_stream === true || buffered;
+    this.held.push(chunk);
+    this.heldBytes += chunk.length;
+    // Only a request the filter routes waits for its body; others pass as they come.
+    const deciding = !this.headersAnswered && this.localReply === null && this.holdsBody;
+    if (deciding && !eos && this.heldBytes < (this.deps.holdBodyBytes ?? DEFAULT_HOLD_BYTES)) return;
+    const body = this.takeHeld(eos);
     this.releaseHeaders(this.stream);
     if (this.localReply !== null || this.resetReason !== null) {
       this.answerImmediate();
       return;
     }
-    this.stream.decodeData(chunk, b.end_of_stream === true);
+    if (eos) this.requestEnded = true;
+    const stream = this.stream;
+    this.filterStep(() => stream.decodeData(body, eos));
     this.afterRequestStep("body");
   }
 
-  private onRequestTrailers(req: ProcessingRequest): void {
+  private onRequestTrailers(): void {
     if (this.phase !== "request" || this.stream === null) {
       this.deps.invalid("request_trailers outside the request phase");
       return;
     }
+    const last = this.takeHeld(true);
     this.releaseHeaders(this.stream);
     if (this.localReply !== null || this.resetReason !== null) {
       this.answerImmediate();
       return;
     }
-    this.stream.decodeTrailers(new HeaderMap(pairsOf(req.request_trailers?.trailers?.headers)));
+    // Trailers mean the body is complete (processing_mode.proto, FULL_DUPLEX_STREAMED): the filter
+    // is shown the end of the body, as end_of_stream would show it, and decides now. The trailers
+    // themselves stay with the gateway (the answer leaves them unchanged); the filter reads none.
+    if (!this.requestEnded) {
+      this.requestEnded = true;
+      this.endedByTrailers = true;
+      const stream = this.stream;
+      this.filterStep(() => stream.decodeData(last, true));
+    }
     this.afterRequestStep("trailers");
+  }
+
+  /**
+   * The held chunks as one buffer; at the body's end its model rewritten when a rewrite applies
+   * (the held request headers then carry the new content-length, so the header mutation sets
+   * it). A body flushed before its end (past holdBodyBytes) is not rewritten.
+   */
+  private takeHeld(end: boolean): Buffer {
+    const body = this.held.length === 1 ? (this.held[0] as Buffer) : Buffer.concat(this.held);
+    this.held = [];
+    this.heldBytes = 0;
+    const rewriting = this.rewriting;
+    this.rewriting = false;
+    const rewrites = this.deps.rewrites;
+    if (!rewriting || !end || rewrites === undefined) return body;
+    const r = rewriteRequestBody(body, (incoming) => rewrites.targetFor(this.original, incoming));
+    if (r === null) return body;
+    this.modelNames = { incoming: r.incoming, target: r.target };
+    const held = this.heldHeaders;
+    if (held !== null)
+      held.seen = held.seen.map(([k, v]) => [k, k === "content-length" ? String(r.body.length) : v]);
+    return r.body;
+  }
+
+  /** Runs one request step of the filter, noting whether it failed to parse the body. */
+  private filterStep(step: () => void): void {
+    const before = this.deps.parseErrors?.();
+    const t0 = nowUs();
+    step();
+    this.clock.filterUs += nowUs() - t0;
+    if (before !== undefined && (this.deps.parseErrors?.() ?? before) > before) this.unparsed = true;
+  }
+
+  /** The request phase is answered in full (after the message that completed it): observed once. */
+  private requestPhaseAnswered(): void {
+    const c = this.clock;
+    c.done = true;
+    this.deps.observe?.({
+      kind: "timing",
+      ownUs: c.busyUs,
+      latencyUs: nowUs() - c.received,
+      decodeUs: c.decodeUs,
+      filterUs: c.filterUs,
+      restreamUs: c.restreamUs,
+    });
+  }
+
+  /**
+   * An inference request whose body is not JSON: 400, as llm-d-router answers a body its parser
+   * rejects (pkg/epp/handlers/server.go) — whatever the filter made of it (routed by load, or its
+   * own 503 for a body that names no model), since no decision from it is the client's intent.
+   */
+  private rejectInvalidJson(): void {
+    this.localReply = null;
+    this.deps.observe?.({ kind: "invalidJson" });
+    this.immediate(
+      jsonError(
+        400,
+        "the request body is not valid JSON",
+        "invalid_request_error",
+        "invalid_json",
+        "kvroute_epp_invalid_json",
+      ),
+    );
   }
 
   /** After the filter saw a request message: answer what can be answered, in Envoy's order. */
   private afterRequestStep(step: "headers" | "body" | "trailers"): void {
+    if (this.unparsed && this.deps.isInference(this.method, this.path)) {
+      this.rejectInvalidJson();
+      return;
+    }
     if (this.localReply !== null || this.resetReason !== null) {
       this.answerImmediate();
       return;
@@ -253,6 +458,7 @@ export class Exchange implements FilterChainSink {
         this.send(headersResponse("request", mutation, true, metadata));
         if (duplex) this.flushRequestBody();
       } else {
+        const t0 = nowUs();
         const body = Buffer.concat(this.passedBody);
         const changed = !body.equals(Buffer.concat(this.received));
         this.passedBody = [];
@@ -264,6 +470,7 @@ export class Exchange implements FilterChainSink {
             ...(changed && step === "body" ? { body } : {}),
           }),
         );
+        this.clock.restreamUs += nowUs() - t0;
       }
       this.received = [];
     } else if (this.headersAnswered) {
@@ -343,11 +550,15 @@ export class Exchange implements FilterChainSink {
 
   private flushRequestBody(): void {
     if (this.passedBody.length === 0 && !this.passedEos) return;
-    const body = Buffer.concat(this.passedBody);
+    const t0 = nowUs();
+    // The filter passes a body it was shown whole on as one chunk: no copy to join it.
+    const body =
+      this.passedBody.length === 1 ? (this.passedBody[0] as Buffer) : Buffer.concat(this.passedBody);
     this.passedBody = [];
-    const eos = this.passedEos;
+    const eos = this.passedEos && !this.endedByTrailers;
     this.passedEos = false;
     for (const r of streamedBody("request", body, eos)) this.send(r);
+    this.clock.restreamUs += nowUs() - t0;
   }
 
   /** A local reply of the filter (or the host's 413/503), or a reset, as an ImmediateResponse. */
@@ -397,7 +608,12 @@ export class Exchange implements FilterChainSink {
     this.stream.encodeHeaders(new HeaderMap(before), h.end_of_stream === true);
     const out = this.responseOut.headers;
     this.responseOut.headers = null;
-    this.send(headersResponse("response", headerMutation(before, out ?? before), false));
+    let after = out ?? before;
+    // A model name written back in the body may change its length.
+    const names = this.modelNames;
+    if (names !== null && names.incoming.length !== names.target.length)
+      after = after.filter(([k]) => k !== "content-length");
+    this.send(headersResponse("response", headerMutation(before, after), false));
   }
 
   private onResponseBody(req: ProcessingRequest): void {
@@ -407,11 +623,19 @@ export class Exchange implements FilterChainSink {
     }
     const b = req.response_body ?? {};
     const eos = b.end_of_stream === true;
-    this.stream.encodeData(Buffer.from(b.body ?? new Uint8Array(0)), eos);
+    const received = Buffer.from(b.body ?? new Uint8Array(0));
+    this.stream.encodeData(received, eos);
     const out = this.responseOut.body;
     this.responseOut.body = [];
+    const names = this.modelNames;
     if (this.respMode === BodySendMode.FULL_DUPLEX_STREAMED) {
-      for (const [chunk, end] of out) for (const r of streamedBody("response", chunk, end)) this.send(r);
+      for (const [chunk, end] of out) {
+        const restored = names === null ? chunk : restoreModelName(chunk, names);
+        for (const r of streamedBody("response", restored, end)) this.send(r);
+      }
+    } else if (names !== null) {
+      const restored = restoreModelName(Buffer.concat(out.map(([c]) => c)), names);
+      this.send(bodyResponse("response", restored.equals(received) ? {} : { body: restored }));
     } else this.send(bodyResponse("response"));
     if (eos) this.phase = "done";
   }

@@ -22,8 +22,9 @@ export function destinationMetadata(destination: string): ProtoStruct {
 
 /**
  * The subset the gateway allows, or null when it sent none. A list of strings (as the protocol
- * writes it) or one comma-separated string; anything else yields an empty subset, so nothing is
- * eligible and the answer is 503 — never a pick outside what the gateway asked for.
+ * writes it) — an item that is not a string is skipped, as llm-d-router skips it — or one
+ * comma-separated string; any other value yields an empty subset, so nothing is eligible and the
+ * answer is 503 — never a pick outside what the gateway asked for.
  */
 export function subsetHint(req: ProcessingRequest): string[] | null {
   const ns = req.metadata_context?.filter_metadata?.[SUBSET_NAMESPACE];
@@ -31,10 +32,8 @@ export function subsetHint(req: ProcessingRequest): string[] | null {
   if (v === undefined) return null;
   if (v.listValue !== undefined) {
     const out: string[] = [];
-    for (const item of v.listValue.values ?? []) {
-      if (typeof item.stringValue !== "string") return [];
-      out.push(item.stringValue.trim());
-    }
+    for (const item of v.listValue.values ?? [])
+      if (typeof item.stringValue === "string") out.push(item.stringValue.trim());
     return out;
   }
   if (typeof v.stringValue === "string")

@@ -1,16 +1,22 @@
-// GAIE's InferenceObjective in the picker (docs/gaie.md "Priority"): a GAIE gateway's client names
-// an objective in `x-gateway-inference-objective`; the objective's integer `priority` (higher is
-// more important, unset = 0, negative = may be shed first) becomes one of the filter's levels —
-// negative → sheddable, 0 → standard, positive → critical — written into the priority header of
-// the request the embedded filter sees. The filter then treats it as any gateway's priority
-// header: strict levels, `critical` only for trusted clients, never forwarded.
+// GAIE's InferenceObjective in the picker (docs/gaie.md "Priority"): a client names an objective in
+// `x-llm-d-inference-objective` (llm-d-router, pkg/epp/metadata/consts.go) or the deprecated
+// `x-gateway-inference-objective` (read when the first is absent, as the reference reads its
+// aliases); the objective's integer `priority` (higher is more important, unset = 0, negative =
+// may be shed first) becomes one of the filter's levels — negative → sheddable, 0 → standard,
+// positive → critical — written into the priority header of the request the embedded filter sees.
+// The filter then treats it as any gateway's priority header: strict levels, `critical` only for
+// trusted clients, never forwarded.
 //
-// The objectives come from the configuration (`epp.objectives`), not from a watch of the
-// InferenceObjective resources: the picker maps what the operator listed. An objective the list
-// does not name leaves the request as it came (counted).
+// The priorities come from the configuration (`epp.objectives`) and, when `epp.resources` names a
+// namespace, from the InferenceObjective resources there (resource-watch.ts), which win. An
+// objective neither lists leaves the request as it came (counted).
 import type { Pairs } from "./header-mutation.ts";
 
-export const OBJECTIVE_HEADER = "x-gateway-inference-objective";
+/** The reference's objective header, then its deprecated alias (read in this order). */
+export const OBJECTIVE_HEADERS: readonly string[] = [
+  "x-llm-d-inference-objective",
+  "x-gateway-inference-objective",
+];
 
 export type PriorityLevel = "critical" | "standard" | "sheddable";
 
@@ -21,24 +27,28 @@ export function levelOf(priority: number): PriorityLevel {
 }
 
 export interface ObjectiveMap {
-  /** The header naming the objective (GAIE: x-gateway-inference-objective). */
-  objectiveHeader: string;
+  /** The headers naming the objective, the first present one counts (OBJECTIVE_HEADERS). */
+  objectiveHeaders: readonly string[];
   /** The filter's priority header (routing.priorityHeader). */
   priorityHeader: string;
-  /** Objective name → GAIE priority. */
-  priorities: ReadonlyMap<string, number>;
+  /** Objective name → GAIE priority (read per request: watched objectives change it). */
+  priorities: { get(name: string): number | undefined };
 }
 
 export type ObjectiveResult = "none" | "mapped" | "unknown";
 
 /**
- * The request headers the embedded filter sees: when the objective header holds exactly one
- * value naming a listed objective, every priority header of the client is replaced by the
- * objective's level; otherwise the headers are unchanged ("unknown" when an objective was named,
- * repeated, or not listed).
+ * The request headers the embedded filter sees: when the first objective header present holds
+ * exactly one value naming a known objective, every priority header of the client is replaced by
+ * the objective's level; otherwise the headers are unchanged ("unknown" when an objective was
+ * named, repeated, or not known).
  */
 export function applyObjective(pairs: Pairs, m: ObjectiveMap): { pairs: Pairs; result: ObjectiveResult } {
-  const named = pairs.filter(([k]) => k.toLowerCase() === m.objectiveHeader).map(([, v]) => v);
+  let named: string[] = [];
+  for (const name of m.objectiveHeaders) {
+    named = pairs.filter(([k]) => k.toLowerCase() === name).map(([, v]) => v);
+    if (named.length > 0) break;
+  }
   if (named.length === 0) return { pairs, result: "none" };
   const priority = named.length === 1 ? m.priorities.get(named[0] as string) : undefined;
   if (priority === undefined) return { pairs, result: "unknown" };

@@ -2,11 +2,14 @@
 // the embedded filter reaches this control plane's HTTP listener on loopback, shares its
 // in-flight accounting through the same report handler as every gateway, and is ready once it
 // synced this run's epoch.
+import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { Config, EppConfig } from "../config/schema.ts";
 import type { LoadModel } from "../model/slot-load.ts";
 import type { SlotTable } from "../model/slot-table.ts";
 import { BodySendMode } from "./messages.ts";
+import { OBJECTIVE_HEADERS } from "./objective.ts";
+import { watchEppResources } from "./resource-watch.ts";
 import { type Epp, startEpp } from "./server.ts";
 
 const SHIPPED_WASM = new URL("../../../build/kvroute.wasm", import.meta.url).pathname;
@@ -24,6 +27,8 @@ export interface EppPartInput {
   gatewayId?: string;
   /** The module to run (tests); default build/kvroute.wasm. */
   wasm?: string;
+  /** The cluster to watch `epp.resources` in (tests); default the in-cluster / kubeconfig one. */
+  kubeConfig?: KubeConfig;
 }
 
 /** The loopback address of a listener bound to `host` (a wildcard bind is reached on loopback). */
@@ -33,9 +38,10 @@ export function loopbackOf(host: string, port: number): string {
   return host.includes(":") && !host.startsWith("[") ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
-export function startEppPart(cfg: Config, epp: EppConfig, input: EppPartInput): Promise<Epp> {
+export async function startEppPart(cfg: Config, epp: EppConfig, input: EppPartInput): Promise<Epp> {
   let next = 0;
-  return startEpp({
+  const watched = epp.resources;
+  const picker = await startEpp({
     listen: epp.listen,
     ...(epp.healthListen === undefined ? {} : { healthListen: epp.healthListen }),
     ...(epp.tls === undefined ? {} : { tls: epp.tls }),
@@ -59,11 +65,30 @@ export function startEppPart(cfg: Config, epp: EppConfig, input: EppPartInput): 
       if (healthy.length === 0) return null;
       return (healthy[next++ % healthy.length] as (typeof healthy)[number]).address;
     },
+    subsetMatch: epp.subsetMatch,
+    pool: watched === undefined ? null : { name: watched.inferencePool, group: watched.poolGroup },
+    endpoints: () => [...new Set(input.slots.present().map((s) => s.address))],
     objectives: {
-      objectiveHeader: epp.objectiveHeader,
+      objectiveHeaders: epp.objectiveHeader === undefined ? OBJECTIVE_HEADERS : [epp.objectiveHeader],
       priorityHeader: cfg.routing.priorityHeader,
       priorities: new Map(epp.objectives.map((o) => [o.name, o.priority])),
     },
     logger: input.logger,
   });
+  if (watched === undefined) return picker;
+  const watch = watchEppResources(picker.resources, {
+    namespace: watched.namespace,
+    group: watched.group,
+    version: watched.version,
+    logger: input.logger,
+    ...(input.kubeConfig === undefined ? {} : { kubeConfig: input.kubeConfig }),
+  });
+  const close = picker.close.bind(picker);
+  return {
+    ...picker,
+    async close() {
+      await watch.stop();
+      await close();
+    },
+  };
 }

@@ -6,6 +6,7 @@
 // handler can answer INVALID_ARGUMENT and say why.
 import type { ServiceDefinition } from "@grpc/grpc-js";
 import { loadSync, type MethodDefinition } from "@grpc/proto-loader";
+import { decodeTimes, nowUs } from "./timing.ts";
 
 const PROTO_DIR = new URL("./proto", import.meta.url).pathname;
 
@@ -37,8 +38,11 @@ function service(name: string): ServiceDefinition {
     out[method] = {
       ...m,
       requestDeserialize: (bytes: Buffer) => {
+        const t0 = nowUs();
         try {
-          return decode(bytes);
+          const msg = decode(bytes) as object;
+          decodeTimes.set(msg, nowUs() - t0);
+          return msg;
         } catch (err) {
           return new MalformedMessage(err instanceof Error ? err.message : String(err));
         }

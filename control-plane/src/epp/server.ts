@@ -14,6 +14,9 @@ import { HealthService } from "./health.ts";
 import type { ProcessingRequest, ProcessingResponse } from "./messages.ts";
 import { applyObjective, type ObjectiveMap } from "./objective.ts";
 import { extProcService, healthService, MalformedMessage } from "./protos.ts";
+import { EppResources, type PoolRef } from "./resources.ts";
+import { eligibleEndpoints, type SubsetMatch } from "./subset-match.ts";
+import { decodeTimes, TimingStats } from "./timing.ts";
 
 export interface EppOptions {
   /** host:port of the ext_proc + health listener. */
@@ -31,8 +34,19 @@ export interface EppOptions {
   epoch: bigint;
   /** Some ready endpoint for requests the filter does not route, or null. */
   anyEndpoint(): string | null;
+  /** How a gateway's subset hint selects endpoints (subset-match.ts); default "ip", as llm-d-router. */
+  subsetMatch?: SubsetMatch;
+  /** Every endpoint (ip:port) of the pools, for "ip" subset matching. */
+  endpoints?(): string[];
   /** GAIE objectives → priority levels (epp.objectives); absent = objectives are not read. */
-  objectives?: ObjectiveMap;
+  objectives?: Omit<ObjectiveMap, "priorities"> & { priorities: ReadonlyMap<string, number> };
+  /**
+   * Body bytes held before the embedded filter is shown them (exchange.ts); default the filter's
+   * maxBodyBytes + 1. 1 = every chunk as it comes (the bench's before/after baseline).
+   */
+  holdBodyBytes?: number;
+  /** The InferencePool whose InferenceObjectives and InferenceModelRewrites count (resources.ts). */
+  pool?: PoolRef | null;
   logger: Logger;
 }
 
@@ -44,6 +58,12 @@ export interface EppStats {
   internalErrors: number;
   /** Responses the gateway reports served by another endpoint than the pick (a retry down the list). */
   servedElsewhere: number;
+  /** Inference requests answered 400 because the body is not JSON. */
+  invalidJson: number;
+  /** Streams refused because the gateway's request body mode cannot carry a decision, by mode. */
+  unsupportedBodyMode: Record<string, number>;
+  /** The request phases' own time and its split (timing.ts). */
+  timing: TimingStats;
   /** Requests naming an objective: mapped to a priority, or not listed in epp.objectives. */
   objectives: Record<"mapped" | "unknown", number>;
 }
@@ -55,6 +75,8 @@ export interface Epp {
   filter: EmbeddedFilter;
   health: HealthService;
   stats: EppStats;
+  /** Objectives and model rewrites (configured, and watched by part.ts). */
+  resources: EppResources;
   ready(): boolean;
   close(): Promise<void>;
 }
@@ -88,7 +110,8 @@ export async function startEpp(opts: EppOptions): Promise<Epp> {
   };
   const health = new HealthService(ready);
   const stats = newEppStats();
-  const processStream = streamHandler(filter, opts, stats);
+  const resources = new EppResources(opts.objectives?.priorities ?? new Map(), opts.pool ?? null);
+  const processStream = streamHandler(filter, opts, stats, resources);
   const { server, healthServer, address, healthAddress } = await listen(opts, processStream, health, filter);
   opts.logger.info(
     { address, healthAddress, tls: opts.tls !== undefined },
@@ -100,6 +123,7 @@ export async function startEpp(opts: EppOptions): Promise<Epp> {
     filter,
     health,
     stats,
+    resources,
     ready,
     async close() {
       health.close();
@@ -117,15 +141,19 @@ function newEppStats(): EppStats {
     invalid: 0,
     internalErrors: 0,
     servedElsewhere: 0,
+    unsupportedBodyMode: {},
+    invalidJson: 0,
+    timing: new TimingStats(),
     objectives: { mapped: 0, unknown: 0 },
   };
 }
 
 /** Reads a request's GAIE objective into a priority (counted), when epp.objectives is configured. */
-function objectiveFilter(objectives: ObjectiveMap | undefined, stats: EppStats) {
+function objectiveFilter(objectives: EppOptions["objectives"], resources: EppResources, stats: EppStats) {
   if (objectives === undefined) return undefined;
+  const m: ObjectiveMap = { ...objectives, priorities: resources };
   return (pairs: Pairs): Pairs => {
-    const { pairs: seen, result } = applyObjective(pairs, objectives);
+    const { pairs: seen, result } = applyObjective(pairs, m);
     if (result !== "none") stats.objectives[result]++;
     return seen;
   };
@@ -136,7 +164,18 @@ function statsObserver(stats: EppStats, log: Logger): (e: ExchangeEvent) => void
   return (e) => {
     if (e.kind === "routed") stats.routed++;
     else if (e.kind === "immediate") stats.immediate[e.status] = (stats.immediate[e.status] ?? 0) + 1;
-    else {
+    else if (e.kind === "timing") stats.timing.add(e);
+    else if (e.kind === "invalidJson") stats.invalidJson++;
+    else if (e.kind === "unsupportedMode") {
+      const n = (stats.unsupportedBodyMode[e.mode] ?? 0) + 1;
+      stats.unsupportedBodyMode[e.mode] = n;
+      // Once per mode: a misconfigured gateway would otherwise log on every request.
+      if (n === 1)
+        log.warn(
+          { mode: e.mode },
+          "epp: the gateway's ext_proc request_body_mode cannot carry a routing decision; configure FULL_DUPLEX_STREAMED",
+        );
+    } else {
       stats.servedElsewhere++;
       log.debug({ picked: e.destination, served: e.served }, "epp: the gateway served another endpoint");
     }
@@ -147,10 +186,18 @@ function statsObserver(stats: EppStats, log: Logger): (e: ExchangeEvent) => void
  * One ext_proc stream: its messages go through an Exchange with the embedded filter; a malformed
  * or out-of-order message ends it with INVALID_ARGUMENT, a failure of ours with INTERNAL.
  */
-function streamHandler(filter: EmbeddedFilter, opts: EppOptions, stats: EppStats): (call: Call) => void {
+function streamHandler(
+  filter: EmbeddedFilter,
+  opts: EppOptions,
+  stats: EppStats,
+  resources: EppResources,
+): (call: Call) => void {
   const log = opts.logger;
-  const filterHeaders = objectiveFilter(opts.objectives, stats);
+  const filterHeaders = objectiveFilter(opts.objectives, resources, stats);
   const observe = statsObserver(stats, log);
+  const subsetMatch = opts.subsetMatch ?? "ip";
+  const endpoints = opts.endpoints ?? (() => []);
+  const subsetEndpoints = (hint: string[]) => eligibleEndpoints(hint, subsetMatch, endpoints);
   return (call: Call) => {
     stats.streams++;
     let closed = false;
@@ -175,6 +222,11 @@ function streamHandler(filter: EmbeddedFilter, opts: EppOptions, stats: EppStats
         fail(status.INVALID_ARGUMENT, details);
       },
       observe,
+      subsetEndpoints,
+      parseErrors: () => filter.parseErrors(),
+      // One byte past the filter's limit: it needs to see a body exceed it to answer as it does.
+      holdBodyBytes: opts.holdBodyBytes ?? opts.filter.maxBodyBytes + 1,
+      rewrites: resources.rewrites,
       ...(filterHeaders === undefined ? {} : { filterHeaders }),
     });
     call.on("data", (msg: ProcessingRequest | MalformedMessage) => {
@@ -184,7 +236,7 @@ function streamHandler(filter: EmbeddedFilter, opts: EppOptions, stats: EppStats
         return fail(status.INVALID_ARGUMENT, `malformed ProcessingRequest: ${msg.reason}`);
       }
       try {
-        exchange.onMessage(msg);
+        exchange.onMessage(msg, decodeTimes.get(msg) ?? 0);
       } catch (err) {
         stats.internalErrors++;
         log.error({ err }, "epp: stream failed");
