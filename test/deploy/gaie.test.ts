@@ -99,13 +99,21 @@ describe("deploy/gaie (kvroute as a GAIE endpoint picker)", () => {
     expect(cfg.routing.failMode).toBe("closed");
   });
 
-  it("RBAC: list and watch of InferencePools and pods in the pool's namespace, for the picker's ServiceAccount", () => {
+  it("RBAC: list and watch of InferencePools, pods and the picker's watched resources in the pool's namespace, for the picker's ServiceAccount", () => {
     const role = one("Role");
     const binding = one("RoleBinding");
     expect(role.metadata.namespace).toBe(pool.metadata.namespace);
+    // The picker watches objectives and rewrites of this pool, in the group its config names.
+    const watched = cfg.epp?.resources;
+    expect(watched).toMatchObject({ namespace: pool.metadata.namespace, inferencePool: pool.metadata.name });
     expect(role.rules).toEqual([
       { apiGroups: ["inference.networking.k8s.io"], resources: ["inferencepools"], verbs: ["list", "watch"] },
       { apiGroups: [""], resources: ["pods"], verbs: ["list", "watch"] },
+      {
+        apiGroups: [watched?.group],
+        resources: ["inferenceobjectives", "inferencemodelrewrites"],
+        verbs: ["list", "watch"],
+      },
     ]);
     expect(binding.roleRef.name).toBe(role.metadata.name);
     expect(binding.subjects).toEqual([
