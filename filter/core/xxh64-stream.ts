@@ -3,7 +3,7 @@
 // block table keeps this state for a chunk in progress instead of the chunk's bytes (a stripe
 // costs 32 bytes of bytes and none of state), and finishes the chunk when a child block brings
 // its end: the result equals xxh64 over the whole chunk.
-import { mergeRound, P1, P2, P3, P4, P5, round } from "./xxh64";
+import { mergeLanes, P1, P2, P5, round, xxhTail } from "./xxh64";
 
 /** The state of an input with nothing hashed yet. */
 export function xxhStart(state: usize, seed: u64): void {
@@ -40,41 +40,9 @@ export function xxhStripes(state: usize, p: usize, n: usize): void {
  * is still the state's third accumulator, as xxhStart left it.
  */
 export function xxhFinish(state: usize, p: usize, total: usize): u64 {
-  let h: u64;
-  if (total >= 32) {
-    const v1 = load<u64>(state);
-    const v2 = load<u64>(state, 8);
-    const v3 = load<u64>(state, 16);
-    const v4 = load<u64>(state, 24);
-    h = rotl<u64>(v1, 1) + rotl<u64>(v2, 7) + rotl<u64>(v3, 12) + rotl<u64>(v4, 18);
-    h = mergeRound(h, v1);
-    h = mergeRound(h, v2);
-    h = mergeRound(h, v3);
-    h = mergeRound(h, v4);
-  } else {
-    h = load<u64>(state, 16) + P5;
-  }
-  h += <u64>total;
-  const end = p + (total & 31);
-  while (p + 8 <= end) {
-    h ^= round(0, load<u64>(p));
-    h = rotl<u64>(h, 27) * P1 + P4;
-    p += 8;
-  }
-  if (p + 4 <= end) {
-    h ^= <u64>load<u32>(p) * P1;
-    h = rotl<u64>(h, 23) * P2 + P3;
-    p += 4;
-  }
-  while (p < end) {
-    h ^= <u64>load<u8>(p) * P5;
-    h = rotl<u64>(h, 11) * P1;
-    p++;
-  }
-  h ^= h >> 33;
-  h *= P2;
-  h ^= h >> 29;
-  h *= P3;
-  h ^= h >> 32;
-  return h;
+  const h =
+    total >= 32
+      ? mergeLanes(load<u64>(state), load<u64>(state, 8), load<u64>(state, 16), load<u64>(state, 24))
+      : load<u64>(state, 16) + P5;
+  return xxhTail(h + <u64>total, p, p + (total & 31));
 }

@@ -33,15 +33,24 @@ export function xxh64(p: usize, len: usize, seed: u64): u64 {
       v4 = round(v4, load<u64>(p, 24));
       p += 32;
     } while (p <= limit);
-    h = rotl<u64>(v1, 1) + rotl<u64>(v2, 7) + rotl<u64>(v3, 12) + rotl<u64>(v4, 18);
-    h = mergeRound(h, v1);
-    h = mergeRound(h, v2);
-    h = mergeRound(h, v3);
-    h = mergeRound(h, v4);
+    h = mergeLanes(v1, v2, v3, v4);
   } else {
     h = seed + P5;
   }
-  h += <u64>len;
+  return xxhTail(h + <u64>len, p, end);
+}
+
+/** The four lanes of a hash of 32 bytes or more folded into one (XXH64's convergence step). */
+export function mergeLanes(v1: u64, v2: u64, v3: u64, v4: u64): u64 {
+  let h = rotl<u64>(v1, 1) + rotl<u64>(v2, 7) + rotl<u64>(v3, 12) + rotl<u64>(v4, 18);
+  h = mergeRound(h, v1);
+  h = mergeRound(h, v2);
+  h = mergeRound(h, v3);
+  return mergeRound(h, v4);
+}
+
+/** The bytes [p, end) after the last whole 32-byte stripe folded into h, then the avalanche. */
+export function xxhTail(h: u64, p: usize, end: usize): u64 {
   while (p + 8 <= end) {
     h ^= round(0, load<u64>(p));
     h = rotl<u64>(h, 27) * P1 + P4;
