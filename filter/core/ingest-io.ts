@@ -5,6 +5,7 @@
 // of the last call to ingestStatsPtr. Only the control plane calls these (the filter never
 // links this module), and it passes pointers and counts it computed itself.
 import { BlockTable, CallStats } from "./block-table";
+import { encodeBucketImage } from "./bucket-encode";
 import { ByteBuf } from "./byte-buf";
 import { ChunkTable } from "./chunk-table";
 import { applyBatch, scanBatch } from "./kv-batch";
@@ -120,6 +121,22 @@ export function chunkGetIo(id: i32, hash: u64): i32 {
 
 export function chunkBucketIo(id: i32, bucket: u32): i32 {
   return chunkTable(id).writeBucket(bucket, out);
+}
+
+/**
+ * Writes bucket `bucket`'s shared-data image (docs/wire-format.md §4.4) to the output buffer and
+ * returns its length (-1: ways or slotWords out of range). The caller wrote the bucket's
+ * speculative routes at specPtr: specCount × {hash u64, slot u32, 0 u32}.
+ */
+export function chunkEncodeBucketIo(
+  id: i32,
+  bucket: u32,
+  ways: i32,
+  slotWords: i32,
+  specPtr: usize,
+  specCount: i32,
+): i32 {
+  return encodeBucketImage(chunkTable(id), bucket, ways, slotWords, specPtr, specCount, out);
 }
 
 export function chunkTakeDirtyIo(id: i32): i32 {

@@ -57,6 +57,14 @@ export interface CoreExports {
   chunkGetIo(id: number, hash: bigint): number;
   chunkBucketIo(id: number, bucket: number): number;
   chunkTakeDirtyIo(id: number): number;
+  chunkEncodeBucketIo(
+    id: number,
+    bucket: number,
+    ways: number,
+    slotWords: number,
+    specPtr: number,
+    specCount: number,
+  ): number;
   blockTableNew(chunkId: number, slot: number, chunkSize: number, maxBlocks: number): number;
   blockTableFree(id: number, withChunks: number): void;
   blockCount(id: number): number;

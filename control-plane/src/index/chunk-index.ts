@@ -122,6 +122,8 @@ export class ChunkIndex {
   /** hash → slot id → expiry (ms) of a speculative route; the core's record is flagged while any exists. */
   readonly #speculative = new Map<bigint, Map<number, number>>();
   readonly #expiries: Array<{ hash: bigint; slot: number; expiresMs: number }> = [];
+  /** bucket → the speculated hashes in it, so encoding a bucket finds its routes without a scan. */
+  readonly #speculatedIn = new Map<number, Set<bigint>>();
 
   constructor(readonly buckets: number) {
     if (buckets <= 0 || (buckets & (buckets - 1)) !== 0)
@@ -171,6 +173,10 @@ export class ChunkIndex {
       routes = new Map();
       this.#speculative.set(hash, routes);
       this.#core.ex.chunkSpeculated(this.tableId, hash, depth, nowMs, 1);
+      const bucket = this.bucketOf(hash);
+      const inBucket = this.#speculatedIn.get(bucket);
+      if (inBucket === undefined) this.#speculatedIn.set(bucket, new Set([hash]));
+      else inBucket.add(hash);
     }
     if (!routes.has(slot) && !this.#heldOnGpu(hash, slot))
       this.#core.ex.chunkMarkDirty(this.tableId, this.bucketOf(hash));
@@ -193,11 +199,48 @@ export class ChunkIndex {
       if (!this.#heldOnGpu(e.hash, e.slot)) this.#core.ex.chunkMarkDirty(this.tableId, this.bucketOf(e.hash));
       if (routes.size === 0) {
         this.#speculative.delete(e.hash);
+        this.#forgetSpeculated(e.hash);
         this.#core.ex.chunkSpeculated(this.tableId, e.hash, 0, nowMs, 0);
         this.#core.ex.chunkDropIfEmpty(this.tableId, e.hash);
       }
     }
     if (i > 0) this.#expiries.splice(0, i);
+  }
+
+  #forgetSpeculated(hash: bigint): void {
+    const bucket = this.bucketOf(hash);
+    const inBucket = this.#speculatedIn.get(bucket);
+    inBucket?.delete(hash);
+    if (inBucket?.size === 0) this.#speculatedIn.delete(bucket);
+  }
+
+  /**
+   * The bucket's shared-data image (docs/wire-format.md §4.4), encoded in the core from its
+   * tables (filter/core/bucket-encode.ts): the same bytes as bucket-image.ts encodeBucket over
+   * bucketEntries(), without a snapshot object per chunk.
+   */
+  encodeBucket(bucket: number, ways: number, slotWords: number): Uint8Array {
+    const c = this.#core;
+    const hashes = this.#speculatedIn.get(bucket);
+    let specCount = 0;
+    let specPtr = 0;
+    if (hashes !== undefined) {
+      const routes: Array<[bigint, number]> = [];
+      for (const hash of hashes)
+        for (const slot of this.#speculative.get(hash)?.keys() ?? []) routes.push([hash, slot]);
+      specCount = routes.length;
+      specPtr = c.io(16 * specCount);
+      const u64 = c.u64view;
+      const u32 = c.u32view;
+      routes.forEach(([hash, slot], i) => {
+        u64[(specPtr >>> 3) + 2 * i] = hash;
+        u32[(specPtr >>> 2) + 4 * i + 2] = slot;
+        u32[(specPtr >>> 2) + 4 * i + 3] = 0;
+      });
+    }
+    const len = c.ex.chunkEncodeBucketIo(this.tableId, bucket, ways, slotWords, specPtr, specCount);
+    if (len < 0) throw new Error(`cannot encode a bucket of ${ways} ways × ${slotWords} slot words`);
+    return c.bytes(c.ex.ingestOutPtr(), len);
   }
 
   #withSpeculation(entries: Array<[bigint, ChunkEntry]>): Array<[bigint, ChunkEntry]> {

@@ -11,7 +11,7 @@ import type {
   ScannedBatch,
 } from "../vocabulary/kv-events.ts";
 import { scanBatchPayload } from "./batch-fast-path.ts";
-import { encodeBucket, slotWordsFor } from "./bucket-image.ts";
+import { slotWordsFor } from "./bucket-image.ts";
 import { ChunkIndex } from "./chunk-index.ts";
 import { type ChunkHasher, type Detokenize, SlotBlocks } from "./slot-blocks.ts";
 
@@ -139,7 +139,7 @@ export class PrefixIndex implements EventSink {
   }
 
   bucketImage(bucket: number): Uint8Array {
-    return encodeBucket(this.chunks.bucketEntries(bucket), this.opts.ways, this.slotWords);
+    return this.chunks.encodeBucket(bucket, this.opts.ways, this.slotWords);
   }
 }
 
