@@ -171,6 +171,8 @@ interface RunResult {
   coreBytes: number;
   heapBytes: number;
   syncBytesPerS: number;
+  /** What the same polls would have carried as whole images (no patches): the baseline. */
+  wholeSyncBytesPerS: number;
   dirtyKeysPerPoll: number;
   sharedDataBytes: number;
 }
@@ -211,6 +213,7 @@ function run(ranks: number, seconds: number): RunResult {
   let publishedKeys = 0;
   let measuredFrom = Number.POSITIVE_INFINITY;
   let syncBytes = 0;
+  let wholeSyncBytes = 0;
   let polls = 0;
   let dirtyKeys = 0;
   let gatewayVersion = log.version;
@@ -241,23 +244,24 @@ function run(ranks: number, seconds: number): RunResult {
       publishCpu += (publishedAt.user + publishedAt.system - ingested.user - ingested.system) / 1e6;
       publishedKeys += log.version - v0;
     } else encoded = 0;
-    if (s >= warm && s % (POLL_MS / STEP_MS) === 0) {
-      const page = log.changesSince(gatewayVersion, Number.MAX_SAFE_INTEGER);
-      for (const e of page.entries) syncBytes += e.key.length + e.value.length + 6;
-      dirtyKeys += page.entries.length;
+    const polled = s >= warm && s % (POLL_MS / STEP_MS) === 0;
+    if (polled) {
+      // As the filter asks: changed buckets as patches of the images the gateway holds.
+      const page = pollBytes(log, gatewayVersion, true);
+      syncBytes += page.bytes;
+      dirtyKeys += page.keys;
       polls++;
-      gatewayVersion = log.version;
-    } else if (s < warm) gatewayVersion = log.version;
+    }
     const d = process.cpuUsage(t0);
     if (s >= warm) cpu += (d.user + d.system) / 1e6;
+    // The same poll as a gateway without patches would get it (whole images): the baseline, outside the CPU figures.
+    if (polled) wholeSyncBytes += pollBytes(log, gatewayVersion, false).bytes;
+    if (polled || s < warm) gatewayVersion = log.version;
   }
   const measuredS = (now - measuredFrom) / 1000;
   const t = totals(index, ranks);
   const storedPerS = (t.stored - stored0) / measuredS;
   const removedPerS = (t.removed - removed0) / measuredS;
-  let sharedDataBytes = 0;
-  for (const e of log.changesSince(0, Number.MAX_SAFE_INTEGER).entries)
-    sharedDataBytes += e.key.length + e.value.length;
   const result: RunResult = {
     ranks,
     seconds,
@@ -275,11 +279,21 @@ function run(ranks: number, seconds: number): RunResult {
     coreBytes: core().ex.memory.buffer.byteLength,
     heapBytes: process.memoryUsage().heapUsed - heap0,
     syncBytesPerS: syncBytes / measuredS,
+    wholeSyncBytesPerS: wholeSyncBytes / measuredS,
     dirtyKeysPerPoll: dirtyKeys / Math.max(1, polls),
-    sharedDataBytes,
+    // What a gateway holds: every key with its value (a full poll, less the page's length fields).
+    sharedDataBytes: pollBytes(log, 0, false).bytes - 6 * log.size,
   };
   index.dispose();
   return result;
+}
+
+/** What one poll of a gateway at `since` carries (sync page entries: key, value, lengths). */
+function pollBytes(log: SyncLog, since: number, patches: boolean): { bytes: number; keys: number } {
+  let bytes = 0;
+  const { entries } = log.changesSince(since, Number.MAX_SAFE_INTEGER, patches);
+  for (const e of entries) bytes += e.key.length + e.value.length + 6;
+  return { bytes, keys: entries.length };
 }
 
 function totals(index: PrefixIndex, ranks: number): { stored: number; removed: number; indexed: number } {
@@ -387,7 +401,7 @@ for (const [name, r] of [
   ["check", big],
 ] as const)
   lines.push(
-    `| ${name} | ${r.ranks} | ${fmt(r.storedPerS + r.removedPerS)} | ${fmt(r.cpuPerVirtualS, 2)} | ${fmt(r.ingestCpuPerS, 2)} / ${fmt(r.publishCpuPerS, 2)} | ${fmt(r.indexedBlocks)} | ${fmt(r.chunks / BUCKETS, 1)} | ${fmt(r.encodedPerS)} | ${mib(r.syncBytesPerS)}/s | ${fmt(r.dirtyKeysPerPoll)} | ${mib(r.sharedDataBytes)} |`,
+    `| ${name} | ${r.ranks} | ${fmt(r.storedPerS + r.removedPerS)} | ${fmt(r.cpuPerVirtualS, 2)} | ${fmt(r.ingestCpuPerS, 2)} / ${fmt(r.publishCpuPerS, 2)} | ${fmt(r.indexedBlocks)} | ${fmt(r.chunks / BUCKETS, 1)} | ${fmt(r.encodedPerS)} | ${mib(r.syncBytesPerS)}/s (${fmt(r.syncBytesPerS / Math.max(1, r.wholeSyncBytesPerS), 2)} × whole images) | ${fmt(r.dirtyKeysPerPoll)} | ${mib(r.sharedDataBytes)} |`,
   );
 lines.push("");
 lines.push(

@@ -6,6 +6,7 @@
 // links this module), and it passes pointers and counts it computed itself.
 import { BlockTable, CallStats } from "./block-table";
 import { encodeBucketImage } from "./bucket-encode";
+import { applyBucketPatch, diffBucket } from "./bucket-patch";
 import { ByteBuf } from "./byte-buf";
 import { ChunkTable } from "./chunk-table";
 import { applyBatch, scanBatch } from "./kv-batch";
@@ -266,4 +267,26 @@ export function batchApply(id: i32, tokensId: i32, root: u64, nowMs: f64): void 
   resetStats();
   const tokens = changetype<TokenTable>(unchecked(tokenTables[tokensId]));
   applyBatch(blockTable(id), tokens, root, nowMs, scratch, hashOut, stats);
+}
+
+const patchBuf = new ByteBuf(256);
+const patchedBuf = new ByteBuf(256);
+
+/** The output of bucketDiffIo (a patch) and of bucketPatchIo (an image). */
+export function patchOutPtr(): usize {
+  return patchBuf.ptr;
+}
+
+export function patchedOutPtr(): usize {
+  return patchedBuf.ptr;
+}
+
+/** The patch from image old to image fresh (bucket-patch.ts) at patchOutPtr(); its length, 0, or an error. */
+export function bucketDiffIo(oldPtr: usize, oldLen: i32, freshPtr: usize, freshLen: i32): i32 {
+  return diffBucket(oldPtr, oldLen, freshPtr, freshLen, patchBuf);
+}
+
+/** The image after the patch (bucket-patch.ts) at patchedOutPtr(); its length or an error. */
+export function bucketPatchIo(imagePtr: usize, imageLen: i32, patchPtr: usize, patchLen: i32): i32 {
+  return applyBucketPatch(imagePtr, imageLen, patchPtr, patchLen, patchedBuf);
 }

@@ -57,6 +57,10 @@ export interface CoreExports {
   chunkGetIo(id: number, hash: bigint): number;
   chunkBucketIo(id: number, bucket: number): number;
   chunkTakeDirtyIo(id: number): number;
+  patchOutPtr(): number;
+  patchedOutPtr(): number;
+  bucketDiffIo(oldPtr: number, oldLen: number, freshPtr: number, freshLen: number): number;
+  bucketPatchIo(imagePtr: number, imageLen: number, patchPtr: number, patchLen: number): number;
   chunkEncodeBucketIo(
     id: number,
     bucket: number,
