@@ -200,11 +200,11 @@ function run(ranks: number, seconds: number): RunResult {
   publisher.start(new Uint8Array(64), now);
   // Every dirty bucket is encoded on publication, whether or not its image then changes.
   let encoded = 0;
-  const takeDirtyImages = index.takeDirtyImages.bind(index);
-  index.takeDirtyImages = () => {
-    const images = takeDirtyImages();
-    encoded += images.length;
-    return images;
+  const takeDirty = index.chunks.takeDirty.bind(index.chunks);
+  index.chunks.takeDirty = () => {
+    const dirty = takeDirty();
+    encoded += dirty.length;
+    return dirty;
   };
   const heap0 = process.memoryUsage().heapUsed;
   let cpu = 0;

@@ -281,6 +281,44 @@ export function patchedOutPtr(): usize {
   return patchedBuf.ptr;
 }
 
+const freshBuf = new ByteBuf(256);
+
+/**
+ * Publishes bucket `bucket` over the image gateways hold (heldPtr/heldLen; heldLen -1: none): its
+ * fresh image (chunkEncodeBucketIo's arguments), the patch from the held image at patchOutPtr()
+ * and the image after it at patchedOutPtr(). Returns the patch length; 0 when the held image has
+ * the fresh rows already; -1 when the whole fresh image (at patchedOutPtr(), length
+ * patchedLen()) is the message (nothing held, or a patch no smaller than the image); or another
+ * negative code for a geometry the image cannot state.
+ */
+export function chunkPublishBucketIo(
+  id: i32,
+  bucket: u32,
+  ways: i32,
+  slotWords: i32,
+  specPtr: usize,
+  specCount: i32,
+  heldPtr: usize,
+  heldLen: i32,
+): i32 {
+  const freshLen = encodeBucketImage(chunkTable(id), bucket, ways, slotWords, specPtr, specCount, freshBuf);
+  if (freshLen < 0) return -2;
+  const patchLen = heldLen < 0 ? -1 : diffBucket(heldPtr, heldLen, freshBuf.ptr, freshLen, patchBuf);
+  if (patchLen === 0) return 0;
+  if (patchLen > 0 && patchLen < freshLen) {
+    const n = applyBucketPatch(heldPtr, heldLen, patchBuf.ptr, patchLen, patchedBuf);
+    if (n >= 0) return patchLen;
+  }
+  patchedBuf.len = 0;
+  patchedBuf.append(freshBuf.ptr, freshLen);
+  return -1;
+}
+
+/** Length of the image at patchedOutPtr(). */
+export function patchedLen(): i32 {
+  return patchedBuf.len;
+}
+
 /** The patch from image old to image fresh (bucket-patch.ts) at patchOutPtr(); its length, 0, or an error. */
 export function bucketDiffIo(oldPtr: usize, oldLen: i32, freshPtr: usize, freshLen: i32): i32 {
   return diffBucket(oldPtr, oldLen, freshPtr, freshLen, patchBuf);

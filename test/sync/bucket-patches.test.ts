@@ -1,4 +1,4 @@
-// Buckets reach gateways as patches of the images they hold (publish/bucket-patches.ts,
+// Buckets reach gateways as patches of the images they hold (ChunkIndex.publishBucket,
 // filter/core/bucket-patch.ts). Whatever the index does and whenever a gateway polls, a gateway
 // that applies what the log serves ends with the log's bytes, and those hold exactly the rows a
 // fresh encoding of the index would.
@@ -7,7 +7,6 @@ import { describe, expect, it } from "vitest";
 import { core } from "../../control-plane/src/core/core-wasm.ts";
 import { decodeBucket } from "../../control-plane/src/index/bucket-image.ts";
 import { ChunkIndex } from "../../control-plane/src/index/chunk-index.ts";
-import { publishBucket } from "../../control-plane/src/publish/bucket-patches.ts";
 import { SyncLog } from "../../control-plane/src/sync/sync-log.ts";
 
 const BUCKETS = 4;
@@ -74,7 +73,7 @@ describe("bucket patches", () => {
               if (s.remove) index.remove(hashOf(s.chunk), s.slot);
               else index.add(hashOf(s.chunk), 1 + (s.chunk % 4), s.slot, s.chunk);
               for (const b of index.takeDirty()) {
-                const p = publishBucket(log.get(key(b)), index.encodeBucket(b, WAYS, SLOT_WORDS));
+                const p = index.publishBucket(b, WAYS, SLOT_WORDS, log.get(key(b)));
                 if (p !== null)
                   log.publish([p.patch === null ? [key(b), p.image] : [key(b), p.image, p.patch]]);
               }
@@ -101,7 +100,7 @@ describe("bucket patches", () => {
     const log = new SyncLog();
     log.publish([[key(0), index.encodeBucket(0, WAYS, SLOT_WORDS)]]);
     const publish = () => {
-      const p = publishBucket(log.get(key(0)), index.encodeBucket(0, WAYS, SLOT_WORDS));
+      const p = index.publishBucket(0, WAYS, SLOT_WORDS, log.get(key(0)));
       if (p !== null) log.publish([p.patch === null ? [key(0), p.image] : [key(0), p.image, p.patch]]);
     };
     for (let c = 1; c <= 3; c++) {

@@ -61,6 +61,17 @@ export interface CoreExports {
   patchedOutPtr(): number;
   bucketDiffIo(oldPtr: number, oldLen: number, freshPtr: number, freshLen: number): number;
   bucketPatchIo(imagePtr: number, imageLen: number, patchPtr: number, patchLen: number): number;
+  chunkPublishBucketIo(
+    id: number,
+    bucket: number,
+    ways: number,
+    slotWords: number,
+    specPtr: number,
+    specCount: number,
+    heldPtr: number,
+    heldLen: number,
+  ): number;
+  patchedLen(): number;
   chunkEncodeBucketIo(
     id: number,
     bucket: number,

@@ -15,6 +15,13 @@
 import { type CoreModule, core } from "../core/core-wasm.ts";
 import { TIER_GPU, type Tier } from "./tier.ts";
 
+/** A bucket's publication: the image gateways will hold, and the patch to it from their last one. */
+export interface BucketPublication {
+  image: Uint8Array;
+  /** Null: the whole image is the message (nothing held, or a patch no smaller than the image). */
+  patch: Uint8Array | null;
+}
+
 export interface ChunkEntry {
   /** Bucket of the hash, computed once (BigInt arithmetic is not free on the ingest path). */
   bucket: number;
@@ -221,26 +228,70 @@ export class ChunkIndex {
    */
   encodeBucket(bucket: number, ways: number, slotWords: number): Uint8Array {
     const c = this.#core;
-    const hashes = this.#speculatedIn.get(bucket);
-    let specCount = 0;
-    let specPtr = 0;
-    if (hashes !== undefined) {
-      const routes: Array<[bigint, number]> = [];
-      for (const hash of hashes)
-        for (const slot of this.#speculative.get(hash)?.keys() ?? []) routes.push([hash, slot]);
-      specCount = routes.length;
-      specPtr = c.io(16 * specCount);
-      const u64 = c.u64view;
-      const u32 = c.u32view;
-      routes.forEach(([hash, slot], i) => {
-        u64[(specPtr >>> 3) + 2 * i] = hash;
-        u32[(specPtr >>> 2) + 4 * i + 2] = slot;
-        u32[(specPtr >>> 2) + 4 * i + 3] = 0;
-      });
-    }
+    const [specPtr, specCount] = this.#writeSpeculative(bucket);
     const len = c.ex.chunkEncodeBucketIo(this.tableId, bucket, ways, slotWords, specPtr, specCount);
     if (len < 0) throw new Error(`cannot encode a bucket of ${ways} ways × ${slotWords} slot words`);
     return c.bytes(c.ex.ingestOutPtr(), len);
+  }
+
+  /**
+   * What publishing the bucket sends gateways that hold `held` (undefined: nothing): the image
+   * they will hold, and the patch to it (docs/wire-format.md §5.1) when that is smaller than the
+   * image; null when they hold the bucket's rows already. One core call encodes, diffs and
+   * patches (filter/core/bucket-patch.ts, which the filter runs too: both ends keep the same bytes).
+   */
+  publishBucket(
+    bucket: number,
+    ways: number,
+    slotWords: number,
+    held: Uint8Array | undefined,
+  ): BucketPublication | null {
+    const c = this.#core;
+    const [specPtr, specCount] = this.#writeSpeculative(bucket, held?.length ?? 0);
+    let heldPtr = 0;
+    if (held !== undefined) {
+      heldPtr = c.io(16 * specCount + held.length) + 16 * specCount;
+      c.u8.set(held, heldPtr);
+    }
+    const r = c.ex.chunkPublishBucketIo(
+      this.tableId,
+      bucket,
+      ways,
+      slotWords,
+      specPtr,
+      specCount,
+      heldPtr,
+      held?.length ?? -1,
+    );
+    if (r === 0) return null;
+    if (r < -1) throw new Error(`cannot encode a bucket of ${ways} ways × ${slotWords} slot words`);
+    const image = c.bytes(c.ex.patchedOutPtr(), c.ex.patchedLen());
+    return { image, patch: r > 0 ? c.bytes(c.ex.patchOutPtr(), r) : null };
+  }
+
+  /**
+   * Writes the bucket's speculative routes ({hash u64, slot u32, 0 u32} each) at the start of the
+   * core's I/O region, leaving `after` bytes behind them; their address and count.
+   */
+  #writeSpeculative(bucket: number, after = 0): [number, number] {
+    const c = this.#core;
+    const hashes = this.#speculatedIn.get(bucket);
+    if (hashes === undefined) {
+      c.io(after);
+      return [0, 0];
+    }
+    const routes: Array<[bigint, number]> = [];
+    for (const hash of hashes)
+      for (const slot of this.#speculative.get(hash)?.keys() ?? []) routes.push([hash, slot]);
+    const ptr = c.io(16 * routes.length + after);
+    const u64 = c.u64view;
+    const u32 = c.u32view;
+    routes.forEach(([hash, slot], i) => {
+      u64[(ptr >>> 3) + 2 * i] = hash;
+      u32[(ptr >>> 2) + 4 * i + 2] = slot;
+      u32[(ptr >>> 2) + 4 * i + 3] = 0;
+    });
+    return [routes.length === 0 ? 0 : ptr, routes.length];
   }
 
   #withSpeculation(entries: Array<[bigint, ChunkEntry]>): Array<[bigint, ChunkEntry]> {

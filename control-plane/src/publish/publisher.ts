@@ -8,7 +8,6 @@ import type { SessionTable } from "../model/session-table.ts";
 import type { LoadModel } from "../model/slot-load.ts";
 import type { SlotTable } from "../model/slot-table.ts";
 import type { SyncChange, SyncLog } from "../sync/sync-log.ts";
-import { publishBucket } from "./bucket-patches.ts";
 import { encodeLoadImage, encodeRosterImage, encodeSlotsImage } from "./images.ts";
 
 /** A gateway that has not reported for this long is gone: its in-flight counts no longer apply. */
@@ -67,13 +66,8 @@ export class Publisher {
       changes.push(["kvr.load", encodeLoadImage(slots.all(), (id) => load.get(id), this.p.adapterId)]);
     if (load.takeGatewaysChanged()) changes.push(["kvr.gw", encodeRosterImage(load.gateways())]);
     // A dirty bucket goes out as the rows that changed (gateways that read patches get only those).
-    for (const [key, fresh] of index.takeDirtyImages()) {
-      const publication = publishBucket(log.get(key), fresh);
-      if (publication === null) continue;
-      changes.push(
-        publication.patch === null ? [key, publication.image] : [key, publication.image, publication.patch],
-      );
-    }
+    for (const { key, image, patch } of index.takeDirtyPublications((k) => log.get(k)))
+      changes.push(patch === null ? [key, image] : [key, image, patch]);
     if (sessions !== undefined) changes.push(...sessions.takeDirtyImages());
     if (changes.length > 0) log.publish(changes);
   }

@@ -6,7 +6,7 @@
 // snapshot, so snapshots and deltas are the same operation.
 //
 // A value may come with a patch from the key's previous value (bucket images: the rows that
-// changed, publish/bucket-patches.ts). The log keeps a key's recent patches while together they
+// changed, index/chunk-index.ts publishBucket). The log keeps a key's recent patches while together they
 // are smaller than its value; a gateway that asks for patches and holds a value they start from
 // gets them joined into one, instead of the value (docs/wire-format.md §5).
 
@@ -67,7 +67,8 @@ export class SyncLog {
     let changed = false;
     for (const [key, value, patch] of changes) {
       const old = this.#current.get(key);
-      if (old !== undefined && equalBytes(old.value, value)) continue;
+      // A patch says the value changed; without one, an unchanged value costs gateways nothing.
+      if (old !== undefined && patch === undefined && equalBytes(old.value, value)) continue;
       if (old !== undefined) this.#stale++;
       const version = ++this.#version;
       const patches =
