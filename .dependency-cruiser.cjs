@@ -10,7 +10,7 @@ const MODEL = `${SRC}(index|model|pools|tokens|core)/`;
 /** Publication: what goes to and comes from gateways and peer replicas. */
 const PUBLICATION = `${SRC}(publish|sync|reports|replicas)/`;
 /** The surfaces and the composition on top. */
-const TOP = `${SRC}(api|epp|cli)/|^control-plane/src/app\\.ts$`;
+const TOP = `${SRC}(api|epp|tracing|cli)/|^control-plane/src/(app|config-reload)\\.ts$`;
 
 module.exports = {
   forbidden: [
@@ -74,9 +74,9 @@ module.exports = {
     {
       name: "surfaces-below-the-composition",
       severity: "error",
-      comment: "api/ and epp/ are parts that app.ts and cli/ assemble.",
-      from: { path: `${SRC}(api|epp)/` },
-      to: { path: `${SRC}cli/|^control-plane/src/app\\.ts$` },
+      comment: "api/, epp/ and tracing/ are parts that app.ts and cli/ assemble.",
+      from: { path: `${SRC}(api|epp|tracing)/` },
+      to: { path: `${SRC}cli/|^control-plane/src/(app|config-reload)\\.ts$` },
     },
     {
       name: "app-below-cli",

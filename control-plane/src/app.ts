@@ -6,13 +6,19 @@ import type { AddressInfo } from "node:net";
 import { type Logger, pino } from "pino";
 import { dashboardRoutes } from "./api/dashboard/routes.ts";
 import { createHttpServer, type HttpServer, type Routes, sendJson } from "./api/http-server.ts";
+import { outcomeName } from "./api/outcomes.ts";
 import { buildMetrics } from "./api/prometheus.ts";
+import { registerConfigMetrics } from "./api/prometheus-config.ts";
 import { registerEppMetrics } from "./api/prometheus-epp.ts";
 import { registerHttpMetrics } from "./api/prometheus-http.ts";
 import { registerReplicaMetrics } from "./api/prometheus-replicas.ts";
 import { ReportStats } from "./api/report-stats.ts";
 import { buildStatus, type StatusInput } from "./api/status.ts";
+import { loadConfigFile } from "./config/load-config.ts";
+import { type ReloadResult, ReloadStats } from "./config/reload-stats.ts";
 import type { Config, PoolConfig } from "./config/schema.ts";
+import { type ConfigFileWatch, watchConfigFile } from "./config/watch-config-file.ts";
+import { type ReloadParts, reloadConfig } from "./config-reload.ts";
 import { AdapterDiscovery } from "./discovery/adapter-discovery.ts";
 import { discoveryFor } from "./discovery/discovery.ts";
 import type { Discovery } from "./discovery/source.ts";
@@ -38,6 +44,10 @@ import { createReportHandler } from "./reports/report-handler.ts";
 import { GatewayRegistry } from "./sync/gateways.ts";
 import { createSyncHandler } from "./sync/sync-handler.ts";
 import { SyncLog } from "./sync/sync-log.ts";
+import { traceFilterDecisions } from "./tracing/filter-decisions.ts";
+import { tracedRoute } from "./tracing/http-route.ts";
+import { tracedEventSink } from "./tracing/kv-batches.ts";
+import { tracingStarted } from "./tracing/sdk.ts";
 
 export interface ControlPlaneOptions {
   logger?: Logger;
@@ -51,6 +61,11 @@ export interface ControlPlaneOptions {
   discovery?: Discovery;
   /** Overrides cfg.epp.listen (tests use 127.0.0.1:0). */
   eppListen?: string;
+  /**
+   * The file cfg was read from: watched, and reloaded when it changes (what can change live is
+   * applied, config-reload.ts). Unset: only reloadConfig() reloads.
+   */
+  configFile?: string;
 }
 
 export interface ControlPlane {
@@ -71,6 +86,11 @@ export interface ControlPlane {
   readonly replicas: ReplicaExchange | null;
   /** Publishes pending changes now (tests; the timer does it otherwise). */
   publish(): void;
+  /** The configuration running now (a reload may have changed its live fields). */
+  config(): Config;
+  /** Reloads the configuration from `load` (SIGHUP, the file watch): config-reload.ts. */
+  reloadConfig(load: () => Config): ReloadResult;
+  readonly reloads: ReloadStats;
   ready(): boolean;
   stop(): Promise<void>;
 }
@@ -94,8 +114,10 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     sources.fleet.setEndpoints(pool, endpoints);
     sources.scraper.setTargets(sources.fleet.scrapeTargets());
   });
-  const publication = startPublication(cfg, model, sources, logger);
-  const { server, metrics } = createApi(cfg, model, sources, publication, logger);
+  const live = { cfg };
+  const publication = startPublication(live, model, sources, logger);
+  const reloads = new ReloadStats();
+  const { server, metrics } = createApi(live, model, sources, publication, reloads, logger);
   const address = await listen(server, opts.listen ?? cfg.listen);
   const url = `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`;
   sources.scraper.start();
@@ -115,6 +137,19 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     "control plane listening",
   );
   const { replicas } = publication;
+  const reloadParts: ReloadParts = { live, publishCfg: publication.publishCfg, logger, stats: reloads };
+  // Static pools' endpoints change live like discovered ones, unless a test brought its own discovery.
+  if (opts.discovery === undefined)
+    reloadParts.endpointsChanged = (pool) => {
+      sources.fleet.setEndpoints(pool, pool.endpoints);
+      sources.scraper.setTargets(sources.fleet.scrapeTargets());
+    };
+  const reload = (load: () => Config) => reloadConfig(reloadParts, load);
+  const configFile = opts.configFile;
+  const watch: ConfigFileWatch | null =
+    configFile === undefined
+      ? null
+      : watchConfigFile(configFile, () => reload(() => loadConfigFile(configFile)));
   return {
     url,
     epoch: model.epoch,
@@ -128,8 +163,12 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     epp,
     replicas,
     publish: publication.publish,
+    config: () => live.cfg,
+    reloadConfig: reload,
+    reloads,
     ready: publication.ready,
     async stop() {
+      watch?.close();
       await epp?.close();
       await replicas?.stop();
       clearInterval(timer);
@@ -203,7 +242,9 @@ interface Sources {
 
 function connectSources(cfg: Config, model: Model, logger: Logger): Sources {
   const { slots, index, poolTokens } = model;
-  const events = new EventsSupervisor({ sink: index, logger });
+  // A sampled share of KV-event batches is traced when this process exports traces.
+  const sink = tracingStarted() ? tracedEventSink(index, cfg.tracing.kvEventBatchRatio) : index;
+  const events = new EventsSupervisor({ sink, logger });
   let eventsSync: Promise<void> = Promise.resolve();
   const resubscribe = () => {
     const specs = slots
@@ -266,17 +307,27 @@ interface Publication {
   /** Images are published, every rank is resolved and there is a slot to route to. */
   ready(): boolean;
   applyReport(report: Report): void;
+  /** Publishes kvr.cfg from the running configuration (a reload changed it). */
+  publishCfg(): void;
   adapterDiscovery: AdapterDiscovery;
   replicas: ReplicaExchange | null;
 }
 
-function startPublication(cfg: Config, model: Model, sources: Sources, logger: Logger): Publication {
+function startPublication(
+  live: { cfg: Config },
+  model: Model,
+  sources: Sources,
+  logger: Logger,
+): Publication {
+  // Restart-only fields (pools, cache geometry, load, nats) are read from the start's configuration;
+  // kvr.cfg from the running one, whose live fields a reload may change.
+  const cfg = live.cfg;
   const { log, index, slots, load, sessions, adapters, decisions, poolTokens, epoch } = model;
   const { fleet } = sources;
   const renderings = new Map([...poolTokens].map(([name, t]) => [name, t.rendering]));
   const poolIndex = (name: string) => cfg.pools.findIndex((p) => p.name === name);
   const adapterId = (pool: string, name: string) => adapters.idOf(pool, name);
-  const cfgImage = () => encodeCfgImage(cfg, index.slotWords, renderings, (p) => adapters.adapters(p));
+  const cfgImage = () => encodeCfgImage(live.cfg, index.slotWords, renderings, (p) => adapters.adapters(p));
   const publisher = new Publisher({ log, index, slots, load, poolIndex, sessions, adapterId });
   const publish = () => publisher.publish(Date.now());
   publisher.start(cfgImage(), Date.now());
@@ -304,15 +355,26 @@ function startPublication(cfg: Config, model: Model, sources: Sources, logger: L
       ? null
       : new ReplicaExchange({ nats: cfg.nats, epoch, slots, apply: applyReport, logger });
   const ready = () => published && fleet.ranksResolved() && slots.present().length > 0;
-  return { publish, ready, applyReport, adapterDiscovery, replicas };
+  const publishCfg = () => publisher.updateCfg(cfgImage());
+  return { publish, ready, applyReport, publishCfg, adapterDiscovery, replicas };
 }
 
 /** The HTTP API (sync, reports, status, dashboard, metrics, health) and its Prometheus registry. */
-function createApi(cfg: Config, model: Model, sources: Sources, publication: Publication, logger: Logger) {
+function createApi(
+  live: { cfg: Config },
+  model: Model,
+  sources: Sources,
+  publication: Publication,
+  reloads: ReloadStats,
+  logger: Logger,
+) {
+  const cfg = live.cfg;
   const { slots } = model;
   const reports = new ReportStats((id) => slots.get(id)?.pool ?? "unknown");
   const statusInput: StatusInput = {
-    cfg,
+    get cfg() {
+      return live.cfg;
+    },
     epoch: model.epoch,
     log: model.log,
     slots,
@@ -343,30 +405,42 @@ function createApi(cfg: Config, model: Model, sources: Sources, publication: Pub
     cfg.http,
   );
   registerHttpMetrics(metrics, server.stats);
+  registerConfigMetrics(metrics, reloads);
   return { server, metrics };
 }
 
 /** What gateways call: the long-poll sync and their reports (applied here and relayed to peers). */
 function gatewayRoutes(cfg: Config, model: Model, publication: Publication, reports: ReportStats): Routes {
   const { applyReport, replicas } = publication;
+  const names = {
+    slot: (id: number) => model.slots.get(id),
+    outcome: outcomeName,
+  };
   return {
-    "GET /v1/sync": createSyncHandler({
-      log: model.log,
-      epoch: model.epoch,
-      gateways: model.gateways,
-      authToken: cfg.authToken,
-      longPollMs: cfg.sync.longPollMs,
-      pageBytes: cfg.sync.snapshotPageBytes,
-    }),
-    "POST /v1/report": reports.counting(
-      createReportHandler({
+    "GET /v1/sync": tracedRoute(
+      "kvroute.sync",
+      createSyncHandler({
+        log: model.log,
+        epoch: model.epoch,
+        gateways: model.gateways,
         authToken: cfg.authToken,
-        maxBytes: 16 << 20,
-        apply: reports.observing((report, _from, body) => {
-          applyReport(report);
-          replicas?.relay(body);
-        }),
+        longPollMs: cfg.sync.longPollMs,
+        pageBytes: cfg.sync.snapshotPageBytes,
       }),
+    ),
+    "POST /v1/report": tracedRoute(
+      "kvroute.report",
+      reports.counting(
+        createReportHandler({
+          authToken: cfg.authToken,
+          maxBytes: 16 << 20,
+          apply: reports.observing((report, _from, body) => {
+            applyReport(report);
+            replicas?.relay(body);
+            traceFilterDecisions(report, names);
+          }),
+        }),
+      ),
     ),
   };
 }

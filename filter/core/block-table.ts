@@ -1,7 +1,7 @@
 // biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
 // One slot's KV blocks (control-plane/src/index/slot-blocks.ts is its JavaScript face): engine
 // block hash → a heap record with the chunk-hashing state at the block's end (the last chunk
-// hash and the bytes of the unfinished chunk), the chunks it completed, its depth, its last
+// hash and the unfinished chunk), the chunks it completed, its depth, its last
 // token and the tiers holding a copy. Storing and removing whole events happens here in one
 // call each, feeding the slot's ChunkTable directly: no per-block JavaScript object, no BigInt.
 //
@@ -15,18 +15,23 @@
 //   36 nChunks u32 (chunks completed inside this block)
 //   40 partialLen u32
 //   44 the block's chunk hashes but the last (which is `prev`), u64 × (nChunks - 1)
-//   .. the partial chunk's bytes
+//   .. the unfinished chunk (partialLen bytes of it so far): under 32 bytes, its bytes; from 32
+//      on, XXH64's four accumulators over its whole 32-byte stripes (32 bytes, xxh64-stream.ts)
+//      and then the partialLen % 32 bytes after them — the stripes' bytes are not needed again,
+//      so a chunk in progress costs at most 63 bytes instead of up to chunkSize − 1 (at 128-byte
+//      chunks, ~40 bytes a block on average instead of ~64).
 //
 // Bounded: a slot holds at most maxBlocks blocks. An engine's BlockRemoved events keep its
 // table at the size of its KV cache; an engine that never reports evictions (or a flood of
 // unique prompts on a tier whose removals are not reported) would grow it forever, so past the
 // cap the block stored longest ago goes — the index's own eviction rule (the least recently
 // stored goes first; storing a block again, on any tier, refreshes it).
+
+import { BlockMap } from "./block-map";
 import { ByteBuf } from "./byte-buf";
-import { chainChunks } from "./chunk-hash";
 import { ChunkTable } from "./chunk-table";
 import { SEQUENCE_START, TokenTable } from "./token-table";
-import { U64Map } from "./u64-map";
+import { xxhFinish, xxhStart, xxhStripes } from "./xxh64-stream";
 
 const B_PREV = 0;
 const B_HASH = 8;
@@ -41,6 +46,17 @@ const B_HEADER: usize = 44;
 export const TIER_COUNT: u32 = 3;
 
 /** Bytes of a record's chunk hashes kept besides `prev` (all but the last). */
+/** XXH64's stripe, and its four accumulators' size. */
+const STRIPE: u32 = 32;
+const STATE_BYTES: usize = 32;
+/** The accumulators of the chunk being hashed. */
+const state = heap.alloc(STATE_BYTES);
+
+/** Bytes a record keeps of its unfinished chunk of partialLen bytes (layout above). */
+function partialBytes(partialLen: u32): usize {
+  return partialLen < STRIPE ? <usize>partialLen : STATE_BYTES + <usize>(partialLen & (STRIPE - 1));
+}
+
 function extraBytes(nChunks: u32): usize {
   return nChunks > 1 ? (<usize>(nChunks - 1)) << 3 : 0;
 }
@@ -68,8 +84,8 @@ export class CallStats {
 
 @unmanaged
 export class BlockTable {
-  /** hash → record; the record holds its hash, so the table keeps 4 bytes a slot. */
-  map: U64Map = new U64Map(B_HASH);
+  /** hash → record; the record holds its hash (at B_HASH, block-map.ts's KEY_OFFSET), so the table keeps 4 bytes a slot. */
+  map: BlockMap = new BlockMap();
   recBytes: usize = 0;
 
   /** Ends of the store-order list: oldest is evicted first (0: empty). */
@@ -159,11 +175,11 @@ export class BlockTable {
     if (hasParent) {
       const p = this.map.get(parent);
       if (p === 0) return STORE_ORPHAN;
-      last = load<u32>(<usize>p + B_LAST);
+      last = load<u32>(p + B_LAST);
     }
     store<u32>(held, last);
     for (let i = 0; i < n; i++) {
-      const rec = <usize>this.map.get(load<u64>(hashes + ((<usize>i) << 3)));
+      const rec = this.map.get(load<u64>(hashes + ((<usize>i) << 3)));
       store<u32>(held + ((<usize>(i + 1)) << 2), rec !== 0 ? load<u32>(rec + B_LAST) : NO_TOKEN);
     }
     return 0;
@@ -176,7 +192,8 @@ export class BlockTable {
    * length u32 × n, last token u32 × n, the bytes back to back (a block already held has length
    * 0 and is not read). Returns STORE_ORPHAN when the parent is not held, else how many blocks
    * could not be detokenized (the first such block and its descendants in the event).
-   * `scratch` holds partial ‖ bytes while hashing; `hashOut` the chunks of one block.
+   * `scratch` holds the unhashed end of the chunk in progress ‖ the block's bytes while hashing;
+   * `hashOut` the chunks of one block.
    */
   store(
     hashes: usize,
@@ -198,7 +215,7 @@ export class BlockTable {
     let depth: u32 = 0;
     let previous = SEQUENCE_START;
     if (hasParent) {
-      const p = <usize>this.map.get(parent);
+      const p = this.map.get(parent);
       if (p === 0) return STORE_ORPHAN;
       prev = load<u64>(p + B_PREV);
       depth = load<u32>(p + B_DEPTH);
@@ -213,11 +230,20 @@ export class BlockTable {
     const chunk = this.chunkSize;
     for (let i = 0; i < n; i++) {
       const hash = load<u64>(hashes + ((<usize>i) << 3));
-      let rec = <usize>this.map.get(hash);
+      let rec = this.map.get(hash);
       if (rec === 0) {
-        // Hash (partial ‖ the block's bytes) on from prev.
+        // The chunk in progress goes on from the parent's state: its whole stripes already hashed
+        // (XXH64's accumulators into `state`), the bytes after them into scratch, then the block's.
+        let folded: u32 = 0;
         scratch.len = 0;
-        scratch.append(partial, <i32>partialLen);
+        if (partialLen < STRIPE) {
+          xxhStart(state, prev);
+          scratch.append(partial, <i32>partialLen);
+        } else {
+          memory.copy(state, partial, STATE_BYTES);
+          folded = partialLen & ~(STRIPE - 1);
+          scratch.append(partial + STATE_BYTES, <i32>(partialLen - folded));
+        }
         let last: u32;
         if (tokens !== null) {
           const ids = after + ((<usize>(i * blockSize)) << 2);
@@ -229,17 +255,36 @@ export class BlockTable {
           bytes += len;
           last = load<u32>(lasts + ((<usize>i) << 2));
         }
-        const total = scratch.len;
+        const total = <u32>scratch.len;
+        const size = <u32>chunk;
         hashOut.len = 0;
-        hashOut.reserve((total / chunk) << 3);
-        const count = <u32>chainChunks(prev, scratch.ptr, total, chunk, hashOut.ptr);
-        const rest = <u32>(total - <i32>count * chunk);
+        hashOut.reserve(<i32>(((folded + total) / size) << 3));
+        // Finish each chunk the bytes complete (each seeds the next), then hash the whole stripes
+        // of the one left unfinished.
+        let count: u32 = 0;
+        let off: u32 = 0;
+        while (total - off >= size - folded) {
+          const need = size - folded;
+          const whole = need & ~(STRIPE - 1);
+          xxhStripes(state, scratch.ptr + <usize>off, <usize>whole);
+          const h = xxhFinish(state, scratch.ptr + <usize>(off + whole), <usize>size);
+          store<u64>(hashOut.ptr + ((<usize>count) << 3), h);
+          count++;
+          off += need;
+          folded = 0;
+          xxhStart(state, h);
+        }
+        const whole = (total - off) & ~(STRIPE - 1);
+        xxhStripes(state, scratch.ptr + <usize>off, <usize>whole);
+        folded += whole;
+        const tail = total - off - whole;
+        const rest = folded + tail;
         const extra = extraBytes(count);
-        const size = B_HEADER + extra + <usize>rest;
+        const recSize = B_HEADER + extra + partialBytes(rest);
         // At the cap, the least recently stored block goes (after hashing: `partial` may lie in it).
         if (this.map.size >= this.maxBlocks) this.evictOldest(stats);
-        rec = heap.alloc(size);
-        this.recBytes += heapFootprint(size);
+        rec = heap.alloc(recSize);
+        this.recBytes += heapFootprint(recSize);
         store<u64>(rec + B_PREV, count > 0 ? load<u64>(hashOut.ptr + ((<usize>(count - 1)) << 3)) : prev);
         store<u32>(rec + B_DEPTH, depth + count);
         store<u32>(rec + B_LAST, last);
@@ -247,9 +292,14 @@ export class BlockTable {
         store<u32>(rec + B_NCHUNKS, count);
         store<u32>(rec + B_PARTIAL_LEN, rest);
         memory.copy(rec + B_HEADER, hashOut.ptr, extra);
-        memory.copy(rec + B_HEADER + extra, scratch.ptr + <usize>(<i32>count * chunk), rest);
+        let keep = rec + B_HEADER + extra;
+        if (rest >= STRIPE) {
+          memory.copy(keep, state, STATE_BYTES);
+          keep += STATE_BYTES;
+        }
+        memory.copy(keep, scratch.ptr + <usize>(off + whole), <usize>tail);
         store<u64>(rec + B_HASH, hash);
-        this.map.set(hash, <u32>rec);
+        this.map.set(rec);
         this.link(rec);
         for (let k: u32 = 0; k < count; k++)
           this.chunks.add(load<u64>(hashOut.ptr + ((<usize>k) << 3)), depth + k + 1, this.slot, tier, nowMs);
@@ -273,7 +323,7 @@ export class BlockTable {
   storeCopies(hashes: usize, n: i32, tier: u32, nowMs: f64, stats: CallStats): i32 {
     let unresolved = 0;
     for (let i = 0; i < n; i++) {
-      const rec = <usize>this.map.get(load<u64>(hashes + ((<usize>i) << 3)));
+      const rec = this.map.get(load<u64>(hashes + ((<usize>i) << 3)));
       if (rec === 0) unresolved++;
       else this.addCopy(rec, tier, nowMs, stats);
     }
@@ -285,7 +335,7 @@ export class BlockTable {
     const bit: u32 = 1 << tier;
     for (let i = 0; i < n; i++) {
       const hash = load<u64>(hashes + ((<usize>i) << 3));
-      const rec = <usize>this.map.get(hash);
+      const rec = this.map.get(hash);
       if (rec === 0 || (load<u32>(rec + B_TIERS) & bit) === 0) {
         stats.unknownRemovals++;
         continue;
@@ -300,7 +350,7 @@ export class BlockTable {
 
   private drop(hash: u64, rec: usize): void {
     this.recBytes -= heapFootprint(
-      B_HEADER + extraBytes(load<u32>(rec + B_NCHUNKS)) + <usize>load<u32>(rec + B_PARTIAL_LEN),
+      B_HEADER + extraBytes(load<u32>(rec + B_NCHUNKS)) + partialBytes(load<u32>(rec + B_PARTIAL_LEN)),
     );
     this.unlink(rec);
     // The map reads keys from the records: delete while the record is still there.
@@ -312,7 +362,7 @@ export class BlockTable {
   clear(withChunks: bool): void {
     const map = this.map;
     for (let i: u32 = 0; i < map.cap; i++) {
-      const rec = <usize>map.valueAt(i);
+      const rec = map.recordAt(i);
       if (rec === 0) continue;
       if (withChunks) {
         const tiers = load<u32>(rec + B_TIERS);
@@ -341,8 +391,9 @@ export class BlockTable {
     out.reserve((<i32>map.size) << 3);
     let n = 0;
     for (let i: u32 = 0; i < map.cap; i++) {
-      if (map.valueAt(i) === 0) continue;
-      store<u64>(out.ptr + ((<usize>n) << 3), map.keyAt(i));
+      const rec = map.recordAt(i);
+      if (rec === 0) continue;
+      store<u64>(out.ptr + ((<usize>n) << 3), load<u64>(rec + B_HASH));
       n++;
     }
     out.len = n << 3;

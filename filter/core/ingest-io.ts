@@ -262,11 +262,22 @@ export function batchScanIo(ptr: usize, len: i32): i32 {
   return scanBatch(ptr, len);
 }
 
-/** Applies the last accepted scan to block table `id`, detokenizing through `tokensId`; counters at ingestStatsPtr. */
-export function batchApply(id: i32, tokensId: i32, root: u64, nowMs: f64): void {
+/**
+ * Applies the last accepted scan to block table `id`, detokenizing through `tokensId`; counters
+ * at ingestStatsPtr. `root` is the slot's plain h0; the model's UTF-8 at [modelPtr, +modelLen)
+ * seeds LoRA and salted roots (needed only when the scan staged some: modelLen 0 otherwise).
+ */
+export function batchApply(
+  id: i32,
+  tokensId: i32,
+  root: u64,
+  modelPtr: usize,
+  modelLen: i32,
+  nowMs: f64,
+): void {
   resetStats();
   const tokens = changetype<TokenTable>(unchecked(tokenTables[tokensId]));
-  applyBatch(blockTable(id), tokens, root, nowMs, scratch, hashOut, stats);
+  applyBatch(blockTable(id), tokens, root, modelPtr, modelLen, nowMs, scratch, hashOut, stats);
 }
 
 const patchBuf = new ByteBuf(256);

@@ -12,14 +12,20 @@
 // The subset is what vLLM publishes for plain text prompts, in both encodings (docs/kv-events.md):
 // batch [ts, events, rank?, ...] or {ts, events, data_parallel_rank}; BlockStored with integer
 // hashes, a nil or integer parent, u32 token ids, block_size > 0 and n·block_size tokens, medium
-// nil/""/GPU/CPU/STORAGE, lora_id/lora_name/cache_salt/metadata nil, extra_keys nil or all nil,
-// group_idx nil or 0, a full-attention kind; BlockRemoved likewise; AllBlocksCleared. Anything
-// else — SGLang's names, salts, LoRA, multimodal keys, placeholders, hybrid groups, bytes hashes,
-// floats where ints go, ext types, duplicate keys, malformed or trailing bytes — is refused and
-// the JavaScript decoder takes the batch, so the index result never depends on which path ran.
+// nil/""/GPU/CPU/STORAGE, lora_id nil or an integer, lora_name and cache_salt nil or well-formed
+// UTF-8 strings, metadata nil, extra_keys nil or a list (LoRA names, salts and multimodal keys
+// in it, read as control-plane/src/events/extra-keys.ts reads them), group_idx nil or 0, a
+// full-attention kind; BlockRemoved likewise; AllBlocksCleared. A LoRA name or a salt changes the
+// chain's root hash: the plan carries them and apply hashes the root (wire-format.md §3) from
+// the model JavaScript passes. Anything else — SGLang's metadata map, placeholders, hybrid
+// groups, bytes hashes, floats where ints go, ext types, duplicate keys, strings that are not
+// UTF-8, malformed or trailing bytes — is refused and the JavaScript decoder takes the batch, so
+// the index result never depends on which path ran.
 import { BlockTable, CallStats, STORE_ORPHAN } from "./block-table";
 import { ByteBuf } from "./byte-buf";
+import { rootHash } from "./chunk-hash";
 import { TokenTable } from "./token-table";
+import { utf8SeqLen } from "./utf8";
 
 // Field ids: the positions of vLLM's array-form BlockStored (0..11), then map-only names. The
 // map keys (eventKey): type, block_hashes, parent_block_hash, token_ids, block_size, lora_id,
@@ -53,13 +59,15 @@ const MEDIA: string[] = ["GPU", "CPU", "STORAGE"];
 const K_STORED: u32 = 1;
 const K_REMOVED: u32 = 2;
 const K_CLEARED: u32 = 3;
-/** Plan entry header: kind, tier, n, blockSize u32; parent u64; hasParent u32; pad. */
+/** Plan entry header: kind, tier, n, blockSize u32; parent u64; hasParent u32; root key u32
+ * (a parentless store's LoRA name and salt: 0 none, else 1 + its offset in rootKeys). */
 const P_HEADER: usize = 32;
 const MAX_DEPTH = 16;
 
 // Results for JavaScript (f64 each): ts, rank (-1: none), stored/removed/cleared events,
 // stored blocks on GPU/CPU/STORAGE media, removed blocks; after apply: orphan blocks,
-// undetokenizable blocks. apply's CallStats counters are at ingestStatsPtr (ingest-io.ts).
+// undetokenizable blocks; then the plan's root keys (apply needs the model's bytes when > 0).
+// apply's CallStats counters are at ingestStatsPtr (ingest-io.ts).
 const R_TS = 0;
 const R_RANK = 1;
 const R_STORED_EVENTS = 2;
@@ -69,7 +77,8 @@ const R_STORED_BY_MEDIUM = 5;
 const R_REMOVED_BLOCKS = 8;
 const R_ORPHANS = 9;
 const R_UNDETOKENIZABLE = 10;
-const R_COUNT = 11;
+const R_ROOT_KEYS = 11;
+const R_COUNT = 12;
 
 const results = heap.alloc(R_COUNT << 3);
 const plan = new ByteBuf(4096);
@@ -78,6 +87,8 @@ const fieldAt = heap.alloc(FIELD_COUNT << 2);
 /** An event's hashes (u64) and token ids (u32), read where they lie in the event: one pass over the bytes. */
 const stagedHashes = new ByteBuf(256);
 const stagedTokens = new ByteBuf(4096);
+/** The root keys of the plan's parentless stores: loraLen u32, saltLen u32, then their bytes. */
+const rootKeys = new ByteBuf(256);
 let hashCount: i64 = -1;
 let tokenCount: i64 = -1;
 
@@ -90,6 +101,11 @@ let intValue: u64 = 0;
 let intNegative = false;
 let strPtr: usize = 0;
 let strLen: i32 = 0;
+/** The stored event's LoRA name and salt as readRootKey found them (length -1: none). */
+let loraAt: usize = 0;
+let loraLen: i32 = -1;
+let saltAt: usize = 0;
+let saltLen: i32 = -1;
 
 function field(f: i32): usize {
   return <usize>load<u32>(fieldAt + ((<usize>f) << 2));
@@ -281,43 +297,102 @@ function strIs(s: string): bool {
   return true;
 }
 
+/** The map keys by field id (the order of the F_* constants above). */
+const KEY_NAMES: string[] = [
+  "type",
+  "block_hashes",
+  "parent_block_hash",
+  "token_ids",
+  "block_size",
+  "lora_id",
+  "medium",
+  "lora_name",
+  "extra_keys",
+  "group_idx",
+  "kv_cache_spec_kind",
+  "kv_cache_spec_sliding_window",
+  "event_version",
+  "locality",
+  "ownership",
+  "cache_salt",
+  "metadata",
+  "session_id",
+];
+/** Each key's first and last min(len, 8) bytes as little-endian words (4 bytes each below 8):
+ * a key compares in two loads instead of a loop over its characters, for the eight or so keys
+ * of every map-encoded event. Built once from KEY_NAMES (all ASCII, all ≥ 4 bytes). */
+const keyHead = new StaticArray<u64>(FIELD_COUNT);
+const keyTail = new StaticArray<u64>(FIELD_COUNT);
+
+function asciiWord(s: string, from: i32, n: i32): u64 {
+  let w: u64 = 0;
+  for (let i = n - 1; i >= 0; i--) w = (w << 8) | <u64>(s.charCodeAt(from + i) & 0xff);
+  return w;
+}
+
+for (let f = 0; f < FIELD_COUNT; f++) {
+  const name = unchecked(KEY_NAMES[f]);
+  const w = name.length >= 8 ? 8 : 4;
+  keyHead[f] = asciiWord(name, 0, w);
+  keyTail[f] = asciiWord(name, name.length - w, w);
+}
+
+/** The last read string is key f (its length already matched by eventKey's switch). */
+function isKey(f: i32): bool {
+  const n = strLen;
+  if (n >= 8)
+    return (
+      load<u64>(strPtr) === unchecked(keyHead[f]) &&
+      load<u64>(strPtr + <usize>(n - 8)) === unchecked(keyTail[f])
+    );
+  return (
+    <u64>load<u32>(strPtr) === unchecked(keyHead[f]) &&
+    <u64>load<u32>(strPtr + <usize>(n - 4)) === unchecked(keyTail[f])
+  );
+}
+
 /** The field id of the last read string as an event map key, or -1: by length and first byte,
  * so a key costs one comparison at most (a map event has eight or so, every event). */
 function eventKey(): i32 {
   if (strLen === 0) return -1;
   const c = <u32>load<u8>(strPtr);
+  let f = -1;
   switch (strLen) {
     case 4:
-      return strIs("type") ? F_TYPE : -1;
+      f = F_TYPE;
+      break;
     case 6:
-      return strIs("medium") ? F_MEDIUM : -1;
+      f = F_MEDIUM;
+      break;
     case 7:
-      return strIs("lora_id") ? F_LORA_ID : -1;
+      f = F_LORA_ID;
+      break;
     case 8:
-      if (c === 0x6c) return strIs("locality") ? F_LOCALITY : -1;
-      return strIs("metadata") ? F_METADATA : -1;
+      f = c === 0x6c ? F_LOCALITY : F_METADATA;
+      break;
     case 9:
-      if (c === 0x74) return strIs("token_ids") ? F_TOKENS : -1;
-      if (c === 0x6c) return strIs("lora_name") ? F_LORA_NAME : -1;
-      if (c === 0x67) return strIs("group_idx") ? F_GROUP : -1;
-      return strIs("ownership") ? F_OWNERSHIP : -1;
+      f = c === 0x74 ? F_TOKENS : c === 0x6c ? F_LORA_NAME : c === 0x67 ? F_GROUP : F_OWNERSHIP;
+      break;
     case 10:
-      if (c === 0x62) return strIs("block_size") ? F_BLOCK_SIZE : -1;
-      if (c === 0x65) return strIs("extra_keys") ? F_EXTRA_KEYS : -1;
-      if (c === 0x63) return strIs("cache_salt") ? F_SALT : -1;
-      return strIs("session_id") ? F_SESSION : -1;
+      f = c === 0x62 ? F_BLOCK_SIZE : c === 0x65 ? F_EXTRA_KEYS : c === 0x63 ? F_SALT : F_SESSION;
+      break;
     case 12:
-      return strIs("block_hashes") ? F_HASHES : -1;
+      f = F_HASHES;
+      break;
     case 13:
-      return strIs("event_version") ? F_EVENT_VERSION : -1;
+      f = F_EVENT_VERSION;
+      break;
     case 17:
-      return strIs("parent_block_hash") ? F_PARENT : -1;
+      f = F_PARENT;
+      break;
     case 18:
-      return strIs("kv_cache_spec_kind") ? F_KIND : -1;
+      f = F_KIND;
+      break;
     case 28:
-      return strIs("kv_cache_spec_sliding_window") ? F_WINDOW : -1;
+      f = F_WINDOW;
+      break;
   }
-  return -1;
+  return f >= 0 && isKey(f) ? f : -1;
 }
 
 /** Index of the last read string in `list`, or -1. */
@@ -367,6 +442,153 @@ function mainGroup(): bool {
   }
   if (nilOrAbsent(F_KIND)) return true;
   return readStr() && strIndex(MAIN_KINDS) >= 0;
+}
+
+/** The last read string is well-formed UTF-8: then msgpackr's string and the bytes the root
+ * hash reads after utf8.encode are these bytes (a malformed one would come back as U+FFFD). */
+function wellFormed(): bool {
+  const stop = strPtr + <usize>strLen;
+  let p = strPtr;
+  while (p < stop) {
+    if (load<u8>(p) < 0x80) {
+      p++;
+      continue;
+    }
+    const n = utf8SeqLen(p, stop);
+    if (n === 0) return false;
+    p += <usize>n;
+  }
+  return true;
+}
+
+function sameBytes(a: usize, aLen: i32, b: usize, bLen: i32): bool {
+  return aLen === bLen && memory.compare(a, b, <usize>aLen) === 0;
+}
+
+/** A typed extra key of `n` entries at pos (vLLM PR #55488's form): 1 when it is
+ * {type: "cache_salt", salt: <string>} (the salt kept), 0 for any other map, -1 to refuse. */
+function typedSalt(n: i64): i32 {
+  let typeAt: usize = 0;
+  let typeLen: i32 = -1;
+  let valueAt: usize = 0;
+  let valueLen: i32 = -1;
+  let seenType = false;
+  let seenSalt = false;
+  for (let i: i64 = 0; i < n; i++) {
+    if (!readStr() || strIs("__proto__")) return -1;
+    const isType = strIs("type");
+    const isSalt = !isType && strIs("salt");
+    // msgpackr keeps a repeated key's last value: the decoder's business.
+    if ((isType && seenType) || (isSalt && seenSalt)) return -1;
+    seenType = seenType || isType;
+    seenSalt = seenSalt || isSalt;
+    if ((isType || isSalt) && readStr()) {
+      if (isType) {
+        typeAt = strPtr;
+        typeLen = strLen;
+      } else {
+        valueAt = strPtr;
+        valueLen = strLen;
+      }
+      continue;
+    }
+    if (!ok) return -1;
+    skip(3);
+    if (!ok) return -1;
+  }
+  if (typeLen < 0 || valueLen < 0) return 0;
+  strPtr = typeAt;
+  strLen = typeLen;
+  if (!strIs("cache_salt")) return 0;
+  strPtr = valueAt;
+  strLen = valueLen;
+  if (!wellFormed()) return -1;
+  saltAt = valueAt;
+  saltLen = valueLen;
+  return 1;
+}
+
+/**
+ * The salt in the first block's extra keys at pos, as saltFromExtraKeys
+ * (control-plane/src/events/extra-keys.ts) finds it: a typed cache_salt entry, else the last
+ * string of the tuple that is not its leading LoRA name; a tuple that is not a list has none.
+ * False to refuse.
+ */
+function firstBlockSalt(): bool {
+  const n = readHeader(false);
+  if (n < 0) return ok;
+  let lastAt: usize = 0;
+  let lastLen: i32 = -1;
+  for (let i: i64 = 0; i < n; i++) {
+    if (readStr()) {
+      if (!wellFormed()) return false;
+      if (i === 0 && loraLen >= 0 && sameBytes(strPtr, strLen, loraAt, loraLen)) continue;
+      lastAt = strPtr;
+      lastLen = strLen;
+      continue;
+    }
+    if (!ok) return false;
+    const m = readHeader(true);
+    if (m >= 0) {
+      const typed = typedSalt(m);
+      if (typed !== 0) return typed > 0;
+      continue;
+    }
+    if (!ok) return false;
+    skip(2); // multimodal [identifier, offset] pairs, an older engine's int LoRA id, bytes
+    if (!ok) return false;
+  }
+  if (lastLen >= 0) {
+    saltAt = lastAt;
+    saltLen = lastLen;
+  }
+  return true;
+}
+
+/**
+ * A stored event's lora_id, lora_name, metadata, cache_salt and extra_keys, with the decoder's
+ * type rules (event-decoder.ts buildStored); the LoRA name and the salt that seed a parentless
+ * chain's root are left in loraAt/loraLen and saltAt/saltLen. False to refuse.
+ */
+function readRootKey(parentless: bool): bool {
+  loraLen = -1;
+  saltLen = -1;
+  if (!optUint(F_LORA_ID)) return false; // deprecated, and not part of the hash
+  if (!nilOrAbsent(F_LORA_NAME)) {
+    // SGLang's metadata map in this position is the decoder's business.
+    if (!readStr() || !wellFormed()) return false;
+    loraAt = strPtr;
+    loraLen = strLen;
+  }
+  if (!nilOrAbsent(F_METADATA)) return false;
+  if (!nilOrAbsent(F_SALT)) {
+    if (!readStr() || !wellFormed()) return false;
+    saltAt = strPtr;
+    saltLen = strLen;
+  }
+  if (nilOrAbsent(F_EXTRA_KEYS)) return true;
+  const keys = readHeader(false);
+  if (keys < 0) return false;
+  // Only a sequence's first run carries the salt, and a named cache_salt comes first. The other
+  // tuples need no reading: skip() validated them when the fields were read.
+  if (keys === 0 || !parentless || saltLen >= 0) return true;
+  return firstBlockSalt();
+}
+
+/** Stages the root key readRootKey left: 0 when the chain has the plain root ("" is no name). */
+function stageRootKey(): u32 {
+  const lora = loraLen > 0 ? loraLen : 0;
+  const salt = saltLen > 0 ? saltLen : 0;
+  if (lora === 0 && salt === 0) return 0;
+  const at = rootKeys.len;
+  rootKeys.reserve(8 + lora + salt);
+  store<u32>(rootKeys.ptr + <usize>at, <u32>lora);
+  store<u32>(rootKeys.ptr + <usize>at + 4, <u32>salt);
+  rootKeys.len += 8;
+  rootKeys.append(loraAt, lora);
+  rootKeys.append(saltAt, salt);
+  addResult(R_ROOT_KEYS, 1);
+  return <u32>at + 1;
 }
 
 /** Reads the array of integer hashes at pos into stagedHashes; false to refuse. */
@@ -499,14 +721,7 @@ function scanEvent(arrayLen: i64, mapLen: i64): bool {
     memory.copy(plan.ptr + <usize>plan.len, stagedTokens.ptr, <usize>(count << 2));
     plan.len += <i32>(count << 2);
     plan.len = (plan.len + 7) & ~7; // the next entry's hashes stay 8-aligned
-    // LoRA and salts change the chain's root hash: the JavaScript path owns those rules.
-    if (!nilOrAbsent(F_LORA_ID) || !nilOrAbsent(F_LORA_NAME)) return false;
-    if (!nilOrAbsent(F_SALT) || !nilOrAbsent(F_METADATA)) return false;
-    if (!nilOrAbsent(F_EXTRA_KEYS)) {
-      const keys = readHeader(false);
-      if (keys < 0) return false;
-      for (let i: i64 = 0; i < keys; i++) if (!takeNil()) return false;
-    }
+    if (!readRootKey(hasParent === 0)) return false;
     if (!optUint(F_WINDOW) || !optUint(F_EVENT_VERSION) || !optStr(F_SESSION)) return false;
     addResult(R_STORED_EVENTS, 1);
     addResult(R_STORED_BY_MEDIUM + tier, <f64>n);
@@ -521,6 +736,7 @@ function scanEvent(arrayLen: i64, mapLen: i64): bool {
   store<u32>(h + 12, <u32>blockSize);
   store<u64>(h + 16, parent);
   store<u32>(h + 24, hasParent);
+  store<u32>(h + 28, stored && hasParent === 0 ? stageRootKey() : 0);
   pos = after;
   return ok;
 }
@@ -575,6 +791,7 @@ export function scanBatch(ptr: usize, len: i32): i32 {
   end = ptr + <usize>len;
   ok = true;
   plan.len = 0;
+  rootKeys.len = 0;
   for (let i = 0; i < R_COUNT; i++) setResult(i, 0);
   setResult(R_RANK, -1);
   const arr = readHeader(false);
@@ -623,11 +840,17 @@ export function scanBatch(ptr: usize, len: i32): i32 {
   return scanEvents() ? 1 : 0;
 }
 
-/** Runs the plan of the last accepted scan on `table`; counters accumulate in `stats` and the results. */
+/**
+ * Runs the plan of the last accepted scan on `table`; counters accumulate in `stats` and the
+ * results. `root` is the slot's plain h0; the model's bytes at [model, model + modelLen) seed
+ * the roots of LoRA and salted chains (needed when the scan staged root keys).
+ */
 export function applyBatch(
   table: BlockTable,
   tokens: TokenTable,
   root: u64,
+  model: usize,
+  modelLen: i32,
   nowMs: f64,
   scratch: ByteBuf,
   hashOut: ByteBuf,
@@ -652,6 +875,22 @@ export function applyBatch(
       continue;
     }
     const hasParent = load<u32>(p + 24) !== 0;
+    const key = load<u32>(p + 28);
+    let h0: u64 = hasParent ? 0 : root;
+    if (key !== 0) {
+      const k = rootKeys.ptr + <usize>(key - 1);
+      const loraBytes = <i32>load<u32>(k);
+      const lora = k + 8;
+      h0 = rootHash(
+        model,
+        modelLen,
+        lora,
+        loraBytes,
+        lora + <usize>loraBytes,
+        <i32>load<u32>(k + 4),
+        scratch,
+      );
+    }
     const r = table.store(
       hashes,
       n,
@@ -660,7 +899,7 @@ export function applyBatch(
       tier,
       hasParent,
       load<u64>(p + 16),
-      hasParent ? 0 : root,
+      h0,
       nowMs,
       scratch,
       hashOut,

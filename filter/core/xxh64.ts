@@ -1,19 +1,19 @@
 // XXH64 (Yann Collet's xxHash, 64-bit variant) over raw memory, written from the published
-// algorithm description. Little-endian loads straight from memory keep the hot loop free of
+// algorithm description (xxh64-stream.ts feeds the same rounds piecewise). Little-endian loads straight from memory keep the hot loop free of
 // bounds checks; callers pass ranges they own.
 
 // Written as two halves: the literals exceed what the TypeScript-side linter can represent.
-const P1: u64 = ((<u64>0x9e3779b1) << 32) | 0x85ebca87;
-const P2: u64 = ((<u64>0xc2b2ae3d) << 32) | 0x27d4eb4f;
-const P3: u64 = ((<u64>0x165667b1) << 32) | 0x9e3779f9;
-const P4: u64 = ((<u64>0x85ebca77) << 32) | 0xc2b2ae63;
-const P5: u64 = ((<u64>0x27d4eb2f) << 32) | 0x165667c5;
+export const P1: u64 = ((<u64>0x9e3779b1) << 32) | 0x85ebca87;
+export const P2: u64 = ((<u64>0xc2b2ae3d) << 32) | 0x27d4eb4f;
+export const P3: u64 = ((<u64>0x165667b1) << 32) | 0x9e3779f9;
+export const P4: u64 = ((<u64>0x85ebca77) << 32) | 0xc2b2ae63;
+export const P5: u64 = ((<u64>0x27d4eb2f) << 32) | 0x165667c5;
 
-function round(acc: u64, input: u64): u64 {
+export function round(acc: u64, input: u64): u64 {
   return rotl<u64>(acc + input * P2, 31) * P1;
 }
 
-function mergeRound(acc: u64, val: u64): u64 {
+export function mergeRound(acc: u64, val: u64): u64 {
   return (acc ^ round(0, val)) * P1 + P4;
 }
 

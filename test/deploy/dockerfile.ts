@@ -1,5 +1,5 @@
 // Reads a Dockerfile into its stages and the instructions tests need (FROM, WORKDIR, COPY, RUN,
-// ENV, USER, EXPOSE, ENTRYPOINT, CMD), so a test can lay out and start what an image would run
+// ARG, ENV, USER, EXPOSE, ENTRYPOINT, CMD), so a test can lay out and start what an image would run
 // without Docker. Continuation lines (trailing backslash) are joined; comments are dropped.
 
 export interface Copy {
@@ -49,11 +49,14 @@ function execForm(arg: string, what: string): string[] {
 
 export function parseDockerfile(text: string): Stage[] {
   const stages: Stage[] = [];
+  /** The current stage's build arguments (an ARG is scoped to the stage that declares it). */
+  const buildArgs = new Map<string, string>();
   for (const line of joinContinuations(text)) {
     const space = line.indexOf(" ");
     const op = line.slice(0, space).toUpperCase();
     const arg = line.slice(space + 1).trim();
     if (op === "FROM") {
+      buildArgs.clear();
       const m = /^(\S+)(?:\s+AS\s+(\S+))?$/i.exec(arg);
       if (m === null) throw new Error(`bad FROM: ${line}`);
       stages.push({
@@ -91,10 +94,20 @@ export function parseDockerfile(text: string): Stage[] {
       case "RUN":
         stage.runs.push(arg);
         break;
+      case "ARG": {
+        // A build argument as `docker build` without --build-arg sees it: its default, else "".
+        const m = /^([A-Za-z_][A-Za-z0-9_]*)(?:=(.*))?$/.exec(arg);
+        if (m === null) throw new Error(`ARG must be NAME or NAME=default: ${line}`);
+        buildArgs.set(m[1] as string, m[2] ?? "");
+        break;
+      }
       case "ENV": {
         const m = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(arg);
         if (m === null) throw new Error(`ENV must be KEY=value: ${line}`);
-        stage.env[m[1] as string] = m[2] as string;
+        stage.env[m[1] as string] = (m[2] as string).replace(
+          /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g,
+          (_, name: string) => buildArgs.get(name) ?? "",
+        );
         break;
       }
       case "USER":

@@ -5,7 +5,11 @@ import { randomUUID } from "node:crypto";
 import { pino } from "pino";
 import { zmqKvEvents } from "../../control-plane/sim/kv-events-config.ts";
 import { type RunningSim, type SimConfig, startSim } from "../../control-plane/sim/server.ts";
-import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
+import {
+  type ControlPlane,
+  type ControlPlaneOptions,
+  startControlPlane,
+} from "../../control-plane/src/app.ts";
 import { envoyConfigFor, shippedClientAddressing } from "../../control-plane/src/cli/envoy-config.ts";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
 import { listenerRouting } from "../../host/envoy-listener.ts";
@@ -58,6 +62,8 @@ export interface E2EOptions {
    * gateway reads its routes, clusters and policy filters from it — e.g. the operator's RBAC.
    */
   envoy?: (cfg: Record<string, unknown>) => void;
+  /** Control-plane options over the harness's (e.g. a logger to read, a config file to watch). */
+  controlPlane?: Partial<ControlPlaneOptions>;
 }
 
 function workerConfig(w: Worker, ranks: number, over: Partial<SimConfig> = {}): SimConfig {
@@ -95,34 +101,35 @@ export async function startE2E(o: E2EOptions = {}): Promise<E2E> {
 }
 
 function e2eConfig(o: E2EOptions, workers: Worker[], ranks: number) {
-  return parseConfig(
-    {
-      authToken: TOKEN,
-      pools: [
-        {
-          name: "qwen",
-          models: [MODEL],
-          tokenizer: QWEN3,
-          endpoints: workers.map((w) => ({
-            address: `127.0.0.1:${w.port}`,
-            ranks: Array.from({ length: ranks }, (_, r) => r),
-            kvEvents: {
-              endpoint: `tcp://*:${w.zmq}`,
-              replayEndpoint: `tcp://*:${w.zmq + 10}`,
-              topic: "kv",
-            },
-          })),
-          ...o.pool,
-        },
-      ],
-      routing: { failMode: o.failMode ?? "open", ...o.routing },
-      cache: { buckets: 1024, ways: 16, ...o.cache },
-      load: { scrapeIntervalMs: 100, unhealthyAfter: 2, ...o.load },
-      sync: { longPollMs: 500 },
-    },
-    "e2e",
-    {},
-  );
+  return parseConfig(e2eRawConfig(o, workers, ranks), "e2e", {});
+}
+
+/** The control plane's configuration for these workers, as its YAML file would hold it. */
+export function e2eRawConfig(o: E2EOptions, workers: Worker[], ranks: number): Record<string, unknown> {
+  return {
+    authToken: TOKEN,
+    pools: [
+      {
+        name: "qwen",
+        models: [MODEL],
+        tokenizer: QWEN3,
+        endpoints: workers.map((w) => ({
+          address: `127.0.0.1:${w.port}`,
+          ranks: Array.from({ length: ranks }, (_, r) => r),
+          kvEvents: {
+            endpoint: `tcp://*:${w.zmq}`,
+            replayEndpoint: `tcp://*:${w.zmq + 10}`,
+            topic: "kv",
+          },
+        })),
+        ...o.pool,
+      },
+    ],
+    routing: { failMode: o.failMode ?? "open", ...o.routing },
+    cache: { buckets: 1024, ways: 16, ...o.cache },
+    load: { scrapeIntervalMs: 100, unhealthyAfter: 2, ...o.load },
+    sync: { longPollMs: 500 },
+  };
 }
 
 /** The handle a test holds: workers and the control plane can be stopped and started again. */
@@ -157,6 +164,7 @@ function e2eHandle(o: E2EOptions, workers: Worker[], ranks: number, cpPort: numb
       e.cp = await startControlPlane(e2eConfig(o, workers, ranks), {
         listen: `127.0.0.1:${cpPort}`,
         logger: pino({ level: "silent" }),
+        ...o.controlPlane,
       });
       return e.cp;
     },

@@ -67,6 +67,8 @@ export interface SimStackOptions {
   sim?: Partial<SimConfig>;
   /** Extra settings of the pool (e.g. `adapters`). */
   pool?: Record<string, unknown>;
+  /** Extra top-level configuration sections (e.g. `tracing`). */
+  config?: Record<string, unknown>;
 }
 
 export async function startSimStack(o: SimStackOptions = {}): Promise<SimStack> {
@@ -94,6 +96,7 @@ export async function startSimStack(o: SimStackOptions = {}): Promise<SimStack> 
       load: { scrapeIntervalMs: 100, unhealthyAfter: 2 },
       sync: { longPollMs: 500 },
       epp: { ...(o.seed === undefined ? {} : { seed: o.seed }), ...o.epp },
+      ...o.config,
     },
     "epp-sim",
     {},

@@ -2,6 +2,8 @@
 // array and map encodings), land in the index under the chunk hashes the filter computes for
 // the same request with the same cache_salt — and under no hash of the unsalted request or of
 // another salt. Real Qwen3 tokenizer; the filter side is the routing core's request hashing.
+// Both ingest paths: the JavaScript decoder event by event, and the core's batch fast path
+// (filter/core/kv-batch.ts), which reads the salt from the payload itself.
 import { Tokenizer } from "@huggingface/tokenizers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
@@ -89,7 +91,9 @@ function vllmEvents(encoding: "array" | "map", salt: string): Buffer {
   return batch([run(0, split, null), run(split, blocks, 1000 + split - 1)], 0, 1.5);
 }
 
-function indexFrom(payload: Buffer): PrefixIndex {
+type IngestPath = "decoder" | "fast path";
+
+function indexFrom(payload: Buffer, path: IngestPath): PrefixIndex {
   const index = new PrefixIndex({ buckets: 1024, ways: 16, maxSlots: 8 });
   index.addSlot({
     slotKey: "s",
@@ -97,7 +101,13 @@ function indexFrom(payload: Buffer): PrefixIndex {
     model: MODEL,
     hasher: coreChunkHasher(CHUNK),
     detokenize: tokens.detokenize ?? (() => null),
+    tokenTable: path === "fast path" ? tokens.tokenTable : null,
   });
+  if (path === "fast path") {
+    expect(index.scanBatch("s", payload)).not.toBeNull();
+    index.applyScanned("s");
+    return index;
+  }
   const r = decodeBatch(payload);
   if (!r.ok) throw new Error(r.error);
   for (const ev of r.batch.events) index.event("s", ev, meta);
@@ -105,9 +115,14 @@ function indexFrom(payload: Buffer): PrefixIndex {
 }
 
 describe("salted blocks are indexed under the salted request's chunk hashes", () => {
-  for (const encoding of ["array", "map"] as const) {
-    it(`${encoding} encoding: the salted request hits, the unsalted one and another salt do not`, () => {
-      const held = indexed(indexFrom(vllmEvents(encoding, "tenant-a")));
+  for (const [encoding, path] of [
+    ["array", "decoder"],
+    ["map", "decoder"],
+    ["array", "fast path"],
+    ["map", "fast path"],
+  ] as const) {
+    it(`${encoding} encoding, ${path}: the salted request hits, the unsalted one and another salt do not`, () => {
+      const held = indexed(indexFrom(vllmEvents(encoding, "tenant-a"), path));
       const salted = filterHashes("tenant-a");
       // Every complete chunk of the stored blocks, including the second event's (inherited salt).
       expect(held.size).toBeGreaterThan(6);

@@ -5,10 +5,12 @@
 // their dirty bucket images, slot counters, rank stats (drops, errors, ignored, per-medium
 // counts), resets and block sets must be equal. Streams: the payload forms the decoder tests
 // use, generated chains (both encodings, every envelope, removals, clears, tiers, duplicates,
-// orphans, out-of-vocabulary ids, gaps, restarts, other ranks, the slot's block cap), and the
-// same with what the fast path must refuse mixed in (salts, LoRA, multimodal keys, placeholders,
-// hybrid groups, SGLang forms, bytes and float hashes, malformed events and payloads), plus
-// arbitrary mutations of valid events.
+// orphans, out-of-vocabulary ids, gaps, restarts, other ranks, the slot's block cap), LoRA
+// adapters and salts in every form extra-keys.ts reads (the fast path takes them and hashes
+// their roots in the core), and the same with what the fast path must refuse mixed in
+// (placeholders, hybrid groups, SGLang's metadata, strings that are not UTF-8, bytes and float
+// hashes, malformed events and payloads), plus arbitrary mutations of valid events and
+// arbitrary extra keys.
 import fc from "fast-check";
 import { pino } from "pino";
 import { afterAll, describe, expect, it } from "vitest";
@@ -211,6 +213,112 @@ function decoderFixtures(): Buffer[] {
   return payloads;
 }
 
+/** One chain per LoRA/salt form (extra-keys.ts), each a parentless run of two blocks and a
+ * child, the same tokens every time so that only the root tells them apart. */
+function keyedFixtures(): Buffer[] {
+  const tokens = range(1000, 48);
+  const out: Buffer[] = [];
+  let base = 100;
+  const form = (
+    lora: string | null,
+    first: Value,
+    extra: Record<string, Value> = {},
+    loraId: number | null = null,
+  ) => {
+    const spec = (hashes: number[], parent: number | null, toks: number[], keys: Value[]): StoredSpec => ({
+      hashes,
+      parent,
+      tokens: toks,
+      blockSize: 16,
+      loraName: lora,
+      loraId,
+      extra: { extra_keys: keys, ...extra },
+    });
+    // The child's tuples hold strings too: only a sequence's first run carries the salt.
+    const childKeys: Value[] = [[lora ?? "other", "ignored-salt"]];
+    const a = spec([base, base + 1], null, tokens.slice(0, 32), [first, lora === null ? null : [lora]]);
+    const b = spec([base + 2], base + 1, tokens.slice(32), childKeys);
+    base += 10;
+    const ts = 1_700_000_000 + out.length;
+    out.push(batch([storedArray(a, [a.extra?.extra_keys ?? null]), storedArray(b, [childKeys])], 0, ts));
+    out.push(
+      batch(
+        [
+          storedMap({ ...a, hashes: [base, base + 1] }),
+          storedMap({ ...b, hashes: [base + 2], parent: base + 1 }),
+        ],
+        0,
+        ts + 0.5,
+      ),
+    );
+    base += 10;
+  };
+  form(null, null); // the plain chain (first: keyedFixtures().slice(0, 1) is its array form)
+  form("adapter-a", ["adapter-a"]); // LoRA only: the name leads every tuple
+  form("adapter-a", ["adapter-a", "tenant"]); // LoRA and salt
+  form(null, ["tenant"]); // salt only (vLLM's raw tuple)
+  form(null, [{ type: "cache_salt", salt: "tenant" }]); // vLLM PR #55488's typed form
+  form("x", [
+    { type: "lora", name: "x" },
+    { type: "cache_salt", salt: "t2" },
+  ]);
+  form(null, [["mm-1", 0], ["mm-2", 16], "tenant"]); // multimodal pairs, then the salt
+  form(null, ["bare-mm-hash"]); // an older engine's bare multimodal hash: taken for a salt
+  form(null, [3, "tenant"], {}, 3); // an older engine's int LoRA id leads the tuple
+  form(null, ["tenant", new Uint8Array([1, 2, 3])]); // prompt-embeds digest last
+  form(null, [""]); // an empty salt is no salt
+  form(null, [{ type: "cache_salt", salt: "" }, "later"]); // a typed empty salt ends the search
+  form("", [""]); // an empty LoRA name
+  form("ädapter", ["ädapter", "tenant-ü-🙂"]); // non-ASCII names and salts
+  form("a", ["s", "a"]); // the LoRA name elsewhere than first is a salt candidate like any string
+  form(null, [{ type: "mm", hash: "h" }, { type: "cache_salt", salt: 5 }, "s2"]); // other maps pass
+  form(null, "not-a-tuple"); // a first entry that is not a list: no salt
+  form(null, [], { cache_salt: "sg" }); // SGLang's named salt (map form only; the array ignores it)
+  form(null, ["v"], { cache_salt: "sg" }); // the named salt wins over extra keys
+  form(null, ["v"], { cache_salt: "" }); // even when empty
+  form("adapter-a", ["adapter-a"], {}, 7); // lora_id beside the name (not hashed)
+  return out;
+}
+
+/** LoRA/salt payloads the decoder must read: each differs from a taken form by one thing. */
+function keyedNearMisses(): Buffer[] {
+  const s = (extra: Record<string, Value>, loraName: string | null = null): Value =>
+    storedMap({ hashes: [900], tokens: range(1000, 16), blockSize: 16, loraName, extra });
+  /** Overwrites the UTF-8 of `from` with as many other bytes: strings msgspec would not write. */
+  const patch = (p: Buffer, from: string, to: number[]) => {
+    const at = p.indexOf(from);
+    expect(at).toBeGreaterThan(0);
+    expect(Buffer.byteLength(from)).toBe(to.length);
+    Buffer.from(to).copy(p, at);
+    return p;
+  };
+  return [
+    patch(batch([s({ extra_keys: [["salt\x01", null]] })]), "salt\x01", [0x73, 0x61, 0x6c, 0xff, 0x01]),
+    patch(batch([s({ extra_keys: [["adapter"]] }, "ad\xaa")]), "ad\xaa", [0x61, 0xed, 0xa0, 0x80]),
+    patch(batch([s({ cache_salt: "sg\x02" })]), "sg\x02", [0xc0, 0xaf, 0x67]),
+    // A typed salt with its key repeated (msgpackr keeps the last).
+    patch(
+      batch([s({ extra_keys: [[{ type: "cache_salt", salt: "a", salX: "b" }]] })]),
+      "salX",
+      [0x73, 0x61, 0x6c, 0x74],
+    ),
+    batch([s({ metadata: { cache_salt: "m" } })]),
+    batch([
+      storedArray({
+        hashes: [901],
+        tokens: range(0, 16),
+        blockSize: 16,
+        loraName: { cache_salt: "m" } as never,
+      }),
+    ]),
+    batch([s({}, 5 as never)]),
+    batch([s({ extra_keys: "tenant" })]),
+    batch([s({ cache_salt: 5 })]),
+    batch([storedMap({ hashes: [902], tokens: range(0, 16), blockSize: 16, loraId: -1 })]),
+    batch([storedMap({ hashes: [903], tokens: range(0, 16), blockSize: 16, extra: { lora_id: "3" } })]),
+  ];
+}
+
 interface Knobs {
   /** Mix in what the fast path must refuse. */
   refused: boolean;
@@ -342,9 +450,87 @@ function generated(seed: number, batches: number, k: Knobs): Array<[number, Buff
 describe("the core's batch fast path indexes exactly what the JavaScript decoder indexes", () => {
   it("the decoder tests' payload forms", () => {
     const [fast] = runBoth(inOrder(decoderFixtures()), 1);
-    // The plain forms take the fast path, the rest the decoder.
-    expect(fast.fastBatches).toBeGreaterThanOrEqual(8);
-    expect(fast.fastBatches).toBeLessThan(decoderFixtures().length - 10);
+    // Ten go to the decoder: the placeholder, group 1 / sliding window, SGLang's salt on an
+    // unknown medium, SGLang's metadata in lora_name's place, a bytes hash, junk events,
+    // attn_dp_rank, and three broken payloads. Salts and LoRA take the fast path.
+    expect(fast.fastBatches).toBe(decoderFixtures().length - 10);
+  });
+
+  it("LoRA adapters, salts and multimodal keys in every form extra-keys.ts reads take the fast path", () => {
+    const payloads = keyedFixtures();
+    const [fast] = runBoth(inOrder(payloads), 1);
+    expect(fast.fastBatches).toBe(payloads.length);
+    // The roots were applied: the same tokens under the keyed roots are mostly other chunks than
+    // the plain chain's (which is the first fixture).
+    const plainOnly = runBoth(inOrder(payloads.slice(0, 1)), 1)[0].snapshot().chunks;
+    expect(plainOnly).toBeGreaterThan(1);
+    expect(fast.snapshot().chunks).toBeGreaterThan(10 * plainOnly);
+  });
+
+  it("near misses of the LoRA and salt forms go to the decoder", () => {
+    const payloads = keyedNearMisses();
+    const [fast] = runBoth(inOrder(payloads), 1);
+    expect(fast.fastBatches).toBe(0);
+  });
+
+  it("arbitrary LoRA names and first-block extra keys", () => {
+    const text = fc.oneof(fc.string({ unit: "grapheme", maxLength: 6 }), fc.constantFrom("", "a", "s"));
+    const key = fc.oneof(
+      text,
+      fc.integer({ min: -5, max: 1000 }),
+      fc.constant(null),
+      fc.tuple(text, fc.nat(64)),
+      fc.record({ type: fc.constantFrom("cache_salt", "lora", "mm"), salt: fc.oneof(text, fc.nat()) }),
+      fc.record({ type: fc.constantFrom("lora", "cache_salt"), name: text }),
+      fc.uint8Array({ maxLength: 4 }),
+    );
+    const event = fc.record({
+      lora: fc.option(text),
+      loraId: fc.option(fc.nat(9)),
+      first: fc.oneof({ weight: 4, arbitrary: fc.array(key, { maxLength: 4 }) }, key),
+      salt: fc.option(text, { freq: 5 }),
+      child: fc.boolean(),
+      map: fc.boolean(),
+    });
+    let taken = 0;
+    let runs = 0;
+    fc.assert(
+      fc.property(fc.array(event, { minLength: 1, maxLength: 4 }), (events) => {
+        const evs = events.map((e, i) => {
+          const spec: StoredSpec = {
+            hashes: [BIG + BigInt(2 * i), BIG + BigInt(2 * i + 1)],
+            parent: e.child ? 7 : null,
+            tokens: range(2000, 32),
+            blockSize: 16,
+            loraName: e.lora,
+            loraId: e.loraId,
+          };
+          const extraKeys = [e.first as Value, null];
+          if (!e.map) return storedArray(spec, [extraKeys]);
+          return storedMap({
+            ...spec,
+            extra:
+              e.salt === null ? { extra_keys: extraKeys } : { extra_keys: extraKeys, cache_salt: e.salt },
+          });
+        });
+        const [fast, js] = runBoth(
+          inOrder([
+            batch([storedArray({ hashes: [7], tokens: range(3000, 16), blockSize: 16 })], 0),
+            batch(evs, 0),
+          ]),
+          1,
+        );
+        taken += fast.fastBatches;
+        runs++;
+        for (const p of [fast, js]) {
+          p.index.dispose();
+          open.splice(open.indexOf(p), 1);
+        }
+      }),
+      { numRuns: 150 },
+    );
+    // Grapheme strings are well-formed UTF-8: every batch takes the fast path.
+    expect(taken).toBe(2 * runs);
   });
 
   it("the simulated worker's batches (vLLM's encodings) take the fast path", () => {

@@ -2,8 +2,10 @@
 // there a missing binary is a failure; only on a developer machine without it (CI unset) do the
 // replica tests skip, saying why.
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { freePortRange } from "../sim/helpers.ts";
 import { until } from "../until.ts";
 
@@ -30,12 +32,21 @@ function accepts(port: number): Promise<boolean> {
 export class NatsServer {
   #child: ChildProcess | null = null;
 
-  private constructor(readonly port: number) {}
+  private constructor(
+    readonly port: number,
+    private readonly config: string | null,
+  ) {}
 
-  static async start(): Promise<NatsServer> {
+  /** `maxPayload`: the server's max_payload (bytes; its default is 1 MiB), through a config file. */
+  static async start(opts: { maxPayload?: number } = {}): Promise<NatsServer> {
     if (!existsSync(NATS_SERVER))
       throw new Error(`${NATS_SERVER} is missing: .ci/run installs it (apt-get install -y nats-server)`);
-    const s = new NatsServer(await freePortRange(1));
+    let config: string | null = null;
+    if (opts.maxPayload !== undefined) {
+      config = join(mkdtempSync(join(tmpdir(), "kvroute-nats-")), "nats.conf");
+      writeFileSync(config, `max_payload: ${opts.maxPayload}\n`);
+    }
+    const s = new NatsServer(await freePortRange(1), config);
     await s.up();
     return s;
   }
@@ -45,7 +56,9 @@ export class NatsServer {
   }
 
   async up(): Promise<void> {
-    const child = spawn(NATS_SERVER, ["-a", "127.0.0.1", "-p", String(this.port)], { stdio: "ignore" });
+    const args = ["-a", "127.0.0.1", "-p", String(this.port)];
+    if (this.config !== null) args.push("-c", this.config);
+    const child = spawn(NATS_SERVER, args, { stdio: "ignore" });
     this.#child = child;
     await until(`nats-server on port ${this.port}`, async () => {
       if (child.exitCode !== null) throw new Error(`nats-server exited with ${child.exitCode}`);

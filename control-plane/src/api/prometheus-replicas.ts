@@ -48,8 +48,26 @@ export function registerReplicaMetrics(registry: Registry, x: ReplicaExchange): 
     },
   });
   new Counter({
+    name: "kvroute_replica_messages_split_total",
+    help: "Replica messages larger than the NATS server's max_payload, sent as parts.",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(x.stats.messagesSplit);
+    },
+  });
+  new Counter({
+    name: "kvroute_replica_messages_joined_total",
+    help: "Peers' replica messages that came as parts and were joined whole.",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(x.stats.messagesJoined);
+    },
+  });
+  new Counter({
     name: "kvroute_replica_messages_dropped_total",
-    help: "Replica messages not sent or not applied, by reason (disconnected, too_large, publish_failed, unknown_slot_table, malformed, own_id, too_many_peers, internal).",
+    help: "Replica messages not sent or not applied, by reason (disconnected, too_large, publish_failed, unknown_slot_table, malformed, own_id, too_many_peers, part_duplicate, parts_expired, parts_evicted, internal).",
     labelNames: ["reason"],
     registers: [registry],
     collect() {

@@ -1,18 +1,31 @@
 // The control plane's Prometheus metrics (names documented in docs/operations.md). Values are
 // read from the model at scrape time, so nothing on the hot paths updates a metric.
 import { Counter, Gauge, Registry } from "prom-client";
+import { buildInfo } from "../common/build-info.ts";
 import { registerReportMetrics } from "./prometheus-reports.ts";
 import { registerSlotLoadMetrics } from "./prometheus-slot-load.ts";
 import type { StatusInput } from "./status.ts";
 
 export function buildMetrics(s: StatusInput): Registry {
   const registry = new Registry();
+  registerBuildInfo(registry);
   registerFleetMetrics(registry, s);
   registerSyncMetrics(registry, s);
   registerSourceMetrics(registry, s);
   registerSlotLoadMetrics(registry, s);
   registerReportMetrics(registry, s);
   return registry;
+}
+
+/** The Prometheus `*_build_info` convention: a constant 1 whose labels name the build. */
+function registerBuildInfo(registry: Registry): void {
+  const b = buildInfo();
+  new Gauge({
+    name: "kvroute_build_info",
+    help: "Always 1; the labels name the running build (package version, git commit, filter module SHA-256).",
+    labelNames: ["version", "commit", "wasm_sha256"],
+    registers: [registry],
+  }).set({ version: b.version, commit: b.commit ?? "unknown", wasm_sha256: b.wasmSha256 ?? "unknown" }, 1);
 }
 
 /** Slots by state and the prefix index's size. */

@@ -3,6 +3,7 @@
 // streams are flowing, and which gateways are in sync. The dashboard renders this same
 // document (pushed over /v1/events/status), so new fields are added, never renamed.
 
+import { buildInfo } from "../common/build-info.ts";
 import type { Config } from "../config/schema.ts";
 import type { EventsSupervisor } from "../events/index.ts";
 import type { PrefixIndex } from "../index/prefix-index.ts";
@@ -47,6 +48,8 @@ export function buildStatus(s: StatusInput) {
     now,
     epoch: s.epoch.toString(),
     version: s.log.version,
+    /** The running build: package version, git commit (null when unknown), filter module SHA-256. */
+    build: buildInfo(),
     /** Report sharing with peer replicas (null without `nats`). */
     replicas: s.replicas == null ? null : { ...s.replicas.status(), stats: s.replicas.stats },
     index: {

@@ -1,9 +1,11 @@
 // `kvroute control-plane --config FILE`: runs the control plane until SIGINT/SIGTERM.
-// `--check` validates the file (and the pools' tokenizers) and exits.
+// `--check` validates the file (and the pools' tokenizers) and exits. A change of the file (a
+// ConfigMap update) or SIGHUP reloads it: live fields apply, the rest waits for a restart.
 import type { Command } from "commander";
 import { startControlPlane } from "../app.ts";
 import { ConfigError, loadConfigFile } from "../config/load-config.ts";
 import { loadPoolTokens } from "../pools/pool-tokens.ts";
+import { startTracing } from "../tracing/sdk.ts";
 
 export function registerControlPlaneCommand(program: Command): void {
   program
@@ -31,19 +33,25 @@ export function registerControlPlaneCommand(program: Command): void {
         process.stdout.write(`${opts.config}: configuration is valid\n`);
         return;
       }
-      const cp = await startControlPlane(cfg).catch((err: NodeJS.ErrnoException) => {
-        if (err.code === "EADDRINUSE") {
-          process.stderr.write(
-            `cannot listen on ${cfg.listen}: the port is in use (set listen or KVROUTE_LISTEN)\n`,
-          );
-          process.exit(2);
-        }
-        throw err;
-      });
+      // Before the control plane, so its parts find the SDK started (OTEL_* variables).
+      const tracing = await startTracing();
+      const cp = await startControlPlane(cfg, { configFile: opts.config }).catch(
+        (err: NodeJS.ErrnoException) => {
+          if (err.code === "EADDRINUSE") {
+            process.stderr.write(
+              `cannot listen on ${cfg.listen}: the port is in use (set listen or KVROUTE_LISTEN)\n`,
+            );
+            process.exit(2);
+          }
+          throw err;
+        },
+      );
       const stop = async () => {
         await cp.stop();
+        await tracing?.shutdown(); // exports the spans still buffered
         process.exit(0);
       };
+      process.on("SIGHUP", () => cp.reloadConfig(() => loadConfigFile(opts.config)));
       process.once("SIGINT", () => void stop());
       process.once("SIGTERM", () => void stop());
     });

@@ -500,6 +500,15 @@ const natsSchema = z.strictObject({
   announceIntervalMs: z.number().int().min(100).max(60_000).default(2000),
 });
 
+/**
+ * What kvroute traces once OpenTelemetry is on (the standard OTEL_* environment variables turn it
+ * on and say where spans go: docs/operations.md "Tracing").
+ */
+const tracingSchema = z.strictObject({
+  /** Share of KV-event batches traced (0–1): engines publish one per step per rank. */
+  kvEventBatchRatio: z.number().min(0).max(1).default(0.01),
+});
+
 /** Headers the filter owns or reads as rank headers (filter/assembly/stream.ts): no priority header. */
 const ROUTING_HEADER_NAMES = new Set([
   "x-gateway-destination-endpoint",
@@ -538,6 +547,7 @@ export const configSchema = z
     http: httpSchema.default(httpSchema.parse({})),
     epp: eppSchema.optional(),
     nats: natsSchema.optional(),
+    tracing: tracingSchema.default(tracingSchema.parse({})),
   })
   .superRefine((cfg, ctx) => {
     const names = new Set<string>();

@@ -117,7 +117,14 @@ export interface CoreExports {
   blockHashesIo(id: number): number;
   // The ingest fast path (filter/core/kv-batch.ts).
   batchScanIo(ptr: number, len: number): number;
-  batchApply(id: number, tokensId: number, root: bigint, nowMs: number): void;
+  batchApply(
+    id: number,
+    tokensId: number,
+    root: bigint,
+    modelPtr: number,
+    modelLen: number,
+    nowMs: number,
+  ): void;
   batchResultsPtr(): number;
 }
 

@@ -20,6 +20,7 @@
 // `envoy.lb` metadata can only name its pick or anyEndpoint()'s.
 import type { FilterChainSink, HeaderMap as HostHeaderMap, HttpStream } from "../../../host/index.ts";
 import { HeaderMap } from "../../../host/index.ts";
+import { traceEppDecision } from "../tracing/epp-decision.ts";
 import { clientRoutingHeaders, withoutRoutingHeaders } from "./client-headers.ts";
 import { headerMutation, type Pairs, pairsOf } from "./header-mutation.ts";
 import {
@@ -336,6 +337,7 @@ export class Exchange implements FilterChainSink {
     }
     this.destination = dest;
     this.deps.observe?.({ kind: "routed", destination: dest });
+    traceEppDecision(this.original, h.pairs(), dest);
     return true;
   }
 

@@ -1,6 +1,7 @@
 // The ingest fast path's JavaScript face: a KV-event batch payload goes into the core, which
 // walks the MessagePack itself (filter/core/kv-batch.ts) and, when every part of it is in the
-// subset it knows (plain vLLM text-prompt batches in either encoding), stages the batch for
+// subset it knows (vLLM text-prompt batches in either encoding, with or without a LoRA adapter
+// and a cache salt), stages the batch for
 // SlotBlocks.applyScannedBatch. Anything else returns null and takes the JavaScript decoder
 // (events/batch-decoder.ts), so the index never depends on which path read a batch.
 import { core } from "../core/core-wasm.ts";
@@ -16,8 +17,24 @@ const R_STORED_BY_MEDIUM = 5;
 const R_REMOVED_BLOCKS = 8;
 export const R_ORPHANS = 9;
 export const R_UNDETOKENIZABLE = 10;
+/** Parentless stores under a LoRA adapter or a salt: apply needs the model's bytes for their root. */
+const R_ROOT_KEYS = 11;
 /** The media of R_STORED_BY_MEDIUM, in order: the engine names the JavaScript decoder reports. */
 const MEDIA = ["GPU", "CPU", "STORAGE"] as const;
+
+/** The results' index in f64 units: a fixed address (kv-batch.ts allocates them once), asked once
+ * per core instead of once per batch (a call into Wasm per batch is measurable at this rate). */
+let resultsCore: ReturnType<typeof core> | null = null;
+let resultsAt = 0;
+
+function results(): { r: Float64Array; at: number } {
+  const c = core();
+  if (resultsCore !== c) {
+    resultsCore = c;
+    resultsAt = c.ex.batchResultsPtr() >>> 3;
+  }
+  return { r: c.f64view, at: resultsAt };
+}
 
 /** Reads the payload in the core; null when the JavaScript decoder must take it. */
 export function scanBatchPayload(payload: Uint8Array): ScannedBatch | null {
@@ -25,8 +42,7 @@ export function scanBatchPayload(payload: Uint8Array): ScannedBatch | null {
   const ptr = c.io(payload.length);
   c.u8.set(payload, ptr);
   if (c.ex.batchScanIo(ptr, payload.length) === 0) return null;
-  const r = c.f64view;
-  const at = c.ex.batchResultsPtr() >>> 3;
+  const { r, at } = results();
   const storedByMedium: Record<string, number> = {};
   let storedBlocks = 0;
   for (let m = 0; m < MEDIA.length; m++) {
@@ -50,10 +66,14 @@ export function scanBatchPayload(payload: Uint8Array): ScannedBatch | null {
   };
 }
 
+/** Whether the last accepted scan staged LoRA or salted roots (apply then hashes the model). */
+export function scannedRootKeys(): boolean {
+  const { r, at } = results();
+  return (r[at + R_ROOT_KEYS] as number) > 0;
+}
+
 /** The orphan and undetokenizable block counts of the last applied batch. */
 export function appliedBatchDrops(): { orphans: number; undetokenizable: number } {
-  const c = core();
-  const r = c.f64view;
-  const at = c.ex.batchResultsPtr() >>> 3;
+  const { r, at } = results();
   return { orphans: r[at + R_ORPHANS] as number, undetokenizable: r[at + R_UNDETOKENIZABLE] as number };
 }

@@ -20,7 +20,7 @@ import { core } from "../core/core-wasm.ts";
 import { SEQUENCE_START } from "../tokens/detokenize.ts";
 import type { TokenBytesTable } from "../tokens/token-bytes-table.ts";
 import type { BlockRemoved, BlockStored } from "../vocabulary/kv-events.ts";
-import { appliedBatchDrops } from "./batch-fast-path.ts";
+import { appliedBatchDrops, scannedRootKeys } from "./batch-fast-path.ts";
 import type { ChunkIndex } from "./chunk-index.ts";
 import { coreTokenTable } from "./core-token-table.ts";
 import { type Tier, tierOfMedium } from "./tier.ts";
@@ -83,12 +83,16 @@ export interface SlotBlocksOptions {
 
 export class SlotBlocks {
   readonly #core = core();
+  /** The core's counters of the last call (ingest-io.ts ingestStatsPtr: a fixed address), in i32 units. */
+  readonly #statsAt = this.#core.ex.ingestStatsPtr() >>> 2;
   readonly #table: number;
   /** The core's copy of the vocabulary (core-token-table.ts), or null: detokenize in JavaScript. */
   readonly #tokens: number | null;
-  /** h0 of a chain stored without LoRA or salt: the only root the batch fast path uses (it
-   * leaves every event naming a LoRA or a salt to the JavaScript decoder and stored()). */
+  /** h0 of a chain stored without LoRA or salt, for the batch fast path. */
   #plainRoot: bigint | null = null;
+  /** The model's UTF-8: the core's fast path hashes LoRA and salted roots from it
+   * (rootHash's layout, kvroute-core.ts; the equivalence test holds it to hasher.rootHash). */
+  #modelBytes: Uint8Array | null = null;
   /** Detokenized bytes of the event being stored, staged before they go to the core in one copy. */
   #bytes = new Uint8Array(4096);
   /** One block's token ids (reused: no slice per block). */
@@ -137,7 +141,7 @@ export class SlotBlocks {
   /** Adds the counters of the core's last store/remove call (ingest-io.ts ingestStatsPtr). */
   #count(): void {
     const v = this.#core.i32view;
-    const at = this.#core.ex.ingestStatsPtr() >>> 2;
+    const at = this.#statsAt;
     const s = this.stats;
     s.storedBlocks += v[at] as number;
     s.duplicateStores += v[at + 1] as number;
@@ -283,7 +287,15 @@ export class SlotBlocks {
   /** Applies the batch the core's fast path scanned last (batch-fast-path.ts); prepareBatch() first. */
   applyScannedBatch(nowMs: number): void {
     if (this.#tokens === null || this.#plainRoot === null) throw new Error("slot not prepared for batches");
-    this.#core.ex.batchApply(this.#table, this.#tokens, this.#plainRoot, nowMs);
+    let modelPtr = 0;
+    let modelLen = 0;
+    if (scannedRootKeys()) {
+      // The payload the core read is staged in its plan by now: the I/O region is free.
+      this.#modelBytes ??= new TextEncoder().encode(this.model);
+      [modelLen = 0] = this.#core.writeIo(this.#modelBytes);
+      modelPtr = this.#core.io(modelLen);
+    }
+    this.#core.ex.batchApply(this.#table, this.#tokens, this.#plainRoot, modelPtr, modelLen, nowMs);
     this.#count();
     const drops = appliedBatchDrops();
     this.stats.orphanBlocks += drops.orphans;

@@ -1,12 +1,14 @@
-// The two messages replicas exchange over NATS (docs/wire-format.md §7). A relayed report carries
+// The messages replicas exchange over NATS (docs/wire-format.md §7). A relayed report carries
 // the gateway's POST /v1/report body whole, so whatever a report learns to carry travels between
 // replicas without a change here; the slot table says which (endpoint, rank) each of the sender's
-// slot ids is, since replicas number their slots in the order they discovered them.
+// slot ids is, since replicas number their slots in the order they discovered them. A message
+// larger than the server's max_payload travels as parts (message-parts.ts cuts and joins them).
 import { ByteReader } from "../common/byte-reader.ts";
 import { ByteWriter } from "../common/byte-writer.ts";
 
 export const RELAYED_REPORT_MAGIC = 0x5852564b; // "KVRX" read as a little-endian u32
 export const SLOT_TABLE_MAGIC = 0x5452564b; // "KVRT"
+export const MESSAGE_PART_MAGIC = 0x5052564b; // "KVRP"
 export const REPLICA_PROTOCOL = 1;
 
 export class ReplicaDecodeError extends Error {}
@@ -66,4 +68,51 @@ export function decodeSlotTable(bytes: Uint8Array): SlotTableAnnouncement {
   for (let i = 0, n = r.count("slot count"); i < n; i++) keys.push(r.str16("slot key"));
   r.end();
   return { replica, epoch, keys };
+}
+
+/** One part of a message too large for one NATS message (any of the messages above, whole). */
+export interface MessagePart {
+  replica: string;
+  epoch: bigint;
+  /** Numbers the sender's split messages (wraps at 2^32): the parts of one message share it. */
+  messageId: number;
+  /** 0 … count − 1; part i holds bytes [i·⌈length/count⌉, …) of the message. */
+  index: number;
+  count: number;
+  /** The whole message's length in bytes. */
+  length: number;
+  bytes: Uint8Array;
+}
+
+/** Bytes a part adds to its share of the message (for a sender's replica id of `replicaIdBytes`). */
+export function messagePartOverhead(replicaIdBytes: number): number {
+  return 4 + 2 + 2 + 2 + replicaIdBytes + 8 + 4 + 2 + 2 + 4;
+}
+
+export function encodeMessagePart(m: MessagePart): Uint8Array {
+  return header(MESSAGE_PART_MAGIC, m.replica, m.epoch)
+    .u32(m.messageId)
+    .u16(m.index)
+    .u16(m.count)
+    .u32(m.length)
+    .bytes(m.bytes)
+    .finish();
+}
+
+export function decodeMessagePart(bytes: Uint8Array): MessagePart {
+  const { r, replica, epoch } = open(bytes, MESSAGE_PART_MAGIC, "message part");
+  const messageId = r.u32("message id");
+  const index = r.u16("part index");
+  const count = r.u16("part count");
+  const length = r.u32("message length");
+  if (count === 0 || index >= count) throw new ReplicaDecodeError(`part ${index} of ${count}`);
+  return { replica, epoch, messageId, index, count, length, bytes: r.rest() };
+}
+
+/** Whether a NATS message is a part (the others are whole messages, told apart by their magic). */
+export function isMessagePart(bytes: Uint8Array): boolean {
+  return (
+    bytes.length >= 4 &&
+    new DataView(bytes.buffer, bytes.byteOffset, 4).getUint32(0, true) === MESSAGE_PART_MAGIC
+  );
 }

@@ -4,20 +4,24 @@
 // moves from one replica to another is counted once, and a peer's gateways expire like ours when
 // their reports stop (publish/publisher.ts GATEWAY_SILENCE_MS). Each replica announces its slot
 // table on `<prefix>.slots` (peer-slots.ts says why). Nothing waits on NATS: while it is down,
-// nothing is sent or queued, and each replica routes on its own view.
+// nothing is sent or queued, and each replica routes on its own view. A message larger than the
+// server's max_payload goes as parts and is joined by each peer (message-parts.ts).
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
-import { connect, credsAuthenticator, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import { connect, credsAuthenticator, type NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import type { NatsConfig } from "../config/schema.ts";
 import type { SlotTable } from "../model/slot-table.ts";
 import { decodeReport, type Report, ReportDecodeError } from "../reports/report-codec.ts";
+import { DEFAULT_JOIN_LIMITS, type JoinLimits, MessageJoiner, splitMessage } from "./message-parts.ts";
 import { PeerSlotTables, type PeerView } from "./peer-slots.ts";
 import {
+  decodeMessagePart,
   decodeRelayedReport,
   decodeSlotTable,
   encodeRelayedReport,
   encodeSlotTable,
+  isMessagePart,
   ReplicaDecodeError,
 } from "./replica-codec.ts";
 
@@ -34,6 +38,8 @@ export interface ReplicaExchangeOptions {
   apply: (report: Report) => void;
   logger: Logger;
   now?: () => number;
+  /** Bounds on joining messages that came in parts (default DEFAULT_JOIN_LIMITS). */
+  joinLimits?: JoinLimits;
 }
 
 /** Counters for /metrics (api/prometheus-replicas.ts) and the status document. */
@@ -43,6 +49,11 @@ export interface ReplicaStats {
   slotTablesSent: number;
   slotTablesReceived: number;
   disconnects: number;
+  /** Messages larger than max_payload sent as parts, and the parts. */
+  messagesSplit: number;
+  partsSent: number;
+  /** Messages that came as parts and were joined whole. */
+  messagesJoined: number;
   /** Messages not sent or not applied, by reason (docs/operations.md). */
   dropped: Record<string, number>;
 }
@@ -66,12 +77,18 @@ export class ReplicaExchange {
     slotTablesSent: 0,
     slotTablesReceived: 0,
     disconnects: 0,
+    messagesSplit: 0,
+    partsSent: 0,
+    messagesJoined: 0,
     dropped: {},
   };
   readonly #peers: PeerSlotTables;
   readonly #reports: string;
   readonly #slotTables: string;
   readonly #now: () => number;
+  readonly #joiner: MessageJoiner;
+  /** Numbers this replica's split messages (u32, wrapping). */
+  #nextMessageId = 0;
   #nc: NatsConnection | null = null;
   #connected = false;
   #stopped = false;
@@ -85,12 +102,16 @@ export class ReplicaExchange {
     this.#reports = `${o.nats.subjectPrefix}.reports`;
     this.#slotTables = `${o.nats.subjectPrefix}.slots`;
     this.#now = o.now ?? Date.now;
+    this.#joiner = new MessageJoiner(o.joinLimits ?? DEFAULT_JOIN_LIMITS, (reason) => this.#drop(reason));
   }
 
   /** Starts connecting in the background: the control plane serves at once, NATS or not. */
   start(): void {
     void this.#connectLoop();
-    this.#timer = setInterval(() => this.#announce(), this.o.nats.announceIntervalMs);
+    this.#timer = setInterval(() => {
+      this.#announce();
+      this.#joiner.expire(this.#now());
+    }, this.o.nats.announceIntervalMs);
     this.#timer.unref();
   }
 
@@ -116,6 +137,11 @@ export class ReplicaExchange {
 
   get connected(): boolean {
     return this.#connected;
+  }
+
+  /** Messages being joined from parts and the bytes they hold. */
+  get joining(): { messages: number; bytes: number } {
+    return this.#joiner.pending;
   }
 
   async stop(): Promise<void> {
@@ -163,12 +189,12 @@ export class ReplicaExchange {
     logger.info({ server: nc.getServer(), replica: this.replicaId }, "replica exchange connected to NATS");
     nc.subscribe(this.#reports, {
       callback: (err, msg) => {
-        if (err === null) this.#onReport(msg);
+        if (err === null) this.#receive(this.#reports, msg.data, (m) => this.#onReport(m));
       },
     });
     nc.subscribe(this.#slotTables, {
       callback: (err, msg) => {
-        if (err === null) this.#onSlotTable(msg);
+        if (err === null) this.#receive(this.#slotTables, msg.data, (m) => this.#onSlotTable(m));
       },
     });
     this.#announce();
@@ -203,10 +229,7 @@ export class ReplicaExchange {
       return false;
     }
     const max = nc.info?.max_payload;
-    if (max !== undefined && payload.length > max) {
-      this.#drop("too_large");
-      return false;
-    }
+    if (max !== undefined && payload.length > max) return this.#publishParts(nc, subject, payload, max);
     try {
       nc.publish(subject, payload);
       return true;
@@ -214,6 +237,48 @@ export class ReplicaExchange {
       this.o.logger.debug({ err }, "NATS publish failed");
       this.#drop("publish_failed");
       return false;
+    }
+  }
+
+  /** A message over max_payload, as parts published back to back (message-parts.ts). */
+  #publishParts(nc: NatsConnection, subject: string, payload: Uint8Array, max: number): boolean {
+    const messageId = this.#nextMessageId;
+    this.#nextMessageId = (messageId + 1) >>> 0;
+    const parts = splitMessage(payload, max, { replica: this.replicaId, epoch: this.o.epoch, messageId });
+    if (parts === null) {
+      this.#drop("too_large");
+      return false;
+    }
+    try {
+      for (const part of parts) nc.publish(subject, part);
+    } catch (err) {
+      this.o.logger.debug({ err }, "NATS publish failed");
+      this.#drop("publish_failed");
+      return false;
+    }
+    this.stats.messagesSplit++;
+    this.stats.partsSent += parts.length;
+    return true;
+  }
+
+  /** A message off NATS: whole, or a part that may complete one. */
+  #receive(subject: string, data: Uint8Array, deliver: (message: Uint8Array) => void): void {
+    if (!isMessagePart(data)) {
+      deliver(data);
+      return;
+    }
+    try {
+      const part = decodeMessagePart(data);
+      if (this.#fromUs(part.replica)) return;
+      const r = this.#joiner.add(subject, part, this.#now());
+      if (r.joined === null) {
+        if (r.dropped !== null) this.#drop(r.dropped);
+        return;
+      }
+      this.stats.messagesJoined++;
+      deliver(r.joined);
+    } catch (err) {
+      this.#refused(err);
     }
   }
 
@@ -241,9 +306,9 @@ export class ReplicaExchange {
     return true;
   }
 
-  #onSlotTable(msg: Msg): void {
+  #onSlotTable(data: Uint8Array): void {
     try {
-      const t = decodeSlotTable(msg.data);
+      const t = decodeSlotTable(data);
       if (this.#fromUs(t.replica)) return;
       const learned = this.#peers.learn(t, this.#now());
       if (learned === "refused") {
@@ -258,9 +323,9 @@ export class ReplicaExchange {
     }
   }
 
-  #onReport(msg: Msg): void {
+  #onReport(data: Uint8Array): void {
     try {
-      const m = decodeRelayedReport(msg.data);
+      const m = decodeRelayedReport(data);
       if (this.#fromUs(m.replica)) return;
       const mapSlot = this.#peers.mapperFor(m.replica, m.epoch, this.#now());
       if (mapSlot === null) {

@@ -1,0 +1,155 @@
+// biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
+// Engine block hash → block record (block-table.ts): open addressing over u32 record pointers,
+// the key read from the record (its u64 at KEY_OFFSET), like U64Map with a key offset — plus a
+// fingerprint. Records come from heap.alloc, whose pointers are 16-byte aligned (TLSF's AL_BITS),
+// so each slot keeps 4 bits of the key's hash in the pointer's low bits; a probe reads a record's
+// key only when those match. Without them every occupied slot a lookup passed cost a load from a
+// record somewhere in the heap, most of them cache misses: the index's new blocks all miss the
+// map, and at 50–70 % load a miss passes one to three occupied slots (issue 31: the block map
+// was the largest cost of applying a batch).
+//
+// Linear probing, backward-shift deletion (no tombstones), growth at 70 % load, Fibonacci mixing:
+// as u64-map.ts, which the chunk table keeps using.
+
+const MIN_CAP: u32 = 16;
+/** The record's key (block-table.ts B_HASH). */
+const KEY_OFFSET: usize = 8;
+const FP_MASK: u32 = 15;
+
+@unmanaged
+export class BlockMap {
+  vals: usize = 0;
+  cap: u32 = 0;
+  mask: u32 = 0;
+  size: u32 = 0;
+
+  constructor() {
+    this.alloc(MIN_CAP);
+  }
+
+  private alloc(cap: u32): void {
+    this.vals = heap.alloc((<usize>cap) << 2);
+    memory.fill(this.vals, 0, (<usize>cap) << 2);
+    this.cap = cap;
+    this.mask = cap - 1;
+  }
+
+  /** The mixed key: its high 32 bits pick the home slot, its low 4 the fingerprint. */
+  @inline private static mix(key: u64): u64 {
+    return key * 0x9e3779b97f4a7c15;
+  }
+
+  @inline private home(mixed: u64): u32 {
+    return <u32>(mixed >> 32) & this.mask;
+  }
+
+  /** The record of key, or 0. */
+  get(key: u64): usize {
+    const mixed = BlockMap.mix(key);
+    const fp = <u32>mixed & FP_MASK;
+    let i = this.home(mixed);
+    while (true) {
+      const v = load<u32>(this.vals + ((<usize>i) << 2));
+      if (v === 0) return 0;
+      if ((v & FP_MASK) === fp) {
+        const rec = <usize>(v & ~FP_MASK);
+        if (load<u64>(rec + KEY_OFFSET) === key) return rec;
+      }
+      i = (i + 1) & this.mask;
+    }
+  }
+
+  /** Inserts record `rec` (16-byte aligned, its key already written) or replaces the record of its key. */
+  set(rec: usize): void {
+    if ((this.size + 1) * 10 > this.cap * 7) this.grow();
+    const key = load<u64>(rec + KEY_OFFSET);
+    const mixed = BlockMap.mix(key);
+    const fp = <u32>mixed & FP_MASK;
+    const value = <u32>rec | fp;
+    let i = this.home(mixed);
+    while (true) {
+      const at = this.vals + ((<usize>i) << 2);
+      const v = load<u32>(at);
+      if (v === 0) {
+        store<u32>(at, value);
+        this.size++;
+        return;
+      }
+      if ((v & FP_MASK) === fp && load<u64>(<usize>(v & ~FP_MASK) + KEY_OFFSET) === key) {
+        store<u32>(at, value);
+        return;
+      }
+      i = (i + 1) & this.mask;
+    }
+  }
+
+  /** Removes key; false when it was absent. */
+  delete(key: u64): bool {
+    const mask = this.mask;
+    const mixed = BlockMap.mix(key);
+    const fp = <u32>mixed & FP_MASK;
+    let i = this.home(mixed);
+    while (true) {
+      const v = load<u32>(this.vals + ((<usize>i) << 2));
+      if (v === 0) return false;
+      if ((v & FP_MASK) === fp && load<u64>(<usize>(v & ~FP_MASK) + KEY_OFFSET) === key) break;
+      i = (i + 1) & mask;
+    }
+    // Backward shift: pull later members of the run into the hole when their home allows it.
+    let hole = i;
+    let j = (i + 1) & mask;
+    while (true) {
+      const v = load<u32>(this.vals + ((<usize>j) << 2));
+      if (v === 0) break;
+      const h = this.home(BlockMap.mix(load<u64>(<usize>(v & ~FP_MASK) + KEY_OFFSET)));
+      // The member may move to the hole unless its home lies cyclically in (hole, j].
+      if (((j - h) & mask) >= ((j - hole) & mask)) {
+        store<u32>(this.vals + ((<usize>hole) << 2), v);
+        hole = j;
+      }
+      j = (j + 1) & mask;
+    }
+    store<u32>(this.vals + ((<usize>hole) << 2), 0);
+    this.size--;
+    return true;
+  }
+
+  private grow(): void {
+    const oldVals = this.vals;
+    const oldCap = this.cap;
+    this.alloc(oldCap << 1);
+    const mask = this.mask;
+    for (let i: u32 = 0; i < oldCap; i++) {
+      const v = load<u32>(oldVals + ((<usize>i) << 2));
+      if (v === 0) continue;
+      // Every key is distinct: straight to the first free slot from its home.
+      let j = this.home(BlockMap.mix(load<u64>(<usize>(v & ~FP_MASK) + KEY_OFFSET)));
+      while (load<u32>(this.vals + ((<usize>j) << 2)) !== 0) j = (j + 1) & mask;
+      store<u32>(this.vals + ((<usize>j) << 2), v);
+    }
+    heap.free(oldVals);
+  }
+
+  /** Empties the map and gives its memory back (down to the minimum size). */
+  clear(): void {
+    heap.free(this.vals);
+    this.alloc(MIN_CAP);
+    this.size = 0;
+  }
+
+  /** Gives back the map's memory, itself included. */
+  dispose(): void {
+    heap.free(this.vals);
+    heap.free(changetype<usize>(this));
+  }
+
+  /** Slot i's record (0: empty), for iteration over 0 ≤ i < cap. */
+  @inline recordAt(i: u32): usize {
+    return <usize>(load<u32>(this.vals + ((<usize>i) << 2)) & ~FP_MASK);
+  }
+
+  /** Bytes held. */
+  get bytes(): usize {
+    return (<usize>this.cap) << 2;
+  }
+}
