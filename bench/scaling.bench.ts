@@ -344,9 +344,22 @@ const perBucket = (r: RunResult) => r.publishCpuPerS / r.encodedPerS;
 const p1 = (perBucket(mid) - perBucket(small)) / (entriesPerBucket(mid) - entriesPerBucket(small));
 const p0 = perBucket(small) - p1 * entriesPerBucket(small);
 const chunksPerBlock = big.chunks / Math.max(1, big.indexedBlocks);
+/** Framing of one sync entry: key (`kvr.b.` + ≤ 5 digits), its lengths, a patch's header. */
+const ENTRY_FRAMING = 11 + 6 + 4;
+const rowBytes = (ranks: number) => bucketEntryBytes(slotWordsFor(Math.max(256, ranks)));
+/** Patch ops (puts of a row or drops) per block event, from the check run's sync. */
+const opsPerEvent =
+  Math.max(0, big.syncBytesPerS - (big.dirtyKeysPerPoll * 1000 * ENTRY_FRAMING) / POLL_MS) /
+  (1 + rowBytes(big.ranks)) /
+  events(big);
 function predict(ranks: number, eventsPerS: number, entries: number) {
   const encodedPerS = (dirtied((eventsPerS * STEP_MS) / 1000, k) * 1000) / STEP_MS;
+  const dirtiedPerPoll = Math.min(BUCKETS, dirtied((eventsPerS * POLL_MS) / 1000, k));
+  // A dirty bucket's entry is its patch, or its image when the patch would not be smaller.
+  const opsPerBucket = (opsPerEvent * eventsPerS * POLL_MS) / 1000 / Math.max(1, dirtiedPerPoll);
+  const patchBytes = Math.min(opsPerBucket * (1 + rowBytes(ranks)), fullBucketBytes(ranks));
   return {
+    syncPerS: (dirtiedPerPoll * (ENTRY_FRAMING + patchBytes) * 1000) / POLL_MS,
     ingestCpu: eventsPerS * ingestPerEvent,
     publishCpu: encodedPerS * (p0 + p1 * entries),
     encodedPerS,
@@ -408,7 +421,7 @@ lines.push(
   `Model (fitted on the ${small.ranks}- and ${mid.ranks}-rank runs): ingest ${fmt(ingestPerEvent * 1e6, 2)} µs CPU per block event; a block event dirties ${fmt(k, 2)} buckets' worth of rows; encoding a dirty bucket costs ${fmt(p0 * 1e6, 1)} µs + ${fmt(p1 * 1e6, 2)} µs per chunk entry in it; ${fmt(chunksPerBlock, 2)} chunk entries per indexed block.`,
 );
 lines.push(
-  `Check at ${big.ranks} ranks: predicted ${fmt(predictedCpu, 2)} CPU-s per second (ingest ${fmt(check.ingestCpu, 2)}, publication ${fmt(check.publishCpu, 2)}), simulated ${fmt(big.cpuPerVirtualS, 2)} (ingest ${fmt(big.ingestCpuPerS, 2)}, publication ${fmt(big.publishCpuPerS, 2)}): ratio ${fmt(big.cpuPerVirtualS / predictedCpu, 2)}; ${fmt(check.encodedPerS)} buckets encoded per second predicted, ${fmt(big.encodedPerS)} simulated; sync to one gateway ${mib(big.syncBytesPerS)}/s simulated against the bound ${mib(check.pollBound)}/s (images of full buckets change only when a kept row does).`,
+  `Check at ${big.ranks} ranks: predicted ${fmt(predictedCpu, 2)} CPU-s per second (ingest ${fmt(check.ingestCpu, 2)}, publication ${fmt(check.publishCpu, 2)}), simulated ${fmt(big.cpuPerVirtualS, 2)} (ingest ${fmt(big.ingestCpuPerS, 2)}, publication ${fmt(big.publishCpuPerS, 2)}): ratio ${fmt(big.cpuPerVirtualS / predictedCpu, 2)}; ${fmt(check.encodedPerS)} buckets encoded per second predicted, ${fmt(big.encodedPerS)} simulated; sync to one gateway ${mib(big.syncBytesPerS)}/s simulated, ${mib(check.syncPerS)}/s predicted (${fmt(opsPerEvent, 3)} patch ops per block event, fitted on this run), against ${mib(check.pollBound)}/s for whole images of every dirtied bucket.`,
 );
 lines.push(
   `Core memory per indexed block at ${big.ranks} ranks: ${fmt(bytesPerBlock)} bytes (the core's whole linear memory after the run / indexed blocks: an upper bound, tables at their grown size included).`,
