@@ -171,6 +171,8 @@ interface RunResult {
   coreBytes: number;
   heapBytes: number;
   syncBytesPerS: number;
+  /** What the same polls would have carried as whole images (no patches): the baseline. */
+  wholeSyncBytesPerS: number;
   dirtyKeysPerPoll: number;
   sharedDataBytes: number;
 }
@@ -198,11 +200,11 @@ function run(ranks: number, seconds: number): RunResult {
   publisher.start(new Uint8Array(64), now);
   // Every dirty bucket is encoded on publication, whether or not its image then changes.
   let encoded = 0;
-  const takeDirtyImages = index.takeDirtyImages.bind(index);
-  index.takeDirtyImages = () => {
-    const images = takeDirtyImages();
-    encoded += images.length;
-    return images;
+  const takeDirty = index.chunks.takeDirty.bind(index.chunks);
+  index.chunks.takeDirty = () => {
+    const dirty = takeDirty();
+    encoded += dirty.length;
+    return dirty;
   };
   const heap0 = process.memoryUsage().heapUsed;
   let cpu = 0;
@@ -211,6 +213,7 @@ function run(ranks: number, seconds: number): RunResult {
   let publishedKeys = 0;
   let measuredFrom = Number.POSITIVE_INFINITY;
   let syncBytes = 0;
+  let wholeSyncBytes = 0;
   let polls = 0;
   let dirtyKeys = 0;
   let gatewayVersion = log.version;
@@ -241,23 +244,24 @@ function run(ranks: number, seconds: number): RunResult {
       publishCpu += (publishedAt.user + publishedAt.system - ingested.user - ingested.system) / 1e6;
       publishedKeys += log.version - v0;
     } else encoded = 0;
-    if (s >= warm && s % (POLL_MS / STEP_MS) === 0) {
-      const page = log.changesSince(gatewayVersion, Number.MAX_SAFE_INTEGER);
-      for (const e of page.entries) syncBytes += e.key.length + e.value.length + 6;
-      dirtyKeys += page.entries.length;
+    const polled = s >= warm && s % (POLL_MS / STEP_MS) === 0;
+    if (polled) {
+      // As the filter asks: changed buckets as patches of the images the gateway holds.
+      const page = pollBytes(log, gatewayVersion, true);
+      syncBytes += page.bytes;
+      dirtyKeys += page.keys;
       polls++;
-      gatewayVersion = log.version;
-    } else if (s < warm) gatewayVersion = log.version;
+    }
     const d = process.cpuUsage(t0);
     if (s >= warm) cpu += (d.user + d.system) / 1e6;
+    // The same poll as a gateway without patches would get it (whole images): the baseline, outside the CPU figures.
+    if (polled) wholeSyncBytes += pollBytes(log, gatewayVersion, false).bytes;
+    if (polled || s < warm) gatewayVersion = log.version;
   }
   const measuredS = (now - measuredFrom) / 1000;
   const t = totals(index, ranks);
   const storedPerS = (t.stored - stored0) / measuredS;
   const removedPerS = (t.removed - removed0) / measuredS;
-  let sharedDataBytes = 0;
-  for (const e of log.changesSince(0, Number.MAX_SAFE_INTEGER).entries)
-    sharedDataBytes += e.key.length + e.value.length;
   const result: RunResult = {
     ranks,
     seconds,
@@ -275,11 +279,21 @@ function run(ranks: number, seconds: number): RunResult {
     coreBytes: core().ex.memory.buffer.byteLength,
     heapBytes: process.memoryUsage().heapUsed - heap0,
     syncBytesPerS: syncBytes / measuredS,
+    wholeSyncBytesPerS: wholeSyncBytes / measuredS,
     dirtyKeysPerPoll: dirtyKeys / Math.max(1, polls),
-    sharedDataBytes,
+    // What a gateway holds: every key with its value (a full poll, less the page's length fields).
+    sharedDataBytes: pollBytes(log, 0, false).bytes - 6 * log.size,
   };
   index.dispose();
   return result;
+}
+
+/** What one poll of a gateway at `since` carries (sync page entries: key, value, lengths). */
+function pollBytes(log: SyncLog, since: number, patches: boolean): { bytes: number; keys: number } {
+  let bytes = 0;
+  const { entries } = log.changesSince(since, Number.MAX_SAFE_INTEGER, patches);
+  for (const e of entries) bytes += e.key.length + e.value.length + 6;
+  return { bytes, keys: entries.length };
 }
 
 function totals(index: PrefixIndex, ranks: number): { stored: number; removed: number; indexed: number } {
@@ -330,9 +344,22 @@ const perBucket = (r: RunResult) => r.publishCpuPerS / r.encodedPerS;
 const p1 = (perBucket(mid) - perBucket(small)) / (entriesPerBucket(mid) - entriesPerBucket(small));
 const p0 = perBucket(small) - p1 * entriesPerBucket(small);
 const chunksPerBlock = big.chunks / Math.max(1, big.indexedBlocks);
+/** Framing of one sync entry: key (`kvr.b.` + ≤ 5 digits), its lengths, a patch's header. */
+const ENTRY_FRAMING = 11 + 6 + 4;
+const rowBytes = (ranks: number) => bucketEntryBytes(slotWordsFor(Math.max(256, ranks)));
+/** Patch ops (puts of a row or drops) per block event, from the check run's sync. */
+const opsPerEvent =
+  Math.max(0, big.syncBytesPerS - (big.dirtyKeysPerPoll * 1000 * ENTRY_FRAMING) / POLL_MS) /
+  (1 + rowBytes(big.ranks)) /
+  events(big);
 function predict(ranks: number, eventsPerS: number, entries: number) {
   const encodedPerS = (dirtied((eventsPerS * STEP_MS) / 1000, k) * 1000) / STEP_MS;
+  const dirtiedPerPoll = Math.min(BUCKETS, dirtied((eventsPerS * POLL_MS) / 1000, k));
+  // A dirty bucket's entry is its patch, or its image when the patch would not be smaller.
+  const opsPerBucket = (opsPerEvent * eventsPerS * POLL_MS) / 1000 / Math.max(1, dirtiedPerPoll);
+  const patchBytes = Math.min(opsPerBucket * (1 + rowBytes(ranks)), fullBucketBytes(ranks));
   return {
+    syncPerS: (dirtiedPerPoll * (ENTRY_FRAMING + patchBytes) * 1000) / POLL_MS,
     ingestCpu: eventsPerS * ingestPerEvent,
     publishCpu: encodedPerS * (p0 + p1 * entries),
     encodedPerS,
@@ -368,7 +395,7 @@ for (const rate of RATES)
     const entries = (indexed * chunksPerBlock) / BUCKETS;
     const f = predict(ranks, ev, entries);
     fleetRows.push(
-      `| ${rate.name} | ${engines} × 8 | ${fmt(ev)} | ${fmt(f.ingestCpu, 1)} | ${fmt(f.publishCpu, 1)} | ${fmt((indexed * bytesPerBlock) / 2 ** 30, 1)} GiB | ${fmt(entries, 1)} (${fmt(Math.min(100, (WAYS / entries) * 100))} % shown) | ≤ ${mib(f.pollBound)}/s | ${mib(BUCKETS * fullBucketBytes(ranks))} |`,
+      `| ${rate.name} | ${engines} × 8 | ${fmt(ev)} | ${fmt(f.ingestCpu, 1)} | ${fmt(f.publishCpu, 1)} | ${fmt((indexed * bytesPerBlock) / 2 ** 30, 1)} GiB | ${fmt(entries, 1)} (${fmt(Math.min(100, (WAYS / entries) * 100))} % shown) | ${mib(f.syncPerS)}/s (whole images ≤ ${mib(f.pollBound)}/s) | ${mib(BUCKETS * fullBucketBytes(ranks))} |`,
     );
   }
 
@@ -387,14 +414,14 @@ for (const [name, r] of [
   ["check", big],
 ] as const)
   lines.push(
-    `| ${name} | ${r.ranks} | ${fmt(r.storedPerS + r.removedPerS)} | ${fmt(r.cpuPerVirtualS, 2)} | ${fmt(r.ingestCpuPerS, 2)} / ${fmt(r.publishCpuPerS, 2)} | ${fmt(r.indexedBlocks)} | ${fmt(r.chunks / BUCKETS, 1)} | ${fmt(r.encodedPerS)} | ${mib(r.syncBytesPerS)}/s | ${fmt(r.dirtyKeysPerPoll)} | ${mib(r.sharedDataBytes)} |`,
+    `| ${name} | ${r.ranks} | ${fmt(r.storedPerS + r.removedPerS)} | ${fmt(r.cpuPerVirtualS, 2)} | ${fmt(r.ingestCpuPerS, 2)} / ${fmt(r.publishCpuPerS, 2)} | ${fmt(r.indexedBlocks)} | ${fmt(r.chunks / BUCKETS, 1)} | ${fmt(r.encodedPerS)} | ${mib(r.syncBytesPerS)}/s (${fmt(r.syncBytesPerS / Math.max(1, r.wholeSyncBytesPerS), 2)} × whole images) | ${fmt(r.dirtyKeysPerPoll)} | ${mib(r.sharedDataBytes)} |`,
   );
 lines.push("");
 lines.push(
   `Model (fitted on the ${small.ranks}- and ${mid.ranks}-rank runs): ingest ${fmt(ingestPerEvent * 1e6, 2)} µs CPU per block event; a block event dirties ${fmt(k, 2)} buckets' worth of rows; encoding a dirty bucket costs ${fmt(p0 * 1e6, 1)} µs + ${fmt(p1 * 1e6, 2)} µs per chunk entry in it; ${fmt(chunksPerBlock, 2)} chunk entries per indexed block.`,
 );
 lines.push(
-  `Check at ${big.ranks} ranks: predicted ${fmt(predictedCpu, 2)} CPU-s per second (ingest ${fmt(check.ingestCpu, 2)}, publication ${fmt(check.publishCpu, 2)}), simulated ${fmt(big.cpuPerVirtualS, 2)} (ingest ${fmt(big.ingestCpuPerS, 2)}, publication ${fmt(big.publishCpuPerS, 2)}): ratio ${fmt(big.cpuPerVirtualS / predictedCpu, 2)}; ${fmt(check.encodedPerS)} buckets encoded per second predicted, ${fmt(big.encodedPerS)} simulated; sync to one gateway ${mib(big.syncBytesPerS)}/s simulated against the bound ${mib(check.pollBound)}/s (images of full buckets change only when a kept row does).`,
+  `Check at ${big.ranks} ranks: predicted ${fmt(predictedCpu, 2)} CPU-s per second (ingest ${fmt(check.ingestCpu, 2)}, publication ${fmt(check.publishCpu, 2)}), simulated ${fmt(big.cpuPerVirtualS, 2)} (ingest ${fmt(big.ingestCpuPerS, 2)}, publication ${fmt(big.publishCpuPerS, 2)}): ratio ${fmt(big.cpuPerVirtualS / predictedCpu, 2)}; ${fmt(check.encodedPerS)} buckets encoded per second predicted, ${fmt(big.encodedPerS)} simulated; sync to one gateway ${mib(big.syncBytesPerS)}/s simulated, ${mib(check.syncPerS)}/s predicted (${fmt(opsPerEvent, 3)} patch ops per block event, fitted on this run), against ${mib(check.pollBound)}/s for whole images of every dirtied bucket.`,
 );
 lines.push(
   `Core memory per indexed block at ${big.ranks} ranks: ${fmt(bytesPerBlock)} bytes (the core's whole linear memory after the run / indexed blocks: an upper bound, tables at their grown size included).`,

@@ -3,6 +3,7 @@
 // applied only over the kvr.sync state its poll asked from (then recorded by CAS on that state):
 // a former leader's late answer never moves the cache backwards.
 
+import { applyBucketPatch } from "../core/bucket-patch";
 import { ByteBuf } from "../core/byte-buf";
 import { CHANGE_RING } from "../core/gateway-board";
 import { PluginConfig } from "../core/plugin-config";
@@ -64,6 +65,9 @@ export class SyncPoller {
   private read: SharedValue = new SharedValue();
   private page: SyncPage = new SyncPage();
   private scratch: ByteBuf = new ByteBuf(SYNC_RECORD_BYTES);
+  /** A bucket's image while a patch is applied to it. */
+  private held: SharedValue = new SharedValue();
+  private patched: ByteBuf = new ByteBuf(1024);
 
   /** On a leader's tick: polls unless a poll is out or a backoff runs. */
   maybeStart(cfg: PluginConfig, gateway: string, now: u64): void {
@@ -75,7 +79,10 @@ export class SyncPoller {
     getShared(SYNC_KEY, r);
     const a = this.asked;
     a.read(r.value === null ? 0 : changetype<usize>(r.value!), r.value === null ? 0 : r.value!.byteLength);
-    const path = `${cfg.syncPath}?epoch=${a.epoch}&version=${a.version}`;
+    // protocol=2: changed buckets may come as patches of the images this gateway holds — asked
+    // only when every key here is as of the version (not mid-way through a paged catch-up).
+    const patches = a.partial ? "" : "&protocol=2";
+    const path = `${cfg.syncPath}?epoch=${a.epoch}&version=${a.version}${patches}`;
     this.token = callControlPlane(cfg, gateway, "GET", path, new ArrayBuffer(0));
     if (this.token === 0) this.failed("the control-plane cluster refused the call");
   }
@@ -133,11 +140,13 @@ export class SyncPoller {
     const cas = r.value === null ? ABSENT_SYNC_CAS : r.cas;
     const edit = vm.board.edit;
     let changed = 0;
+    let unpatched = false;
     while (page.next()) {
       const key = String.UTF8.decodeUnsafe(page.keyPtr, <usize>page.keyLen);
-      setShared(key, page.valuePtr, page.valueLen, 0);
-      // The VMs keep the buckets they read: tell them which to read again.
       const id = key.startsWith("kvr.b.") ? indexOf(key, 6) : -1;
+      if (!page.patch) setShared(key, page.valuePtr, page.valueLen, 0);
+      else if (id < 0 || !this.patch(key, page.valuePtr, page.valueLen)) unpatched = true;
+      // The VMs keep the buckets they read: tell them which to read again.
       if (id < 0) continue;
       if (++changed > <i32>CHANGE_RING) edit.changeFlood = true;
       else edit.changes.appendI32(id);
@@ -151,6 +160,18 @@ export class SyncPoller {
     next.epoch = page.epoch;
     next.version = page.version;
     next.resyncing = more && (s.resyncing || (page.flags & SYNC_FLAG_RESET) !== 0);
+    next.partial = more;
+    if (unpatched) {
+      // A patch that did not fit the image held here (which should not happen): version 0 of
+      // the epoch makes the next poll send every value again, which converges.
+      stats.inc(stats.syncErrors);
+      log(
+        LOG_WARN,
+        "kvroute: a bucket patch did not apply to the image held here; resyncing the whole cache",
+      );
+      next.version = 0;
+      next.resyncing = true;
+    }
     const b = this.scratch;
     b.len = 0;
     b.reserve(SYNC_RECORD_BYTES);
@@ -167,6 +188,20 @@ export class SyncPoller {
     }
     stats.record(stats.syncVersion, page.version);
     cache.refresh();
+  }
+
+  /** Applies a bucket patch to the image in shared data; false when it does not fit that image. */
+  private patch(key: string, ptr: usize, len: i32): bool {
+    const h = this.held;
+    getShared(key, h);
+    const image = h.value;
+    const n =
+      image === null
+        ? applyBucketPatch(0, 0, ptr, len, this.patched)
+        : applyBucketPatch(changetype<usize>(image), image.byteLength, ptr, len, this.patched);
+    if (n < 0) return false;
+    setShared(key, this.patched.ptr, n, 0);
+    return true;
   }
 }
 

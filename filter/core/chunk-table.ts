@@ -147,6 +147,29 @@ export class ChunkTable {
     return ref;
   }
 
+  @inline hashAt(r: usize): u64 {
+    return load<u64>(r + R_HASH);
+  }
+
+  @inline depthAt(r: usize): u32 {
+    return load<u32>(r + R_DEPTH);
+  }
+
+  /** The chunk's LRU stamp (ms): when a slot last stored it. */
+  @inline stampAt(r: usize): f64 {
+    return load<f64>(r + R_STAMP);
+  }
+
+  /** The first record of a bucket's list, 0 when it is empty. */
+  @inline firstIn(bucket: u32): u32 {
+    return load<u32>(this.heads + ((<usize>(bucket & this.mask)) << 2));
+  }
+
+  /** The record after `ref` in its bucket's list, 0 at the end. */
+  @inline nextIn(ref: u32): u32 {
+    return load<u32>(this.rec(ref) + R_NEXT);
+  }
+
   @inline holders(r: usize): usize {
     const ext = load<u32>(r + R_EXT);
     return ext !== 0 ? <usize>ext : r + R_INLINE;

@@ -5,6 +5,8 @@
 // of the last call to ingestStatsPtr. Only the control plane calls these (the filter never
 // links this module), and it passes pointers and counts it computed itself.
 import { BlockTable, CallStats } from "./block-table";
+import { encodeBucketImage } from "./bucket-encode";
+import { applyBucketPatch, diffBucket } from "./bucket-patch";
 import { ByteBuf } from "./byte-buf";
 import { ChunkTable } from "./chunk-table";
 import { applyBatch, scanBatch } from "./kv-batch";
@@ -120,6 +122,22 @@ export function chunkGetIo(id: i32, hash: u64): i32 {
 
 export function chunkBucketIo(id: i32, bucket: u32): i32 {
   return chunkTable(id).writeBucket(bucket, out);
+}
+
+/**
+ * Writes bucket `bucket`'s shared-data image (docs/wire-format.md §4.4) to the output buffer and
+ * returns its length (-1: ways or slotWords out of range). The caller wrote the bucket's
+ * speculative routes at specPtr: specCount × {hash u64, slot u32, 0 u32}.
+ */
+export function chunkEncodeBucketIo(
+  id: i32,
+  bucket: u32,
+  ways: i32,
+  slotWords: i32,
+  specPtr: usize,
+  specCount: i32,
+): i32 {
+  return encodeBucketImage(chunkTable(id), bucket, ways, slotWords, specPtr, specCount, out);
 }
 
 export function chunkTakeDirtyIo(id: i32): i32 {
@@ -260,4 +278,64 @@ export function batchApply(
   resetStats();
   const tokens = changetype<TokenTable>(unchecked(tokenTables[tokensId]));
   applyBatch(blockTable(id), tokens, root, modelPtr, modelLen, nowMs, scratch, hashOut, stats);
+}
+
+const patchBuf = new ByteBuf(256);
+const patchedBuf = new ByteBuf(256);
+
+/** The output of bucketDiffIo (a patch) and of bucketPatchIo (an image). */
+export function patchOutPtr(): usize {
+  return patchBuf.ptr;
+}
+
+export function patchedOutPtr(): usize {
+  return patchedBuf.ptr;
+}
+
+const freshBuf = new ByteBuf(256);
+
+/**
+ * Publishes bucket `bucket` over the image gateways hold (heldPtr/heldLen; heldLen -1: none): its
+ * fresh image (chunkEncodeBucketIo's arguments), the patch from the held image at patchOutPtr()
+ * and the image after it at patchedOutPtr(). Returns the patch length; 0 when the held image has
+ * the fresh rows already; -1 when the whole fresh image (at patchedOutPtr(), length
+ * patchedLen()) is the message (nothing held, or a patch no smaller than the image); or another
+ * negative code for a geometry the image cannot state.
+ */
+export function chunkPublishBucketIo(
+  id: i32,
+  bucket: u32,
+  ways: i32,
+  slotWords: i32,
+  specPtr: usize,
+  specCount: i32,
+  heldPtr: usize,
+  heldLen: i32,
+): i32 {
+  const freshLen = encodeBucketImage(chunkTable(id), bucket, ways, slotWords, specPtr, specCount, freshBuf);
+  if (freshLen < 0) return -2;
+  const patchLen = heldLen < 0 ? -1 : diffBucket(heldPtr, heldLen, freshBuf.ptr, freshLen, patchBuf);
+  if (patchLen === 0) return 0;
+  if (patchLen > 0 && patchLen < freshLen) {
+    const n = applyBucketPatch(heldPtr, heldLen, patchBuf.ptr, patchLen, patchedBuf);
+    if (n >= 0) return patchLen;
+  }
+  patchedBuf.len = 0;
+  patchedBuf.append(freshBuf.ptr, freshLen);
+  return -1;
+}
+
+/** Length of the image at patchedOutPtr(). */
+export function patchedLen(): i32 {
+  return patchedBuf.len;
+}
+
+/** The patch from image old to image fresh (bucket-patch.ts) at patchOutPtr(); its length, 0, or an error. */
+export function bucketDiffIo(oldPtr: usize, oldLen: i32, freshPtr: usize, freshLen: i32): i32 {
+  return diffBucket(oldPtr, oldLen, freshPtr, freshLen, patchBuf);
+}
+
+/** The image after the patch (bucket-patch.ts) at patchedOutPtr(); its length or an error. */
+export function bucketPatchIo(imagePtr: usize, imageLen: i32, patchPtr: usize, patchLen: i32): i32 {
+  return applyBucketPatch(imagePtr, imageLen, patchPtr, patchLen, patchedBuf);
 }

@@ -71,7 +71,7 @@ const epochOf = (s: Stack, g: number) => {
 };
 const resyncing = (s: Stack, g: number) => {
   const v = s.gateways[g]?.host.sharedData("kvr.sync");
-  return v === null || v === undefined || Buffer.from(v.value).readUInt32LE(16) !== 0;
+  return v === null || v === undefined || (Buffer.from(v.value).readUInt32LE(16) & 1) !== 0;
 };
 /** Every gateway holds what its replica has published so far. */
 async function synced(s: Stack): Promise<void> {

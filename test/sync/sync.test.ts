@@ -240,4 +240,30 @@ describe("sync codec", () => {
     bad[0] = 0;
     expect(() => decodeSyncPage(bad)).toThrow(/magic/);
   });
+
+  it("marks patch entries in protocol 2 only, in the value length's top bit", () => {
+    const plain: SyncPage = {
+      flags: 0,
+      epoch: 1n,
+      version: 7,
+      entries: [{ key: "kvr.b.1", value: bytes("v") }],
+    };
+    const one = encodeSyncPage(plain);
+    expect(new DataView(one.buffer).getUint16(4, true)).toBe(1);
+    const patched: SyncPage = {
+      ...plain,
+      entries: [...plain.entries, { key: "kvr.b.2", value: bytes("patch"), patch: true }],
+    };
+    const two = encodeSyncPage(patched);
+    const view = new DataView(two.buffer);
+    expect(view.getUint16(4, true)).toBe(2);
+    // The second entry's length word: 5 | 1 << 31.
+    const second = 28 + 2 + 7 + 4 + 1;
+    expect(view.getUint32(second + 2 + 7, true)).toBe((5 | 0x8000_0000) >>> 0);
+    expect(decodeSyncPage(two)).toEqual(patched);
+    // In protocol 1 the bit would be a length: the page does not decode.
+    const forged = two.slice();
+    forged[4] = 1;
+    expect(() => decodeSyncPage(forged)).toThrow(SyncDecodeError);
+  });
 });

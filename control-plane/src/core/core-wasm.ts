@@ -57,6 +57,29 @@ export interface CoreExports {
   chunkGetIo(id: number, hash: bigint): number;
   chunkBucketIo(id: number, bucket: number): number;
   chunkTakeDirtyIo(id: number): number;
+  patchOutPtr(): number;
+  patchedOutPtr(): number;
+  bucketDiffIo(oldPtr: number, oldLen: number, freshPtr: number, freshLen: number): number;
+  bucketPatchIo(imagePtr: number, imageLen: number, patchPtr: number, patchLen: number): number;
+  chunkPublishBucketIo(
+    id: number,
+    bucket: number,
+    ways: number,
+    slotWords: number,
+    specPtr: number,
+    specCount: number,
+    heldPtr: number,
+    heldLen: number,
+  ): number;
+  patchedLen(): number;
+  chunkEncodeBucketIo(
+    id: number,
+    bucket: number,
+    ways: number,
+    slotWords: number,
+    specPtr: number,
+    specCount: number,
+  ): number;
   blockTableNew(chunkId: number, slot: number, chunkSize: number, maxBlocks: number): number;
   blockTableFree(id: number, withChunks: number): void;
   blockCount(id: number): number;

@@ -15,6 +15,13 @@
 import { type CoreModule, core } from "../core/core-wasm.ts";
 import { TIER_GPU, type Tier } from "./tier.ts";
 
+/** A bucket's publication: the image gateways will hold, and the patch to it from their last one. */
+export interface BucketPublication {
+  image: Uint8Array;
+  /** Null: the whole image is the message (nothing held, or a patch no smaller than the image). */
+  patch: Uint8Array | null;
+}
+
 export interface ChunkEntry {
   /** Bucket of the hash, computed once (BigInt arithmetic is not free on the ingest path). */
   bucket: number;
@@ -122,6 +129,8 @@ export class ChunkIndex {
   /** hash → slot id → expiry (ms) of a speculative route; the core's record is flagged while any exists. */
   readonly #speculative = new Map<bigint, Map<number, number>>();
   readonly #expiries: Array<{ hash: bigint; slot: number; expiresMs: number }> = [];
+  /** bucket → the speculated hashes in it, so encoding a bucket finds its routes without a scan. */
+  readonly #speculatedIn = new Map<number, Set<bigint>>();
 
   constructor(readonly buckets: number) {
     if (buckets <= 0 || (buckets & (buckets - 1)) !== 0)
@@ -171,6 +180,10 @@ export class ChunkIndex {
       routes = new Map();
       this.#speculative.set(hash, routes);
       this.#core.ex.chunkSpeculated(this.tableId, hash, depth, nowMs, 1);
+      const bucket = this.bucketOf(hash);
+      const inBucket = this.#speculatedIn.get(bucket);
+      if (inBucket === undefined) this.#speculatedIn.set(bucket, new Set([hash]));
+      else inBucket.add(hash);
     }
     if (!routes.has(slot) && !this.#heldOnGpu(hash, slot))
       this.#core.ex.chunkMarkDirty(this.tableId, this.bucketOf(hash));
@@ -193,11 +206,92 @@ export class ChunkIndex {
       if (!this.#heldOnGpu(e.hash, e.slot)) this.#core.ex.chunkMarkDirty(this.tableId, this.bucketOf(e.hash));
       if (routes.size === 0) {
         this.#speculative.delete(e.hash);
+        this.#forgetSpeculated(e.hash);
         this.#core.ex.chunkSpeculated(this.tableId, e.hash, 0, nowMs, 0);
         this.#core.ex.chunkDropIfEmpty(this.tableId, e.hash);
       }
     }
     if (i > 0) this.#expiries.splice(0, i);
+  }
+
+  #forgetSpeculated(hash: bigint): void {
+    const bucket = this.bucketOf(hash);
+    const inBucket = this.#speculatedIn.get(bucket);
+    inBucket?.delete(hash);
+    if (inBucket?.size === 0) this.#speculatedIn.delete(bucket);
+  }
+
+  /**
+   * The bucket's shared-data image (docs/wire-format.md §4.4), encoded in the core from its
+   * tables (filter/core/bucket-encode.ts): the same bytes as bucket-image.ts encodeBucket over
+   * bucketEntries(), without a snapshot object per chunk.
+   */
+  encodeBucket(bucket: number, ways: number, slotWords: number): Uint8Array {
+    const c = this.#core;
+    const [specPtr, specCount] = this.#writeSpeculative(bucket);
+    const len = c.ex.chunkEncodeBucketIo(this.tableId, bucket, ways, slotWords, specPtr, specCount);
+    if (len < 0) throw new Error(`cannot encode a bucket of ${ways} ways × ${slotWords} slot words`);
+    return c.bytes(c.ex.ingestOutPtr(), len);
+  }
+
+  /**
+   * What publishing the bucket sends gateways that hold `held` (undefined: nothing): the image
+   * they will hold, and the patch to it (docs/wire-format.md §5.1) when that is smaller than the
+   * image; null when they hold the bucket's rows already. One core call encodes, diffs and
+   * patches (filter/core/bucket-patch.ts, which the filter runs too: both ends keep the same bytes).
+   */
+  publishBucket(
+    bucket: number,
+    ways: number,
+    slotWords: number,
+    held: Uint8Array | undefined,
+  ): BucketPublication | null {
+    const c = this.#core;
+    const [specPtr, specCount] = this.#writeSpeculative(bucket, held?.length ?? 0);
+    let heldPtr = 0;
+    if (held !== undefined) {
+      heldPtr = c.io(16 * specCount + held.length) + 16 * specCount;
+      c.u8.set(held, heldPtr);
+    }
+    const r = c.ex.chunkPublishBucketIo(
+      this.tableId,
+      bucket,
+      ways,
+      slotWords,
+      specPtr,
+      specCount,
+      heldPtr,
+      held?.length ?? -1,
+    );
+    if (r === 0) return null;
+    if (r < -1) throw new Error(`cannot encode a bucket of ${ways} ways × ${slotWords} slot words`);
+    const image = c.bytes(c.ex.patchedOutPtr(), c.ex.patchedLen());
+    return { image, patch: r > 0 ? c.bytes(c.ex.patchOutPtr(), r) : null };
+  }
+
+  /**
+   * Writes the bucket's speculative routes ({hash u64, slot u32, 0 u32} each) at the start of the
+   * core's I/O region, leaving `after` bytes behind them; their address and count.
+   */
+  #writeSpeculative(bucket: number, after = 0): [number, number] {
+    const c = this.#core;
+    const hashes = this.#speculatedIn.get(bucket);
+    if (hashes === undefined) {
+      c.io(after);
+      return [0, 0];
+    }
+    const routes: Array<[bigint, number]> = [];
+    for (const hash of hashes)
+      for (const slot of this.#speculative.get(hash)?.keys() ?? []) routes.push([hash, slot]);
+    const ptr = c.io(16 * routes.length + after);
+    const u64 = c.u64view;
+    const u32 = c.u32view;
+    routes.forEach(([hash, slot], i) => {
+      u64[(ptr >>> 3) + 2 * i] = hash;
+      u32[(ptr >>> 2) + 4 * i + 2] = slot;
+      u32[(ptr >>> 2) + 4 * i + 3] = 0;
+    });
+    return [routes.length === 0 ? 0 : ptr, routes.length];
   }
 
   #withSpeculation(entries: Array<[bigint, ChunkEntry]>): Array<[bigint, ChunkEntry]> {

@@ -11,8 +11,8 @@ import type {
   ScannedBatch,
 } from "../vocabulary/kv-events.ts";
 import { scanBatchPayload } from "./batch-fast-path.ts";
-import { encodeBucket, slotWordsFor } from "./bucket-image.ts";
-import { ChunkIndex } from "./chunk-index.ts";
+import { slotWordsFor } from "./bucket-image.ts";
+import { type BucketPublication, ChunkIndex } from "./chunk-index.ts";
 import { type ChunkHasher, type Detokenize, SlotBlocks } from "./slot-blocks.ts";
 
 export interface PrefixIndexOptions {
@@ -132,6 +132,22 @@ export class PrefixIndex implements EventSink {
     return this.chunks.takeDirty().map((b) => [bucketKey(b), this.bucketImage(b)]);
   }
 
+  /**
+   * The buckets changed since the last call, as what publishing each sends gateways that hold
+   * `held(key)` (chunk-index.ts publishBucket); buckets whose rows they hold already are left out.
+   */
+  takeDirtyPublications(
+    held: (key: string) => Uint8Array | undefined,
+  ): Array<{ key: string } & BucketPublication> {
+    const out: Array<{ key: string } & BucketPublication> = [];
+    for (const b of this.chunks.takeDirty()) {
+      const key = bucketKey(b);
+      const p = this.chunks.publishBucket(b, this.opts.ways, this.slotWords, held(key));
+      if (p !== null) out.push({ key, image: p.image, patch: p.patch });
+    }
+    return out;
+  }
+
   /** Every bucket's image: the full key space, published once per epoch. */
   *allImages(): Generator<[string, Uint8Array]> {
     this.chunks.takeDirty();
@@ -139,10 +155,18 @@ export class PrefixIndex implements EventSink {
   }
 
   bucketImage(bucket: number): Uint8Array {
-    return encodeBucket(this.chunks.bucketEntries(bucket), this.opts.ways, this.slotWords);
+    return this.chunks.encodeBucket(bucket, this.opts.ways, this.slotWords);
   }
 }
 
+/** Key strings made once: the sync log's maps hash a string once, and publication names buckets hundreds of thousands of times a second. */
+const bucketKeys: string[] = [];
+
 export function bucketKey(bucket: number): string {
-  return `kvr.b.${bucket}`;
+  let key = bucketKeys[bucket];
+  if (key === undefined) {
+    key = `kvr.b.${bucket}`;
+    bucketKeys[bucket] = key;
+  }
+  return key;
 }

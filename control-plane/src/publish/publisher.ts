@@ -7,7 +7,7 @@ import type { PrefixIndex } from "../index/prefix-index.ts";
 import type { SessionTable } from "../model/session-table.ts";
 import type { LoadModel } from "../model/slot-load.ts";
 import type { SlotTable } from "../model/slot-table.ts";
-import type { SyncLog } from "../sync/sync-log.ts";
+import type { SyncChange, SyncLog } from "../sync/sync-log.ts";
 import { encodeLoadImage, encodeRosterImage, encodeSlotsImage } from "./images.ts";
 
 /** A gateway that has not reported for this long is gone: its in-flight counts no longer apply. */
@@ -55,7 +55,7 @@ export class Publisher {
     index.chunks.expire(nowMs);
     sessions?.expire(nowMs);
     load.expireGateways(nowMs, GATEWAY_SILENCE_MS);
-    const changes: Array<[string, Uint8Array]> = [];
+    const changes: SyncChange[] = [];
     const slotsChanged = slots.takeChanged();
     if (slotsChanged) changes.push(["kvr.slots", encodeSlotsImage(slots.all(), poolIndex)]);
     // A new slot needs its row in the load image even when its load reads like the default:
@@ -65,7 +65,9 @@ export class Publisher {
     if (load.takeChanged() || slotsChanged || cfgChanged)
       changes.push(["kvr.load", encodeLoadImage(slots.all(), (id) => load.get(id), this.p.adapterId)]);
     if (load.takeGatewaysChanged()) changes.push(["kvr.gw", encodeRosterImage(load.gateways())]);
-    changes.push(...index.takeDirtyImages());
+    // A dirty bucket goes out as the rows that changed (gateways that read patches get only those).
+    for (const { key, image, patch } of index.takeDirtyPublications((k) => log.get(k)))
+      changes.push(patch === null ? [key, image] : [key, image, patch]);
     if (sessions !== undefined) changes.push(...sessions.takeDirtyImages());
     if (changes.length > 0) log.publish(changes);
   }

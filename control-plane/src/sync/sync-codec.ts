@@ -2,7 +2,12 @@
 // the filter reads it in Wasm, which is little-endian.
 
 export const SYNC_MAGIC = 0x5352564b; // "KVRS" read as a little-endian u32
+/** 1: every entry is a value. 2: an entry may be a patch of the key's value (the top bit of its
+ * length); sent only to gateways that ask with `protocol=2`. */
 export const SYNC_PROTOCOL = 1;
+export const SYNC_PATCH_PROTOCOL = 2;
+/** Set in an entry's u32 value length (protocol 2): the entry patches the key's value. */
+export const PATCH_LENGTH_BIT = 0x8000_0000;
 export const SYNC_HEADER_BYTES = 28;
 
 export const SyncFlags = {
@@ -17,7 +22,7 @@ export interface SyncPage {
   epoch: bigint;
   /** The version the client holds after applying this page. */
   version: number;
-  entries: Array<{ key: string; value: Uint8Array }>;
+  entries: Array<{ key: string; value: Uint8Array; patch?: boolean }>;
 }
 
 const utf8 = new TextEncoder();
@@ -32,7 +37,8 @@ export function encodeSyncPage(page: SyncPage): Uint8Array {
   const out = new Uint8Array(size);
   const view = new DataView(out.buffer);
   view.setUint32(0, SYNC_MAGIC, true);
-  view.setUint16(4, SYNC_PROTOCOL, true);
+  const patches = page.entries.some((e) => e.patch === true);
+  view.setUint16(4, patches ? SYNC_PATCH_PROTOCOL : SYNC_PROTOCOL, true);
   view.setUint16(6, page.flags, true);
   view.setBigUint64(8, page.epoch, true);
   view.setBigUint64(16, BigInt(page.version), true);
@@ -44,7 +50,9 @@ export function encodeSyncPage(page: SyncPage): Uint8Array {
     view.setUint16(at, key.length, true);
     out.set(key, at + 2);
     at += 2 + key.length;
-    view.setUint32(at, e.value.length, true);
+    if (e.value.length >= PATCH_LENGTH_BIT)
+      throw new Error(`value of ${e.key} too long: ${e.value.length} bytes`);
+    view.setUint32(at, e.patch === true ? (e.value.length | PATCH_LENGTH_BIT) >>> 0 : e.value.length, true);
     out.set(e.value, at + 4);
     at += 4 + e.value.length;
   });
@@ -61,7 +69,8 @@ export function decodeSyncPage(bytes: Uint8Array): SyncPage {
   if (view.getUint32(0, true) !== SYNC_MAGIC)
     throw new SyncDecodeError("not a kvroute sync page (bad magic)");
   const protocol = view.getUint16(4, true);
-  if (protocol !== SYNC_PROTOCOL) throw new SyncDecodeError(`unsupported sync protocol ${protocol}`);
+  if (protocol !== SYNC_PROTOCOL && protocol !== SYNC_PATCH_PROTOCOL)
+    throw new SyncDecodeError(`unsupported sync protocol ${protocol}`);
   const count = view.getUint32(24, true);
   const entries: SyncPage["entries"] = [];
   let at = SYNC_HEADER_BYTES;
@@ -71,9 +80,12 @@ export function decodeSyncPage(bytes: Uint8Array): SyncPage {
     if (at + 2 + keyLen + 4 > bytes.length) throw new SyncDecodeError(`entry ${i}: truncated key`);
     const key = utf8Decoder.decode(bytes.subarray(at + 2, at + 2 + keyLen));
     at += 2 + keyLen;
-    const valueLen = view.getUint32(at, true);
+    const word = view.getUint32(at, true);
+    const patch = protocol === SYNC_PATCH_PROTOCOL && (word & PATCH_LENGTH_BIT) !== 0;
+    const valueLen = patch ? word & ~PATCH_LENGTH_BIT : word;
     if (at + 4 + valueLen > bytes.length) throw new SyncDecodeError(`entry ${i}: truncated value`);
-    entries.push({ key, value: bytes.subarray(at + 4, at + 4 + valueLen) });
+    const value = bytes.subarray(at + 4, at + 4 + valueLen);
+    entries.push(patch ? { key, value, patch } : { key, value });
     at += 4 + valueLen;
   }
   if (at !== bytes.length)
