@@ -9,6 +9,8 @@ import type { PolicyFactory } from "./policies/types.ts";
 import type { Workload } from "./workloads/types.ts";
 
 export interface ResultRow {
+  /** The engines' cost model (latency.ts LATENCY_PROFILES). */
+  profile: string;
   workload: string;
   qps: number;
   policy: string;
@@ -18,6 +20,8 @@ export interface ResultRow {
   unfinished: number;
   /** Wall-clock seconds this run took (not a result; shows the bench's own cost). */
   wallS: number;
+  /** The policy's own counts (kvroute: requests the filter did not route; Dynamo: queued). */
+  counters?: Record<string, number>;
 }
 
 export const BOUND = "ideal-bound";
