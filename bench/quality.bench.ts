@@ -6,14 +6,14 @@
 // and the PNG charts (to bench/results/ unless --out). Deterministic for a seed list.
 //   npx tsx bench/quality.bench.ts [--quick] [--seeds N | --seed-list A,B,..] [--profile h200-measured,h100-derived]
 //     [--kv-delay-ms N] [--out DIR] [--gateways N] [--threads N] [--latency-ms N]
-//     [--only kvroute,round-robin] [--no-sensitivity] [--rows FILE.jsonl] [--shard K/N]
+//     [--only kvroute,round-robin] [--no-sensitivity] [--rows FILE.jsonl] [--shard K/N] [--report-only]
 // (through `npm run bench -- quality`, write values as --flag=N.)
 // Seeds: the report seeds (config.ts REPORT_SEEDS, never used for tuning) unless --seed-list
 // names others; --seeds N takes the first N of them. --rows keeps every finished run in FILE (one
 // JSON line) and reads back the runs it already has for the same configuration and build, so a
 // stopped run resumes; --shard K/N measures only every N-th run from the K-th (0-based) and writes
 // no report — run N shards side by side on one rows file, then once more without --shard to write
-// the report from it.
+// the report from it. --report-only writes the report from the rows file and measures nothing.
 import { mkdirSync, writeFileSync } from "node:fs";
 import type { LatencyProfileName } from "../control-plane/sim/latency.ts";
 import { baselineNotes, closingNotes } from "./quality/analysis.ts";
@@ -58,6 +58,8 @@ if (seeds.some((x) => DEVELOPMENT_SEEDS.includes(x)))
   console.log(`note: seeds ${seeds.join(",")} include development seeds; the report will say so`);
 const profiles = (text("--profile")?.split(",") ?? BENCH_PROFILES) as LatencyProfileName[];
 const sensitivityOn = !argv.includes("--no-sensitivity");
+/** Write the report from the rows file alone: measure nothing, leave out runs it lacks. */
+const reportOnly = argv.includes("--report-only");
 const kvDelayMs = option("--kv-delay-ms", 50);
 kvrouteGeometry.gateways = option("--gateways", kvrouteGeometry.gateways);
 kvrouteGeometry.threadsPerGateway = option("--threads", kvrouteGeometry.threadsPerGateway);
@@ -103,7 +105,7 @@ function measure(w: Workload, qps: number, p: PolicyFactory, seed: number): Resu
   const profile = config.profile;
   const mine = shard === undefined || task++ % shard.n === shard.k;
   const stored = store.get(profile, w.name, qps, p.name, seed);
-  if (stored !== undefined || !mine) return stored;
+  if (stored !== undefined || !mine || reportOnly) return stored;
   const t0 = performance.now();
   let created: RoutingPolicy | undefined;
   const capture: PolicyFactory = {
@@ -175,47 +177,59 @@ if (shard !== undefined) {
 
 mkdirSync(resultsDir, { recursive: true });
 const points = pointsOf(rows);
-// Charts show medians over seeds; the bound has no throughput (NaN stays out of the chart).
-const medianRows: ResultRow[] = points.map((p) => ({
-  profile: (p.runs[0] as ResultRow).profile,
-  workload: p.workload,
-  qps: p.qps,
-  policy: p.policy,
-  seed: 0,
-  unfinished: p.unfinished,
-  wallS: 0,
-  metrics: {
-    ...(p.runs[0] as ResultRow).metrics,
-    ttftP90: p.ttftP90.median,
-    hitRate: p.hitRate.median,
-    outputTokPerS: Number.isNaN(p.outputTokPerS.median) ? 0 : p.outputTokPerS.median,
-  },
-}));
-const charts = await writeCharts(medianRows, resultsDir);
-const unfinished = [...rows, ...sensitivity].filter((r) => r.unfinished > 0);
-const notes = [...closingNotes(points, pointsOf(sensitivity)), ...baselineNotes(points)];
-notes.push(
-  ...unfinished.map(
-    (r) =>
-      `${r.workload} @ ${r.qps} QPS, ${r.policy}, seed ${r.seed}: ${r.unfinished} requests unfinished at the safety stop.`,
-  ),
-);
+const sensitivityPoints = pointsOf(sensitivity);
+const charts = new Map<string, string[]>();
+const notes = new Map<string, string[]>();
+for (const profile of profiles) {
+  const mine = points.filter((p) => p.profile === profile);
+  // Charts show medians over seeds; the bound has no throughput (NaN stays out of the chart).
+  const medianRows: ResultRow[] = mine.map((p) => ({
+    profile,
+    workload: p.workload,
+    qps: p.qps,
+    policy: p.policy,
+    seed: 0,
+    unfinished: p.unfinished,
+    wallS: 0,
+    metrics: {
+      ...(p.runs[0] as ResultRow).metrics,
+      ttftP90: p.ttftP90.median,
+      hitRate: p.hitRate.median,
+      outputTokPerS: Number.isNaN(p.outputTokPerS.median) ? 0 : p.outputTokPerS.median,
+    },
+  }));
+  charts.set(profile, await writeCharts(medianRows, resultsDir, `quality-${profile}`));
+  const unfinished = [...rows, ...sensitivity].filter((r) => r.profile === profile && r.unfinished > 0);
+  notes.set(profile, [
+    ...closingNotes(
+      mine,
+      sensitivityPoints.filter((p) => p.profile === profile),
+    ),
+    ...baselineNotes(mine),
+    ...unfinished.map(
+      (r) =>
+        `${r.workload} @ ${r.qps} QPS, ${r.policy}, seed ${r.seed}: ${r.unfinished} requests unfinished at the safety stop.`,
+    ),
+  ]);
+}
 const report = renderReport({
   config,
   seeds,
+  heldOut: seeds.every((x) => REPORT_SEEDS.includes(x)),
+  profiles,
   sensitivity,
   workloads: wls,
   policies: pols,
   rows,
   command:
-    `npx tsx bench/quality.bench.ts${quick ? " --quick" : ""} --seed-list ${seeds.join(",")} --kv-delay-ms ${kvDelayMs}` +
-    ` --gateways ${kvrouteGeometry.gateways} --threads ${kvrouteGeometry.threadsPerGateway}` +
-    ` --latency-ms ${kvrouteGeometry.latencyMs}`,
+    `npx tsx bench/quality.bench.ts${quick ? " --quick" : ""} --seed-list ${seeds.join(",")} --profile ${profiles.join(",")}` +
+    ` --kv-delay-ms ${kvDelayMs} --gateways ${kvrouteGeometry.gateways} --threads ${kvrouteGeometry.threadsPerGateway}` +
+    ` --latency-ms ${kvrouteGeometry.latencyMs}${sensitivityOn ? "" : " --no-sensitivity"}`,
   wallS: (performance.now() - started) / 1000,
   notes,
   charts,
 });
 writeFileSync(`${resultsDir}quality.md`, report);
 console.log(
-  `wrote ${resultsDir}quality.md and ${charts.join(", ")} in ${((performance.now() - started) / 1000).toFixed(0)} s`,
+  `wrote ${resultsDir}quality.md and ${[...charts.values()].flat().join(", ")} in ${((performance.now() - started) / 1000).toFixed(0)} s`,
 );

@@ -80,7 +80,8 @@ export interface PairedComparison {
   /** Median over seeds of (subject − peer) / peer. */
   medianDiffShare: number;
   test: SignedRankTest;
-  /** Seeds where the subject was lower / higher. */
+  /** Seeds compared, and those where the subject was lower / higher. */
+  pairs: number;
   lower: number;
   higher: number;
 }
@@ -97,6 +98,7 @@ export function comparePaired(subject: readonly number[], peer: readonly number[
     medianDiffMs,
     medianDiffShare: median(diffs.map((x, i) => x / (peer[i] as number))),
     test,
+    pairs: diffs.length,
     lower: diffs.filter((x) => x < 0).length,
     higher: diffs.filter((x) => x > 0).length,
   };
