@@ -198,8 +198,18 @@ export function renderReport(r: ReportInput): string {
   for (const profile of r.profiles) {
     const mine = points.filter((p) => p.profile === profile);
     const standings = pairedStandings(mine);
+    const present = [...new Set(mine.flatMap((p) => p.runs.map((r) => r.seed)))].sort((a, b) => a - b);
+    const complete = present.filter((seed) => mine.every((p) => p.runs.some((r) => r.seed === seed)));
     lines.push(
       `## Cost profile ${profile}: where kvroute leads, ties and trails`,
+      "",
+      `Seeds with every run of this profile: ${complete.join(", ") || "none"} (${complete.length})` +
+        (complete.length < present.length
+          ? `; partial: ${present.filter((x) => !complete.includes(x)).join(", ")}`
+          : "") +
+        (complete.length < 6
+          ? `. **With fewer than 6 paired seeds no difference can reach p < ${PAIRED_LEVEL}: every comparison here is a tie by construction, not by evidence.**`
+          : "."),
       "",
       standingTotals(standings),
       "",
