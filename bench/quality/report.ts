@@ -144,6 +144,57 @@ export interface ReportInput {
   charts: ReadonlyMap<string, readonly string[]>;
 }
 
+/** One cost profile: seeds present, the paired summary, charts, notes, and per workload the
+ * table and the paired lines. */
+function profileSection(r: ReportInput, points: readonly Point[], profile: string): string[] {
+  const lines: string[] = [];
+  const mine = points.filter((p) => p.profile === profile);
+  const standings = pairedStandings(mine);
+  const present = [...new Set(mine.flatMap((p) => p.runs.map((r) => r.seed)))].sort((a, b) => a - b);
+  const complete = present.filter((seed) => mine.every((p) => p.runs.some((r) => r.seed === seed)));
+  lines.push(
+    `## Cost profile ${profile}: where kvroute leads, ties and trails`,
+    "",
+    `Seeds with every run of this profile: ${complete.join(", ") || "none"} (${complete.length})` +
+      (complete.length < present.length
+        ? `; partial: ${present.filter((x) => !complete.includes(x)).join(", ")}`
+        : "") +
+      (complete.length < 6
+        ? `. **With fewer than 6 paired seeds no difference can reach p < ${PAIRED_LEVEL}: every comparison here is a tie by construction, not by evidence.**`
+        : "."),
+    "",
+    standingTotals(standings),
+    "",
+    pairedSummaryTable(standings),
+    "",
+    ...(r.charts.get(profile) ?? []).map((f) => `![${f}](${f})`),
+    "",
+  );
+  const notes = r.notes.get(profile) ?? [];
+  if (notes.length > 0)
+    lines.push(
+      `### Why kvroute trails where it does (${profile}, from this run)`,
+      "",
+      ...notes.map((n) => `- ${n}`),
+      "",
+    );
+  for (const w of r.workloads) {
+    const here = mine.filter((p) => p.workload === w.name);
+    if (here.length === 0) continue;
+    lines.push(
+      `### ${profile} — ${w.name}`,
+      "",
+      resultTable(here),
+      "",
+      "Paired per seed (kvroute − peer; verdict, median difference, seeds where kvroute was lower, exact p):",
+      "",
+      ...pairedLines(standings.filter((s) => s.workload === w.name)),
+      "",
+    );
+  }
+  return lines;
+}
+
 export function renderReport(r: ReportInput): string {
   const c = r.config.cluster;
   const points = pointsOf(r.rows);
@@ -195,52 +246,7 @@ export function renderReport(r: ReportInput): string {
     ...r.policies.map((p) => `- **${p.name}** — ${p.describe}.`),
     "",
   ];
-  for (const profile of r.profiles) {
-    const mine = points.filter((p) => p.profile === profile);
-    const standings = pairedStandings(mine);
-    const present = [...new Set(mine.flatMap((p) => p.runs.map((r) => r.seed)))].sort((a, b) => a - b);
-    const complete = present.filter((seed) => mine.every((p) => p.runs.some((r) => r.seed === seed)));
-    lines.push(
-      `## Cost profile ${profile}: where kvroute leads, ties and trails`,
-      "",
-      `Seeds with every run of this profile: ${complete.join(", ") || "none"} (${complete.length})` +
-        (complete.length < present.length
-          ? `; partial: ${present.filter((x) => !complete.includes(x)).join(", ")}`
-          : "") +
-        (complete.length < 6
-          ? `. **With fewer than 6 paired seeds no difference can reach p < ${PAIRED_LEVEL}: every comparison here is a tie by construction, not by evidence.**`
-          : "."),
-      "",
-      standingTotals(standings),
-      "",
-      pairedSummaryTable(standings),
-      "",
-      ...(r.charts.get(profile) ?? []).map((f) => `![${f}](${f})`),
-      "",
-    );
-    const notes = r.notes.get(profile) ?? [];
-    if (notes.length > 0)
-      lines.push(
-        `### Why kvroute trails where it does (${profile}, from this run)`,
-        "",
-        ...notes.map((n) => `- ${n}`),
-        "",
-      );
-    for (const w of r.workloads) {
-      const here = mine.filter((p) => p.workload === w.name);
-      if (here.length === 0) continue;
-      lines.push(
-        `### ${profile} — ${w.name}`,
-        "",
-        resultTable(here),
-        "",
-        "Paired per seed (kvroute − peer; verdict, median difference, seeds where kvroute was lower, exact p):",
-        "",
-        ...pairedLines(standings.filter((s) => s.workload === w.name)),
-        "",
-      );
-    }
-  }
+  for (const profile of r.profiles) lines.push(...profileSection(r, points, profile));
   if (r.sensitivity.length > 0) {
     lines.push(
       "## What kvroute's result depends on",
