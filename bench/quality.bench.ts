@@ -177,6 +177,26 @@ if (shard !== undefined) {
 }
 
 mkdirSync(resultsDir, { recursive: true });
+// From stored rows, a profile's partly measured seeds stay out: every point of a profile is then
+// compared over the same seeds.
+if (reportOnly) {
+  const cells = new Set(rows.map((r) => `${r.profile}\u0000${r.workload}\u0000${r.qps}\u0000${r.policy}`));
+  const complete = (profile: string, seed: number) =>
+    [...cells]
+      .filter((c) => c.startsWith(`${profile}\u0000`))
+      .every((c) =>
+        rows.some(
+          (r) => r.seed === seed && `${r.profile}\u0000${r.workload}\u0000${r.qps}\u0000${r.policy}` === c,
+        ),
+      );
+  const keep = new Map<string, boolean>();
+  const whole = (r: ResultRow) => {
+    const k = `${r.profile}\u0000${r.seed}`;
+    if (!keep.has(k)) keep.set(k, complete(r.profile, r.seed));
+    return keep.get(k) as boolean;
+  };
+  rows.splice(0, rows.length, ...rows.filter(whole));
+}
 const points = pointsOf(rows);
 const sensitivityPoints = pointsOf(sensitivity);
 const charts = new Map<string, string[]>();
