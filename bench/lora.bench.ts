@@ -32,7 +32,8 @@ const REQUESTS = QUICK ? 600 : 2000;
 const RATES = QUICK ? [24, 64] : [16, 32, 64, 96];
 
 const tok = benchTokenizer();
-const config = benchConfig(QUICK, SEED, 50);
+// The LoRA results were measured under the H100-derived cost model; keep it until they are rerun.
+const config = benchConfig(QUICK, SEED, 50, "h100-derived");
 const cluster = { ...config.cluster, lora: { maxLoras: MAX_LORAS, loadMs: LOAD_MS } };
 const work = loraWorkload(tok, {
   ...LORA_DEFAULTS,

@@ -1,25 +1,30 @@
-// Routing quality in virtual time (issue 8 §1, issue 15): every policy × workload × rate × seed
-// on the simulated cluster. kvroute's rows come from the shipped filter (build/kvroute.wasm) in
-// the Proxy-Wasm host — several gateways of several worker threads — synced from its control
-// plane, all on the simulator's clock (quality/kvroute/). Writes quality.md (medians over seeds
-// with 95% intervals) and the PNG charts (to bench/results/ unless --out). Deterministic for a
-// first seed and a seed count.
-//   npx tsx bench/quality.bench.ts [--quick] [--seed FIRST] [--seeds N] [--kv-delay-ms N] [--out DIR]
-//     [--gateways N] [--threads N] [--latency-ms N] [--only kvroute,round-robin]
-//     [--rows FILE.jsonl] [--shard K/N]
+// Routing quality in virtual time (issue 8 §1, issue 15, issue 33): every policy × workload × rate
+// × seed × cost model on the simulated cluster. kvroute's rows come from the shipped filter
+// (build/kvroute.wasm) in the Proxy-Wasm host — several gateways of several worker threads —
+// synced from its control plane, all on the simulator's clock (quality/kvroute/). Writes
+// quality.md (per cost model: paired per-seed decisions against every peer, medians over seeds)
+// and the PNG charts (to bench/results/ unless --out). Deterministic for a seed list.
+//   npx tsx bench/quality.bench.ts [--quick] [--seeds N | --seed-list A,B,..] [--profile h200-measured,h100-derived]
+//     [--kv-delay-ms N] [--out DIR] [--gateways N] [--threads N] [--latency-ms N]
+//     [--only kvroute,round-robin] [--no-sensitivity] [--rows FILE.jsonl] [--shard K/N] [--report-only]
 // (through `npm run bench -- quality`, write values as --flag=N.)
-// --rows keeps every finished run in FILE (one JSON line) and reads back the runs it already has
-// for the same configuration and build, so a stopped run resumes; --shard K/N measures only every
-// N-th run from the K-th (0-based) and writes no report — run N shards side by side on one rows
-// file, then once more without --shard to write the report from it.
+// Seeds: the report seeds (config.ts REPORT_SEEDS, never used for tuning) unless --seed-list
+// names others; --seeds N takes the first N of them. --rows keeps every finished run in FILE (one
+// JSON line) and reads back the runs it already has for the same configuration and build, so a
+// stopped run resumes; --shard K/N measures only every N-th run from the K-th (0-based) and writes
+// no report — run N shards side by side on one rows file, then once more without --shard to write
+// the report from it. --report-only writes the report from the rows file and measures nothing.
 import { mkdirSync, writeFileSync } from "node:fs";
+import type { LatencyProfileName } from "../control-plane/sim/latency.ts";
 import { baselineNotes, closingNotes } from "./quality/analysis.ts";
 import { writeCharts } from "./quality/charts.ts";
 import {
+  BENCH_PROFILES,
   benchConfig,
-  benchSeeds,
+  DEVELOPMENT_SEEDS,
   kvrouteVariants,
   policies,
+  REPORT_SEEDS,
   sensitivityWorkloads,
   workloads,
 } from "./quality/config.ts";
@@ -47,9 +52,14 @@ const option = (name: string, fallback: number): number => {
   if (!Number.isFinite(v)) throw new Error(`${name} needs a number`);
   return v;
 };
-const firstSeed = option("--seed", 1);
-const seedCount = option("--seeds", benchSeeds(quick).length);
-const seeds = Array.from({ length: seedCount }, (_, i) => firstSeed + i);
+const seedList = text("--seed-list")?.split(",").map(Number);
+const seeds = seedList ?? REPORT_SEEDS.slice(0, option("--seeds", REPORT_SEEDS.length));
+if (seeds.some((x) => DEVELOPMENT_SEEDS.includes(x)))
+  console.log(`note: seeds ${seeds.join(",")} include development seeds; the report will say so`);
+const profiles = (text("--profile")?.split(",") ?? BENCH_PROFILES) as LatencyProfileName[];
+const sensitivityOn = !argv.includes("--no-sensitivity");
+/** Write the report from the rows file alone: measure nothing, leave out runs it lacks. */
+const reportOnly = argv.includes("--report-only");
 const kvDelayMs = option("--kv-delay-ms", 50);
 kvrouteGeometry.gateways = option("--gateways", kvrouteGeometry.gateways);
 kvrouteGeometry.threadsPerGateway = option("--threads", kvrouteGeometry.threadsPerGateway);
@@ -68,7 +78,9 @@ const subjectKey = JSON.stringify({
   ...kvrouteGeometry,
   sources: digestOf([...PEER_SOURCES, ...SUBJECT_SOURCES]),
 });
-const store = new RowStore(text("--rows"), (policy) => (policy.startsWith(SUBJECT) ? subjectKey : peerKey));
+const store = new RowStore(text("--rows"), (policy) =>
+  policy === SUBJECT || policy.startsWith(`${SUBJECT} (`) ? subjectKey : peerKey,
+);
 if (store.size > 0) console.log(`${store.size} runs read back from ${store.path}`);
 function parseShard(t: string): { k: number; n: number } {
   const m = /^(\d+)\/(\d+)$/.exec(t);
@@ -84,15 +96,16 @@ const started = performance.now();
 const tok = benchTokenizer();
 const rows: ResultRow[] = [];
 const sensitivity: ResultRow[] = [];
-let config = benchConfig(quick, firstSeed, kvDelayMs);
+let config = benchConfig(quick, seeds[0] as number, kvDelayMs, profiles[0]);
 let wls: Workload[] = [];
 const pols = policies(config).filter((p) => only === undefined || only.includes(p.name));
 
 /** Runs one point (or reads it back); a bound (the ideal policy) replaces the run's metrics with its own. */
 function measure(w: Workload, qps: number, p: PolicyFactory, seed: number): ResultRow | undefined {
+  const profile = config.profile;
   const mine = shard === undefined || task++ % shard.n === shard.k;
-  const stored = store.get(w.name, qps, p.name, seed);
-  if (stored !== undefined || !mine) return stored;
+  const stored = store.get(profile, w.name, qps, p.name, seed);
+  if (stored !== undefined || !mine || reportOnly) return stored;
   const t0 = performance.now();
   let created: RoutingPolicy | undefined;
   const capture: PolicyFactory = {
@@ -105,34 +118,57 @@ function measure(w: Workload, qps: number, p: PolicyFactory, seed: number): Resu
   const out = runOne(w.run(qps), capture, config.cluster, seed, tok.wordIds);
   const metrics = created?.bound?.(out.metrics) ?? out.metrics;
   const wallS = (performance.now() - t0) / 1000;
+  const counters = Object.entries(out.counters)
+    .filter(([, n]) => n > 0)
+    .map(([k, n]) => `${k} ${n}`)
+    .join(", ");
   console.log(
-    `seed ${seed} ${w.name} @ ${qps} QPS ${p.name.padEnd(18)} TTFT p50/p90/p99 ${metrics.ttftP50.toFixed(0)}/` +
+    `${profile} seed ${seed} ${w.name} @ ${qps} QPS ${p.name.padEnd(18)} TTFT p50/p90/p99 ${metrics.ttftP50.toFixed(0)}/` +
       `${metrics.ttftP90.toFixed(0)}/${metrics.ttftP99.toFixed(0)} ms  ${metrics.outputTokPerS.toFixed(0)} tok/s  ` +
-      `hit ${(metrics.hitRate * 100).toFixed(1)}%${metrics.saturated ? "  backlog grew" : ""}  (${wallS.toFixed(1)} s)`,
+      `hit ${(metrics.hitRate * 100).toFixed(1)}%${metrics.saturated ? "  backlog grew" : ""}` +
+      `${counters === "" ? "" : `  [${counters}]`}  (${wallS.toFixed(1)} s)`,
   );
-  const row = { workload: w.name, qps, policy: p.name, seed, metrics, unfinished: out.unfinished, wallS };
+  const row: ResultRow = {
+    profile,
+    workload: w.name,
+    qps,
+    policy: p.name,
+    seed,
+    metrics,
+    unfinished: out.unfinished,
+    wallS,
+    counters: out.counters,
+  };
   store.add(row);
   return row;
 }
 
 const found = (r: ResultRow | undefined): r is ResultRow => r !== undefined;
 
+// Seeds outermost, so a run stopped early still holds whole seeds of every profile.
 for (const seed of seeds) {
-  config = benchConfig(quick, seed, kvDelayMs);
   const t0 = performance.now();
-  wls = workloads(tok, config);
-  console.log(`seed ${seed}: workloads ready in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-  for (const w of wls)
-    for (const qps of w.qps) for (const p of pols) rows.push(...[measure(w, qps, p, seed)].filter(found));
-  // Sensitivity: kvroute variants at each chosen workload's heaviest rate, beside the default.
-  for (const name of sensitivityWorkloads(config)) {
-    const w = wls.find((x) => x.name === name);
-    if (w === undefined) continue;
-    const qps = Math.max(...w.qps);
-    const here = rows.filter((r) => r.seed === seed && r.workload === name && r.qps === qps);
-    sensitivity.push(...here.filter((r) => r.policy === SUBJECT || r.policy === BOUND));
-    if (only !== undefined && !only.includes(SUBJECT)) continue;
-    for (const p of kvrouteVariants(config)) sensitivity.push(...[measure(w, qps, p, seed)].filter(found));
+  for (const profile of profiles) {
+    config = benchConfig(quick, seed, kvDelayMs, profile);
+    // Names and rate ladders do not depend on the seed: a report from stored rows builds them once.
+    if (!reportOnly || wls.length === 0) wls = workloads(tok, config);
+    if (profile === profiles[0])
+      console.log(`seed ${seed}: workloads ready in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    for (const w of wls)
+      for (const qps of w.qps) for (const p of pols) rows.push(...[measure(w, qps, p, seed)].filter(found));
+    // Sensitivity: kvroute variants at each chosen workload's heaviest rate, beside the default.
+    if (!sensitivityOn) continue;
+    for (const name of sensitivityWorkloads(config)) {
+      const w = wls.find((x) => x.name === name);
+      if (w === undefined) continue;
+      const qps = Math.max(...w.qps);
+      const here = rows.filter(
+        (r) => r.seed === seed && r.profile === profile && r.workload === name && r.qps === qps,
+      );
+      sensitivity.push(...here.filter((r) => r.policy === SUBJECT || r.policy === BOUND));
+      if (only !== undefined && !only.includes(SUBJECT)) continue;
+      for (const p of kvrouteVariants(config)) sensitivity.push(...[measure(w, qps, p, seed)].filter(found));
+    }
   }
 }
 if (shard !== undefined) {
@@ -141,47 +177,82 @@ if (shard !== undefined) {
 }
 
 mkdirSync(resultsDir, { recursive: true });
+// From stored rows, a profile's partly measured seeds stay out: every point of a profile is then
+// compared over the same seeds.
+if (reportOnly) {
+  const cells = new Set(rows.map((r) => `${r.profile}\u0000${r.workload}\u0000${r.qps}\u0000${r.policy}`));
+  const complete = (profile: string, seed: number) =>
+    [...cells]
+      .filter((c) => c.startsWith(`${profile}\u0000`))
+      .every((c) =>
+        rows.some(
+          (r) => r.seed === seed && `${r.profile}\u0000${r.workload}\u0000${r.qps}\u0000${r.policy}` === c,
+        ),
+      );
+  const keep = new Map<string, boolean>();
+  const whole = (r: ResultRow) => {
+    const k = `${r.profile}\u0000${r.seed}`;
+    if (!keep.has(k)) keep.set(k, complete(r.profile, r.seed));
+    return keep.get(k) as boolean;
+  };
+  rows.splice(0, rows.length, ...rows.filter(whole));
+}
 const points = pointsOf(rows);
-// Charts show medians over seeds; the bound has no throughput (NaN stays out of the chart).
-const medianRows: ResultRow[] = points.map((p) => ({
-  workload: p.workload,
-  qps: p.qps,
-  policy: p.policy,
-  seed: 0,
-  unfinished: p.unfinished,
-  wallS: 0,
-  metrics: {
-    ...(p.runs[0] as ResultRow).metrics,
-    ttftP90: p.ttftP90.median,
-    hitRate: p.hitRate.median,
-    outputTokPerS: Number.isNaN(p.outputTokPerS.median) ? 0 : p.outputTokPerS.median,
-  },
-}));
-const charts = await writeCharts(medianRows, resultsDir);
-const unfinished = [...rows, ...sensitivity].filter((r) => r.unfinished > 0);
-const notes = [...closingNotes(points, pointsOf(sensitivity)), ...baselineNotes(points)];
-notes.push(
-  ...unfinished.map(
-    (r) =>
-      `${r.workload} @ ${r.qps} QPS, ${r.policy}, seed ${r.seed}: ${r.unfinished} requests unfinished at the safety stop.`,
-  ),
-);
+const sensitivityPoints = pointsOf(sensitivity);
+const charts = new Map<string, string[]>();
+const notes = new Map<string, string[]>();
+for (const profile of profiles) {
+  const mine = points.filter((p) => p.profile === profile);
+  // Charts show medians over seeds; the bound has no throughput (NaN stays out of the chart).
+  const medianRows: ResultRow[] = mine.map((p) => ({
+    profile,
+    workload: p.workload,
+    qps: p.qps,
+    policy: p.policy,
+    seed: 0,
+    unfinished: p.unfinished,
+    wallS: 0,
+    metrics: {
+      ...(p.runs[0] as ResultRow).metrics,
+      ttftP90: p.ttftP90.median,
+      hitRate: p.hitRate.median,
+      outputTokPerS: Number.isNaN(p.outputTokPerS.median) ? 0 : p.outputTokPerS.median,
+    },
+  }));
+  charts.set(profile, await writeCharts(medianRows, resultsDir, `quality-${profile}`));
+  const unfinished = [...rows, ...sensitivity].filter((r) => r.profile === profile && r.unfinished > 0);
+  notes.set(profile, [
+    ...closingNotes(
+      mine,
+      sensitivityPoints.filter((p) => p.profile === profile),
+    ),
+    ...baselineNotes(mine),
+    ...unfinished.map(
+      (r) =>
+        `${r.workload} @ ${r.qps} QPS, ${r.policy}, seed ${r.seed}: ${r.unfinished} requests unfinished at the safety stop.`,
+    ),
+  ]);
+}
 const report = renderReport({
   config,
   seeds,
+  heldOut: seeds.every((x) => REPORT_SEEDS.includes(x)),
+  profiles,
   sensitivity,
   workloads: wls,
   policies: pols,
   rows,
   command:
-    `npx tsx bench/quality.bench.ts${quick ? " --quick" : ""} --seed ${firstSeed} --seeds ${seeds.length} --kv-delay-ms ${kvDelayMs}` +
-    ` --gateways ${kvrouteGeometry.gateways} --threads ${kvrouteGeometry.threadsPerGateway}` +
-    ` --latency-ms ${kvrouteGeometry.latencyMs}`,
-  wallS: (performance.now() - started) / 1000,
+    `npx tsx bench/quality.bench.ts${quick ? " --quick" : ""} --seed-list ${seeds.join(",")} --profile ${profiles.join(",")}` +
+    ` --kv-delay-ms ${kvDelayMs} --gateways ${kvrouteGeometry.gateways} --threads ${kvrouteGeometry.threadsPerGateway}` +
+    ` --latency-ms ${kvrouteGeometry.latencyMs}${sensitivityOn ? "" : " --no-sensitivity"}`,
+  // From stored rows the bench's own time is the runs' (measured by several shards at once).
+  wallS: reportOnly ? rows.reduce((sum, r) => sum + r.wallS, 0) : (performance.now() - started) / 1000,
+  fromRows: reportOnly,
   notes,
   charts,
 });
 writeFileSync(`${resultsDir}quality.md`, report);
 console.log(
-  `wrote ${resultsDir}quality.md and ${charts.join(", ")} in ${((performance.now() - started) / 1000).toFixed(0)} s`,
+  `wrote ${resultsDir}quality.md and ${[...charts.values()].flat().join(", ")} in ${((performance.now() - started) / 1000).toFixed(0)} s`,
 );

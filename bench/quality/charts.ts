@@ -61,13 +61,17 @@ function lineSpec(points: Point[], title: string, yTitle: string, logY: boolean)
   };
 }
 
-/** Writes the charts into `dir`; returns their file names. */
-export async function writeCharts(rows: readonly ResultRow[], dir: string): Promise<string[]> {
+/** Writes the charts into `dir` as `<prefix>-ttft-p90.png` etc.; returns their file names. */
+export async function writeCharts(
+  rows: readonly ResultRow[],
+  dir: string,
+  prefix = "quality",
+): Promise<string[]> {
   const of = (pick: (r: ResultRow) => number): Point[] =>
     rows.map((r) => ({ workload: r.workload, qps: r.qps, policy: r.policy, value: pick(r) }));
   const charts: Array<[string, vl.TopLevelSpec]> = [
     [
-      "quality-ttft-p90.png",
+      `${prefix}-ttft-p90.png`,
       lineSpec(
         of((r) => Math.max(1, r.metrics.ttftP90)),
         "TTFT p90 vs offered load",
@@ -76,7 +80,7 @@ export async function writeCharts(rows: readonly ResultRow[], dir: string): Prom
       ),
     ],
     [
-      "quality-hit-rate.png",
+      `${prefix}-hit-rate.png`,
       lineSpec(
         of((r) => r.metrics.hitRate * 100),
         "Prefix-cache hit rate",
@@ -85,7 +89,7 @@ export async function writeCharts(rows: readonly ResultRow[], dir: string): Prom
       ),
     ],
     [
-      "quality-throughput.png",
+      `${prefix}-throughput.png`,
       lineSpec(
         of((r) => r.metrics.outputTokPerS),
         "Output throughput",

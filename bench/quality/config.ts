@@ -3,13 +3,14 @@
 // shrunk with the llm-d workload so eviction still matters). Reported verbatim in the results.
 // Every point runs once per seed (workload content, arrivals and tie breaks all follow the seed).
 
+import { type LatencyProfileName, latencyProfile } from "../../control-plane/sim/latency.ts";
 import { lognormalAround } from "../../control-plane/sim/output-lengths.ts";
 import type { ClusterConfig } from "./harness.ts";
 import { dynamoDefaultPolicy } from "./policies/dynamo-default.ts";
 import { gaiePrefixPolicy } from "./policies/gaie-prefix.ts";
 import { idealPolicy } from "./policies/ideal.ts";
 import { type KvrouteOptions, kvroutePolicy } from "./policies/kvroute.ts";
-import { llmdPrecisePolicy } from "./policies/llmd-precise.ts";
+import { llmdPrecisePolicy, llmdPreciseSpeculativePolicy } from "./policies/llmd-precise.ts";
 import { randomPolicy } from "./policies/random.ts";
 import { roundRobinPolicy } from "./policies/round-robin.ts";
 import { sglangCacheAwarePolicy } from "./policies/sglang-cache-aware.ts";
@@ -27,11 +28,16 @@ import type { Workload } from "./workloads/types.ts";
 /** REFERENCE §6: ≈ 470k KV tokens per H100 for an 8B model, 16-token blocks. */
 const H100_KV_TOKENS = 470_000;
 
-/** Seeds per point: six give a 96.9% distribution-free interval for the median ([min, max]);
- * the quick run (a smoke check that everything runs) takes two, a 50% interval, and says so. */
-export function benchSeeds(quick: boolean, first = 1): number[] {
-  return Array.from({ length: quick ? 2 : 6 }, (_, i) => first + i);
-}
+/** Seeds for development: explore.ts and every tuning of the filter use these (1–6 were the
+ * seeds of earlier reports and of the tuning that followed them, so they are spent). */
+export const DEVELOPMENT_SEEDS: readonly number[] = [1, 2, 3, 4, 5, 6];
+/** Held-out seeds: the report uses only these, and nothing is tuned on them. Eight, so the exact
+ * Wilcoxon signed-rank test (paired.ts) can reach p < 0.05 two-sided (its smallest p with n
+ * pairs is 2 / 2ⁿ; the sign test with 8 pairs needs 8 of 8). */
+export const REPORT_SEEDS: readonly number[] = [101, 102, 103, 104, 105, 106, 107, 108];
+
+/** The cost models both the full and the quick run measure under (latency.ts LATENCY_PROFILES). */
+export const BENCH_PROFILES: readonly LatencyProfileName[] = ["h200-measured", "h100-derived"];
 
 /** The cache-pressure variants' working set, in multiples of one rank's KV capacity. */
 export const PRESSURE_FACTOR = 2.5;
@@ -39,19 +45,28 @@ export const PRESSURE_FACTOR = 2.5;
 export interface BenchConfig {
   quick: boolean;
   seed: number;
+  /** The engines' cost model, by name. */
+  profile: LatencyProfileName;
   cluster: ClusterConfig;
   /** llm-d groups in this mode vs the published 150: KV capacity scales with it. */
   llmdGroups: number;
 }
 
-export function benchConfig(quick: boolean, seed: number, kvEventDelayMs: number): BenchConfig {
+export function benchConfig(
+  quick: boolean,
+  seed: number,
+  kvEventDelayMs: number,
+  profile: LatencyProfileName = "h200-measured",
+): BenchConfig {
   const llmdGroups = quick ? 30 : LLMD_DEFAULTS.groups;
   const kvTokens = Math.round((H100_KV_TOKENS * llmdGroups) / LLMD_DEFAULTS.groups);
   return {
     quick,
     seed,
+    profile,
     llmdGroups,
     cluster: {
+      latency: latencyProfile(profile),
       workers: 2,
       ranksPerWorker: 4,
       blockSize: 16,
@@ -214,6 +229,7 @@ export function policies(c: BenchConfig): PolicyFactory[] {
     sglangCacheAwarePolicy,
     dynamoDefaultPolicy,
     llmdPrecisePolicy,
+    llmdPreciseSpeculativePolicy,
     kvroutePolicy({
       workers: c.cluster.workers,
       ranksPerWorker: c.cluster.ranksPerWorker,

@@ -2,9 +2,13 @@
 // on chosen points of the quality bench, one line per run — how a scoring change is measured on
 // every workload before it ships. Not a bench of its own (npm run bench skips it): a lab tool.
 //   npx tsx bench/quality/explore.ts [--full] [--seeds 1,2] [--points no-sharing@192,rag@96|all]
-//     [--peers round-robin,dynamo] [--variants '{"default":{},"t0.1":{"routing":{"temperature":0.1}}}']
+//     [--peers round-robin,dynamo] [--profile h200-measured]
+//     [--variants '{"default":{},"t0.1":{"routing":{"temperature":0.1}}}']
 // Variants are KvrouteOptions overrides (routing, load, plugin, gateways, threadsPerGateway, ...).
-import { benchConfig, policies, workloads } from "./config.ts";
+// Only development seeds (config.ts DEVELOPMENT_SEEDS): the report seeds stay held out, so a
+// change chosen here is judged on seeds it was not chosen on.
+import type { LatencyProfileName } from "../../control-plane/sim/latency.ts";
+import { benchConfig, DEVELOPMENT_SEEDS, policies, REPORT_SEEDS, workloads } from "./config.ts";
 import { runOne } from "./harness.ts";
 import { type KvrouteOptions, kvroutePolicy } from "./policies/kvroute.ts";
 import type { PolicyFactory } from "./policies/types.ts";
@@ -18,7 +22,13 @@ const text = (name: string): string | undefined => {
   return i >= 0 ? argv[i + 1] : undefined;
 };
 const quick = !argv.includes("--full");
-const seeds = (text("--seeds") ?? "1").split(",").map(Number);
+const seeds = (text("--seeds") ?? `${DEVELOPMENT_SEEDS[0]}`).split(",").map(Number);
+const held = seeds.filter((x) => REPORT_SEEDS.includes(x) || !DEVELOPMENT_SEEDS.includes(x));
+if (held.length > 0)
+  throw new Error(
+    `explore uses development seeds only (${DEVELOPMENT_SEEDS.join(",")}), not ${held.join(",")}`,
+  );
+const profile = (text("--profile") ?? "h200-measured") as LatencyProfileName;
 const pointsArg = text("--points") ?? "all";
 const peers = (text("--peers") ?? "").split(",").filter((p) => p !== "");
 const variants = JSON.parse(text("--variants") ?? '{"kvroute":{}}') as Record<
@@ -38,7 +48,7 @@ const row = (point: string, name: string) => {
 };
 
 for (const seed of seeds) {
-  const config = benchConfig(quick, seed, 50);
+  const config = benchConfig(quick, seed, 50, profile);
   const wls = workloads(tok, config);
   const peerPolicies = policies(config).filter((p) => peers.includes(p.name));
   const chosen =

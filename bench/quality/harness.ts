@@ -5,6 +5,7 @@
 // clock of its own (kvroute's gateways and control plane) also stops the clock whenever it has
 // something due, and hears each request's first token, at the engines' virtual times.
 import type { LoraSettings } from "../../control-plane/sim/engine.ts";
+import type { LatencyModel } from "../../control-plane/sim/latency.ts";
 import { createSimCluster, type SimRequestResult } from "../../control-plane/sim/virtual-cluster.ts";
 import { type RunMetrics, summarize } from "./metrics.ts";
 import type { PolicyContext, PolicyFactory, RoutingPolicy } from "./policies/types.ts";
@@ -26,6 +27,8 @@ export interface ClusterConfig {
   maxVirtualMs: number;
   /** LoRA serving on every rank (the LoRA bench); absent: off. */
   lora?: LoraSettings;
+  /** The engines' step-cost model (latency.ts LATENCY_PROFILES); absent: the H100-derived one. */
+  latency?: LatencyModel;
 }
 
 export interface RunOutput {
@@ -34,6 +37,8 @@ export interface RunOutput {
   results: SimRequestResult[];
   unfinished: number;
   virtualMs: number;
+  /** The policy's own counts (RoutingPolicy.counters), empty when it keeps none. */
+  counters: Record<string, number>;
 }
 
 /** Pending arrivals kept sorted by time (follow-ups are inserted as they are generated). */
@@ -76,6 +81,8 @@ export function runOne(
   const queue = new ArrivalQueue();
   for (const a of run.arrivals) queue.push(a);
   let policy: RoutingPolicy | undefined;
+  /** First arrival of each request a router's queue held, so its wait counts in TTFT and E2E. */
+  const firstArrival = new Map<string, number>();
   const cluster = createSimCluster({
     dataParallelSize: ranks,
     numGpuBlocks: cfg.numGpuBlocks,
@@ -87,9 +94,21 @@ export function runOne(
     balancerRule: "legacy",
     statsIntervalMs: cfg.statsIntervalMs,
     lora: cfg.lora ?? null,
+    latency: cfg.latency,
     onKvEvents: (rank, events, at) => policy?.kvEvents?.(rank, events, at),
     onFirstToken: (id, rank, at) => policy?.firstToken?.(id, rank, at),
-    onRequestDone: (result) => {
+    onRequestDone: (submitted) => {
+      const arrived = firstArrival.get(submitted.id);
+      const held = arrived === undefined ? 0 : submitted.arrivalMs - arrived;
+      const result =
+        held === 0
+          ? submitted
+          : {
+              ...submitted,
+              arrivalMs: arrived as number,
+              ttftMs: submitted.ttftMs + held,
+              e2eMs: submitted.e2eMs + held,
+            };
       results.push(result);
       const request = requests.get(result.id) as BenchRequest;
       policy?.done?.(result, request);
@@ -97,36 +116,53 @@ export function runOne(
       if (next) queue.push(next);
     },
   });
+  let chooser: RoutingPolicy["choose"];
+  const submit = (request: BenchRequest, atMs: number) =>
+    cluster.submit(
+      {
+        id: request.id,
+        tokens: policy?.submitTokens?.(request) ?? request.tokens,
+        maxTokens: request.maxTokens,
+        loraName: request.lora ?? null,
+        rank:
+          chooser === undefined
+            ? undefined
+            : (view) => (chooser as NonNullable<typeof chooser>)(view, request),
+      },
+      atMs,
+    );
   const ctx: PolicyContext = {
     cluster,
     ranks,
     blockSize: cfg.blockSize,
     seed,
     kvEventDelayMs: cfg.kvEventDelayMs,
+    release(request) {
+      if (!firstArrival.has(request.id)) throw new Error(`${request.id} was not held`);
+      submit(request, cluster.nowMs);
+    },
   };
   policy = factory.create(ctx);
   const p = policy;
-  const chooser = p.choose?.bind(p);
+  const choose = p.choose?.bind(p);
+  chooser =
+    choose === undefined
+      ? undefined
+      : (view, request) => {
+          const rank = choose(view, request);
+          if (rank === null && !firstArrival.has(request.id)) firstArrival.set(request.id, view.nowMs);
+          return rank;
+        };
   let submitted = 0;
   let t = 0;
+  let counters: Record<string, number> = {};
   p.tick?.(0, cluster.loads());
   try {
     while (queue.size > 0 || results.length < submitted) {
       if (t > cfg.maxVirtualMs) break;
       for (const a of queue.takeUntil(t + cfg.tickMs)) {
         requests.set(a.request.id, a.request);
-        const tokens = p.submitTokens?.(a.request) ?? a.request.tokens;
-        const request = a.request;
-        cluster.submit(
-          {
-            id: request.id,
-            tokens,
-            maxTokens: request.maxTokens,
-            loraName: request.lora ?? null,
-            rank: chooser === undefined ? undefined : (view) => chooser(view, request),
-          },
-          Math.max(a.atMs, t),
-        );
+        submit(a.request, Math.max(a.atMs, t));
         submitted++;
       }
       // The next tick, or earlier when the policy's own clock has something due.
@@ -135,6 +171,7 @@ export function runOne(
       cluster.advanceTo(t);
       p.tick?.(t, cluster.loads());
     }
+    counters = p.counters?.() ?? {};
   } finally {
     p.close?.();
   }
@@ -146,5 +183,5 @@ export function runOne(
       ? undefined
       : (id) => p.extraCachedTokens?.(requests.get(id) as BenchRequest) ?? 0,
   );
-  return { metrics, results, unfinished: submitted - results.length + queue.size, virtualMs: t };
+  return { metrics, results, unfinished: submitted - results.length + queue.size, virtualMs: t, counters };
 }

@@ -1,78 +1,17 @@
-// bench/results/quality.md: the configuration (seeds, cluster, workloads, policies) and one table
-// per workload with every policy at every rate — medians over seeds with 95% intervals — then
-// the leaders and kvroute's standing per rate against the DESIGN §9 target (best or tied on TTFT
-// p90 and p99). "Best" only when intervals separate; throughput only where not arrival-bound;
-// the ideal bound is a ceiling/floor, not a competitor.
+// bench/results/quality.md: the configuration (seeds, cluster, workloads, policies), then per cost
+// profile kvroute's standing against every peer at every point — leads / ties / trails decided
+// per seed by the paired test of paired.ts, with the median paired difference — and one table
+// per workload with every policy at every rate (medians over seeds, 95% intervals). Saturated
+// points are reported as such; the ideal bound is a ceiling/floor, not a competitor.
 import type { BenchConfig } from "./config.ts";
-import { medianInterval, type RunMetrics, type SeedInterval, separatedBetter } from "./metrics.ts";
+import { medianInterval, type SeedInterval } from "./metrics.ts";
+import { PAIRED_LEVEL, type PairedComparison, SATURATION_FACTOR } from "./paired.ts";
+import { BOUND, type Point, pointsOf, type ResultRow, SUBJECT } from "./points.ts";
 import type { PolicyFactory } from "./policies/types.ts";
+import { PAIRED_METRICS, type PairedMetric, type PairedStanding, pairedStandings } from "./standing.ts";
 import type { Workload } from "./workloads/types.ts";
 
-export interface ResultRow {
-  workload: string;
-  qps: number;
-  policy: string;
-  /** The seed of this run (workload content, arrivals, tie breaks). */
-  seed: number;
-  metrics: RunMetrics;
-  unfinished: number;
-  /** Wall-clock seconds this run took (not a result; shows the bench's own cost). */
-  wallS: number;
-}
-
-export const BOUND = "ideal-bound";
-export const SUBJECT = "kvroute";
-
-/** One (workload, rate, policy) over its seeds: medians with 95% intervals. */
-export interface Point {
-  workload: string;
-  qps: number;
-  policy: string;
-  runs: ResultRow[];
-  ttftP50: SeedInterval;
-  ttftP90: SeedInterval;
-  ttftP99: SeedInterval;
-  e2eP50: SeedInterval;
-  e2eP90: SeedInterval;
-  hitRate: SeedInterval;
-  outputTokPerS: SeedInterval;
-  /** Seeds in which the backlog grew (the cluster, not the arrivals, set the pace). */
-  saturatedSeeds: number;
-  /** Seeds whose run was long enough to judge (backlogGrowth not NaN). */
-  judgedSeeds: number;
-  unfinished: number;
-}
-
-/** Groups per-seed rows into points, in first-seen order. */
-export function pointsOf(rows: readonly ResultRow[]): Point[] {
-  const groups = new Map<string, ResultRow[]>();
-  for (const r of rows) {
-    const key = `${r.workload}\u0000${r.qps}\u0000${r.policy}`;
-    const g = groups.get(key);
-    if (g === undefined) groups.set(key, [r]);
-    else g.push(r);
-  }
-  return [...groups.values()].map((runs) => {
-    const first = runs[0] as ResultRow;
-    const of = (pick: (m: RunMetrics) => number) => medianInterval(runs.map((r) => pick(r.metrics)));
-    return {
-      workload: first.workload,
-      qps: first.qps,
-      policy: first.policy,
-      runs,
-      ttftP50: of((m) => m.ttftP50),
-      ttftP90: of((m) => m.ttftP90),
-      ttftP99: of((m) => m.ttftP99),
-      e2eP50: of((m) => m.e2eP50),
-      e2eP90: of((m) => m.e2eP90),
-      hitRate: of((m) => m.hitRate),
-      outputTokPerS: of((m) => m.outputTokPerS),
-      saturatedSeeds: runs.filter((r) => r.metrics.saturated).length,
-      judgedSeeds: runs.filter((r) => !Number.isNaN(r.metrics.backlogGrowth)).length,
-      unfinished: runs.reduce((n, r) => n + r.unfinished, 0),
-    };
-  });
-}
+export { BOUND, type Point, pointsOf, type ResultRow, SUBJECT };
 
 const ms = (v: number) =>
   Number.isNaN(v) ? "–" : v >= 10_000 ? `${(v / 1000).toFixed(1)} s` : `${Math.round(v)}`;
@@ -115,141 +54,83 @@ export function throughputRegime(points: readonly Point[]): "saturated" | "arriv
   return routers.every((p) => p.judgedSeeds * 2 > p.runs.length) ? "arrival-bound" : "too short";
 }
 
-export type Metric = "ttftP90" | "ttftP99" | "outputTokPerS" | "hitRate";
-const LOWER_IS_BETTER: Record<Metric, boolean> = {
-  ttftP90: true,
-  ttftP99: true,
-  outputTokPerS: false,
-  hitRate: false,
-};
+const METRIC_NAME: Record<PairedMetric, string> = { ttftP90: "TTFT p90", ttftP99: "TTFT p99" };
 
-/** The router with the best median, and every router whose interval overlaps its interval. */
-export function leaders(
-  points: readonly Point[],
-  metric: Metric,
-): { best: Point; tied: Point[] } | undefined {
-  const routers = points.filter((p) => p.policy !== BOUND && !Number.isNaN(p[metric].median));
-  if (routers.length === 0) return undefined;
-  const lower = LOWER_IS_BETTER[metric];
-  const best = routers.reduce((a, b) =>
-    (lower ? b[metric].median < a[metric].median : b[metric].median > a[metric].median) ? b : a,
+const signed = (v: number, f: (x: number) => string) => (v > 0 ? `+${f(v)}` : v < 0 ? `−${f(-v)}` : f(0));
+/** "+12 ms (+8%)": the median paired difference, kvroute − peer. */
+export function effect(c: PairedComparison): string {
+  return `${signed(c.medianDiffMs, (x) => `${ms(x)} ms`)} (${signed(c.medianDiffShare * 100, (x) => `${x.toFixed(0)}%`)})`;
+}
+
+/** One summary cell: saturated, or the counts and every trailing peer with its effect. */
+function summaryCell(s: PairedStanding, m: PairedMetric): string {
+  const cs = s.peers.map((c) => ({ name: c.peer.policy, c: c.byMetric[m] }));
+  const count = (v: string) => cs.filter((x) => x.c.verdict === v).length;
+  const trails = cs.filter((x) => x.c.verdict === "trails");
+  const best = cs.reduce<{ name: string; c: PairedComparison } | undefined>(
+    (a, x) => (a === undefined || x.c.medianDiffMs > a.c.medianDiffMs ? x : a),
+    undefined,
   );
-  const tied = routers.filter((p) => p !== best && !separatedBetter(best[metric], p[metric], lower));
-  return { best, tied };
+  if (s.saturated) return `saturated (${ms(s.subject[m].median)} ms)`;
+  const head =
+    trails.length === 0 && count("ties") === 0
+      ? `**leads all ${cs.length}**`
+      : `${count("leads")} leads · ${count("ties")} ties · ${count("trails")} trails`;
+  if (trails.length > 0) return `${head}: ${trails.map((x) => `${x.name} ${effect(x.c)}`).join(", ")}`;
+  // The hardest peer: kvroute's largest deficit among ties, or its smallest margin.
+  return best === undefined ? head : `${head}; hardest peer ${best.name} ${effect(best.c)}`;
 }
 
-export interface Standing {
-  qps: number;
-  subject: Point;
-  /** Routers whose interval lies entirely on the better side of kvroute's. */
-  better: Record<Metric, Point[]>;
-  /** Routers whose interval overlaps kvroute's. */
-  tied: Record<Metric, Point[]>;
-  regime: "saturated" | "arrival-bound" | "too short";
-}
-
-export function standingsOf(points: readonly Point[]): Standing[] {
-  const out: Standing[] = [];
-  for (const qps of [...new Set(points.map((p) => p.qps))]) {
-    const here = points.filter((p) => p.qps === qps);
-    const routers = here.filter((p) => p.policy !== BOUND);
-    const subject = routers.find((p) => p.policy === SUBJECT);
-    if (subject === undefined) continue;
-    const others = routers.filter((p) => p !== subject);
-    const better = {} as Record<Metric, Point[]>;
-    const tied = {} as Record<Metric, Point[]>;
-    for (const m of Object.keys(LOWER_IS_BETTER) as Metric[]) {
-      better[m] = others.filter((p) => separatedBetter(p[m], subject[m], LOWER_IS_BETTER[m]));
-      tied[m] = others.filter(
-        (p) =>
-          !separatedBetter(p[m], subject[m], LOWER_IS_BETTER[m]) &&
-          !separatedBetter(subject[m], p[m], LOWER_IS_BETTER[m]),
-      );
-    }
-    out.push({ qps, subject, better, tied, regime: throughputRegime(here) });
-  }
-  return out;
-}
-
-function verdict(s: Standing, m: Metric, f: (v: number) => string): string {
-  if (s.better[m].length > 0)
-    return `behind ${s.better[m].map((p) => `${p.policy} ${f(p[m].median)}`).join(", ")}`;
-  if (s.tied[m].length === 0) return "best (its interval separates from every router's)";
-  return `tied with ${s.tied[m].map((p) => p.policy).join(", ")} (intervals overlap)`;
-}
-
-/** Per rate: where kvroute stands; "best" only when intervals separate, "tied" otherwise. */
-export function standings(points: readonly Point[]): string[] {
-  return standingsOf(points).map((s) => {
-    const p = s.subject;
-    const tput =
-      s.regime === "arrival-bound"
-        ? "throughput not ranked: arrival-bound (no router's backlog grew, so throughput is the offered load)"
-        : s.regime === "too short"
-          ? "throughput not ranked: the runs are shorter than 4× an unqueued request's E2E, so saturation cannot be told"
-          : `throughput ${num(p.outputTokPerS.median)} tok/s — ${verdict(s, "outputTokPerS", num)}`;
-    return (
-      `- ${s.qps} QPS: TTFT p90 ${ms(p.ttftP90.median)} ms — ${verdict(s, "ttftP90", ms)}; TTFT p99 ` +
-      `${ms(p.ttftP99.median)} ms — ${verdict(s, "ttftP99", ms)}; ${tput}; hit rate ${pct(p.hitRate.median)}`
-    );
-  });
-}
-
-/** Per rate: which router leads on TTFT p90 — one name when its interval separates, else the tied group. */
-export function leaderLines(points: readonly Point[]): string[] {
-  return [...new Set(points.map((p) => p.qps))].flatMap((qps) => {
-    const l = leaders(
-      points.filter((p) => p.qps === qps),
-      "ttftP90",
-    );
-    if (l === undefined) return [];
-    return l.tied.length === 0
-      ? [
-          `- ${qps} QPS: best TTFT p90 is ${l.best.policy} (${ms(l.best.ttftP90.median)} ms; intervals separate)`,
-        ]
-      : [
-          `- ${qps} QPS: TTFT p90 tied between ${[l.best, ...l.tied].map((p) => `${p.policy} ${ms(p.ttftP90.median)}`).join(", ")} (intervals overlap)`,
-        ];
-  });
-}
-
-/** One cell of the summary: kvroute's standing on a metric at one rate. */
-function standingCell(s: Standing, m: "ttftP90" | "ttftP99"): string {
-  const mine = s.subject[m].median;
-  if (s.better[m].length > 0) {
-    const best = s.better[m].reduce((a, b) => (b[m].median < a[m].median ? b : a));
-    return `trails ${best.policy} by ${ms(mine - best[m].median)}`;
-  }
-  return s.tied[m].length === 0 ? "**leads**" : "tied";
-}
-
-/**
- * Where kvroute leads, ties and trails: per workload and rate, TTFT p90 and p99 against every
- * router (leads = its interval separates below all; trails = some router's separates below it),
- * and its hit rate's distance to the ceiling (the ideal bound) in points.
- */
-export function summaryTable(points: readonly Point[]): string {
+/** Per profile: workload × rate → kvroute's standing on TTFT p90 and p99, and what it did not route. */
+export function pairedSummaryTable(standings: readonly PairedStanding[]): string {
   const out = [
-    "| workload | QPS | TTFT p90 | TTFT p99 | hit rate − ceiling (points) |",
+    "| workload | QPS | TTFT p90 (kvroute − peer, median over seeds) | TTFT p99 | kvroute not routed |",
     "|---|---:|---|---|---:|",
   ];
-  for (const w of [...new Set(points.map((p) => p.workload))]) {
-    const here = points.filter((p) => p.workload === w);
-    for (const s of standingsOf(here)) {
-      const bound = here.find((p) => p.qps === s.qps && p.policy === BOUND);
-      const gap = bound === undefined ? Number.NaN : (s.subject.hitRate.median - bound.hitRate.median) * 100;
-      out.push(
-        `| ${w} | ${s.qps} | ${standingCell(s, "ttftP90")} | ${standingCell(s, "ttftP99")} | ` +
-          `${Number.isNaN(gap) ? "–" : gap.toFixed(1)} |`,
-      );
-    }
-  }
+  for (const s of standings)
+    out.push(
+      `| ${s.workload} | ${s.qps} | ${summaryCell(s, "ttftP90")} | ${summaryCell(s, "ttftP99")} | ${s.unrouted} |`,
+    );
   return out.join("\n");
+}
+
+/** Counts over the non-saturated points: where kvroute leads or ties every peer. */
+export function standingTotals(standings: readonly PairedStanding[]): string {
+  const open = standings.filter((s) => !s.saturated);
+  const parts = PAIRED_METRICS.map((m) => {
+    const clean = open.filter((s) => s.peers.every((c) => c.byMetric[m].verdict !== "trails")).length;
+    const trails = open.reduce(
+      (n, s) => n + s.peers.filter((c) => c.byMetric[m].verdict === "trails").length,
+      0,
+    );
+    return `${METRIC_NAME[m]}: leads or ties every peer at ${clean} of ${open.length} non-saturated points (${trails} point–peer pairs trail)`;
+  });
+  return `${parts.join("; ")}; ${standings.length - open.length} saturated points set apart.`;
+}
+
+/** Per rate of one workload: every peer's paired comparison on both metrics. */
+function pairedLines(standings: readonly PairedStanding[]): string[] {
+  return standings.map((s) => {
+    const per = s.peers.map((c) => {
+      const cells = PAIRED_METRICS.map((m) => {
+        const x = c.byMetric[m];
+        return `${m === "ttftP90" ? "p90" : "p99"} ${x.verdict} ${effect(x)} (${x.lower}/${x.pairs} lower, p ${x.test.p.toFixed(3)})`;
+      });
+      return `${c.peer.policy}: ${cells.join(", ")}`;
+    });
+    const sat = s.saturated
+      ? ` **saturated** (every router's TTFT p90 > ${SATURATION_FACTOR} × the unloaded floor ${ms(s.floorP90)} ms)`
+      : "";
+    return `- ${s.qps} QPS${sat}${s.unrouted > 0 ? `; kvroute did not route ${s.unrouted} requests` : ""} — ${per.join("; ")}`;
+  });
 }
 
 export interface ReportInput {
   config: BenchConfig;
   seeds: readonly number[];
+  /** The seeds are config.ts REPORT_SEEDS (held out from tuning). */
+  heldOut: boolean;
+  profiles: readonly string[];
   /** kvroute variants at the heaviest rate of some workloads, with the default kvroute and the bound. */
   sensitivity: readonly ResultRow[];
   workloads: readonly Workload[];
@@ -257,8 +138,63 @@ export interface ReportInput {
   rows: readonly ResultRow[];
   command: string;
   wallS: number;
-  notes: readonly string[];
-  charts: readonly string[];
+  /** Written from a rows file (--report-only): wallS is the sum of the runs' own wall times. */
+  fromRows?: boolean;
+  /** Notes per profile. */
+  notes: ReadonlyMap<string, readonly string[]>;
+  /** Chart files per profile. */
+  charts: ReadonlyMap<string, readonly string[]>;
+}
+
+/** One cost profile: seeds present, the paired summary, charts, notes, and per workload the
+ * table and the paired lines. */
+function profileSection(r: ReportInput, points: readonly Point[], profile: string): string[] {
+  const lines: string[] = [];
+  const mine = points.filter((p) => p.profile === profile);
+  const standings = pairedStandings(mine);
+  const present = [...new Set(mine.flatMap((p) => p.runs.map((r) => r.seed)))].sort((a, b) => a - b);
+  const complete = present.filter((seed) => mine.every((p) => p.runs.some((r) => r.seed === seed)));
+  lines.push(
+    `## Cost profile ${profile}: where kvroute leads, ties and trails`,
+    "",
+    `Seeds with every run of this profile: ${complete.join(", ") || "none"} (${complete.length})` +
+      (complete.length < present.length
+        ? `; partial: ${present.filter((x) => !complete.includes(x)).join(", ")}`
+        : "") +
+      (complete.length < 6
+        ? `. **With fewer than 6 paired seeds no difference can reach p < ${PAIRED_LEVEL}: every comparison here is a tie by construction, not by evidence.**`
+        : "."),
+    "",
+    standingTotals(standings),
+    "",
+    pairedSummaryTable(standings),
+    "",
+    ...(r.charts.get(profile) ?? []).map((f) => `![${f}](${f})`),
+    "",
+  );
+  const notes = r.notes.get(profile) ?? [];
+  if (notes.length > 0)
+    lines.push(
+      `### Why kvroute trails where it does (${profile}, from this run)`,
+      "",
+      ...notes.map((n) => `- ${n}`),
+      "",
+    );
+  for (const w of r.workloads) {
+    const here = mine.filter((p) => p.workload === w.name);
+    if (here.length === 0) continue;
+    lines.push(
+      `### ${profile} — ${w.name}`,
+      "",
+      resultTable(here),
+      "",
+      "Paired per seed (kvroute − peer; verdict, median difference, seeds where kvroute was lower, exact p):",
+      "",
+      ...pairedLines(standings.filter((s) => s.workload === w.name)),
+      "",
+    );
+  }
+  return lines;
 }
 
 export function renderReport(r: ReportInput): string {
@@ -266,74 +202,53 @@ export function renderReport(r: ReportInput): string {
   const points = pointsOf(r.rows);
   const coverage = medianInterval(r.seeds.map((x) => x)).coverage;
   const lines = [
-    "# Routing quality — kvroute vs published baselines (simulator, virtual time)",
+    "# Routing quality — kvroute vs the routers people deploy (simulator, virtual time)",
     "",
-    `Generated by \`${r.command}\` (${r.config.quick ? "**quick** mode: fewer requests, rates and seeds; shapes kept" : "full run"}). ` +
-      `Seeds **${r.seeds.join(", ")}**; the same seeds give the same tables. Bench wall time ${r.wallS.toFixed(0)} s.`,
+    `Generated by \`${r.command}\` (${r.config.quick ? "**quick** mode: fewer requests and rates; shapes kept" : "full run"}). ` +
+      `Seeds **${r.seeds.join(", ")}**${r.heldOut ? " — the report seeds, held out: no filter change was tuned on them (development seeds are 1–6, bench/quality/config.ts)" : " (**not** the held-out report seeds)"}; ` +
+      `the same seeds give the same tables. Cost profiles: ${r.profiles.map((p) => `**${p}**`).join(", ")}. ${r.fromRows ? `Written from the rows file; the runs took ${(r.wallS / 3600).toFixed(1)} h of wall time in all (shards side by side).` : `Bench wall time ${r.wallS.toFixed(0)} s.`}`,
     "",
     "## Setup",
     "",
-    `- Cluster: ${c.workers} workers × ${c.ranksPerWorker} DP ranks = ${c.workers * c.ranksPerWorker} slots (control-plane/sim virtual time; ` +
-      "cost model of an 8B model on one H100: 5.75 ms per step + 17.25 µs per uncached prefill token + attention over cached " +
-      "and earlier tokens + 6 µs per decoding sequence + the KV bytes each decode reads, docs/simulator.md); " +
+    `- Cluster: ${c.workers} workers × ${c.ranksPerWorker} DP ranks = ${c.workers * c.ranksPerWorker} slots (control-plane/sim virtual time). ` +
+      "Step cost, per profile (docs/simulator.md, control-plane/sim/latency.ts): **h200-measured** is fitted to one engine step of an " +
+      "8B model measured on an H200 (5.08 ms + 22.4 µs per prefill token + 1.37 ns per attention pair + 16.4 µs per decoding " +
+      "sequence + 30.7 ns per context token read); **h100-derived** is llm-d's H100 fit plus derived context terms (5.75 ms + " +
+      "17.25 µs per token + 1.06 ns per pair + 6 µs per sequence + 50.8 ns per context token). " +
       `KV capacity ${c.numGpuBlocks} blocks × ${c.blockSize} tokens = ${(c.numGpuBlocks * c.blockSize).toLocaleString("en")} tokens per rank` +
-      `${r.config.quick ? ` (470k × ${r.config.llmdGroups}/150, scaled with the llm-d workload)` : " (an 8B model on one H100)"}; ` +
+      `${r.config.quick ? ` (470k × ${r.config.llmdGroups}/150, scaled with the llm-d workload)` : " (an 8B model on one H100)"} under both profiles; ` +
       `max ${c.maxNumSeqs} sequences, ${c.maxNumBatchedTokens} batched tokens per step.`,
     "- Prompts: Qwen3 chat template rendered with the real tokenizer files; token ids from the real tokenizer. Answer " +
-      "lengths are drawn per request (the engine stops there; the body carries the client's larger max_tokens). " +
+      "lengths are drawn per request. " +
       `The engines' KV events reach every event-driven router (kvroute's control plane, Dynamo's and llm-d's indexes) ${c.kvEventDelayMs} ms ` +
       `(virtual) after publication; vLLM's balancer sees stats every ${c.statsIntervalMs} ms; the harness ticks every ${c.tickMs} ms. ` +
       "Each peer is one router that sees every request the moment it routes it; kvroute is what ships: several " +
-      "gateways of several worker threads, each deciding on its own from its shared data and the control plane's " +
-      "images (the kvroute policy line says how many).",
-    "- Metrics: TTFT and E2E percentiles (linear interpolation); output tokens per second of virtual time from first arrival " +
-      "to last finish; hit rate = cached prompt tokens / prompt tokens.",
-    `- Statistics: every point runs once per seed; cells show the median over seeds and, in brackets, a distribution-free ` +
-      `interval for the median (order statistics; ${(coverage * 100).toFixed(1)}% coverage with ${r.seeds.length} seeds). ` +
-      "A router is called best only when its interval separates from every other router's; otherwise the routers whose " +
-      "intervals overlap are tied. Throughput is ranked only at rates where some router's backlog grew (requests in the " +
-      "system at 90% of the arrival window ≥ 1.5 × those at 50% + 8) in most seeds; where none grew the cluster kept up " +
-      "with arrivals and throughput is the offered load, and where the runs were shorter than 4× an unqueued request's E2E " +
-      "saturation cannot be told — the report says which instead of ranking.",
-    "- The ideal bound is not a router: its hit rate is a ceiling and its TTFT / E2E are floors no router can pass on this " +
-      "simulator (bench/quality/policies/ideal.ts, docs/peers.md); it has no throughput.",
+      "gateways of several worker threads, each deciding on its own from its shared data and the control plane's images.",
+    "- Metrics: TTFT and E2E percentiles (linear interpolation) per run; a request a router's own queue held (Dynamo) " +
+      "counts from its first arrival; hit rate = cached prompt tokens / prompt tokens.",
+    `- **Statistics (paired).** Every router sees the same arrivals for a seed, so kvroute is compared with each peer seed by ` +
+      `seed: the differences kvroute − peer of a run's TTFT p90 (and p99) over the ${r.seeds.length} seeds go to the exact ` +
+      `two-sided Wilcoxon signed-rank test (zero differences dropped, mid-ranks for ties) at level ${PAIRED_LEVEL}: ` +
+      `**leads** when p < ${PAIRED_LEVEL} and the median difference is negative, **trails** when p < ${PAIRED_LEVEL} and it is ` +
+      "positive, **ties** otherwise. The effect size is the median over seeds of the difference, in ms and as a share of the " +
+      `peer's value. With ${r.seeds.length} seeds the smallest possible p is ${(2 / 2 ** r.seeds.length).toFixed(4)}. ` +
+      `A point is **saturated** when every router's median TTFT p90 is above ${SATURATION_FACTOR} × the ideal bound's (the ` +
+      "unloaded floor: each request alone on an idle rank with the best hit any router could get): queueing, not routing, " +
+      "sets TTFT there, and the point is reported as saturated, not as a tie. Tables show medians over seeds with a " +
+      `distribution-free interval for the median (${(coverage * 100).toFixed(1)}% coverage) for reading, not for deciding.`,
+    "- kvroute not routed: requests over all seeds that the shipped filter did not route (the harness then sends them " +
+      "round robin), plus its fail-open / fail-closed / rejected counts. It must be 0 or explained.",
     "",
     "Workloads:",
     "",
     ...r.workloads.map((w) => `- **${w.name}** — ${w.describe}; QPS ${w.qps.join(", ")}.`),
     "",
-    "Policies (each peer's upstream file and commit: docs/peers.md and the policy file's header):",
+    "Policies (each peer's upstream file, line and commit: docs/peers.md and the policy file's header):",
     "",
     ...r.policies.map((p) => `- **${p.name}** — ${p.describe}.`),
     "",
-    ...r.charts.map((f) => `![${f}](${f})`),
-    "",
-    "## Where kvroute leads, ties and trails",
-    "",
-    `Per rate, on medians over seeds: **leads** = its interval (${(coverage * 100).toFixed(1)}% coverage) separates below every router's; tied = no ` +
-      "router's interval separates below it; trails X by N = X's interval separates below it, N ms apart (medians). " +
-      "The last column is kvroute's hit rate less the ideal bound's (the hit-rate ceiling).",
-    "",
-    summaryTable(points),
-    "",
   ];
-  for (const w of r.workloads) {
-    const here = points.filter((p) => p.workload === w.name);
-    lines.push(
-      `## ${w.name}`,
-      "",
-      resultTable(here),
-      "",
-      "Leaders on TTFT p90 (routers only):",
-      "",
-      ...leaderLines(here),
-      "",
-      "Where kvroute stands:",
-      "",
-      ...standings(here),
-      "",
-    );
-  }
+  for (const profile of r.profiles) lines.push(...profileSection(r, points, profile));
   if (r.sensitivity.length > 0) {
     lines.push(
       "## What kvroute's result depends on",
@@ -342,10 +257,14 @@ export function renderReport(r: ReportInput): string {
       "",
     );
     const sens = pointsOf(r.sensitivity);
-    for (const w of [...new Set(sens.map((x) => x.workload))]) {
-      lines.push(`### ${w}`, "", resultTable(sens.filter((x) => x.workload === w)), "");
+    for (const key of [...new Set(sens.map((x) => `${x.profile} — ${x.workload}`))]) {
+      lines.push(
+        `### ${key}`,
+        "",
+        resultTable(sens.filter((x) => `${x.profile} — ${x.workload}` === key)),
+        "",
+      );
     }
   }
-  if (r.notes.length > 0) lines.push("## Notes", "", ...r.notes.map((n) => `- ${n}`), "");
   return lines.join("\n");
 }

@@ -10,8 +10,8 @@ const replacer = (_k: string, v: unknown) => (typeof v === "number" && !Number.i
 const reviver = (_k: string, v: unknown) =>
   v === "NaN" || v === "Infinity" || v === "-Infinity" ? Number(v) : v;
 
-const keyOf = (r: Pick<ResultRow, "workload" | "qps" | "policy" | "seed">) =>
-  `${r.workload}\u0000${r.qps}\u0000${r.policy}\u0000${r.seed}`;
+const keyOf = (r: Pick<ResultRow, "profile" | "workload" | "qps" | "policy" | "seed">) =>
+  `${r.profile}\u0000${r.workload}\u0000${r.qps}\u0000${r.policy}\u0000${r.seed}`;
 
 export class RowStore {
   readonly #rows = new Map<string, ResultRow>();
@@ -35,8 +35,8 @@ export class RowStore {
     return this.#rows.size;
   }
 
-  get(workload: string, qps: number, policy: string, seed: number): ResultRow | undefined {
-    return this.#rows.get(keyOf({ workload, qps, policy, seed }));
+  get(profile: string, workload: string, qps: number, policy: string, seed: number): ResultRow | undefined {
+    return this.#rows.get(keyOf({ profile, workload, qps, policy, seed }));
   }
 
   add(row: ResultRow): void {

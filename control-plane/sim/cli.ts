@@ -7,7 +7,7 @@ import { type DynamoConfig, type DynamoWorkerSpec, startDynamo } from "./dynamo-
 import type { EventEncoding } from "./kv-events.ts";
 import { parseKvEventsConfig } from "./kv-events-config.ts";
 import type { ReplayForm } from "./kv-publisher.ts";
-import { DEFAULT_LATENCY } from "./latency.ts";
+import { DEFAULT_LATENCY, LATENCY_PROFILES, type LatencyModel, latencyProfile } from "./latency.ts";
 import type { DpTopology } from "./rank-header.ts";
 import { ENGINE_DEFAULTS, type SimConfig, startSim } from "./server.ts";
 import { createSimCluster } from "./virtual-cluster.ts";
@@ -74,9 +74,11 @@ export interface SimOptions {
   enableLora?: boolean;
   maxLoras?: number;
   loraLoadMs?: number;
-  stepOverheadMs: number;
-  prefillTokenMs: number;
-  decodeSeqMs: number;
+  /** A named cost model (latency.ts LATENCY_PROFILES); the three flags below override its terms. */
+  latencyProfile?: string;
+  stepOverheadMs?: number;
+  prefillTokenMs?: number;
+  decodeSeqMs?: number;
   frontend: "vllm" | "dynamo";
   dynamoWorker?: DynamoWorkerSpec[];
 }
@@ -175,14 +177,9 @@ export function configOf(o: SimOptions): SimConfig {
     maxNumBatchedTokens: o.maxNumBatchedTokens,
     maxModelLen,
     seed: o.seed,
-    // The flags set the three fitted terms; the context terms (KV read, prefill attention) keep
-    // their H100 defaults (docs/simulator.md, "Cost model").
-    latency: {
-      ...DEFAULT_LATENCY,
-      stepOverheadMs: o.stepOverheadMs,
-      prefillPerTokenMs: o.prefillTokenMs,
-      decodePerSeqMs: o.decodeSeqMs,
-    },
+    // The profile names the whole cost model; the flags override its three main terms, the
+    // context terms (KV read, prefill attention) keep the profile's (docs/simulator.md, "Cost model").
+    latency: latencyOf(o),
   };
 }
 
@@ -330,26 +327,38 @@ function loraOptions(cmd: Command): Command {
     );
 }
 
+function latencyOf(o: SimOptions): LatencyModel {
+  const base = latencyProfile(o.latencyProfile ?? "h100-derived");
+  return {
+    ...base,
+    stepOverheadMs: o.stepOverheadMs ?? base.stepOverheadMs,
+    prefillPerTokenMs: o.prefillTokenMs ?? base.prefillPerTokenMs,
+    decodePerSeqMs: o.decodeSeqMs ?? base.decodePerSeqMs,
+  };
+}
+
 /** The step-time (cost) model. */
 function latencyOptions(cmd: Command): Command {
   return cmd
+    .addOption(
+      new Option("--latency-profile <name>", "latency model: a named cost model (docs/simulator.md)")
+        .choices(Object.keys(LATENCY_PROFILES))
+        .default("h100-derived"),
+    )
     .option(
       "--step-overhead-ms <ms>",
-      "latency model: fixed cost per step",
+      `latency model: fixed cost per step (h100-derived: ${DEFAULT_LATENCY.stepOverheadMs})`,
       nonNegativeFloat,
-      DEFAULT_LATENCY.stepOverheadMs,
     )
     .option(
       "--prefill-token-ms <ms>",
-      "latency model: cost per uncached prompt token",
+      `latency model: cost per uncached prompt token (h100-derived: ${DEFAULT_LATENCY.prefillPerTokenMs})`,
       nonNegativeFloat,
-      DEFAULT_LATENCY.prefillPerTokenMs,
     )
     .option(
       "--decode-seq-ms <ms>",
-      "latency model: cost per decoding sequence",
+      `latency model: cost per decoding sequence (h100-derived: ${DEFAULT_LATENCY.decodePerSeqMs})`,
       nonNegativeFloat,
-      DEFAULT_LATENCY.decodePerSeqMs,
     );
 }
 

@@ -53,7 +53,9 @@ export interface ClusterView {
   cachedPrefixTokens(rank: number): number;
 }
 
-export type RankChooser = (view: ClusterView, request: SimRequest) => number;
+/** A rank, or null when the router holds the request in a queue of its own (Dynamo's router
+ * queue): no engine gets it, and the caller submits it again when the router lets it go. */
+export type RankChooser = (view: ClusterView, request: SimRequest) => number | null;
 
 export interface SimRequest {
   id?: string;
@@ -220,7 +222,12 @@ export class SimCluster {
           this.pendingTokens = req.tokens;
           this.pendingKeys = { loraName: req.loraName, cacheSalt: req.cacheSalt };
           this.pendingHashes = null;
-          rank = req.rank(this.view(), req);
+          const chosen = req.rank(this.view(), req);
+          if (chosen === null) {
+            this.pendingHashes = null;
+            break;
+          }
+          rank = chosen;
           this.checkRank(rank);
           this.balancer.routed(rank);
         } else if (typeof req.rank === "number") {

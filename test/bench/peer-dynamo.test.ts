@@ -1,11 +1,15 @@
 import { describe, expect, it } from "vitest";
+import { type ClusterConfig, runOne } from "../../bench/quality/harness.ts";
 import {
   ActiveSequences,
+  allWorkersBusy,
+  dynamoDefaultPolicy,
   dynamoLogit,
   pickLowestLogit,
   potentialDecodeBlocks,
   potentialPrefillBlocks,
 } from "../../bench/quality/policies/dynamo-default.ts";
+import type { BenchRequest } from "../../bench/quality/workloads/types.ts";
 import { Rng } from "../../control-plane/sim/rng.ts";
 
 describe("Dynamo default selector terms (scheduler.rs @ db19bd2, sequence.rs @ 581ee33)", () => {
@@ -90,5 +94,57 @@ describe("Dynamo temperature-0 pick", () => {
       Array.from({ length: 64 }, (_, i) => pickLowestLogit([2, 2, 2], [4, 1, 1], new Rng(i))),
     );
     expect(picks).toEqual(new Set([1, 2]));
+  });
+});
+
+describe("Dynamo router queue (queue.rs @ db19bd2) through the harness", () => {
+  it.each([
+    // active prefill tokens per rank, threshold, max batched → all busy
+    [[40, 40], 1, 32, true],
+    [[40, 32], 1, 32, false], // a rank at exactly the threshold has room
+    [[0, 500], 4, 64, false],
+    [[257, 300], 4, 64, true],
+  ])("active %j, threshold %d × %d → busy %s", (active, threshold, max, want) => {
+    expect(allWorkersBusy(active, threshold, max)).toBe(want);
+  });
+
+  it("holds requests while every rank is busy, releases them at first tokens, counts TTFT from first arrival", () => {
+    // 4.0 × 16 batched tokens = 64: one 100-token prompt makes a rank busy, so of six
+    // simultaneous prompts on two ranks four wait in the router's queue.
+    const cluster: ClusterConfig = {
+      workers: 1,
+      ranksPerWorker: 2,
+      blockSize: 16,
+      numGpuBlocks: 400,
+      maxNumSeqs: 64,
+      maxNumBatchedTokens: 16,
+      statsIntervalMs: 100,
+      kvEventDelayMs: 0,
+      tickMs: 10,
+      maxVirtualMs: 600_000,
+    };
+    const request = (i: number): BenchRequest => ({
+      id: `r${i}`,
+      messages: [],
+      maxTokens: 4,
+      tokens: Array.from({ length: 100 }, (_, k) => 1000 * (i + 1) + k),
+      body: new Uint8Array(),
+      messagesJson: "",
+      routingText: "",
+    });
+    const out = runOne(
+      { arrivals: Array.from({ length: 6 }, (_, i) => ({ atMs: 0, request: request(i) })) },
+      dynamoDefaultPolicy,
+      cluster,
+      1,
+      [7, 8, 9],
+    );
+    expect(out.unfinished).toBe(0);
+    expect(out.results).toHaveLength(6);
+    expect(out.counters.queued).toBe(4);
+    for (const r of out.results) expect(r.arrivalMs).toBe(0);
+    // The two admitted first: their first tokens come before any held request's.
+    const ttft = out.results.map((r) => r.ttftMs).sort((a, b) => a - b);
+    expect(ttft[2]).toBeGreaterThan(ttft[1] as number);
   });
 });

@@ -16,7 +16,7 @@ const load = (rank: number, waiting: number, running: number, kvUsage = 0): Engi
 
 function policyOver(factory: PolicyFactory, ranks: number) {
   const cluster = createSimCluster({ dataParallelSize: ranks, numGpuBlocks: 64, seed: 1 });
-  return factory.create({ cluster, ranks, blockSize: 16, seed: 1, kvEventDelayMs: 0 });
+  return factory.create({ cluster, ranks, blockSize: 16, seed: 1, kvEventDelayMs: 0, release: () => {} });
 }
 
 const req = { id: "r" } as BenchRequest;

@@ -11,6 +11,7 @@ function rows(
   workload = "w",
 ): ResultRow[] {
   return ttft.map((t, i) => ({
+    profile: "p",
     workload,
     qps: 16,
     policy,
@@ -70,5 +71,34 @@ describe("closing notes: causes printed only where the run shows them", () => {
       [],
     );
     expect(other.some((n) => n.startsWith("Round robin is ahead"))).toBe(false);
+  });
+});
+
+describe("closing notes: the run's evidence where kvroute trails", () => {
+  it("prints hit rate, spread and E2E of kvroute and of the peer ahead, and nothing where it does not trail", () => {
+    const notes = closingNotes(
+      pointsOf([...rows("kvroute", slow, twoIdle), ...rows("dynamo", fast, even)]),
+      [],
+    );
+    const evidence = notes.find((n) => n.startsWith("Evidence where kvroute trails"));
+    expect(evidence).toContain(
+      "w @ 16 QPS — kvroute hit 50.0%, busiest rank 2.00× mean, E2E p90 325 ms, 2 ranks unused",
+    );
+    expect(evidence).toContain("dynamo hit 50.0%, busiest rank 1.00× mean, E2E p90 125 ms, 0 ranks unused");
+    const ahead = closingNotes(pointsOf([...rows("kvroute", fast, even), ...rows("dynamo", slow, even)]), []);
+    expect(ahead.some((n) => n.startsWith("Evidence"))).toBe(false);
+  });
+
+  it("a saturated point is set apart, not counted as trailing", () => {
+    const floor = [1, 1, 1, 1, 1, 1];
+    const notes = closingNotes(
+      pointsOf([
+        ...rows("kvroute", slow, even),
+        ...rows("dynamo", fast, even),
+        ...rows("ideal-bound", floor, even),
+      ]),
+      [],
+    );
+    expect(notes.some((n) => n.includes("trails a peer"))).toBe(false);
   });
 });

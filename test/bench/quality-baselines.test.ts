@@ -86,12 +86,13 @@ describe("SGLang cache-aware rule (0.3 / 64 / 1.5)", () => {
   });
 
   it.each([
-    // loads, matched chars, text length → worker
-    [[5, 1, 3], [0, 0, 700], 1000, 2], // 70% match → the matching worker even if busier
-    [[5, 1, 3], [0, 0, 300], 1000, 1], // 30% is not > 0.3 → least loaded
-    [[100, 30], [900, 0], 1000, 1], // imbalanced → least loaded whatever the cache
-  ])("loads %j, matched %j of %d → %d", (loads, matched, chars, want) => {
-    expect(sglangChoose(loads, matched, chars, new Rng(3))).toBe(want);
+    // loads, matched chars, text length, tree chars → worker
+    [[5, 1, 3], [0, 0, 700], 1000, [10, 20, 30], 2], // 70% match → the matching worker even if busier
+    [[5, 1, 3], [0, 0, 300], 1000, [10, 20, 30], 0], // 30% is not > 0.3 → smallest tree, not least loaded
+    [[5, 1, 3], [0, 0, 300], 1000, [30, 20, 10], 2],
+    [[100, 30], [900, 0], 1000, [0, 500], 1], // imbalanced → least loaded whatever the cache
+  ])("loads %j, matched %j of %d, trees %j → %d", (loads, matched, chars, trees, want) => {
+    expect(sglangChoose(loads, matched, chars, trees, new Rng(3))).toBe(want);
   });
 
   it("text prefix set matches whole chunks of the shared prefix", () => {

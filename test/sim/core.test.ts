@@ -500,3 +500,36 @@ describe("kvroute sim --virtual-requests", () => {
     expect(c).not.toEqual(a);
   });
 });
+
+describe("kvroute sim --latency-profile", () => {
+  const base = {
+    model: "m",
+    host: "127.0.0.1",
+    port: 0,
+    dataParallelSize: 1,
+    blockSize: 16,
+    numGpuBlocks: 100,
+    maxNumSeqs: 8,
+    maxNumBatchedTokens: 256,
+    eventEncoding: "array",
+    kvEventsReplayForm: "topic",
+    seed: 1,
+    timeScale: 1,
+    lbRule: "current",
+    lbStatsIntervalMs: 100,
+    enablePromptTokensDetails: true,
+    frontend: "vllm",
+  } as const;
+
+  it("takes the named profile whole, and the three flags override only their terms", async () => {
+    const { configOf } = await import("../../control-plane/sim/cli.ts");
+    const { H200_MEASURED_LATENCY } = await import("../../control-plane/sim/latency.ts");
+    expect(configOf({ ...base, latencyProfile: "h200-measured" } as never).latency).toEqual(
+      H200_MEASURED_LATENCY,
+    );
+    expect(configOf({ ...base } as never).latency).toEqual(DEFAULT_LATENCY);
+    const mixed = configOf({ ...base, latencyProfile: "h200-measured", decodeSeqMs: 0.006 } as never).latency;
+    expect(mixed?.decodePerSeqMs).toBe(0.006);
+    expect(mixed?.kvReadPerTokenMs).toBe(H200_MEASURED_LATENCY.kvReadPerTokenMs);
+  });
+});

@@ -21,15 +21,30 @@
 //   output blocks are not tracked by default); new_blocks: the request's blocks not among them;
 // - temperature 0: the lowest logit; ties → the smaller tree (blocks the rank holds in the
 //   index) when tree sizes differ, else uniformly at random.
-// A router learns a request's first token from its response stream; here the policy sees it
-// in the engine's request state (outputTokens > 0) at the next routing decision.
-import type { Engine } from "../../../control-plane/sim/engine.ts";
+// - the router queue: lib/llm/src/kv_router/queue.rs @ db19bd2 (SchedulerQueue; scheduler.rs
+//   builds it from kv_router_config.router_queue_threshold): while EVERY rank's active prefill
+//   tokens exceed threshold × max_num_batched_tokens (all_workers_busy), a new request waits in
+//   a FIFO (priority_jump 0); mark_prefill_completed and free call update(), which selects and
+//   books waiting requests, oldest first, while some rank is below the threshold. The threshold
+//   is DYNAMO_DEFAULTS.queueThreshold (docs/peers.md says where the default comes from).
+// A router learns a request's first token from its response stream; here the policy hears it
+// at the first token's virtual time (the harness's firstToken) and marks the prefill complete.
 import { mixSeed, Rng } from "../../../control-plane/sim/rng.ts";
+import type { BenchRequest } from "../workloads/types.ts";
 import { EventBlockIndex } from "./event-block-index.ts";
 import { chainBlockKeys } from "./token-blocks.ts";
 import type { PolicyFactory, RoutingPolicy } from "./types.ts";
 
-export const DYNAMO_DEFAULTS = { overlapScoreWeight: 1, temperature: 0 } as const;
+export const DYNAMO_DEFAULTS = { overlapScoreWeight: 1, temperature: 0, queueThreshold: 4.0 } as const;
+
+/** SchedulerQueue::all_workers_busy: no rank's active prefill tokens are at or below the threshold. */
+export function allWorkersBusy(
+  activeTokens: readonly number[],
+  threshold: number,
+  maxBatched: number,
+): boolean {
+  return activeTokens.every((t) => t > threshold * maxBatched);
+}
 
 /** potential_prefill_tokens / block_size. */
 export function potentialPrefillBlocks(
@@ -112,50 +127,85 @@ export const dynamoDefaultPolicy: PolicyFactory = {
   describe:
     "Dynamo KV router, default selector (scheduler.rs @ db19bd2): overlap weight 1 × (active prefill tokens + uncached " +
     "tokens) / block + (active prompt blocks + new blocks), temperature 0, ties → smaller tree then random; overlap from " +
-    "its KV-event index (events as late as kvroute's), prefill tokens dropped at the first token",
+    "its KV-event index (events as late as kvroute's), prefill tokens dropped at the first token; router queue " +
+    `(queue.rs): requests wait while every rank has > ${DYNAMO_DEFAULTS.queueThreshold} × max_num_batched_tokens of ` +
+    "active prefill tokens",
   create(ctx): RoutingPolicy {
     const rng = new Rng(mixSeed(ctx.seed, 0xd1a0));
     const index = new EventBlockIndex(ctx.ranks, ctx.blockSize, ctx.kvEventDelayMs);
     const seqs = Array.from({ length: ctx.ranks }, () => new ActiveSequences());
     const rankOf = new Map<string, number>();
-    const engines = ctx.cluster.engines as Engine[];
-    const noticeFirstTokens = () => {
-      engines.forEach((engine, r) => {
-        const s = seqs[r] as ActiveSequences;
-        for (const req of engine.running) if (req.outputTokens > 0) s.markPrefillCompleted(req.spec.id);
-      });
+    const maxBatched = ctx.cluster.engines[0]?.config.maxNumBatchedTokens ?? 8192;
+    /** The router queue (FIFO: every priority_jump is 0) and the ranks chosen for released requests. */
+    const waiting: BenchRequest[] = [];
+    const released = new Map<string, number>();
+    let queued = 0;
+    const busy = () =>
+      allWorkersBusy(
+        seqs.map((s) => s.activeTokens),
+        DYNAMO_DEFAULTS.queueThreshold,
+        maxBatched,
+      );
+    /** SchedulerQueue::schedule: select a rank and book the request there. */
+    const schedule = (request: BenchRequest, nowMs: number): number => {
+      index.advance(nowMs);
+      const keys = chainBlockKeys(request.tokens, ctx.blockSize);
+      const overlap = index.prefixDepths(keys, nowMs);
+      const isl = request.tokens.length;
+      const logits = seqs.map((s, r) =>
+        dynamoLogit(
+          potentialPrefillBlocks(s.activeTokens, isl, overlap[r] as number, ctx.blockSize),
+          potentialDecodeBlocks(s.activeBlocks, s.newBlocks(keys)),
+          DYNAMO_DEFAULTS.overlapScoreWeight,
+        ),
+      );
+      const rank = pickLowestLogit(logits, index.sizes, rng);
+      (seqs[rank] as ActiveSequences).add(
+        request.id,
+        keys,
+        Math.max(0, isl - (overlap[rank] as number) * ctx.blockSize),
+      );
+      rankOf.set(request.id, rank);
+      return rank;
+    };
+    /** SchedulerQueue::update: book waiting requests, oldest first, while some rank has room. */
+    const update = (nowMs: number) => {
+      while (waiting.length > 0 && !busy()) {
+        const request = waiting.shift() as BenchRequest;
+        released.set(request.id, schedule(request, nowMs));
+        ctx.release(request);
+      }
     };
     return {
       kvEvents: (rank, events, atMs) => index.receive(rank, events, atMs),
       tick: (now) => index.advance(now),
       choose(view, request) {
-        index.advance(view.nowMs);
-        noticeFirstTokens();
-        const keys = chainBlockKeys(request.tokens, ctx.blockSize);
-        const overlap = index.prefixDepths(keys, view.nowMs);
-        const isl = request.tokens.length;
-        const logits = seqs.map((s, r) =>
-          dynamoLogit(
-            potentialPrefillBlocks(s.activeTokens, isl, overlap[r] as number, ctx.blockSize),
-            potentialDecodeBlocks(s.activeBlocks, s.newBlocks(keys)),
-            DYNAMO_DEFAULTS.overlapScoreWeight,
-          ),
-        );
-        const rank = pickLowestLogit(logits, index.sizes, rng);
-        (seqs[rank] as ActiveSequences).add(
-          request.id,
-          keys,
-          Math.max(0, isl - (overlap[rank] as number) * ctx.blockSize),
-        );
-        rankOf.set(request.id, rank);
-        return rank;
+        const booked = released.get(request.id);
+        if (booked !== undefined) {
+          released.delete(request.id);
+          return booked;
+        }
+        if (busy()) {
+          waiting.push(request);
+          queued++;
+          return null;
+        }
+        return schedule(request, view.nowMs);
+      },
+      firstToken(id, _rank, atMs) {
+        const rank = rankOf.get(id);
+        if (rank === undefined) return;
+        (seqs[rank] as ActiveSequences).markPrefillCompleted(id);
+        update(atMs);
       },
       done(result) {
         const rank = rankOf.get(result.id);
         if (rank === undefined) return;
         (seqs[rank] as ActiveSequences).free(result.id);
         rankOf.delete(result.id);
+        update(result.finishMs);
       },
+      counters: () => ({ queued }),
     };
   },
 };

@@ -177,6 +177,15 @@ export function kvroutePolicy(o: KvrouteOptions, name = "kvroute", stats?: Kvrou
           live.delete(result.id);
           l.gateway.finish(l.stream);
         },
+        // The row records what the filter did not route (it must be 0 or explained): the
+        // filter's own fail-open / fail-closed / rejected counts, and the requests that reached
+        // no rank of the filter's choosing and went round robin here instead.
+        counters() {
+          const out: Record<string, number> = { unrouted: fallback };
+          for (const outcome of ["fail_open", "fail_closed", "rejected"])
+            out[outcome] = gws.reduce((sum, g) => sum + g.counter(`kvroute.requests.${outcome}`), 0);
+          return out;
+        },
         close,
       };
     },

@@ -18,10 +18,14 @@ export interface PolicyContext {
   seed: number;
   /** How late KV events reach an event-driven router (ms of virtual time). */
   kvEventDelayMs: number;
+  /** Submits a request `choose` held (returned null for) again, now: a router's own queue lets
+   * it go. Its TTFT and E2E still count from its first arrival. */
+  release(request: BenchRequest): void;
 }
 
 export interface RoutingPolicy {
-  choose?(view: ClusterView, request: BenchRequest): number;
+  /** A rank, or null to hold the request in the router's own queue until it calls ctx.release. */
+  choose?(view: ClusterView, request: BenchRequest): number | null;
   /** The token ids to submit (the ideal bound shortens prompts); default: the request's. */
   submitTokens?(request: BenchRequest): readonly number[];
   /** Every harness tick (virtual time), with the exact loads then: metric scrapes happen here. */
@@ -37,6 +41,9 @@ export interface RoutingPolicy {
   close?(): void;
   /** Prompt tokens counted as cache hits beyond what the simulator reports (the ideal bound). */
   extraCachedTokens?(request: BenchRequest): number;
+  /** Counts the run's row records (kvroute: requests the filter did not route; Dynamo: requests
+   * its queue held), read once when the run ends. */
+  counters?(): Record<string, number>;
   /** A bound, not a router (the ideal bound): its metrics replace the run's, given the run's. */
   bound?(run: RunMetrics): RunMetrics;
 }
