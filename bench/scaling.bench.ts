@@ -341,8 +341,13 @@ const kOf = (r: RunResult) =>
 const k = (kOf(small) + kOf(mid)) / 2;
 const ingestPerEvent = (small.ingestCpuPerS / events(small) + mid.ingestCpuPerS / events(mid)) / 2;
 const perBucket = (r: RunResult) => r.publishCpuPerS / r.encodedPerS;
-const p1 = (perBucket(mid) - perBucket(small)) / (entriesPerBucket(mid) - entriesPerBucket(small));
-const p0 = perBucket(small) - p1 * entriesPerBucket(small);
+// The per-entry part is small once the core encodes (a few ns per entry): under noise the two
+// runs can give it a negative slope, which would extrapolate to negative CPU. Then the per-bucket
+// cost is taken as flat, the two runs' mean.
+const slope = (perBucket(mid) - perBucket(small)) / (entriesPerBucket(mid) - entriesPerBucket(small));
+const p1 = Math.max(0, slope);
+const p0 =
+  slope >= 0 ? perBucket(small) - p1 * entriesPerBucket(small) : (perBucket(small) + perBucket(mid)) / 2;
 const chunksPerBlock = big.chunks / Math.max(1, big.indexedBlocks);
 /** Framing of one sync entry: key (`kvr.b.` + ≤ 5 digits), its lengths, a patch's header. */
 const ENTRY_FRAMING = 11 + 6 + 4;
