@@ -99,7 +99,7 @@ export class VmState {
     return this.board.publish(this.slot.holds(now) ? this.thread : -1, this.queue, this.freshMs, now);
   }
 
-  /** A change the other VMs must see at once (the leader's bucket change records): read, then write. */
+  /** A change the other VMs must see at once (a request ended): read, then write. */
   publishNow(now: u64): bool {
     this.readBoard(now);
     return this.writeBoard(now);

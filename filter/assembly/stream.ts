@@ -935,9 +935,8 @@ export class KvrouteStream {
   }
 
   private report(): void {
-    // This VM stops counting it now; the gateway's other VMs when this VM next writes the board
-    // (its next decision or tick, ≤ tickMs): a request's end makes no shared-data call.
-    this.leaveQueue();
+    // The other VMs stop counting it at once: the end's one board read and write.
+    if (this.leaveQueue()) vm.publishNow(nowMs());
     // 0 = the upstream never answered (reset, refused): counts against the slot's health.
     if (this.slot >= 0 && (this.status === 0 || this.status === 502 || this.status === 503))
       stats.inc(stats.upstreamFailures);

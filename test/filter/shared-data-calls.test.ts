@@ -1,8 +1,7 @@
 // The request path's shared-data budget (docs/wire-format.md §4.5 "What a request reads and
 // writes"): a decision reads the gateway board and writes it once; the buckets its prefix walk
 // needs are read only when this VM does not hold them yet (or the board says the sync rewrote
-// them); a request's end makes no call: the other VMs stop counting it with this VM's next board
-// write (its next decision or tick).
+// them); a request's end reads and writes the board once more, so the other VMs stop counting it.
 // Counted at the host's shared-data store, through the shipped module — not timed.
 import { afterEach, describe, expect, it } from "vitest";
 import { chat, type Routed, ShippedFilter } from "../filter-core/shipped-filter.ts";
@@ -54,8 +53,8 @@ describe("shared-data calls per request", () => {
     expect(first.calls.reads.some((k) => k.startsWith("kvr.b."))).toBe(true);
     expect(first.calls.writes).toEqual(["kvr.gwb"]);
     const end = counted(() => f.finish(first.result));
-    expect(end.calls.reads).toEqual([]);
-    expect(end.calls.writes).toEqual([]);
+    expect(end.calls.reads).toEqual(["kvr.gwb"]);
+    expect(end.calls.writes).toEqual(["kvr.gwb"]);
     // Another question after the same system prompt: the prompt's buckets are held, only its
     // new tail's may be read.
     const firstBuckets = first.calls.reads.filter((k) => k.startsWith("kvr.b.")).length;
@@ -166,10 +165,7 @@ describe("a lost race on the board", () => {
     expect(boardSum(f.host, "unanswered")).toBe(1);
     f.tick();
     expect(boardSum(f.host, "unanswered")).toBe(2);
-    // The ends make no call; the next tick's writes take them off the board.
     for (const r of routed) f.finish(r);
-    expect(boardSum(f.host, "unanswered")).toBe(2);
-    f.tick();
     expect(boardSum(f.host, "unanswered")).toBe(0);
   });
 });
