@@ -1,28 +1,11 @@
 // The simulator renders chat templates with its own code (control-plane/sim/chat-template.ts),
 // not the router's; it must still render exactly as vLLM's Python jinja2 does. The goldens are
 // the router's too (test/tokens/fixtures/jinja2-renders.json, made by Python jinja2).
-import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { pyStrip, SimChatTemplate } from "../../control-plane/sim/chat-template.ts";
+import { loadJinja2Renders } from "../tokens/fixtures/jinja2-renders.ts";
 
-interface Jinja2Fixture {
-  renderer: string;
-  templates: Array<{
-    name: string;
-    source: string;
-    bos: string;
-    eos: string;
-    conversations: Array<{
-      messages: Array<{ role: string; content: string }>;
-      addGenerationPrompt: boolean;
-      expected: string | null;
-    }>;
-  }>;
-}
-
-const fixture = JSON.parse(
-  readFileSync(new URL("../tokens/fixtures/jinja2-renders.json", import.meta.url), "utf8"),
-) as Jinja2Fixture;
+const fixture = loadJinja2Renders();
 
 describe("the simulator's chat template agrees with Python jinja2", () => {
   for (const t of fixture.templates) {

@@ -1,10 +1,10 @@
 // The Jinja renderer must match Python jinja2 (what vLLM runs) on the string methods chat
 // templates use; @huggingface/jinja alone does not.
-import { readFileSync } from "node:fs";
 import { Template } from "@huggingface/jinja";
 import { describe, expect, it } from "vitest";
 import { pythonStrip } from "../../control-plane/src/tokens/python-strip.ts";
 import { ChatTemplateRenderer } from "../../control-plane/src/tokens/render-chat-template.ts";
+import { loadJinja2Renders } from "./fixtures/jinja2-renders.ts";
 
 const render = (source: string, content: string) =>
   new ChatTemplateRenderer({}, source).render([{ role: "user", content }]);
@@ -46,28 +46,8 @@ describe("ChatTemplateRenderer string semantics", () => {
   });
 });
 
-// Outputs of Python jinja2 3.1 (transformers' setup: sandbox, trim_blocks, lstrip_blocks) for
-// random conversations through the real Qwen3 and Llama-3.1 templates;
-// regenerate with fixtures/render_jinja2.py.
-interface Jinja2Fixture {
-  renderer: string;
-  templates: Array<{
-    name: string;
-    source: string;
-    bos: string;
-    eos: string;
-    conversations: Array<{
-      messages: Array<{ role: string; content: string }>;
-      addGenerationPrompt: boolean;
-      expected: string | null;
-    }>;
-  }>;
-}
-
 describe("agreement with Python jinja2 on real chat templates", () => {
-  const fixture = JSON.parse(
-    readFileSync(new URL("./fixtures/jinja2-renders.json", import.meta.url), "utf8"),
-  ) as Jinja2Fixture;
+  const fixture = loadJinja2Renders();
 
   for (const t of fixture.templates) {
     it(`${t.name}: byte-identical to ${fixture.renderer}`, () => {
