@@ -54,7 +54,8 @@ export function diffBucket(old: usize, oldLen: i32, fresh: usize, freshLen: i32,
   const n = rowsOf(old, oldLen);
   const m = rowsOf(fresh, freshLen);
   if (n < 0 || m < 0) return PATCH_ERR_IMAGE;
-  const words = m > 0 || freshLen > 0 ? <i32>load<u8>(fresh, 1) : n > 0 ? <i32>load<u8>(old, 1) : 1;
+  // The width of the fresh image (rowsOf checked it), else of the held one.
+  const words = freshLen > 0 ? <i32>load<u8>(fresh, 1) : n > 0 ? <i32>load<u8>(old, 1) : 1;
   if (n > 0 && <i32>load<u8>(old, 1) !== words) return PATCH_ERR_WIDTH;
   const size = rowBytes(words);
   out.len = 0;
