@@ -3,7 +3,7 @@
 // so a request whose walk touches buckets this VM already holds reads none. Direct-mapped by
 // bucket index, so the memory is bounded (CAPACITY images) and a lookup is one compare.
 import { BucketSource } from "../core/prefix-walk";
-import { getShared, SharedValue } from "./host";
+import { OK, SharedBytes } from "./host";
 
 const CAPACITY: i32 = 8192;
 const NONE: i32 = -1;
@@ -14,7 +14,9 @@ export class CachedBuckets extends BucketSource {
   // would be visited by every collection, and a large request body brings one after another.
   private ptrs: StaticArray<usize> = new StaticArray<usize>(CAPACITY);
   private lens: StaticArray<i32> = new StaticArray<i32>(CAPACITY);
-  private read: SharedValue = new SharedValue();
+  private read: SharedBytes = new SharedBytes();
+  /** "kvr.b." and then the bucket's decimal index, written in place for each read. */
+  private key: ArrayBuffer = new ArrayBuffer(16);
 
   constructor() {
     super();
@@ -24,16 +26,18 @@ export class CachedBuckets extends BucketSource {
   fetch(i: u32): bool {
     const at = <i32>(i & <u32>(CAPACITY - 1));
     if (this.index[at] !== <i32>i) {
-      getShared(`kvr.b.${i}`, this.read);
+      const r = this.read;
+      r.readKey(changetype<usize>(this.key), this.keyOf(i));
       this.drop(at);
       this.index[at] = <i32>i;
-      const v = this.read.value;
-      this.read.value = null;
-      if (v !== null && v.byteLength > 0) {
-        const p = heap.alloc(<usize>v.byteLength);
-        memory.copy(p, changetype<usize>(v), <usize>v.byteLength);
-        this.ptrs[at] = p;
-        this.lens[at] = v.byteLength;
+      if (r.status === OK && r.len > 0) {
+        // The host's copy is kept as it is: it is already outside the GC heap.
+        this.ptrs[at] = r.ptr;
+        this.lens[at] = r.len;
+        r.ptr = 0;
+        r.len = 0;
+      } else {
+        r.release();
       }
     }
     const p = this.ptrs[at];
@@ -41,6 +45,21 @@ export class CachedBuckets extends BucketSource {
     this.ptr = p;
     this.len = this.lens[at];
     return true;
+  }
+
+  /** Writes the key `kvr.b.<i>` into `key` without making a string; its length. */
+  private keyOf(i: u32): i32 {
+    const p = changetype<usize>(this.key);
+    store<u32>(p, 0x2e72766b); // "kvr."
+    store<u16>(p, 0x2e62, 4); // "b."
+    let digits: usize = 1;
+    for (let rest = i / 10; rest > 0; rest /= 10) digits++;
+    let v = i;
+    for (let d = digits; d > 0; d--) {
+      store<u8>(p + 5 + d, <u8>(0x30 + (v % 10)));
+      v /= 10;
+    }
+    return 6 + <i32>digits;
   }
 
   /** The leader rewrote bucket i: read it again when next walked. */

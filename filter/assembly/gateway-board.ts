@@ -22,14 +22,16 @@ import {
 import { LocalQueue } from "../core/queued-work";
 import { RouteCells } from "../core/route-cells";
 import { CachedBuckets } from "./bucket-cache";
-import { getShared, OK, SharedValue, setShared } from "./host";
+import { OK, SharedBytes, setSharedKey } from "./host";
 
 export const BOARD_KEY = "kvr.gwb";
+const BOARD_KEY_BYTES = String.UTF8.encode(BOARD_KEY);
 /** Over a key read as absent any cas succeeds; this one fails once another VM created it meanwhile. */
 const ABSENT_CAS: u32 = 0xffffffff;
 
 export class GatewayBoard {
-  private value: SharedValue = new SharedValue();
+  /** The value last read, in place: the view points into it until the next read. */
+  private value: SharedBytes = new SharedBytes();
   private view: BoardView = new BoardView();
   private out: ByteBuf = new ByteBuf(8192);
   /** The cas of the value last read; false once a write made it stale (a write needs a read first). */
@@ -54,11 +56,11 @@ export class GatewayBoard {
    */
   refresh(me: i32, queue: LocalQueue, freshMs: u64, now: u64): void {
     const r = this.value;
-    getShared(BOARD_KEY, r);
-    const v = r.value;
-    const ok = v !== null && this.view.open(changetype<usize>(v), v.byteLength);
+    r.read(BOARD_KEY_BYTES);
+    const found = r.status === OK;
+    const ok = found && this.view.open(r.ptr, r.len);
     // A damaged value is rewritten whole by the next write, over the cas read here.
-    this.cas = v === null ? ABSENT_CAS : r.cas;
+    this.cas = found ? r.cas : ABSENT_CAS;
     this.current = true;
     if (!ok) {
       this.view.open(0, 0);
@@ -84,7 +86,7 @@ export class GatewayBoard {
     writeBoard(this.view, e, this.out);
     this.current = false;
     // A lost race: the records stay in `edit` for the next write.
-    if (setShared(BOARD_KEY, this.out.ptr, this.out.len, this.cas) !== OK) return false;
+    if (setSharedKey(BOARD_KEY_BYTES, this.out.ptr, this.out.len, this.cas) !== OK) return false;
     // Its own route records are in its tables already: the next read starts after them (other
     // VMs' records before them were applied by the read this write followed).
     this.seenRoute = load<u64>(this.out.ptr, 16);

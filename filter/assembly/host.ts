@@ -2,7 +2,6 @@
 // abort on any status other than Ok/NotFound (REFERENCE §5: a trap is an outage), so anything
 // that can legitimately fail here returns the status instead.
 import * as imports from "@gcoredev/proxy-wasm-sdk-as/assembly/imports";
-import { globalArrayBufferReference } from "@gcoredev/proxy-wasm-sdk-as/assembly/runtime";
 
 export const OK: u32 = 0;
 export const NOT_FOUND: u32 = 1;
@@ -21,6 +20,62 @@ export const LOG_WARN: u32 = 3;
 export const LOG_ERROR: u32 = 4;
 
 const scratch64 = memory.data(8);
+
+// ---- what the host hands the VM ---------------------------------------------------------------
+// Envoy copies every value it returns (a body, a header, a shared-data value) into memory it asks
+// the module's exported `malloc` for, and writes the address and size where the call said
+// (copyToPointerSize; none for empty data). The SDK's malloc makes that a pinned, zero-filled GC
+// object, so every read fed the collector and a 160 KiB body was written twice. Ours takes the
+// block from the heap outside the GC: a hot reader uses the bytes in place and frees them
+// (HostBytes), a cold one copies them into a managed ArrayBuffer (takeOut).
+const hostOut = memory.data(8);
+
+/** The module's allocator for the host's copies (exported as `malloc`, see index.ts). */
+export function hostMalloc(size: usize): usize {
+  return heap.alloc(size > 0 ? size : 1);
+}
+
+function outPtr(): usize {
+  return <usize>load<u32>(hostOut);
+}
+
+function outLen(): i32 {
+  return <i32>load<u32>(hostOut, 4);
+}
+
+/** The block the last call returned as a managed ArrayBuffer; the block itself is freed. */
+function takeOut(): ArrayBuffer {
+  const p = outPtr();
+  const n = outLen();
+  const b = new ArrayBuffer(p === 0 ? 0 : n);
+  if (p !== 0) {
+    memory.copy(changetype<usize>(b), p, <usize>n);
+    heap.free(p);
+  }
+  return b;
+}
+
+/**
+ * Bytes the host returned, held outside the GC heap until `release` (or the next `take`, which
+ * releases the previous block first): read in place, never copied again.
+ */
+export class HostBytes {
+  ptr: usize = 0;
+  len: i32 = 0;
+
+  /** Takes the block the last host call returned (ptr 0 when it returned none). */
+  take(): void {
+    this.release();
+    this.ptr = outPtr();
+    this.len = this.ptr === 0 ? 0 : outLen();
+  }
+
+  release(): void {
+    if (this.ptr !== 0) heap.free(this.ptr);
+    this.ptr = 0;
+    this.len = 0;
+  }
+}
 
 export function log(level: u32, message: string): void {
   const b = String.UTF8.encode(message);
@@ -43,11 +98,11 @@ export function getHeader(map: u32, name: string): ArrayBuffer | null {
     <imports.HeaderMapType>map,
     changetype<usize>(key),
     key.byteLength,
-    globalArrayBufferReference.bufferPtr(),
-    globalArrayBufferReference.sizePtr(),
+    hostOut,
+    hostOut + 4,
   );
   if (r !== OK) return null;
-  return globalArrayBufferReference.toArrayBuffer();
+  return takeOut();
 }
 
 /**
@@ -57,13 +112,9 @@ export function getHeader(map: u32, name: string): ArrayBuffer | null {
  */
 export function getHeaderValues(map: u32, name: string): ArrayBuffer[] {
   const out = new Array<ArrayBuffer>(0);
-  const r = imports.proxy_get_header_map_pairs(
-    <imports.HeaderMapType>map,
-    globalArrayBufferReference.bufferPtr(),
-    globalArrayBufferReference.sizePtr(),
-  );
+  const r = imports.proxy_get_header_map_pairs(<imports.HeaderMapType>map, hostOut, hostOut + 4);
   if (r !== OK) return out;
-  const raw = globalArrayBufferReference.toArrayBuffer();
+  const raw = takeOut();
   const p = changetype<usize>(raw);
   const size = <usize>raw.byteLength;
   if (size < 4) return out;
@@ -116,15 +167,26 @@ export function removeHeader(map: u32, name: string): u32 {
 
 /** Bytes [start, start+length) of a buffer; null when unavailable. */
 export function getBuffer(kind: u32, start: u32, length: u32): ArrayBuffer | null {
-  const r = imports.proxy_get_buffer_bytes(
-    <imports.BufferType>kind,
-    start,
-    length,
-    globalArrayBufferReference.bufferPtr(),
-    globalArrayBufferReference.sizePtr(),
-  );
+  const r = imports.proxy_get_buffer_bytes(<imports.BufferType>kind, start, length, hostOut, hostOut + 4);
   if (r !== OK) return null;
-  return globalArrayBufferReference.toArrayBuffer();
+  return takeOut();
+}
+
+/** Bytes [start, start+length) of a buffer into `out`, read in place; false when unavailable. */
+export function readBuffer(kind: u32, start: u32, length: u32, out: HostBytes): bool {
+  out.release();
+  if (imports.proxy_get_buffer_bytes(<imports.BufferType>kind, start, length, hostOut, hostOut + 4) !== OK)
+    return false;
+  out.take();
+  return true;
+}
+
+/** The next message of a shared queue into `out`; the status (OK, or empty, or gone). */
+export function dequeue(queue: u32, out: HostBytes): u32 {
+  out.release();
+  const r = imports.proxy_dequeue_shared_queue(queue, hostOut, hostOut + 4);
+  if (r === OK) out.take();
+  return r;
 }
 
 export class SharedValue {
@@ -138,21 +200,43 @@ const casOut = memory.data(4);
 /** Reads a shared-data key into `out` (value null when missing). */
 export function getShared(key: string, out: SharedValue): void {
   const k = String.UTF8.encode(key);
-  const r = imports.proxy_get_shared_data(
-    changetype<usize>(k),
-    k.byteLength,
-    globalArrayBufferReference.bufferPtr(),
-    globalArrayBufferReference.sizePtr(),
-    casOut,
-  );
+  const r = imports.proxy_get_shared_data(changetype<usize>(k), k.byteLength, hostOut, hostOut + 4, casOut);
   out.status = r;
   if (r === OK) {
-    out.value = globalArrayBufferReference.toArrayBuffer();
+    out.value = takeOut();
     out.cas = load<u32>(casOut);
   } else {
     out.value = null;
     out.cas = 0;
   }
+}
+
+/** A shared-data value held in place (SharedBytes.read); its cas and the read's status beside it. */
+export class SharedBytes extends HostBytes {
+  cas: u32 = 0;
+  status: u32 = NOT_FOUND;
+
+  /** Reads `key` (its UTF-8 bytes, encoded once by the owner) over the previous value. */
+  read(key: ArrayBuffer): void {
+    this.readKey(changetype<usize>(key), key.byteLength);
+  }
+
+  /** Reads the key whose bytes are [key, key+keyLen). */
+  readKey(key: usize, keyLen: i32): void {
+    this.release();
+    const r = imports.proxy_get_shared_data(key, keyLen, hostOut, hostOut + 4, casOut);
+    this.status = r;
+    if (r === OK) {
+      this.take();
+      this.cas = load<u32>(casOut);
+    } else {
+      this.cas = 0;
+    }
+  }
+}
+
+export function setSharedKey(key: ArrayBuffer, ptr: usize, len: i32, cas: u32): u32 {
+  return imports.proxy_set_shared_data(changetype<usize>(key), key.byteLength, ptr, len, cas);
 }
 
 export function setShared(key: string, ptr: usize, len: i32, cas: u32): u32 {
@@ -273,12 +357,7 @@ export function setTickMs(ms: u32): void {
 /** A property (NUL-separated path) as bytes, or null. */
 export function getProperty(path: string): ArrayBuffer | null {
   const p = String.UTF8.encode(path);
-  const r = imports.proxy_get_property(
-    changetype<usize>(p),
-    p.byteLength,
-    globalArrayBufferReference.bufferPtr(),
-    globalArrayBufferReference.sizePtr(),
-  );
+  const r = imports.proxy_get_property(changetype<usize>(p), p.byteLength, hostOut, hostOut + 4);
   if (r !== OK) return null;
-  return globalArrayBufferReference.toArrayBuffer();
+  return takeOut();
 }

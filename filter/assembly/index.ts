@@ -1,13 +1,13 @@
 // The kvroute Proxy-Wasm filter: the ABI entry points Envoy calls. The dispatch is ours rather
 // than the SDK's: the SDK builds debug strings on every context creation and its context lookups
 // abort on an unknown id, and on the request path neither cost nor trap is acceptable. The SDK
-// still provides the imports, malloc and the buffer plumbing.
+// still provides the imports; malloc is ours (host.ts: the host's copies stay out of the GC heap).
 //
 // A VM has one root context per plugin configuration: Envoy adds a second one to the running VM
 // when the configuration changes (same vm_id and code), and calls on_done/on_delete on the old one
 // once its streams are gone. Ticks and http-call answers name their root context; streams run
 // with the configuration of the root they were created under.
-export { malloc } from "@gcoredev/proxy-wasm-sdk-as/assembly/malloc";
+export { hostMalloc as malloc } from "./host";
 
 import { KvrouteRoot } from "./root";
 import { vm } from "./state";

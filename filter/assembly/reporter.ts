@@ -1,11 +1,9 @@
 // The leader's POST /v1/report every reportMs (docs/wire-format.md §6): the batches the VMs left in
 // the report queue, plus the in-flight counts every VM publishes on the board (kvr.gwb).
-import * as imports from "@gcoredev/proxy-wasm-sdk-as/assembly/imports";
-import { globalArrayBufferReference } from "@gcoredev/proxy-wasm-sdk-as/assembly/runtime";
 import { PluginConfig } from "../core/plugin-config";
 import { ReportedMax } from "../core/queued-work";
 import { ReportWriter } from "../core/report-writer";
-import { getHeaderString, HTTP_CALL_RESPONSE_HEADERS, LOG_WARN, log, OK } from "./host";
+import { dequeue, getHeaderString, HostBytes, HTTP_CALL_RESPONSE_HEADERS, LOG_WARN, log, OK } from "./host";
 import { stats } from "./metrics";
 import { ensureDrainCounter, markDrained } from "./report-queue";
 import { vm } from "./state";
@@ -22,6 +20,7 @@ export class Reporter {
   private writer: ReportWriter = new ReportWriter();
   private reported: ReportedMax = new ReportedMax();
   private counterChecked: bool = false;
+  private message: HostBytes = new HostBytes();
 
   /** On a leader's tick: reports unless one is out or it is not time yet. */
   maybeSend(cfg: PluginConfig, gateway: string, queue: u32, now: u64): void {
@@ -36,17 +35,14 @@ export class Reporter {
     let taken = 0;
     if (queue !== 0) {
       while (w.recordBytes < MAX_REPORT_BYTES) {
-        const r = imports.proxy_dequeue_shared_queue(
-          queue,
-          globalArrayBufferReference.bufferPtr(),
-          globalArrayBufferReference.sizePtr(),
-        );
+        const m = this.message;
+        const r = dequeue(queue, m);
         if (r !== OK) {
           emptied = r === QUEUE_EMPTY;
           break;
         }
-        const m = globalArrayBufferReference.toArrayBuffer();
-        w.addBatch(changetype<usize>(m), m.byteLength);
+        w.addBatch(m.ptr, m.len);
+        m.release();
         taken++;
       }
     }

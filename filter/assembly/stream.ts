@@ -47,17 +47,18 @@ import { dropSaturated, firstSlot } from "../core/shedding";
 import { UsageScan, usageModeOf } from "../core/usage-scan";
 import { cache } from "./cache-view";
 import {
-  getBuffer,
   getHeader,
   getHeaderString,
   getHeaderValues,
   getProperty,
+  HostBytes,
   nowMs,
   nowNs,
   REQUEST_BODY,
   REQUEST_HEADERS,
   RESPONSE_BODY,
   RESPONSE_HEADERS,
+  readBuffer,
   removeHeader,
   sendJson,
   setHeader,
@@ -109,6 +110,8 @@ const idleScans: UsageScan[] = [];
 const MAX_IDLE_SCANS: i32 = 1024;
 /** How much of an over-limit body is scanned for its `model`. */
 const HEAD_BYTES: u32 = 64 * 1024;
+/** A body (or an answer's chunk) as the host copied it in: read in place, freed when done. */
+const hostBody = new HostBytes();
 
 // Return codes of the HTTP callbacks (Proxy-Wasm 0.2.1 as Envoy maps them, REFERENCE §5).
 export const HEADERS_CONTINUE: u32 = 0;
@@ -202,15 +205,17 @@ export class KvrouteStream {
     if (size > vm.config.maxBodyBytes) {
       stats.inc(stats.bodyTooLarge);
       // Route by load; the first bytes usually name the model, which picks the pool.
-      const head = getBuffer(REQUEST_BODY, 0, size < HEAD_BYTES ? size : HEAD_BYTES);
-      if (head === null) this.route(0, 0);
-      else this.route(changetype<usize>(head), head.byteLength, true);
+      const head = hostBody;
+      if (!readBuffer(REQUEST_BODY, 0, size < HEAD_BYTES ? size : HEAD_BYTES, head)) this.route(0, 0);
+      else this.route(head.ptr, head.len, true);
+      head.release();
       return this.status >= 400 ? DATA_STOP_AND_BUFFER : DATA_CONTINUE;
     }
     if (!endOfStream) return DATA_STOP_AND_BUFFER;
-    const body = getBuffer(REQUEST_BODY, 0, size);
-    if (body === null) this.route(0, 0);
-    else this.route(changetype<usize>(body), body.byteLength);
+    const body = hostBody;
+    if (!readBuffer(REQUEST_BODY, 0, size, body)) this.route(0, 0);
+    else this.route(body.ptr, body.len);
+    body.release();
     // After a local reply the request must not continue upstream.
     return this.status >= 400 ? DATA_STOP_AND_BUFFER : DATA_CONTINUE;
   }
@@ -915,8 +920,9 @@ export class KvrouteStream {
       if (u.mode !== 0 && size > 0) {
         const n = size < u.budget ? size : u.budget;
         if (n > 0) {
-          const chunk = getBuffer(RESPONSE_BODY, 0, n);
-          if (chunk !== null) u.feed(changetype<usize>(chunk), chunk.byteLength);
+          const chunk = hostBody;
+          if (readBuffer(RESPONSE_BODY, 0, n, chunk)) u.feed(chunk.ptr, chunk.len);
+          chunk.release();
         }
         if (n < size) u.cut();
       }

@@ -36,6 +36,11 @@ export class GuestMemory {
     return this.dv;
   }
 
+  /** The module's linear memory in bytes now (it only grows). */
+  get size(): number {
+    return this.memory.buffer.byteLength;
+  }
+
   inBounds(ptr: number, size: number): boolean {
     return ptr >= 0 && size >= 0 && ptr + size <= this.bytes.length;
   }
