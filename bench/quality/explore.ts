@@ -87,7 +87,7 @@ for (const seed of seeds) {
       console.log(
         `seed ${seed} ${point.padEnd(40)} ${p.name.padEnd(22)} TTFT p50/p90/p99 ${m.ttftP50.toFixed(0)}/` +
           `${m.ttftP90.toFixed(0)}/${m.ttftP99.toFixed(0)} ms  hit ${(m.hitRate * 100).toFixed(1)}%  ` +
-          `(${((performance.now() - t0) / 1000).toFixed(1)} s)`,
+          `requests per rank ${m.requestsPerRank.join("/")}  (${((performance.now() - t0) / 1000).toFixed(1)} s)`,
       );
     }
   }
