@@ -46,15 +46,14 @@ export class PluginConfig {
 /**
  * The largest maxBodyBytes (64 MiB). Envoy's V8 caps a VM's memory at 1 GiB (proxy-wasm-cpp-host
  * PROXY_WASM_HOST_MAX_WASM_MEMORY_SIZE_BYTES); past it memory.grow fails and AssemblyScript
- * aborts: a trap, an outage. Routing a chat body of n bytes holds the body (the host's copy, a
- * managed ArrayBuffer the incremental GC frees only some requests later) and the rendered stream
- * (a reused buffer that doubling grows to 2n while the old one is still held; maxStream caps the
- * stream at 2n). Measured with the shipped module in the Node host under the same cap
- * (host/memory-cap.ts), as the smallest memory that routes: one chat body needs 4.2n (a
- * completion 2.1n); bursts of them back to back, with or without ticks between, 8.5–9.5n —
- * 547–615 MiB at 64 MiB, for one long message, 65535 short ones or 60000 even ones, chunkSize
- * 128 or 16. At 128 MiB the 13th body of a burst traps, at 256 MiB the first. 64 MiB leaves
- * 400 MiB (1.7×) for the working set and for templates that render longer.
+ * aborts: a trap, an outage. Routing a chat body of n bytes holds the body (the host's copy, in a
+ * block outside the GC heap that is freed as soon as the body is routed, filter/assembly/host.ts)
+ * and the rendered stream (a reused buffer that doubling grows to 2n while the old one is still
+ * held; maxStream caps the stream at 2n). Measured with the shipped module in the Node host under
+ * the same cap (host/memory-cap.ts): a burst of 14 chat bodies of 64 MiB back to back leaves the
+ * VM at 276 MiB (4.3n: one body at a time). Before the body left the GC heap, bursts needed
+ * 8.5–9.5n (547–615 MiB: the collector freed earlier bodies late) and at 128 MiB the 13th body of
+ * a burst trapped. 64 MiB leaves 750 MiB for the working set and for templates that render longer.
  */
 export const MAX_BODY_BYTES: u32 = 64 << 20;
 

@@ -146,8 +146,8 @@ describe("maxBodyBytes: at most what routes within Envoy's 1 GiB VM memory cap",
       const body = head + "a".repeat(CAP - head.length - tail.length) + tail;
       expect(body.length).toBe(CAP);
       const thread = stack.gateway.host.threads[0];
-      // Back to back, no tick between: the GC frees earlier bodies late, so the VM holds several
-      // at once (at 128 MiB the 13th of such a burst traps).
+      // Back to back, no tick between: each body's copy must be gone before the next arrives (when
+      // the GC held them, the VM held several at once, and at 128 MiB the 13th of a burst trapped).
       for (let i = 0; i < 14; i++) {
         const p = passThrough(stack, { body });
         expect([p.status, thread?.failed], `request ${i}`).toEqual([0, false]);
@@ -155,6 +155,9 @@ describe("maxBodyBytes: at most what routes within Envoy's 1 GiB VM memory cap",
       }
       // Not cut at the limit and routed by load: rendered and hashed, so every later one found the
       // first one's speculative chunks.
+      // One body at a time: its copy, its rendered stream (up to 2n) and the working set — under
+      // 6n, where a collector that freed bodies late needed 8.5–9.5n.
+      expect(thread?.mem.size).toBeLessThan(6 * CAP);
       expect(counter(stack, "kvroute.body_too_large")).toBe(0);
       expect(counter(stack, "kvroute.requests.speculative_hit")).toBe(13);
     } finally {
