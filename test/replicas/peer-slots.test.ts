@@ -144,6 +144,8 @@ describe("the nats section", () => {
       servers: ["nats://127.0.0.1:4222"],
       subjectPrefix: "kvroute",
       announceIntervalMs: 2000,
+      // Sharding is opt-in: by default every replica ingests every pool itself.
+      shardPools: false,
     });
     expect(cfg(undefined).nats).toBeUndefined();
     expect(() => cfg({ servers: [] })).toThrow(/servers/);

@@ -116,3 +116,44 @@ export function isMessagePart(bytes: Uint8Array): boolean {
     new DataView(bytes.buffer, bytes.byteOffset, 4).getUint32(0, true) === MESSAGE_PART_MAGIC
   );
 }
+
+export const RELAYED_EVENTS_MAGIC = 0x4552564b; // "KVRE"
+
+/** What a pool's owner relays of one of its slots' KV-event streams (docs/wire-format.md §7). */
+export type RelayedEventsKind = "batch" | "reset";
+
+/**
+ * One KV-event batch (the engine's msgpack payload, as it was applied) or one reset of a slot,
+ * relayed by the replica that owns the slot's pool (replicas/kv-relay.ts). `seq` numbers the
+ * owner's relays per pool from 0 in its epoch: a peer that sees a number skipped lost a relay.
+ */
+export interface RelayedEvents {
+  replica: string;
+  epoch: bigint;
+  pool: string;
+  seq: bigint;
+  slotKey: string;
+  kind: RelayedEventsKind;
+  /** The batch payload; empty for a reset. */
+  payload: Uint8Array;
+}
+
+export function encodeRelayedEvents(m: RelayedEvents): Uint8Array {
+  return header(RELAYED_EVENTS_MAGIC, m.replica, m.epoch)
+    .str16(m.pool)
+    .u64(m.seq)
+    .str16(m.slotKey)
+    .u8(m.kind === "batch" ? 0 : 1)
+    .bytes(m.payload)
+    .finish();
+}
+
+export function decodeRelayedEvents(bytes: Uint8Array): RelayedEvents {
+  const { r, replica, epoch } = open(bytes, RELAYED_EVENTS_MAGIC, "relayed KV events");
+  const pool = r.str16("pool");
+  const seq = r.u64("sequence");
+  const slotKey = r.str16("slot key");
+  const kind = r.u8("kind");
+  if (kind > 1) throw new ReplicaDecodeError(`unknown relayed KV events kind ${kind}`);
+  return { replica, epoch, pool, seq, slotKey, kind: kind === 0 ? "batch" : "reset", payload: r.rest() };
+}
