@@ -433,6 +433,7 @@ function createApi(
     events: sources.events,
     reports,
     replicas: publication.replicas,
+    sharding: sources.sharding,
     sessions: model.sessions,
     adapters: model.adapters,
   };

@@ -3,8 +3,8 @@
 // goes through the owner's RankIngest into its index through the relaying sink; the relays,
 // encoded and decoded as on NATS, go into a peer's index. The peer must hold what the owner holds
 // (same blocks, same bucket images) whether it reads batches in the core or in JavaScript; a lost
-// relay clears the pool's slots there (and they refill); relays from a replica that does not
-// own the pool, in the peer's view, are not applied.
+// relay clears the pool's slots there (and they refill); a peer that owns the pool itself does
+// not apply relays; two senders of one pool at once leave the peer with the engine's state.
 import { pino } from "pino";
 import { afterAll, describe, expect, it } from "vitest";
 import { encodeSeq } from "../../control-plane/src/events/frames.ts";
@@ -98,11 +98,10 @@ function owner(relays: RelayedEvents[], owns = () => true, fast = true) {
   return { index, sink, send };
 }
 
-function peer(fast: boolean, ownerOf = (_pool: string): string | null => "owner") {
+function peer(fast: boolean, owns = (_pool: string) => false) {
   const index = newIndex(fast);
   const applier = new RelayApplier({
-    self: "peer",
-    ownerOf,
+    owns,
     poolOf,
     slotsOf: () => SLOTS,
     apply: (slotKey, payload) => applyRelayedBatch(index, slotKey, payload, 0),
@@ -177,18 +176,32 @@ describe("KV events relayed by a pool's owner", () => {
     expect(view(o.index)).toEqual([[1n, 2n, 3n, 41n], [11n]]);
   });
 
-  it("relays from a replica that does not own the pool in the peer's view are not applied", () => {
+  it("a peer that owns the pool itself applies its own subscription, not relays", () => {
     const relays: RelayedEvents[] = [];
     const o = owner(relays);
     stream(o.send);
-    const p = peer(true, () => "someone-else");
+    const p = peer(true, () => true);
     for (const r of relays) p.applier.receive(r);
-    expect(p.applier.stats.dropped).toEqual({ not_owner: relays.length });
+    expect(p.applier.stats.dropped).toEqual({ own_pool: relays.length });
     expect(view(p.index)).toEqual([[], []]);
-    // And a peer that owns the pool itself takes its own subscription's events, not relays.
-    const self = peer(true, () => "peer");
-    for (const r of relays) self.applier.receive(r);
-    expect(self.applier.stats.batches).toBe(0);
+  });
+
+  it("two senders of one pool (a handover seen at different moments) leave the peer with the engine's state", () => {
+    // Both relay the same engine stream; the second copy arrives interleaved with the first.
+    const first: RelayedEvents[] = [];
+    const second: RelayedEvents[] = [];
+    const a = owner(first);
+    const b = owner(second);
+    for (const o of [a, b]) stream(o.send);
+    const p = peer(true);
+    for (let i = 0; i < Math.max(first.length, second.length); i++) {
+      const x = first[i];
+      const y = second[i];
+      if (x !== undefined) p.applier.receive(x);
+      if (y !== undefined) p.applier.receive({ ...y, replica: "second" });
+    }
+    expect(p.applier.stats.gaps).toBe(0);
+    expect(view(p.index)).toEqual(view(a.index));
   });
 
   it("an owner relays nothing of a pool it no longer owns", () => {

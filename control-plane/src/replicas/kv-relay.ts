@@ -7,7 +7,14 @@
 // the receiving index reads through the same path as a subscription's (one path), and it does
 // not change when the image format does.
 //
-// NATS core delivers at most once. A peer numbers each owner's relays per pool: a skipped number
+// A peer applies the relays of every pool it does not own itself, whoever sends them: replicas
+// notice a peer's silence on their own clocks, so the new owner of a lost replica's pools may
+// relay (its catch-up replay first) before another survivor names it owner — refusing those
+// would lose exactly the batches that rebuild the pool. Two senders for one pool (a handover
+// seen at different moments) relay the same engine stream, each in order: stores repeated are
+// recognised by the index, and each copy ends in the engine's state.
+//
+// NATS core delivers at most once. A peer numbers each sender's relays per pool: a skipped number
 // is a lost batch (a chain whose stored parent was lost stays unindexed), so the pool's slots
 // are cleared there and refill from the next batches, as an engine gap nobody can replay does.
 import type {
@@ -81,9 +88,8 @@ export class RelayingSink implements EventSink {
 }
 
 export interface RelayApplierOptions {
-  self: string;
-  /** The owner of a pool in this replica's view (null: no such pool). */
-  ownerOf: (pool: string) => string | null;
+  /** Whether this replica owns the pool now (then it applies its own subscriptions, not relays). */
+  owns: (pool: string) => boolean;
   poolOf: (slotKey: string) => string | null;
   /** The slot keys of a pool, to clear them all after a lost relay. */
   slotsOf: (pool: string) => readonly string[];
@@ -98,32 +104,34 @@ export interface RelayApplierStats {
   resets: number;
   /** Relays found missing (a skipped number): the pool's slots were cleared. */
   gaps: number;
-  /** Relays not applied, by reason (not_owner, wrong_pool, undecodable). */
+  /** Relays not applied, by reason (own_pool, wrong_pool, undecodable). */
   dropped: Record<string, number>;
 }
 
-/** The peers' side: applies the relays of each pool's owner, in order, and notices lost ones. */
+/** The peers' side: applies the relays of the pools it does not own, in order, and notices lost ones. */
 export class RelayApplier {
   readonly stats: RelayApplierStats = { batches: 0, resets: 0, gaps: 0, dropped: {} };
-  readonly #streams = new Map<string, { replica: string; epoch: bigint; next: bigint }>();
+  /** Per pool and sender: the sender's epoch and the number its next relay should carry. */
+  readonly #streams = new Map<string, { epoch: bigint; next: bigint }>();
 
   constructor(private readonly o: RelayApplierOptions) {}
 
   receive(m: RelayedEvents): void {
-    const owner = this.o.ownerOf(m.pool);
-    // Ours (a peer still catching up on who owns what) or not its sender's in our view: the owner's relays come.
-    if (owner !== m.replica || owner === this.o.self) {
-      this.#drop("not_owner");
+    // Ours now: our own subscription feeds it (a sender that has not noticed the handover yet).
+    if (this.o.owns(m.pool)) {
+      this.#drop("own_pool");
       return;
     }
     if (this.o.poolOf(m.slotKey) !== m.pool) {
       this.#drop("wrong_pool");
       return;
     }
-    const stream = this.#streams.get(m.pool);
-    if (stream === undefined || stream.replica !== m.replica || stream.epoch !== m.epoch) {
-      // A new owner (a handover) or the owner restarted: its numbers start here.
-      this.#streams.set(m.pool, { replica: m.replica, epoch: m.epoch, next: m.seq + 1n });
+    // Bounded: pools × replicas (peer-slots.ts MAX_PEERS).
+    const key = `${m.pool}\0${m.replica}`;
+    const stream = this.#streams.get(key);
+    if (stream === undefined || stream.epoch !== m.epoch) {
+      // A new sender (a handover) or the sender restarted: its numbers start here.
+      this.#streams.set(key, { epoch: m.epoch, next: m.seq + 1n });
     } else {
       if (m.seq !== stream.next) {
         this.stats.gaps++;

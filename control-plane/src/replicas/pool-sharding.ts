@@ -57,8 +57,7 @@ export class PoolSharding {
         ),
     });
     this.relayed = new RelayApplier({
-      self: exchange.replicaId,
-      ownerOf: (pool) => this.shards.ownerOf(pool),
+      owns,
       poolOf: o.poolOf,
       slotsOf: o.slotsOf,
       apply: (slotKey, payload) => o.applyBatch(o.sink, slotKey, payload),
