@@ -98,10 +98,15 @@ function owner(relays: RelayedEvents[], owns = () => true, fast = true) {
   return { index, sink, send };
 }
 
-function peer(fast: boolean, owns = (_pool: string) => false) {
+function peer(
+  fast: boolean,
+  owns = (_pool: string) => false,
+  accepts = (_pool: string, _sender: string) => true,
+) {
   const index = newIndex(fast);
   const applier = new RelayApplier({
     owns,
+    accepts,
     poolOf,
     slotsOf: () => SLOTS,
     apply: (slotKey, payload) => applyRelayedBatch(index, slotKey, payload, 0),
@@ -184,6 +189,22 @@ describe("KV events relayed by a pool's owner", () => {
     for (const r of relays) p.applier.receive(r);
     expect(p.applier.stats.dropped).toEqual({ own_pool: relays.length });
     expect(view(p.index)).toEqual([[], []]);
+  });
+
+  it("a sender the peer does not take as the pool's owner is refused (pool-sharding.ts: while that owner is heard)", () => {
+    const relays: RelayedEvents[] = [];
+    const o = owner(relays);
+    stream(o.send);
+    let quiet = false;
+    const p = peer(true, undefined, (_pool, sender) => sender === "the-owner" || quiet);
+    const half = Math.floor(relays.length / 2);
+    for (const r of relays.slice(0, half)) p.applier.receive(r);
+    expect(p.applier.stats.dropped).toEqual({ not_owner: half });
+    expect(view(p.index)).toEqual([[], []]);
+    // The owner went quiet: this sender (its successor, ahead of the peer's view) is applied.
+    quiet = true;
+    for (const r of relays.slice(half)) p.applier.receive(r);
+    expect(p.applier.stats.batches + p.applier.stats.resets).toBe(relays.length - half);
   });
 
   it("two senders of one pool (a handover seen at different moments) leave the peer with the engine's state", () => {

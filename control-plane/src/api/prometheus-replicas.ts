@@ -145,7 +145,7 @@ function registerShardingMetrics(registry: Registry, s: PoolSharding): void {
   });
   new Counter({
     name: "kvroute_replica_kv_dropped_total",
-    help: "Relayed KV events not applied, by reason (own_pool, wrong_pool, undecodable).",
+    help: "Relayed KV events not applied, by reason (own_pool, not_owner, wrong_pool, undecodable).",
     labelNames: ["reason"],
     registers: [registry],
     collect() {

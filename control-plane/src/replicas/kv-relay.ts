@@ -7,12 +7,15 @@
 // the receiving index reads through the same path as a subscription's (one path), and it does
 // not change when the image format does.
 //
-// A peer applies the relays of every pool it does not own itself, whoever sends them: replicas
-// notice a peer's silence on their own clocks, so the new owner of a lost replica's pools may
-// relay (its catch-up replay first) before another survivor names it owner — refusing those
-// would lose exactly the batches that rebuild the pool. Two senders for one pool (a handover
-// seen at different moments) relay the same engine stream, each in order: stores repeated are
-// recognised by the index, and each copy ends in the engine's state.
+// A peer applies the relays of the pools it does not own from their owner in its view — and from
+// any sender while that owner has gone quiet: replicas notice a peer's silence on their own
+// clocks, so the new owner of a lost replica's pools may relay (its catch-up replay first)
+// before another survivor names it owner, and refusing those would lose exactly the batches
+// that rebuild the pool. While the owner is heard, another sender's relays are refused: a
+// replica that has just started owns every pool until it hears its peers, and its catch-up
+// replays of pools that are not its own would land among the owner's live batches, out of
+// order. Two senders accepted for one pool relay the same engine stream, each in order: stores
+// repeated are recognised by the index, and each copy ends in the engine's state.
 //
 // NATS core delivers at most once. A peer numbers each sender's relays per pool: a skipped number
 // is a lost batch (a chain whose stored parent was lost stays unindexed), so the pool's slots
@@ -90,6 +93,8 @@ export class RelayingSink implements EventSink {
 export interface RelayApplierOptions {
   /** Whether this replica owns the pool now (then it applies its own subscriptions, not relays). */
   owns: (pool: string) => boolean;
+  /** Whether `sender`'s relays of `pool` apply: it is the pool's owner here, or that owner has gone quiet. */
+  accepts: (pool: string, sender: string) => boolean;
   poolOf: (slotKey: string) => string | null;
   /** The slot keys of a pool, to clear them all after a lost relay. */
   slotsOf: (pool: string) => readonly string[];
@@ -104,7 +109,7 @@ export interface RelayApplierStats {
   resets: number;
   /** Relays found missing (a skipped number): the pool's slots were cleared. */
   gaps: number;
-  /** Relays not applied, by reason (own_pool, wrong_pool, undecodable). */
+  /** Relays not applied, by reason (own_pool, not_owner, wrong_pool, undecodable). */
   dropped: Record<string, number>;
 }
 
@@ -120,6 +125,10 @@ export class RelayApplier {
     // Ours now: our own subscription feeds it (a sender that has not noticed the handover yet).
     if (this.o.owns(m.pool)) {
       this.#drop("own_pool");
+      return;
+    }
+    if (!this.o.accepts(m.pool, m.replica)) {
+      this.#drop("not_owner");
       return;
     }
     if (this.o.poolOf(m.slotKey) !== m.pool) {

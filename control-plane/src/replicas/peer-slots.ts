@@ -64,6 +64,12 @@ export class PeerSlotTables {
       slot === NO_SLOT ? NO_SLOT : slot < ours.length ? (ours[slot] as number) : UNKNOWN_SLOT;
   }
 
+  /** How long `replica` has been silent (Infinity: never heard, or forgotten). */
+  silentMs(replica: string, nowMs: number): number {
+    const p = this.#peers.get(replica);
+    return p === undefined ? Number.POSITIVE_INFINITY : nowMs - p.lastSeenMs;
+  }
+
   /** Forgets peers silent for longer than `maxAgeMs` (stopped, partitioned); lists the rest. */
   live(nowMs: number, maxAgeMs: number): PeerView[] {
     for (const [id, p] of this.#peers) if (nowMs - p.lastSeenMs > maxAgeMs) this.#peers.delete(id);

@@ -56,8 +56,15 @@ export class PoolSharding {
           encodeRelayedEvents({ replica: exchange.replicaId, epoch: exchange.epoch, ...relay }),
         ),
     });
+    // An owner heard within two intervals is alive (announcements come every interval); a peer
+    // detects a loss after three, so a survivor's relays reach the others past this bound.
+    const quiet = 2 * exchange.announceIntervalMs;
     this.relayed = new RelayApplier({
       owns,
+      accepts: (pool, sender) => {
+        const owner = this.shards.ownerOf(pool);
+        return owner === sender || (owner !== null && exchange.silentForMs(owner) > quiet);
+      },
       poolOf: o.poolOf,
       slotsOf: o.slotsOf,
       apply: (slotKey, payload) => o.applyBatch(o.sink, slotKey, payload),

@@ -147,6 +147,15 @@ export class ReplicaExchange {
     return [this.replicaId, ...this.peers().map((p) => p.replica)];
   }
 
+  /** How long a peer has been silent (0 for this replica; Infinity for one never heard or forgotten). */
+  silentForMs(replica: string): number {
+    return replica === this.replicaId ? 0 : this.#peers.silentMs(replica, this.#now());
+  }
+
+  get announceIntervalMs(): number {
+    return this.o.nats.announceIntervalMs;
+  }
+
   get epoch(): bigint {
     return this.o.epoch;
   }
