@@ -2,7 +2,8 @@
 // pools agree on one owner per pool, each owning a share; a replica that goes away without a word
 // (its NATS connection closed, nothing announced) has its pools taken over by the survivors
 // after its silence timeout; when it comes back, it takes its share back from them. /metrics
-// says how many pools each owns.
+// says how many pools each owns. Without NATS every replica owns every pool (as without
+// sharding); when NATS is back they split them again.
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
@@ -100,6 +101,22 @@ describe.skipIf(skipReason !== null)("pools sharded over replicas on a real nats
         agreed() &&
         running.size === 3 &&
         [...running.values()].every((cp) => cp.sharding?.shards.replicas.length === 3),
+    );
+    expect(owned()).toEqual(before);
+  });
+
+  it("NATS down: each replica owns every pool (ingests everything itself); back up: they split them again", {
+    timeout: 60_000,
+  }, async () => {
+    const before = owned();
+    await nats.down();
+    await until("every replica owns every pool", () =>
+      [...running.values()].every((cp) => cp.sharding?.shards.owned().length === POOLS.length),
+    );
+    await nats.up();
+    await until(
+      "the replicas hear each other again and split the pools as before",
+      () => [...running.values()].every((cp) => cp.sharding?.shards.replicas.length === 3) && agreed(),
     );
     expect(owned()).toEqual(before);
   });
