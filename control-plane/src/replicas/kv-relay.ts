@@ -113,6 +113,9 @@ export interface RelayApplierStats {
   dropped: Record<string, number>;
 }
 
+/** (pool, sender) streams whose numbers a peer follows at most. */
+export const MAX_RELAY_STREAMS = 4096;
+
 /** The peers' side: applies the relays of the pools it does not own, in order, and notices lost ones. */
 export class RelayApplier {
   readonly stats: RelayApplierStats = { batches: 0, resets: 0, gaps: 0, dropped: {} };
@@ -135,9 +138,11 @@ export class RelayApplier {
       this.#drop("wrong_pool");
       return;
     }
-    // Bounded: pools × replicas (peer-slots.ts MAX_PEERS).
     const key = `${m.pool}\0${m.replica}`;
     const stream = this.#streams.get(key);
+    // Senders come and go (every handover adds one): past the bound every stream starts over,
+    // which can miss one gap per stream, never apply anything twice.
+    if (stream === undefined && this.#streams.size >= MAX_RELAY_STREAMS) this.#streams.clear();
     if (stream === undefined || stream.epoch !== m.epoch) {
       // A new sender (a handover) or the sender restarted: its numbers start here.
       this.#streams.set(key, { epoch: m.epoch, next: m.seq + 1n });
