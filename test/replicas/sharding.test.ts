@@ -2,8 +2,9 @@
 // pools agree on one owner per pool, each owning a share; a replica that goes away without a word
 // (its NATS connection closed, nothing announced) has its pools taken over by the survivors
 // after its silence timeout; when it comes back, it takes its share back from them. /metrics
-// says how many pools each owns. Without NATS every replica owns every pool (as without
-// sharding); when NATS is back they split them again.
+// says how many pools each owns. A replica on the bus that does not shard is given no pool.
+// Without NATS every replica owns every pool (as without sharding); when NATS is back they split
+// them again.
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
@@ -19,7 +20,7 @@ const IDS = ["replica-0", "replica-1", "replica-2"];
 let nats: NatsServer;
 const running = new Map<string, ControlPlane>();
 
-async function replica(id: string): Promise<ControlPlane> {
+async function replica(id: string, shardPools = true): Promise<ControlPlane> {
   const cfg = parseConfig(
     {
       authToken: "sharding-test-token-0123456789",
@@ -30,7 +31,7 @@ async function replica(id: string): Promise<ControlPlane> {
       })),
       cache: { buckets: 64, ways: 4 },
       load: { scrapeIntervalMs: 60_000 },
-      nats: { servers: [nats.url], replicaId: id, announceIntervalMs: 200, shardPools: true },
+      nats: { servers: [nats.url], replicaId: id, announceIntervalMs: 200, shardPools },
     },
     "sharding-test",
     {},
@@ -103,6 +104,25 @@ describe.skipIf(skipReason !== null)("pools sharded over replicas on a real nats
         [...running.values()].every((cp) => cp.sharding?.shards.replicas.length === 3),
     );
     expect(owned()).toEqual(before);
+  });
+
+  it("a replica that does not shard (another version, a rolling change of the setting) is given no pool", {
+    timeout: 60_000,
+  }, async () => {
+    const before = owned();
+    const plain = await replica("replica-plain", false);
+    running.delete("replica-plain");
+    try {
+      await until("the sharding replicas hear it", () =>
+        [...running.values()].every((cp) => cp.replicas?.peers().some((p) => p.replica === "replica-plain")),
+      );
+      // Heard, yet not counted: it ingests everything itself and relays nothing.
+      for (const cp of running.values()) expect(cp.sharding?.shards.replicas).not.toContain("replica-plain");
+      expect(owned()).toEqual(before);
+      expect(plain.sharding).toBeNull();
+    } finally {
+      await plain.stop();
+    }
   });
 
   it("NATS down: each replica owns every pool (ingests everything itself); back up: they split them again", {

@@ -37,7 +37,7 @@ export class PoolSharding {
     this.shards = new PoolShards({
       self: exchange.replicaId,
       pools: o.pools,
-      live: () => exchange.liveReplicas(),
+      live: () => exchange.shardingReplicas(),
       changed: (gained, lost) => {
         logger.info(
           { gained, lost, owned: this.shards.owned(), replicas: this.shards.replicas },

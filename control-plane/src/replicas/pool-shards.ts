@@ -11,7 +11,7 @@ export interface PoolShardsOptions {
   self: string;
   /** The configured pools, by name. */
   pools: readonly string[];
-  /** The replicas alive now, this one included (replica-exchange.ts liveReplicas). */
+  /** The replicas alive now that shard pools, this one included (replica-exchange.ts shardingReplicas). */
   live: () => readonly string[];
   /** Called after the owned set changed, with the pools gained and lost. */
   changed?: (gained: readonly string[], lost: readonly string[]) => void;

@@ -142,9 +142,18 @@ export class ReplicaExchange {
     this.#peerWatchers.push(watch);
   }
 
-  /** This replica and the peers heard within the silence timeout. */
-  liveReplicas(): string[] {
-    return [this.replicaId, ...this.peers().map((p) => p.replica)];
+  /**
+   * This replica and the peers heard within the silence timeout that shard pools too: a replica
+   * without `nats.shardPools` (another version, or a rolling change of the setting) ingests
+   * every pool itself and relays nothing, so it must not be given pools.
+   */
+  shardingReplicas(): string[] {
+    return [
+      this.replicaId,
+      ...this.peers()
+        .filter((p) => p.shardsPools)
+        .map((p) => p.replica),
+    ];
   }
 
   /** How long a peer has been silent (0 for this replica; Infinity for one never heard or forgotten). */
@@ -342,7 +351,15 @@ export class ReplicaExchange {
   #announce(): void {
     const keys = this.o.slots.all().map((s) => s.key);
     if (
-      this.#publish(this.#slotTables, encodeSlotTable({ replica: this.replicaId, epoch: this.o.epoch, keys }))
+      this.#publish(
+        this.#slotTables,
+        encodeSlotTable({
+          replica: this.replicaId,
+          epoch: this.o.epoch,
+          keys,
+          shardsPools: this.o.nats.shardPools,
+        }),
+      )
     ) {
       this.#announcedSlots = keys.length;
       this.stats.slotTablesSent++;
