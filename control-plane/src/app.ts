@@ -27,6 +27,7 @@ import type { Discovery } from "./discovery/source.ts";
 import type { Epp } from "./epp/server.ts";
 import { subscriptionFor } from "./events/endpoints.ts";
 import { EventsSupervisor } from "./events/index.ts";
+import { applyRelayedBatch } from "./events/relayed-batch.ts";
 import { coreChunkHasher } from "./index/core-hasher.ts";
 import { PrefixIndex } from "./index/prefix-index.ts";
 import { MetricsScraper } from "./load/scraper.ts";
@@ -38,6 +39,7 @@ import { type Slot, SlotTable } from "./model/slot-table.ts";
 import { loadPoolTokens, type PoolTokens } from "./pools/pool-tokens.ts";
 import { encodeCfgImage } from "./publish/images.ts";
 import { Publisher } from "./publish/publisher.ts";
+import { PoolSharding } from "./replicas/pool-sharding.ts";
 import { ReplicaExchange } from "./replicas/replica-exchange.ts";
 import { applyReport as applyReportTo } from "./reports/apply-report.ts";
 import { RecentDecisions } from "./reports/recent-decisions.ts";
@@ -88,6 +90,8 @@ export interface ControlPlane {
   readonly epp: Epp | null;
   /** Report sharing with peer replicas over NATS, when the configuration has `nats` (replicas/). */
   readonly replicas: ReplicaExchange | null;
+  /** Pools sharded over the replicas, when `nats.shardPools` is on (replicas/pool-sharding.ts). */
+  readonly sharding: PoolSharding | null;
   /** Publishes pending changes now (tests; the timer does it otherwise). */
   publish(): void;
   /** The configuration running now (a reload may have changed its live fields). */
@@ -112,14 +116,15 @@ function splitHostPort(listen: string): [string, number] {
 export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const logger = opts.logger ?? pino({ level: cfg.logLevel });
   const model = buildModel(cfg, opts, logger);
-  const sources = connectSources(cfg, model, logger);
+  const replicas = connectReplicas(cfg, model, logger);
+  const sources = connectSources(cfg, model, replicas, logger);
   const discovery = opts.discovery ?? discoveryFor(cfg);
   await discovery.start((pool, endpoints) => {
     sources.fleet.setEndpoints(pool, endpoints);
     sources.scraper.setTargets(sources.fleet.scrapeTargets());
   });
   const live = { cfg };
-  const publication = startPublication(live, model, sources, logger);
+  const publication = startPublication(live, model, sources, replicas, logger);
   const reloads = new ReloadStats();
   const { server, metrics } = createApi(live, model, sources, publication, reloads, logger);
   const address = await listen(server, opts.listen ?? cfg.listen);
@@ -133,7 +138,7 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     registerEppMetrics(metrics, epp.stats);
     registerEmbeddedFilterMetrics(metrics, epp.filter.host);
   }
-  if (publication.replicas !== null) registerReplicaMetrics(metrics, publication.replicas);
+  if (publication.replicas !== null) registerReplicaMetrics(metrics, publication.replicas, sources.sharding);
   logger.info(
     {
       url,
@@ -143,7 +148,6 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     },
     "control plane listening",
   );
-  const { replicas } = publication;
   const reloadParts: ReloadParts = { live, publishCfg: publication.publishCfg, logger, stats: reloads };
   // Static pools' endpoints change live like discovered ones, unless a test brought its own discovery.
   if (opts.discovery === undefined)
@@ -169,6 +173,7 @@ export async function startControlPlane(cfg: Config, opts: ControlPlaneOptions =
     adapters: model.adapters,
     epp,
     replicas,
+    sharding: sources.sharding,
     publish: publication.publish,
     config: () => live.cfg,
     reloadConfig: reload,
@@ -238,25 +243,66 @@ function loadEveryPoolTokens(cfg: Config, logger: Logger): Map<string, PoolToken
   return poolTokens;
 }
 
+/** Peer replicas over NATS (replicas/), when configured: their gateways' reports apply like ours. */
+function connectReplicas(cfg: Config, model: Model, logger: Logger): ReplicaExchange | null {
+  if (cfg.nats === undefined) return null;
+  // Peers' gateways apply like ours; their reports are not counted in `reports` (each replica's
+  // counters are its own gateways', so Prometheus sums over replicas without counting twice).
+  const { epoch, slots } = model;
+  return new ReplicaExchange({ nats: cfg.nats, epoch, slots, apply: reportApplier(model), logger });
+}
+
+/** A gateway's report (ours or a peer's) into the model. */
+function reportApplier(model: Model): (report: Report) => void {
+  const { load, slots, index, decisions, sessions } = model;
+  return (report) => applyReportTo({ load, slots, index, decisions, sessions }, report, Date.now());
+}
+
 /** The sources wired to the model: KV events into the index, /metrics scrapes into the fleet. */
 interface Sources {
   events: EventsSupervisor;
+  /** With `nats.shardPools`: KV events of owned pools only, the others' relayed by their owners. */
+  sharding: PoolSharding | null;
   fleet: Fleet;
   scraper: MetricsScraper;
   /** Resolves when the latest change of KV event subscriptions is done. */
   eventsSettled(): Promise<void>;
 }
 
-function connectSources(cfg: Config, model: Model, logger: Logger): Sources {
+function connectSources(
+  cfg: Config,
+  model: Model,
+  replicas: ReplicaExchange | null,
+  logger: Logger,
+): Sources {
   const { slots, index, poolTokens } = model;
   // A sampled share of KV-event batches is traced when this process exports traces.
-  const sink = tracingStarted() ? tracedEventSink(index, cfg.tracing.kvEventBatchRatio) : index;
-  const events = new EventsSupervisor({ sink, logger });
+  const indexSink = tracingStarted() ? tracedEventSink(index, cfg.tracing.kvEventBatchRatio) : index;
+  const sharding =
+    replicas === null || cfg.nats?.shardPools !== true
+      ? null
+      : new PoolSharding({
+          exchange: replicas,
+          pools: cfg.pools.map((p) => p.name),
+          sink: indexSink,
+          poolOf: (key) => slots.byKey(key)?.pool ?? null,
+          slotsOf: (pool) =>
+            slots
+              .present()
+              .filter((s) => s.pool === pool)
+              .map((s) => s.key),
+          applyBatch: (sink, key, payload) => applyRelayedBatch(sink, key, payload, Date.now()),
+          changed: () => resubscribe(),
+          logger,
+        });
+  const events = new EventsSupervisor({ sink: sharding?.sink ?? indexSink, logger });
   let eventsSync: Promise<void> = Promise.resolve();
   const resubscribe = () => {
     const specs = slots
       .present()
       .filter((s) => s.kvEvents !== null && poolTokens.get(s.pool)?.detokenize != null)
+      // Sharded: the other pools' events come from their owners (replicas/kv-relay.ts).
+      .filter((s) => sharding === null || sharding.owns(s.pool))
       .map((s) =>
         subscriptionFor(s.key, s.globalRank, s.address, s.kvEvents as NonNullable<Slot["kvEvents"]>),
       );
@@ -273,7 +319,7 @@ function connectSources(cfg: Config, model: Model, logger: Logger): Sources {
       if (!outcome.ok) logger.debug({ target: target.url, error: outcome.error }, "scrape failed");
     },
   });
-  return { events, fleet, scraper, eventsSettled: () => eventsSync };
+  return { events, sharding, fleet, scraper, eventsSettled: () => eventsSync };
 }
 
 /** Slots the fleet adds or removes: into or out of the prefix index, then resubscribe KV events. */
@@ -324,12 +370,13 @@ function startPublication(
   live: { cfg: Config },
   model: Model,
   sources: Sources,
+  replicas: ReplicaExchange | null,
   logger: Logger,
 ): Publication {
   // Restart-only fields (pools, cache geometry, load, nats) are read from the start's configuration;
   // kvr.cfg from the running one, whose live fields a reload may change.
   const cfg = live.cfg;
-  const { log, index, slots, load, sessions, adapters, decisions, poolTokens, epoch } = model;
+  const { log, index, slots, load, sessions, adapters, poolTokens } = model;
   const { fleet } = sources;
   const renderings = new Map([...poolTokens].map(([name, t]) => [name, t.rendering]));
   const poolIndex = (name: string) => cfg.pools.findIndex((p) => p.name === name);
@@ -353,14 +400,7 @@ function startPublication(
         logger.warn({ pool, refused: Object.fromEntries(adapters.refused) }, "LoRA adapters not routed");
     },
   });
-  const applyReport = (report: Report) =>
-    applyReportTo({ load, slots, index, decisions, sessions }, report, Date.now());
-  // Peers' gateways apply like ours; their reports are not counted in `reports` (each replica's
-  // counters are its own gateways', so Prometheus sums over replicas without counting twice).
-  const replicas =
-    cfg.nats === undefined
-      ? null
-      : new ReplicaExchange({ nats: cfg.nats, epoch, slots, apply: applyReport, logger });
+  const applyReport = reportApplier(model);
   const ready = () => published && fleet.ranksResolved() && slots.present().length > 0;
   const publishCfg = () => publisher.updateCfg(cfgImage());
   return { publish, ready, applyReport, publishCfg, adapterDiscovery, replicas };
@@ -393,6 +433,7 @@ function createApi(
     events: sources.events,
     reports,
     replicas: publication.replicas,
+    sharding: sources.sharding,
     sessions: model.sessions,
     adapters: model.adapters,
   };

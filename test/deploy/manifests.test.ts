@@ -202,7 +202,7 @@ describe("deploy/ (kustomize base)", () => {
   });
 
   it("the NetworkPolicy admits the control plane's port", () => {
-    const policy = one("NetworkPolicy");
+    const policy = one("NetworkPolicy", "kvroute-control-plane");
     expect(policy.spec.podSelector.matchLabels).toEqual(deployment.spec.selector.matchLabels);
     expect(policy.spec.ingress.flatMap((r: Obj) => r.ports.map((p: Obj) => p.port))).toEqual([9090]);
   });

@@ -46,8 +46,37 @@ describe.skipIf(skipReason !== null).each(["deploy", "deploy/gaie"])("kubectl ku
   it("every rendered resource passes its schema; the config passes the control plane's parser", () => {
     const docs = rendered();
     expect(docs.flatMap((d, i) => problems(d, `${dir}[${i}] ${d.kind}`))).toEqual([]);
-    for (const cm of docs.filter((d) => d.kind === "ConfigMap"))
+    // The control plane's configuration (NATS's own, deploy/nats.yaml, is run by test/replicas/shipped-nats.test.ts).
+    const configs = docs.filter((d) => d.kind === "ConfigMap" && d.data["config.yaml"] !== undefined);
+    expect(configs.length).toBe(1);
+    for (const cm of configs)
       expect(() => parseConfigYaml(cm.data["config.yaml"], `${dir} ${cm.metadata.name}`, {})).not.toThrow();
+  });
+
+  it("a configuration with nats dials a NATS Service the render holds, on its client port", () => {
+    const docs = rendered();
+    const cm = docs.find((d) => d.kind === "ConfigMap" && d.data["config.yaml"] !== undefined) as Obj;
+    const cfg = parseConfigYaml(cm.data["config.yaml"], `${dir} ${cm.metadata.name}`, {});
+    if (cfg.nats === undefined) return;
+    for (const server of cfg.nats.servers) {
+      const { hostname, port } = new URL(server);
+      const [name, namespace] = hostname.split(".");
+      const service = docs.find(
+        (d) => d.kind === "Service" && d.metadata.name === name && d.metadata.namespace === namespace,
+      );
+      expect(service, server).toBeDefined();
+      expect(service?.spec.ports.map((p: Obj) => p.port)).toContain(Number(port));
+      // The Service selects the pods of a rendered Deployment that listens there.
+      const target = service?.spec.ports.find((p: Obj) => p.port === Number(port)).targetPort;
+      const pods = docs
+        .filter((d) => d.kind === "Deployment")
+        .filter((d) =>
+          Object.entries(service?.spec.selector).every(([k, v]) => d.spec.template.metadata.labels[k] === v),
+        );
+      expect(pods.length, server).toBe(1);
+      const ports = pods[0]?.spec.template.spec.containers.flatMap((c: Obj) => c.ports);
+      expect(ports.some((p: Obj) => p.name === target || p.containerPort === target)).toBe(true);
+    }
   });
 
   it("every container image carries the tag the kustomization sets", () => {

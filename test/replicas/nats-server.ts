@@ -35,18 +35,32 @@ export class NatsServer {
   private constructor(
     readonly port: number,
     private readonly config: string | null,
+    /** The HTTP monitoring port, when the config file asks for one (overridden to a free port). */
+    readonly monitorPort: number | null = null,
   ) {}
 
-  /** `maxPayload`: the server's max_payload (bytes; its default is 1 MiB), through a config file. */
-  static async start(opts: { maxPayload?: number } = {}): Promise<NatsServer> {
+  /**
+   * `maxPayload`: the server's max_payload (bytes; its default is 1 MiB), through a config file.
+   * `configText`: a whole config file instead (deploy/nats.yaml's); its ports are overridden on
+   * the command line with free loopback ones (`monitorPort` is the HTTP monitoring one).
+   */
+  static async start(opts: { maxPayload?: number; configText?: string } = {}): Promise<NatsServer> {
     if (!existsSync(NATS_SERVER))
       throw new Error(`${NATS_SERVER} is missing: .ci/run installs it (apt-get install -y nats-server)`);
     let config: string | null = null;
-    if (opts.maxPayload !== undefined) {
+    if (opts.configText !== undefined) {
+      config = join(mkdtempSync(join(tmpdir(), "kvroute-nats-")), "nats.conf");
+      writeFileSync(config, opts.configText);
+    } else if (opts.maxPayload !== undefined) {
       config = join(mkdtempSync(join(tmpdir(), "kvroute-nats-")), "nats.conf");
       writeFileSync(config, `max_payload: ${opts.maxPayload}\n`);
     }
-    const s = new NatsServer(await freePortRange(1), config);
+    const ports = await freePortRange(2);
+    const s = new NatsServer(
+      ports,
+      config,
+      config !== null && opts.configText !== undefined ? ports + 1 : null,
+    );
     await s.up();
     return s;
   }
@@ -58,6 +72,7 @@ export class NatsServer {
   async up(): Promise<void> {
     const args = ["-a", "127.0.0.1", "-p", String(this.port)];
     if (this.config !== null) args.push("-c", this.config);
+    if (this.monitorPort !== null) args.push("-m", String(this.monitorPort));
     const child = spawn(NATS_SERVER, args, { stdio: "ignore" });
     this.#child = child;
     await until(`nats-server on port ${this.port}`, async () => {

@@ -58,7 +58,13 @@ describe("replica messages", () => {
     });
     const t = { replica: "b", epoch: 9n, keys: ["p/1.2.3.4:80#0", "p/1.2.3.4:80#1"] };
     const bytes = encodeSlotTable(t);
-    expect(decodeSlotTable(bytes)).toEqual(t);
+    expect(decodeSlotTable(bytes)).toEqual({ ...t, shardsPools: false });
+    // The sharding flag rides in the header's former reserved field: a table without it (an older
+    // replica) reads as not sharding, one with it as sharding, the rest of the bytes unchanged.
+    const sharding = encodeSlotTable({ ...t, shardsPools: true });
+    expect(decodeSlotTable(sharding)).toEqual({ ...t, shardsPools: true });
+    expect(sharding.length).toBe(bytes.length);
+    expect([...sharding.subarray(8)]).toEqual([...bytes.subarray(8)]);
     expect(() => decodeSlotTable(bytes.subarray(0, bytes.length - 1))).toThrow(ReplicaDecodeError);
     expect(() => decodeSlotTable(encodeRelayedReport({ replica: "a", epoch: 1n, report }))).toThrow(
       /bad magic/,
@@ -144,6 +150,8 @@ describe("the nats section", () => {
       servers: ["nats://127.0.0.1:4222"],
       subjectPrefix: "kvroute",
       announceIntervalMs: 2000,
+      // Sharding is opt-in: by default every replica ingests every pool itself.
+      shardPools: false,
     });
     expect(cfg(undefined).nats).toBeUndefined();
     expect(() => cfg({ servers: [] })).toThrow(/servers/);

@@ -14,7 +14,7 @@ import { readBoard } from "../filter/board.ts";
 import { freePortRange, QWEN3, simConfig } from "../sim/helpers.ts";
 
 export const MODEL = "qwen3";
-const TOKEN = "replica-e2e-token-0123456789";
+export const TOKEN = "replica-e2e-token-0123456789";
 const WASM = new URL("../../build/kvroute.wasm", import.meta.url).pathname;
 export const RANKS = 4;
 export const REPORT_MS = 100;
@@ -134,8 +134,8 @@ function replicaConfig(o: StackOptions, r: number, workerPorts: number[], zmq: n
   );
 }
 
-/** Gateway g: the replicas in one cluster, its preferred one at priority 0, health-checked on /readyz. */
-function startStackGateway(
+/** Gateway g: the replicas in one cluster, its preferred one at priority 0, health-checked on /readyz (also the sharded stack's, shard-stack.ts). */
+export function startStackGateway(
   o: StackOptions,
   g: number,
   first: number,

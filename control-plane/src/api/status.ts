@@ -12,6 +12,7 @@ import type { SessionTable } from "../model/session-table.ts";
 import type { LoadModel } from "../model/slot-load.ts";
 import type { SlotTable } from "../model/slot-table.ts";
 import type { PoolTokens } from "../pools/pool-tokens.ts";
+import type { PoolSharding } from "../replicas/pool-sharding.ts";
 import type { ReplicaExchange } from "../replicas/replica-exchange.ts";
 import type { RecentDecisions } from "../reports/recent-decisions.ts";
 import { predictedTokens, servedTokens } from "../reports/served-cache.ts";
@@ -34,6 +35,8 @@ export interface StatusInput {
   reports: ReportStats;
   /** Null without a `nats` section. */
   replicas?: ReplicaExchange | null;
+  /** Null unless `nats.shardPools`. */
+  sharding?: PoolSharding | null;
   /** The fleet's session table (its size is a metric); absent in tools without one. */
   sessions?: SessionTable;
   /** LoRA adapters per pool, configured and discovered (absent: the configured ones). */
@@ -52,6 +55,23 @@ export function buildStatus(s: StatusInput) {
     build: buildInfo(),
     /** Report sharing with peer replicas (null without `nats`). */
     replicas: s.replicas == null ? null : { ...s.replicas.status(), stats: s.replicas.stats },
+    /**
+     * With `nats.shardPools`: each pool's owner in this replica's view, the pools it owns (whose
+     * engines it subscribes to), handovers, what it relayed and what it applied of its peers'.
+     */
+    sharding:
+      s.sharding == null
+        ? null
+        : {
+            owners: Object.fromEntries(
+              s.sharding.shards.pools.map((p) => [p, s.sharding?.shards.ownerOf(p)]),
+            ),
+            owned: s.sharding.shards.owned(),
+            replicas: s.sharding.shards.replicas,
+            handovers: s.sharding.shards.stats,
+            relayed: s.sharding.sink.relayed,
+            applied: s.sharding.relayed.stats,
+          },
     index: {
       chunks: s.index.chunks.size,
       buckets: s.cfg.cache.buckets,

@@ -507,7 +507,7 @@ const natsSchema = z.strictObject({
   servers: z
     .array(z.string().regex(/^(nats|tls):\/\/[^\s/]+$|^[^\s/:]+:\d{1,5}$/, "expected nats://host:port"))
     .min(1),
-  /** Subjects are `<prefix>.reports` and `<prefix>.slots`: one prefix per kvroute deployment. */
+  /** Subjects are `<prefix>.reports`, `<prefix>.slots` (and `<prefix>.kv` with shardPools): one prefix per kvroute deployment. */
   subjectPrefix: z
     .string()
     .regex(
@@ -521,6 +521,12 @@ const natsSchema = z.strictObject({
   credentialsFile: readableFile.optional(),
   /** How often this replica re-announces its slot table (and that it is alive). */
   announceIntervalMs: z.number().int().min(100).max(60_000).default(2000),
+  /**
+   * Shard pools over the replicas (docs/operations.md "Sharding pools"): each pool's KV events are
+   * ingested by one owner, chosen from the replicas heard on NATS, and relayed to the others on
+   * `<prefix>.kv`. Off: every replica subscribes to every engine itself.
+   */
+  shardPools: z.boolean().default(false),
 });
 
 /**

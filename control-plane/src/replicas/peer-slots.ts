@@ -14,6 +14,7 @@ export const MAX_PEERS = 256;
 interface Peer {
   epoch: bigint;
   keys: string[];
+  shardsPools: boolean;
   lastSeenMs: number;
   /** Peer id → our id, and how many of our slots existed when it was built. */
   ours: Int32Array | null;
@@ -24,6 +25,8 @@ export interface PeerView {
   replica: string;
   epoch: string;
   slots: number;
+  /** It shards pools (`nats.shardPools`): it may be given pools. */
+  shardsPools: boolean;
   lastSeenMs: number;
 }
 
@@ -39,6 +42,7 @@ export class PeerSlotTables {
     this.#peers.set(t.replica, {
       epoch: t.epoch,
       keys: t.keys,
+      shardsPools: t.shardsPools === true,
       lastSeenMs: nowMs,
       ours: null,
       oursBuiltAt: 0,
@@ -64,6 +68,12 @@ export class PeerSlotTables {
       slot === NO_SLOT ? NO_SLOT : slot < ours.length ? (ours[slot] as number) : UNKNOWN_SLOT;
   }
 
+  /** How long `replica` has been silent (Infinity: never heard, or forgotten). */
+  silentMs(replica: string, nowMs: number): number {
+    const p = this.#peers.get(replica);
+    return p === undefined ? Number.POSITIVE_INFINITY : nowMs - p.lastSeenMs;
+  }
+
   /** Forgets peers silent for longer than `maxAgeMs` (stopped, partitioned); lists the rest. */
   live(nowMs: number, maxAgeMs: number): PeerView[] {
     for (const [id, p] of this.#peers) if (nowMs - p.lastSeenMs > maxAgeMs) this.#peers.delete(id);
@@ -71,6 +81,7 @@ export class PeerSlotTables {
       replica,
       epoch: p.epoch.toString(),
       slots: p.keys.length,
+      shardsPools: p.shardsPools,
       lastSeenMs: p.lastSeenMs,
     }));
   }

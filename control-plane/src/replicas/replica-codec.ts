@@ -27,24 +27,33 @@ export interface SlotTableAnnouncement {
   replica: string;
   epoch: bigint;
   keys: string[];
+  /**
+   * The sender shards pools (`nats.shardPools`): only such replicas are given pools. Carried in
+   * the header's flags (formerly reserved, written 0 and never read), so a replica that predates
+   * it reads the announcement as before and is taken for one that does not shard.
+   */
+  shardsPools?: boolean;
 }
 
-function header(magic: number, replica: string, epoch: bigint): ByteWriter {
-  return new ByteWriter().u32(magic).u16(REPLICA_PROTOCOL).u16(0).str16(replica).u64(epoch);
+/** Header flag of a slot-table announcement: the sender shards pools. */
+const FLAG_SHARDS_POOLS = 1;
+
+function header(magic: number, replica: string, epoch: bigint, flags = 0): ByteWriter {
+  return new ByteWriter().u32(magic).u16(REPLICA_PROTOCOL).u16(flags).str16(replica).u64(epoch);
 }
 
 function open(
   bytes: Uint8Array,
   magic: number,
   what: string,
-): { r: ByteReader; replica: string; epoch: bigint } {
+): { r: ByteReader; replica: string; epoch: bigint; flags: number } {
   const r = new ByteReader(bytes, what, (m) => new ReplicaDecodeError(m));
   if (r.u32("magic") !== magic) throw new ReplicaDecodeError(`not a ${what} (bad magic)`);
   const protocol = r.u16("protocol");
   if (protocol !== REPLICA_PROTOCOL) throw new ReplicaDecodeError(`unsupported ${what} protocol ${protocol}`);
-  r.u16("reserved");
+  const flags = r.u16("flags");
   const replica = r.str16("replica id");
-  return { r, replica, epoch: r.u64("epoch") };
+  return { r, replica, epoch: r.u64("epoch"), flags };
 }
 
 export function encodeRelayedReport(m: RelayedReport): Uint8Array {
@@ -57,17 +66,18 @@ export function decodeRelayedReport(bytes: Uint8Array): RelayedReport {
 }
 
 export function encodeSlotTable(m: SlotTableAnnouncement): Uint8Array {
-  const w = header(SLOT_TABLE_MAGIC, m.replica, m.epoch).u32(m.keys.length);
+  const flags = m.shardsPools === true ? FLAG_SHARDS_POOLS : 0;
+  const w = header(SLOT_TABLE_MAGIC, m.replica, m.epoch, flags).u32(m.keys.length);
   for (const k of m.keys) w.str16(k);
   return w.finish();
 }
 
 export function decodeSlotTable(bytes: Uint8Array): SlotTableAnnouncement {
-  const { r, replica, epoch } = open(bytes, SLOT_TABLE_MAGIC, "slot table");
+  const { r, replica, epoch, flags } = open(bytes, SLOT_TABLE_MAGIC, "slot table");
   const keys: string[] = [];
   for (let i = 0, n = r.count("slot count"); i < n; i++) keys.push(r.str16("slot key"));
   r.end();
-  return { replica, epoch, keys };
+  return { replica, epoch, keys, shardsPools: (flags & FLAG_SHARDS_POOLS) !== 0 };
 }
 
 /** One part of a message too large for one NATS message (any of the messages above, whole). */
@@ -115,4 +125,45 @@ export function isMessagePart(bytes: Uint8Array): boolean {
     bytes.length >= 4 &&
     new DataView(bytes.buffer, bytes.byteOffset, 4).getUint32(0, true) === MESSAGE_PART_MAGIC
   );
+}
+
+export const RELAYED_EVENTS_MAGIC = 0x4552564b; // "KVRE"
+
+/** What a pool's owner relays of one of its slots' KV-event streams (docs/wire-format.md §7). */
+export type RelayedEventsKind = "batch" | "reset";
+
+/**
+ * One KV-event batch (the engine's msgpack payload, as it was applied) or one reset of a slot,
+ * relayed by the replica that owns the slot's pool (replicas/kv-relay.ts). `seq` numbers the
+ * owner's relays per pool from 0 in its epoch: a peer that sees a number skipped lost a relay.
+ */
+export interface RelayedEvents {
+  replica: string;
+  epoch: bigint;
+  pool: string;
+  seq: bigint;
+  slotKey: string;
+  kind: RelayedEventsKind;
+  /** The batch payload; empty for a reset. */
+  payload: Uint8Array;
+}
+
+export function encodeRelayedEvents(m: RelayedEvents): Uint8Array {
+  return header(RELAYED_EVENTS_MAGIC, m.replica, m.epoch)
+    .str16(m.pool)
+    .u64(m.seq)
+    .str16(m.slotKey)
+    .u8(m.kind === "batch" ? 0 : 1)
+    .bytes(m.payload)
+    .finish();
+}
+
+export function decodeRelayedEvents(bytes: Uint8Array): RelayedEvents {
+  const { r, replica, epoch } = open(bytes, RELAYED_EVENTS_MAGIC, "relayed KV events");
+  const pool = r.str16("pool");
+  const seq = r.u64("sequence");
+  const slotKey = r.str16("slot key");
+  const kind = r.u8("kind");
+  if (kind > 1) throw new ReplicaDecodeError(`unknown relayed KV events kind ${kind}`);
+  return { replica, epoch, pool, seq, slotKey, kind: kind === 0 ? "batch" : "reset", payload: r.rest() };
 }

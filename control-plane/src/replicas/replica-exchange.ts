@@ -95,6 +95,9 @@ export class ReplicaExchange {
   #announcedSlots = -1;
   #timer: NodeJS.Timeout | null = null;
   #ownIdWarned = false;
+  /** Further subjects (`<prefix>.<name>` → receiver), e.g. sharded pools' KV events (kv-relay.ts). */
+  readonly #channels = new Map<string, (message: Uint8Array) => void>();
+  readonly #peerWatchers: Array<() => void> = [];
 
   constructor(private readonly o: ReplicaExchangeOptions) {
     this.replicaId = o.nats.replicaId ?? defaultReplicaId();
@@ -111,6 +114,8 @@ export class ReplicaExchange {
     this.#timer = setInterval(() => {
       this.#announce();
       this.#joiner.expire(this.#now());
+      // Peers fall silent between announcements: the live set is looked at again each interval.
+      this.#peersMayHaveChanged();
     }, this.o.nats.announceIntervalMs);
     this.#timer.unref();
   }
@@ -120,6 +125,48 @@ export class ReplicaExchange {
     if (this.o.slots.all().length !== this.#announcedSlots) this.#announce();
     const message = encodeRelayedReport({ replica: this.replicaId, epoch: this.o.epoch, report: body });
     if (this.#publish(this.#reports, message)) this.stats.relayed++;
+  }
+
+  /** Messages on `<prefix>.<name>`, whole or joined from parts, go to `receive`. Before start(). */
+  listen(name: string, receive: (message: Uint8Array) => void): void {
+    this.#channels.set(`${this.o.nats.subjectPrefix}.${name}`, receive);
+  }
+
+  /** Publishes on `<prefix>.<name>` (in parts when over max_payload); false when not sent. Never waits. */
+  send(name: string, payload: Uint8Array): boolean {
+    return this.#publish(`${this.o.nats.subjectPrefix}.${name}`, payload);
+  }
+
+  /** `watch` runs whenever the live replicas may have changed (a peer heard first, each interval). */
+  watchPeers(watch: () => void): void {
+    this.#peerWatchers.push(watch);
+  }
+
+  /**
+   * This replica and the peers heard within the silence timeout that shard pools too: a replica
+   * without `nats.shardPools` (another version, or a rolling change of the setting) ingests
+   * every pool itself and relays nothing, so it must not be given pools.
+   */
+  shardingReplicas(): string[] {
+    return [
+      this.replicaId,
+      ...this.peers()
+        .filter((p) => p.shardsPools)
+        .map((p) => p.replica),
+    ];
+  }
+
+  /** How long a peer has been silent (0 for this replica; Infinity for one never heard or forgotten). */
+  silentForMs(replica: string): number {
+    return replica === this.replicaId ? 0 : this.#peers.silentMs(replica, this.#now());
+  }
+
+  get announceIntervalMs(): number {
+    return this.o.nats.announceIntervalMs;
+  }
+
+  get epoch(): bigint {
+    return this.o.epoch;
   }
 
   status(): ReplicaStatus {
@@ -197,6 +244,12 @@ export class ReplicaExchange {
         if (err === null) this.#receive(this.#slotTables, msg.data, (m) => this.#onSlotTable(m));
       },
     });
+    for (const [subject, receive] of this.#channels)
+      nc.subscribe(subject, {
+        callback: (err, msg) => {
+          if (err === null) this.#receive(subject, msg.data, (m) => this.#deliver(receive, m));
+        },
+      });
     this.#announce();
     void (async () => {
       for await (const s of nc.status()) {
@@ -215,6 +268,19 @@ export class ReplicaExchange {
     void nc.closed().then(() => {
       this.#connected = false;
     });
+  }
+
+  /** A channel's message to its receiver: what it refuses is counted like our own messages. */
+  #deliver(receive: (message: Uint8Array) => void, message: Uint8Array): void {
+    try {
+      receive(message);
+    } catch (err) {
+      this.#refused(err);
+    }
+  }
+
+  #peersMayHaveChanged(): void {
+    for (const watch of this.#peerWatchers) watch();
   }
 
   #drop(reason: string): void {
@@ -285,7 +351,15 @@ export class ReplicaExchange {
   #announce(): void {
     const keys = this.o.slots.all().map((s) => s.key);
     if (
-      this.#publish(this.#slotTables, encodeSlotTable({ replica: this.replicaId, epoch: this.o.epoch, keys }))
+      this.#publish(
+        this.#slotTables,
+        encodeSlotTable({
+          replica: this.replicaId,
+          epoch: this.o.epoch,
+          keys,
+          shardsPools: this.o.nats.shardPools,
+        }),
+      )
     ) {
       this.#announcedSlots = keys.length;
       this.stats.slotTablesSent++;
@@ -317,7 +391,10 @@ export class ReplicaExchange {
       }
       this.stats.slotTablesReceived++;
       // A peer that just started knows nothing of us: answer so it need not wait an interval.
-      if (learned === "new") this.#announce();
+      if (learned === "new") {
+        this.#announce();
+        this.#peersMayHaveChanged();
+      }
     } catch (err) {
       this.#refused(err);
     }

@@ -1,0 +1,162 @@
+// The fleet of the sharded-replica e2e test on loopback: one simulated vLLM worker per pool
+// (RANKS DP ranks, real ZMQ KV events with a replay endpoint), control-plane replicas with
+// `nats.shardPools` on a real nats-server, and gateways running build/kvroute.wasm in the Node
+// host, each preferring one replica (stack.ts startStackGateway). Only a pool's owner
+// subscribes to its worker; the others apply what the owner relays.
+import { pino } from "pino";
+import { zmqKvEvents } from "../../control-plane/sim/kv-events-config.ts";
+import { type RunningSim, startSim } from "../../control-plane/sim/server.ts";
+import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
+import { parseConfig } from "../../control-plane/src/config/load-config.ts";
+import type { Gateway } from "../../host/gateway.ts";
+import { freePortRange, QWEN3, simConfig } from "../sim/helpers.ts";
+import { startStackGateway, TOKEN } from "./stack.ts";
+
+export const RANKS = 2;
+export const ANNOUNCE_MS = 300;
+
+export const poolName = (p: number) => `pool-${p}`;
+export const modelOf = (p: number) => `qwen3-${p}`;
+
+export interface ShardStack {
+  sims: RunningSim[];
+  /** Null once killed. */
+  replicas: Array<ControlPlane | null>;
+  replicaIds: string[];
+  gateways: Gateway[];
+  kill(r: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startShardStack(o: {
+  pools: number;
+  replicas: number;
+  gateways: number;
+  nats: string;
+}): Promise<ShardStack> {
+  const base = await freePortRange(o.pools + o.replicas);
+  const cpPorts = Array.from({ length: o.replicas }, (_, i) => base + i);
+  const workerPorts = Array.from({ length: o.pools }, (_, i) => base + o.replicas + i);
+  const zmq = await Promise.all(workerPorts.map(() => freePortRange(2 * RANKS + 10)));
+  const sims: RunningSim[] = [];
+  for (let p = 0; p < o.pools; p++)
+    sims.push(
+      await startSim(
+        simConfig({
+          model: modelOf(p),
+          port: workerPorts[p] as number,
+          topology: { mode: "internal", size: RANKS, sizeLocal: RANKS, startRank: 0 },
+          tokenizerDir: QWEN3,
+          timeScale: 0.1,
+          numGpuBlocks: 4096,
+          eventEncoding: "map",
+          kvEvents: zmqKvEvents({
+            endpoint: `tcp://*:${zmq[p]}`,
+            replayEndpoint: `tcp://*:${(zmq[p] as number) + 10}`,
+            topic: "kv",
+            bufferSteps: 10_000,
+          }),
+        }),
+      ),
+    );
+  const replicaIds = Array.from({ length: o.replicas }, (_, r) => `replica-${r}`);
+  const replicas: Array<ControlPlane | null> = [];
+  for (let r = 0; r < o.replicas; r++)
+    replicas.push(
+      await startControlPlane(config(o.nats, replicaIds[r] as string, workerPorts, zmq), {
+        listen: `127.0.0.1:${cpPorts[r]}`,
+        logger: pino({ level: "silent" }),
+      }),
+    );
+  const gateways: Gateway[] = [];
+  const opts = { workers: o.pools, replicas: o.replicas, gateways: o.gateways, threads: 2 };
+  for (let g = 0; g < o.gateways; g++)
+    gateways.push(await startStackGateway(opts, g, g % o.replicas, cpPorts, workerPorts));
+  const kill = async (r: number) => {
+    await replicas[r]?.stop();
+    replicas[r] = null;
+  };
+  return {
+    sims,
+    replicas,
+    replicaIds,
+    gateways,
+    kill,
+    async close() {
+      for (const g of gateways) await g.close();
+      for (let r = 0; r < replicas.length; r++) await kill(r);
+      for (const s of sims) await s.close();
+    },
+  };
+}
+
+function config(nats: string, replicaId: string, workerPorts: number[], zmq: number[]) {
+  return parseConfig(
+    {
+      authToken: TOKEN,
+      pools: workerPorts.map((port, p) => ({
+        name: poolName(p),
+        models: [modelOf(p)],
+        tokenizer: QWEN3,
+        endpoints: [
+          {
+            address: `127.0.0.1:${port}`,
+            ranks: Array.from({ length: RANKS }, (_, k) => k),
+            kvEvents: {
+              endpoint: `tcp://*:${zmq[p]}`,
+              replayEndpoint: `tcp://*:${(zmq[p] as number) + 10}`,
+              topic: "kv",
+            },
+          },
+        ],
+      })),
+      routing: { defaultPool: poolName(0) },
+      cache: { buckets: 4096, ways: 16 },
+      load: { scrapeIntervalMs: 60_000 },
+      sync: { longPollMs: 500 },
+      nats: { servers: [nats], replicaId, announceIntervalMs: ANNOUNCE_MS, shardPools: true },
+    },
+    "shard-e2e",
+    {},
+  );
+}
+
+export interface Answer {
+  status: number;
+  cached: number;
+  promptTokens: number;
+}
+
+/** A chat to pool `p`'s model through gateway `g`: its status and what the engine found cached. */
+export async function chat(
+  s: ShardStack,
+  g: number,
+  p: number,
+  system: string,
+  user: string,
+): Promise<Answer> {
+  const res = await fetch(`${(s.gateways[g] as Gateway).url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      model: modelOf(p),
+      messages: [
+        { role: "system", content: system },
+        { role: "user", content: user },
+      ],
+      max_tokens: 4,
+    }),
+  });
+  const text = await res.text();
+  let promptTokens = 0;
+  try {
+    promptTokens = (JSON.parse(text) as { usage?: { prompt_tokens?: number } }).usage?.prompt_tokens ?? 0;
+  } catch {
+    // not JSON: an error answer
+  }
+  return {
+    status: res.status,
+    cached: Number(res.headers.get("x-kvroute-sim-cached-tokens") ?? 0),
+    promptTokens,
+  };
+}
