@@ -172,6 +172,14 @@ export function getBuffer(kind: u32, start: u32, length: u32): ArrayBuffer | nul
   return takeOut();
 }
 
+const bufferFlags = memory.data(4);
+
+/** How many bytes a buffer holds now (0 when unavailable). */
+export function bufferSize(kind: u32): u32 {
+  if (imports.proxy_get_buffer_status(<imports.BufferType>kind, hostOut, bufferFlags) !== OK) return 0;
+  return load<u32>(hostOut);
+}
+
 /** Bytes [start, start+length) of a buffer into `out`, read in place; false when unavailable. */
 export function readBuffer(kind: u32, start: u32, length: u32, out: HostBytes): bool {
   out.release();

@@ -84,6 +84,12 @@ export function proxy_on_request_body(id: u32, size: u32, endOfStream: u32): u32
   return streams.get(id).onRequestBody(size, endOfStream !== 0);
 }
 
+export function proxy_on_request_trailers(id: u32, _trailers: u32): u32 {
+  if (!streams.has(id)) return 0;
+  enter(id);
+  return streams.get(id).onRequestTrailers();
+}
+
 export function proxy_on_response_headers(id: u32, _headers: u32, _endOfStream: u32): u32 {
   if (!streams.has(id)) return 0;
   enter(id);

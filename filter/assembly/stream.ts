@@ -47,6 +47,7 @@ import { dropSaturated, firstSlot } from "../core/shedding";
 import { UsageScan, usageModeOf } from "../core/usage-scan";
 import { cache } from "./cache-view";
 import {
+  bufferSize,
   getHeader,
   getHeaderString,
   getHeaderValues,
@@ -218,6 +219,17 @@ export class KvrouteStream {
     body.release();
     // After a local reply the request must not continue upstream.
     return this.status >= 400 ? DATA_STOP_AND_BUFFER : DATA_CONTINUE;
+  }
+
+  /**
+   * Trailers end a body whose last data frame did not (HTTP/2 and gRPC-style clients): the body
+   * buffered so far is the whole body, decided now as at its end. Without this the body went
+   * upstream with the trailers, undecided.
+   */
+  onRequestTrailers(): u32 {
+    if (this.endpoint === 0 || this.routed) return HEADERS_CONTINUE;
+    this.onRequestBody(bufferSize(REQUEST_BODY), true);
+    return this.routedHeadersStatus();
   }
 
   /** Headers were stopped; after a local reply they stay stopped (the reply ends the stream). */
