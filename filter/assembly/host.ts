@@ -91,9 +91,38 @@ export function nowMs(): u64 {
   return nowNs() / 1000000;
 }
 
+// Header names come from a fixed set (the filter's own and a few from its configuration): each is
+// encoded once and kept, rather than encoded into a new GC object on every call — a request
+// strips a dozen client copies of routing headers before it is even decided.
+const nameCache = new Map<string, ArrayBuffer>();
+const NAME_CACHE_MAX: i32 = 256;
+
+function nameBytes(name: string): ArrayBuffer {
+  if (nameCache.has(name)) return nameCache.get(name);
+  const b = String.UTF8.encode(name);
+  if (nameCache.size < NAME_CACHE_MAX) nameCache.set(name, b);
+  return b;
+}
+
+/** Whether the header is present (its value is read and dropped, never copied). */
+export function hasHeader(map: u32, name: string): bool {
+  const key = nameBytes(name);
+  const r = imports.proxy_get_header_map_value(
+    <imports.HeaderMapType>map,
+    changetype<usize>(key),
+    key.byteLength,
+    hostOut,
+    hostOut + 4,
+  );
+  if (r !== OK) return false;
+  const p = outPtr();
+  if (p !== 0) heap.free(p);
+  return true;
+}
+
 /** The header's value; null when absent or when the map is no longer readable. */
 export function getHeader(map: u32, name: string): ArrayBuffer | null {
-  const key = String.UTF8.encode(name);
+  const key = nameBytes(name);
   const r = imports.proxy_get_header_map_value(
     <imports.HeaderMapType>map,
     changetype<usize>(key),
@@ -145,7 +174,7 @@ export function getHeaderString(map: u32, name: string): string | null {
 
 /** Sets (adds or replaces) a header; the status, never a trap. */
 export function setHeader(map: u32, name: string, value: string): u32 {
-  const k = String.UTF8.encode(name);
+  const k = nameBytes(name);
   const v = String.UTF8.encode(value);
   return imports.proxy_replace_header_map_value(
     <imports.HeaderMapType>map,
@@ -157,7 +186,7 @@ export function setHeader(map: u32, name: string, value: string): u32 {
 }
 
 export function removeHeader(map: u32, name: string): u32 {
-  const k = String.UTF8.encode(name);
+  const k = nameBytes(name);
   return imports.proxy_remove_header_map_value(
     <imports.HeaderMapType>map,
     changetype<usize>(k),

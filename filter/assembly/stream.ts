@@ -53,6 +53,7 @@ import {
   getHeaderValues,
   getProperty,
   HostBytes,
+  hasHeader,
   nowMs,
   nowNs,
   REQUEST_BODY,
@@ -252,12 +253,12 @@ export class KvrouteStream {
     let seen = "";
     let pinSeen = false;
     for (let i = 0; i < RANK_HEADERS.length && !pinSeen; i++) {
-      if (getHeader(REQUEST_HEADERS, RANK_HEADERS[i]) === null) continue;
+      if (!hasHeader(REQUEST_HEADERS, RANK_HEADERS[i])) continue;
       seen = RANK_HEADERS[i];
       pinSeen = true;
     }
     for (let i = 0; i < PREFILL_RANK_HEADERS.length && seen.length === 0; i++) {
-      if (getHeader(REQUEST_HEADERS, PREFILL_RANK_HEADERS[i]) !== null) seen = PREFILL_RANK_HEADERS[i];
+      if (hasHeader(REQUEST_HEADERS, PREFILL_RANK_HEADERS[i])) seen = PREFILL_RANK_HEADERS[i];
     }
     let ok = true;
     if (seen.length > 0 && policy === RANK_REJECT) {
