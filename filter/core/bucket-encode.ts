@@ -162,3 +162,18 @@ export function encodeBucketImage(
   out.len = len;
   return len;
 }
+
+/**
+ * After encodeBucketImage of bucket b with `ways` for publication: records its kept rows as the
+ * table's gate for b (ChunkTable.setGate), so changes the publication cannot show leave b clean.
+ * `n` is the image's row count.
+ */
+export function gateKept(t: ChunkTable, b: u32, ways: i32, n: i32): void {
+  if (n === 0) {
+    t.setGate(b, ways, 0, 0, 0, 0, 0);
+    return;
+  }
+  const last = t.rec(unchecked(keptRef[n - 1]));
+  const kept = t.setGate(b, ways, n, t.depthAt(last), unchecked(keptTier[n - 1]), t.stampAt(last), t.hashAt(last));
+  for (let i = 0; i < n; i++) store<u64>(kept + ((<usize>i) << 3), t.hashAt(t.rec(unchecked(keptRef[i]))));
+}

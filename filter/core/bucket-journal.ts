@@ -14,7 +14,7 @@
 // overwritten since ends it. A gateway the chain does not reach back to, or whose joined patch
 // would not be smaller than the image, gets the image: only bytes are at stake, never
 // correctness, so the ring's size is a trade of memory for sync volume.
-import { encodeBucketImage } from "./bucket-encode";
+import { encodeBucketImage, gateKept } from "./bucket-encode";
 import { applyBucketPatch, diffBucket, PATCH_HEADER } from "./bucket-patch";
 import { ByteBuf } from "./byte-buf";
 import { ChunkTable } from "./chunk-table";
@@ -132,6 +132,7 @@ export class BucketJournal {
   publishOne(t: ChunkTable, b: u32, spec: usize, specCount: i32, version: f64): i32 {
     const freshLen = encodeBucketImage(t, b, this.ways, this.slotWords, spec, specCount, freshBuf);
     if (freshLen < 0) return -1;
+    gateKept(t, b, this.ways, <i32>load<u8>(freshBuf.ptr));
     const held = this.image(b);
     const heldLen = this.imageLen(b);
     if (heldLen >= 0) {
