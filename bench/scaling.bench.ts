@@ -17,6 +17,7 @@ import { pino } from "pino";
 import { encodeEventBatch, type KvEvent } from "../control-plane/sim/kv-events.ts";
 import { parseConfig } from "../control-plane/src/config/load-config.ts";
 import { core } from "../control-plane/src/core/core-wasm.ts";
+import { chunkHashes } from "../control-plane/src/core/kvroute-core.ts";
 import { encodeSeq } from "../control-plane/src/events/frames.ts";
 import { RankIngest } from "../control-plane/src/events/rank-ingest.ts";
 import { newRankStats, ThrottledLog } from "../control-plane/src/events/stats.ts";
@@ -26,13 +27,15 @@ import {
   slotWordsFor,
 } from "../control-plane/src/index/bucket-image.ts";
 import { coreChunkHasher } from "../control-plane/src/index/core-hasher.ts";
-import { PrefixIndex } from "../control-plane/src/index/prefix-index.ts";
+import { bucketKey, PrefixIndex } from "../control-plane/src/index/prefix-index.ts";
 import { LoadModel } from "../control-plane/src/model/slot-load.ts";
 import { SlotTable } from "../control-plane/src/model/slot-table.ts";
 import { loadPoolTokens } from "../control-plane/src/pools/pool-tokens.ts";
 import { Publisher } from "../control-plane/src/publish/publisher.ts";
 import { SyncLog } from "../control-plane/src/sync/sync-log.ts";
 import { writeResult } from "./lib/results.ts";
+import { deepest, fullIndexAnswer, ShippedWalk, samePrefix } from "./lib/view-accuracy.ts";
+import { viewWorkload } from "./lib/view-workload.ts";
 
 const arg = (name: string, fallback: number) => {
   const a = process.argv.find((x) => x.startsWith(`--${name}=`));
@@ -50,6 +53,9 @@ export const BLOCKS_PER_RANK_S = 1e6 / PREFILL_US_PER_TOKEN / BLOCK_TOKENS;
 export const KV_BLOCKS_PER_RANK = Math.floor(470_000 / BLOCK_TOKENS);
 const CHAIN_BLOCKS = 64; // ~1k-token prompts
 const STEP_MS = 5;
+/** How long the fleet churns on (new prompts, evictions) between storing the view workload's prefixes and the requests for them. */
+const VIEW_AGE_MS = arg("view-age-ms", 1000);
+const MODEL = "Qwen/Qwen3-8B";
 const POLL_MS = 100;
 const BUCKETS = 1 << 16;
 const WAYS = 8;
@@ -89,6 +95,11 @@ class SimRank {
       maxPending: 1,
       now,
     });
+  }
+
+  /** Frames carrying extra events (the view workload's chains), next in this rank's sequence. */
+  inject(events: KvEvent[], nowMs: number): Buffer[] {
+    return [Buffer.alloc(0), encodeSeq(this.seq++), encodeEventBatch(nowMs / 1000, events, this.rank, "map")];
   }
 
   /** The batch this rank publishes over `ms` of prefill, as ZMQ frames; null when nothing is due. */
@@ -175,6 +186,8 @@ interface RunResult {
   wholeSyncBytesPerS: number;
   dirtyKeysPerPoll: number;
   sharedDataBytes: number;
+  /** Share of requests whose longest cached prefix the gateway's view finds as the full index does. */
+  viewSame: { llmd: number; chat: number };
 }
 
 function run(ranks: number, seconds: number): RunResult {
@@ -190,7 +203,7 @@ function run(ranks: number, seconds: number): RunResult {
     index.addSlot({
       slotKey: `r${r}`,
       slotId: r,
-      model: "Qwen/Qwen3-8B",
+      model: MODEL,
       hasher: coreChunkHasher(128),
       detokenize: detokenize as NonNullable<typeof detokenize>,
       tokenTable: tokens.tokenTable,
@@ -254,6 +267,7 @@ function run(ranks: number, seconds: number): RunResult {
   }
   const measuredS = (now - measuredFrom) / 1000;
   const t = totals(index, ranks);
+
   const storedPerS = (t.stored - stored0) / measuredS;
   const removedPerS = (t.removed - removed0) / measuredS;
   const result: RunResult = {
@@ -277,9 +291,61 @@ function run(ranks: number, seconds: number): RunResult {
     dirtyKeysPerPoll: dirtyKeys / Math.max(1, polls),
     // What a gateway holds: every key with its value (a full poll, less the page's length fields).
     sharedDataBytes: pollBytes(log, 0, false).bytes - 6 * log.size,
+    viewSame: { llmd: 0, chat: 0 },
   };
+  // After every other figure: the view workload adds its own events and publications.
+  result.viewSame = viewCheck(ranks, index, log, sims, publisher, () => {
+    now += STEP_MS;
+    return now;
+  });
   index.dispose();
   return result;
+}
+
+const shippedWalk = new ShippedWalk();
+
+/**
+ * The gateway's view against the full index (bench/lib/view-accuracy.ts), after the measured
+ * window (not counted as CPU): the view workload's prefixes are stored through the ranks' ingest,
+ * the fleet churns on for VIEW_AGE_MS, and then each request is looked up on both sides — the
+ * shipped prefix walk over the images the log serves (what a synced gateway holds), and the
+ * chunk table.
+ */
+function viewCheck(
+  ranks: number,
+  index: PrefixIndex,
+  log: SyncLog,
+  sims: SimRank[],
+  publisher: Publisher,
+  tick: () => number,
+): { llmd: number; chat: number } {
+  const { events, requests } = viewWorkload(ranks, detokenize as NonNullable<typeof detokenize>);
+  let now = tick();
+  for (const [rank, e] of events) sims[rank]?.ingest.onFrames(sims[rank].inject(e, now));
+  publisher.publish(now);
+  for (let ms = 0; ms < VIEW_AGE_MS; ms += STEP_MS) {
+    now = tick();
+    for (const sim of sims) {
+      const f = sim.step(STEP_MS, now);
+      if (f !== null) sim.ingest.onFrames(f);
+    }
+    publisher.publish(now);
+  }
+  const same = { llmd: 0, chat: 0 };
+  const asked = { llmd: 0, chat: 0 };
+  for (const r of requests) {
+    const hashes = chunkHashes({ model: MODEL, stream: r.stream });
+    const full = fullIndexAnswer(index.chunks, hashes);
+    const view = deepest(
+      shippedWalk.depths(hashes, (b) => log.get(bucketKey(b)), BUCKETS, index.slotWords, ranks),
+    );
+    const kind = r.kind === "llm-d" ? "llmd" : "chat";
+    asked[kind]++;
+    if (samePrefix(full, view)) same[kind]++;
+    else if (process.env.KVROUTE_VIEW_DEBUG === "1")
+      console.error(kind, "full", full.depth, full.slots.join(","), "view", view.depth, view.slots.join(","));
+  }
+  return { llmd: same.llmd / Math.max(1, asked.llmd), chat: same.chat / Math.max(1, asked.chat) };
 }
 
 /** What one poll of a gateway at `since` carries (sync page entries: key, value, lengths). */
@@ -305,6 +371,7 @@ function totals(index: PrefixIndex, ranks: number): { stored: number; removed: n
 
 const fmt = (n: number, digits = 0) =>
   n.toLocaleString("en", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+const pct = (x: number) => `${fmt(100 * x)} %`;
 const mib = (b: number) => `${fmt(b / 2 ** 20, 1)} MiB`;
 
 // The large run first: Wasm memory only grows, so its size after the large run is that run's peak.
@@ -404,16 +471,16 @@ lines.push(
 );
 lines.push("");
 lines.push(
-  "| run | ranks | stored + removed blocks/s | CPU-s per virtual s | of which ingest / publication | indexed blocks | chunk entries per bucket | buckets encoded per s | sync to one gateway | changed keys per poll | gateway shared data |",
+  "| run | ranks | stored + removed blocks/s | CPU-s per virtual s | of which ingest / publication | gateway view: same longest prefix (llm-d / chat) | indexed blocks | chunk entries per bucket | buckets encoded per s | sync to one gateway | changed keys per poll | gateway shared data |",
 );
-lines.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+lines.push("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
 for (const [name, r] of [
   ["fit", small],
   ["fit", mid],
   ["check", big],
 ] as const)
   lines.push(
-    `| ${name} | ${r.ranks} | ${fmt(r.storedPerS + r.removedPerS)} | ${fmt(r.cpuPerVirtualS, 2)} | ${fmt(r.ingestCpuPerS, 2)} / ${fmt(r.publishCpuPerS, 2)} | ${fmt(r.indexedBlocks)} | ${fmt(r.chunks / BUCKETS, 1)} | ${fmt(r.encodedPerS)} | ${mib(r.syncBytesPerS)}/s (${fmt(r.syncBytesPerS / Math.max(1, r.wholeSyncBytesPerS), 2)} × whole images) | ${fmt(r.dirtyKeysPerPoll)} | ${mib(r.sharedDataBytes)} |`,
+    `| ${name} | ${r.ranks} | ${fmt(r.storedPerS + r.removedPerS)} | ${fmt(r.cpuPerVirtualS, 2)} | ${fmt(r.ingestCpuPerS, 2)} / ${fmt(r.publishCpuPerS, 2)} | ${pct(r.viewSame.llmd)} / ${pct(r.viewSame.chat)} | ${fmt(r.indexedBlocks)} | ${fmt(r.chunks / BUCKETS, 1)} | ${fmt(r.encodedPerS)} | ${mib(r.syncBytesPerS)}/s (${fmt(r.syncBytesPerS / Math.max(1, r.wholeSyncBytesPerS), 2)} × whole images) | ${fmt(r.dirtyKeysPerPoll)} | ${mib(r.sharedDataBytes)} |`,
   );
 lines.push("");
 lines.push(
