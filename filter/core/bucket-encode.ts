@@ -137,6 +137,13 @@ export function encodeBucketImage(
   let n = 0;
   let ref = t.firstIn(bucket);
   while (ref !== 0) {
+    // Once `ways` rows are kept, a chunk whose best conceivable row (tier 0) does not sort before
+    // the last kept one cannot enter: skip reading its holders. At hundreds of ranks a bucket
+    // holds hundreds of chunks for 8 rows, and this is most of them.
+    if (n === ways && !before(t, ref, 0, unchecked(keptRef[n - 1]), unchecked(keptTier[n - 1]))) {
+      ref = t.nextIn(ref);
+      continue;
+    }
     const tiers = rowTiers(t, t.rec(ref), spec, specCount);
     for (let tier: u32 = 0; tier < TIERS; tier++)
       if ((tiers & (1 << tier)) !== 0) n = keep(t, ref, tier, n, ways);
