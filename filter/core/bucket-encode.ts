@@ -137,6 +137,13 @@ export function encodeBucketImage(
   let n = 0;
   let ref = t.firstIn(bucket);
   while (ref !== 0) {
+    // Once `ways` rows are kept, a chunk whose best conceivable row (tier 0) does not sort before
+    // the last kept one cannot enter: skip reading its holders. At hundreds of ranks a bucket
+    // holds hundreds of chunks for 8 rows, and this is most of them.
+    if (n === ways && !before(t, ref, 0, unchecked(keptRef[n - 1]), unchecked(keptTier[n - 1]))) {
+      ref = t.nextIn(ref);
+      continue;
+    }
     const tiers = rowTiers(t, t.rec(ref), spec, specCount);
     for (let tier: u32 = 0; tier < TIERS; tier++)
       if ((tiers & (1 << tier)) !== 0) n = keep(t, ref, tier, n, ways);
@@ -161,4 +168,19 @@ export function encodeBucketImage(
   }
   out.len = len;
   return len;
+}
+
+/**
+ * After encodeBucketImage of bucket b with `ways` for publication: records its kept rows as the
+ * table's gate for b (ChunkTable.setGate), so changes the publication cannot show leave b clean.
+ * `n` is the image's row count.
+ */
+export function gateKept(t: ChunkTable, b: u32, ways: i32, n: i32): void {
+  if (n === 0) {
+    t.setGate(b, ways, 0, 0, 0, 0, 0);
+    return;
+  }
+  const last = t.rec(unchecked(keptRef[n - 1]));
+  const kept = t.setGate(b, ways, n, t.depthAt(last), unchecked(keptTier[n - 1]), t.stampAt(last), t.hashAt(last));
+  for (let i = 0; i < n; i++) store<u64>(kept + ((<usize>i) << 3), t.hashAt(t.rec(unchecked(keptRef[i]))));
 }

@@ -25,6 +25,16 @@ export const RECORD_BYTES: u32 = 56;
 
 const FLAG_SPECULATED: u16 = 1;
 
+// Per-bucket gate (setGate): rows kept u32 (GATE_OPEN: not gated), the last kept row's depth u32,
+// tier u32, reserved u32, stamp f64, hash u64, then `gateWays` × the kept rows' chunk hashes u64.
+const G_COUNT = 0;
+const G_DEPTH = 4;
+const G_TIER = 8;
+const G_STAMP = 16;
+const G_HASH = 24;
+const G_KEPT = 32;
+const GATE_OPEN: u32 = 0xffffffff;
+
 /** A holder: slot (16 bits) | tier (8 bits) << 16 | count (32 bits) << 32. */
 function holderKey(slot: u32, tier: u32): u64 {
   return <u64>(slot & 0xffff) | ((<u64>(tier & 0xff)) << 16);
@@ -43,6 +53,9 @@ export class ChunkTable {
   mask: u32;
   /** Heap bytes of holder arrays beyond the inline two. */
   extBytes: usize = 0;
+  /** Per-bucket gates (0 until the first setGate) and the row count they were made for. */
+  gates: usize = 0;
+  gateWays: i32 = 0;
 
   constructor(public buckets: u32) {
     this.mask = buckets - 1;
@@ -66,6 +79,7 @@ export class ChunkTable {
     heap.free(this.recs);
     heap.free(this.heads);
     heap.free(this.dirtyBits);
+    if (this.gates !== 0) heap.free(this.gates);
     heap.free(this.dirty.ptr);
     heap.free(changetype<usize>(this.dirty));
     this.map.dispose();
@@ -95,6 +109,64 @@ export class ChunkTable {
     if ((b & bit) !== 0) return;
     store<u8>(at, <u8>(b | bit));
     this.dirty.appendI32(<i32>bucket);
+  }
+
+  /**
+   * Records what bucket b's publication kept (bucket-encode.ts gateKept): `n` rows of `ways`, the
+   * last kept row's sort key, the kept rows' chunks written by keptHashAt. From then on a change
+   * to one of the bucket's chunks dirties it only when the publication could show it (touched).
+   * Why: at hundreds of ranks a bucket indexes hundreds of chunks and keeps 8 rows, so most KV
+   * events change chunks no gateway sees, and re-encoding their bucket read every chunk of it
+   * for nothing (docs/scaling.md).
+   */
+  setGate(b: u32, ways: i32, n: i32, depth: u32, tier: u32, stamp: f64, hash: u64): usize {
+    const stride = <usize>(G_KEPT + (ways << 3));
+    if (this.gates === 0 || this.gateWays !== ways) {
+      if (this.gates !== 0) heap.free(this.gates);
+      const bytes = <usize>this.buckets * stride;
+      this.gates = heap.alloc(bytes);
+      // Every bucket open until its first publication with this geometry.
+      for (let i: u32 = 0; i < this.buckets; i++) store<u32>(this.gates + <usize>i * stride, GATE_OPEN);
+      this.gateWays = ways;
+    }
+    const g = this.gates + <usize>b * stride;
+    store<u32>(g + G_COUNT, <u32>n);
+    store<u32>(g + G_DEPTH, depth);
+    store<u32>(g + G_TIER, tier);
+    store<f64>(g + G_STAMP, stamp);
+    store<u64>(g + G_HASH, hash);
+    return g + G_KEPT;
+  }
+
+  /**
+   * Can a change to record r's chunk alter what bucket b's last publication kept? Yes when the
+   * bucket had room, when the chunk is kept, or when the chunk's best conceivable row (its depth
+   * on tier 0 with its stamp) sorts before the last kept row. Otherwise the kept rows are the
+   * same after the change (they are the first `ways` of a total order, and only this chunk's rows
+   * moved, all still after them), so the publication would not change.
+   */
+  visible(b: u32, r: usize): bool {
+    if (this.gates === 0) return true;
+    const ways = this.gateWays;
+    const g = this.gates + <usize>b * <usize>(G_KEPT + (ways << 3));
+    const n = load<u32>(g + G_COUNT);
+    if (n === GATE_OPEN || <i32>n < ways) return true;
+    const hash = load<u64>(r + R_HASH);
+    for (let i: u32 = 0; i < n; i++) if (load<u64>(g + G_KEPT + ((<usize>i) << 3)) === hash) return true;
+    const depth = load<u32>(r + R_DEPTH);
+    const lastDepth = load<u32>(g + G_DEPTH);
+    if (depth !== lastDepth) return depth < lastDepth;
+    if (load<u32>(g + G_TIER) !== 0) return true;
+    const stamp = load<f64>(r + R_STAMP);
+    const lastStamp = load<f64>(g + G_STAMP);
+    if (stamp !== lastStamp) return stamp > lastStamp;
+    return hash < load<u64>(g + G_HASH);
+  }
+
+  /** Marks r's bucket dirty if the change to r's chunk can show in its publication (visible). */
+  touched(r: usize): void {
+    const b = this.bucketOf(load<u64>(r + R_HASH));
+    if (this.visible(b, r)) this.markDirty(b);
   }
 
   /** Moves the dirty bucket list (in first-dirtied order, as u32s) to `out` and clears it. */
@@ -216,8 +288,8 @@ export class ChunkTable {
     }
     store<f64>(r + R_STAMP, nowMs);
     // A new holder changes the image; a repeat store only refreshes the LRU stamp, which
-    // matters for eviction order, so it dirties the bucket too.
-    this.markDirty(this.bucketOf(hash));
+    // matters for eviction order, so it dirties the bucket too — when the publication can show it.
+    this.touched(r);
   }
 
   remove(hash: u64, slot: u32, tier: u32): void {
@@ -236,8 +308,9 @@ export class ChunkTable {
     const n = this.holderCount(r) - 1;
     store<u64>(at, load<u64>(h + ((<usize>n) << 3)));
     store<u16>(r + R_COUNT, <u16>n);
+    // Before the record may be dropped: the gate reads its depth, stamp and hash.
+    this.touched(r);
     this.dropIfEmpty(ref);
-    this.markDirty(this.bucketOf(hash));
   }
 
   /** Drops the record when it has no holder and no speculative route. */

@@ -6,6 +6,7 @@
 // links this module), and it passes pointers and counts it computed itself.
 import { BlockTable, CallStats } from "./block-table";
 import { encodeBucketImage } from "./bucket-encode";
+import { BucketJournal } from "./bucket-journal";
 import { applyBucketPatch, diffBucket } from "./bucket-patch";
 import { ByteBuf } from "./byte-buf";
 import { ChunkTable } from "./chunk-table";
@@ -292,39 +293,6 @@ export function patchedOutPtr(): usize {
   return patchedBuf.ptr;
 }
 
-const freshBuf = new ByteBuf(256);
-
-/**
- * Publishes bucket `bucket` over the image gateways hold (heldPtr/heldLen; heldLen -1: none): its
- * fresh image (chunkEncodeBucketIo's arguments), the patch from the held image at patchOutPtr()
- * and the image after it at patchedOutPtr(). Returns the patch length; 0 when the held image has
- * the fresh rows already; -1 when the whole fresh image (at patchedOutPtr(), length
- * patchedLen()) is the message (nothing held, or a patch no smaller than the image); or another
- * negative code for a geometry the image cannot state.
- */
-export function chunkPublishBucketIo(
-  id: i32,
-  bucket: u32,
-  ways: i32,
-  slotWords: i32,
-  specPtr: usize,
-  specCount: i32,
-  heldPtr: usize,
-  heldLen: i32,
-): i32 {
-  const freshLen = encodeBucketImage(chunkTable(id), bucket, ways, slotWords, specPtr, specCount, freshBuf);
-  if (freshLen < 0) return -2;
-  const patchLen = heldLen < 0 ? -1 : diffBucket(heldPtr, heldLen, freshBuf.ptr, freshLen, patchBuf);
-  if (patchLen === 0) return 0;
-  if (patchLen > 0 && patchLen < freshLen) {
-    const n = applyBucketPatch(heldPtr, heldLen, patchBuf.ptr, patchLen, patchedBuf);
-    if (n >= 0) return patchLen;
-  }
-  patchedBuf.len = 0;
-  patchedBuf.append(freshBuf.ptr, freshLen);
-  return -1;
-}
-
 /** Length of the image at patchedOutPtr(). */
 export function patchedLen(): i32 {
   return patchedBuf.len;
@@ -338,4 +306,70 @@ export function bucketDiffIo(oldPtr: usize, oldLen: i32, freshPtr: usize, freshL
 /** The image after the patch (bucket-patch.ts) at patchedOutPtr(); its length or an error. */
 export function bucketPatchIo(imagePtr: usize, imageLen: i32, patchPtr: usize, patchLen: i32): i32 {
   return applyBucketPatch(imagePtr, imageLen, patchPtr, patchLen, patchedBuf);
+}
+
+// The published buckets (bucket-journal.ts), named by small integer ids like the tables.
+const journals: usize[] = [];
+
+function journal(id: i32): BucketJournal {
+  return changetype<BucketJournal>(unchecked(journals[id]));
+}
+
+/** A journal for `buckets` images of `ways` rows × `slotWords`, with a patch ring of `ringBytes`. */
+export function journalNew(buckets: u32, ways: i32, slotWords: i32, ringBytes: f64): i32 {
+  if (ways < 1 || ways > 255 || slotWords < 1 || slotWords > 255 || ringBytes < 64) return -1;
+  const id = freeId(journals);
+  journals[id] = changetype<usize>(new BucketJournal(buckets, ways, slotWords, <u64>ringBytes));
+  return id;
+}
+
+export function journalFree(id: i32): void {
+  journal(id).dispose();
+  journals[id] = 0;
+}
+
+/**
+ * Takes table `tableId`'s dirty buckets (the list chunkTakeDirtyIo left at ingestOutPtr, `n` of
+ * them) and publishes them into journal `id` (BucketJournal.publishDirty; the caller wrote their
+ * speculative routes at specPtr in dirty-list order). Returns how many changed, listed at
+ * journalChangedPtr in version order from `firstVersion`; -1 for a geometry the image cannot state.
+ */
+export function journalPublishIo(
+  id: i32,
+  tableId: i32,
+  n: i32,
+  specPtr: usize,
+  specCount: i32,
+  firstVersion: f64,
+): i32 {
+  return journal(id).publishDirty(chunkTable(tableId), out.ptr, n, specPtr, specCount, firstVersion);
+}
+
+export function journalChangedPtr(id: i32): usize {
+  return journal(id).changed.ptr;
+}
+
+/** Bucket b's image as gateways hold it: its address (length: journalImageLen). */
+export function journalImagePtr(id: i32, b: u32): usize {
+  return journal(id).image(b);
+}
+
+/** Its length; -1 before its first publication. */
+export function journalImageLen(id: i32, b: u32): i32 {
+  return journal(id).imageLen(b);
+}
+
+/** The joined patch from version `since` (BucketJournal.serve) at journalServedPtr; its length or -1 (send the image). */
+export function journalServeIo(id: i32, b: u32, since: f64): i32 {
+  return journal(id).serve(b, since);
+}
+
+export function journalServedPtr(id: i32): usize {
+  return journal(id).served.ptr;
+}
+
+/** Linear memory the journal holds (images, per-bucket arrays, ring). */
+export function journalBytes(id: i32): f64 {
+  const j = journal(id);
+  return <f64>j.buckets * <f64>(j.stride + 4 + 8 + 8 + 8) + <f64>j.cap;
 }

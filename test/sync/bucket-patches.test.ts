@@ -1,5 +1,7 @@
-// Buckets reach gateways as patches of the images they hold (ChunkIndex.publishBucket,
-// filter/core/bucket-patch.ts). Whatever the index does and whenever a gateway polls, a gateway
+// Buckets reach gateways as patches of the images they hold (the core's bucket journal,
+// filter/core/bucket-journal.ts, served by the sync log through index/published-buckets.ts), and
+// a bucket is re-encoded only when a change can show in its rows (chunk-table.ts visible).
+// Whatever the index does, whenever a gateway polls and however small the journal, a gateway
 // that applies what the log serves ends with the log's bytes, and those hold exactly the rows a
 // fresh encoding of the index would.
 import fc from "fast-check";
@@ -7,6 +9,8 @@ import { describe, expect, it } from "vitest";
 import { core } from "../../control-plane/src/core/core-wasm.ts";
 import { decodeBucket } from "../../control-plane/src/index/bucket-image.ts";
 import { ChunkIndex } from "../../control-plane/src/index/chunk-index.ts";
+import { PublishedBuckets } from "../../control-plane/src/index/published-buckets.ts";
+import { TIER_CPU, TIER_GPU, TIER_STORAGE, type Tier } from "../../control-plane/src/index/tier.ts";
 import { SyncLog } from "../../control-plane/src/sync/sync-log.ts";
 
 const BUCKETS = 4;
@@ -32,23 +36,34 @@ const rowSet = (image: Uint8Array) =>
     .map((r) => `${r.hash}/${r.tier}/${r.depth}/${r.slots.join(",")}`)
     .sort();
 
-type Step = { chunk: number; slot: number; remove: boolean; poll: boolean };
+type Step = { chunk: number; slot: number; tier: Tier; remove: boolean; poll: boolean };
 const step: fc.Arbitrary<Step> = fc.record({
   chunk: fc.nat(30),
-  slot: fc.nat(100),
+  slot: fc.nat(7),
+  tier: fc.constantFrom<Tier>(TIER_GPU, TIER_GPU, TIER_CPU, TIER_STORAGE),
   remove: fc.boolean(),
-  poll: fc.boolean(),
+  // Rare polls: a gateway far behind needs long chains, which a small journal overwrites.
+  poll: fc.nat(7).map((n) => n === 0),
 });
 
 describe("bucket patches", () => {
   it("leave a polling gateway with the log's bytes and the index's rows", () => {
     fc.assert(
       fc.property(
-        fc.array(step, { maxLength: 120 }),
+        fc.array(step, { maxLength: 200 }),
         fc.integer({ min: 60, max: 4000 }),
-        (steps, pageBytes) => {
+        fc.integer({ min: 64, max: 1024 }),
+        (steps, pageBytes, journalBytes) => {
           const index = new ChunkIndex(BUCKETS);
+          const published = new PublishedBuckets(core(), index, {
+            buckets: BUCKETS,
+            ways: WAYS,
+            slotWords: SLOT_WORDS,
+            journalBytes,
+          });
           const log = new SyncLog();
+          log.attach(published);
+          const publish = () => log.commitTable(published.publishDirty(log.version + 1));
           const gateway = new Map<string, Uint8Array>();
           let version = 0;
           // Mid-way through a paged catch-up the keys not served yet are older than `version`:
@@ -65,18 +80,19 @@ describe("bucket patches", () => {
             }
           };
           try {
-            log.publish(
-              Array.from({ length: BUCKETS }, (_, b) => [key(b), index.encodeBucket(b, WAYS, SLOT_WORDS)]),
-            );
-            index.takeDirty();
+            for (let b = 0; b < BUCKETS; b++) index.markDirty(b);
+            publish();
             for (const s of steps) {
-              if (s.remove) index.remove(hashOf(s.chunk), s.slot);
-              else index.add(hashOf(s.chunk), 1 + (s.chunk % 4), s.slot, s.chunk);
-              for (const b of index.takeDirty()) {
-                const p = index.publishBucket(b, WAYS, SLOT_WORDS, log.get(key(b)));
-                if (p !== null)
-                  log.publish([p.patch === null ? [key(b), p.image] : [key(b), p.image, p.patch]]);
-              }
+              // Stamps that repeat and go back (the keep rule's tie breaks) as well as new ones.
+              if (s.remove) index.remove(hashOf(s.chunk), s.slot, s.tier);
+              else index.add(hashOf(s.chunk), 1 + (s.chunk % 4), s.slot, (s.chunk * 7 + s.slot) % 13, s.tier);
+              publish();
+              // Every change that can show is published at once (a bucket left clean by the
+              // gate would show stale rows until some later change re-encoded it).
+              for (let b = 0; b < BUCKETS; b++)
+                expect(rowSet(log.get(key(b)) as Uint8Array)).toEqual(
+                  rowSet(index.encodeBucket(b, WAYS, SLOT_WORDS)),
+                );
               if (s.poll) poll();
             }
             poll();
@@ -87,6 +103,7 @@ describe("bucket patches", () => {
               );
             }
           } finally {
+            published.dispose();
             index.dispose();
           }
         },
@@ -97,12 +114,12 @@ describe("bucket patches", () => {
 
   it("serves a patch only to a gateway that asks for them and holds a value it starts from", () => {
     const index = new ChunkIndex(1);
+    const published = new PublishedBuckets(core(), index, { buckets: 1, ways: WAYS, slotWords: SLOT_WORDS });
     const log = new SyncLog();
-    log.publish([[key(0), index.encodeBucket(0, WAYS, SLOT_WORDS)]]);
-    const publish = () => {
-      const p = index.publishBucket(0, WAYS, SLOT_WORDS, log.get(key(0)));
-      if (p !== null) log.publish([p.patch === null ? [key(0), p.image] : [key(0), p.image, p.patch]]);
-    };
+    log.attach(published);
+    const publish = () => log.commitTable(published.publishDirty(log.version + 1));
+    index.markDirty(0);
+    publish();
     for (let c = 1; c <= 3; c++) {
       index.add(hashOf(c), 1, c, c);
       publish();
@@ -113,19 +130,85 @@ describe("bucket patches", () => {
     const [fromTwo] = log.changesSince(2, 1 << 20, true).entries;
     expect(fromTwo?.patch).toBe(true);
     expect(fromTwo?.value.length).toBe(4 + 2 * 33);
-    // From 1 no patch list reaches back (version 2 was a value): the value.
+    // From 1 no patch chain reaches back (version 2 was a value): the value.
     expect(log.changesSince(1, 1 << 20, true).entries[0]?.patch).toBeUndefined();
     expect(log.changesSince(2, 1 << 20, false).entries[0]?.patch).toBeUndefined();
     // A gateway with nothing (version 0) gets the value.
     expect(log.changesSince(0, 1 << 20, true).entries[0]?.patch).toBeUndefined();
-    // Patches are kept only while together smaller than the value: after many changes an old
-    // version gets the value, a recent one a patch.
+    // A joined patch goes only while smaller than the value: after many changes an old version
+    // gets the value, a recent one a patch.
     for (let c = 4; c <= 40; c++) {
       index.add(hashOf(c), 1, c % 100, c);
       publish();
     }
     expect(log.changesSince(2, 1 << 20, true).entries[0]?.patch).toBeUndefined();
     expect(log.changesSince(log.version - 1, 1 << 20, true).entries[0]?.patch).toBe(true);
+    published.dispose();
+    index.dispose();
+  });
+
+  it("encodes a bucket dirtied many times between publications once, under one version", () => {
+    const index = new ChunkIndex(2);
+    const published = new PublishedBuckets(core(), index, { buckets: 2, ways: WAYS, slotWords: SLOT_WORDS });
+    const log = new SyncLog();
+    log.attach(published);
+    const publish = () => log.commitTable(published.publishDirty(log.version + 1));
+    index.markDirty(0);
+    index.markDirty(1);
+    publish();
+    const before = log.version;
+    // Ten changes to bucket 0 (even hashes), then one to nothing: the rows a gateway gets are the last state.
+    for (let c = 1; c <= 10; c++) index.add(hashOf(2 * c) & ~1n, c, c, c);
+    index.add(hashOf(2) & ~1n, 1, 1, 99);
+    publish();
+    expect(log.version).toBe(before + 1);
+    const [entry] = log.changesSince(before, 1 << 20, true).entries;
+    expect(entry?.key).toBe(key(0));
+    // Unchanged rows publish nothing.
+    index.markDirty(0);
+    publish();
+    expect(log.version).toBe(before + 1);
+    published.dispose();
+    index.dispose();
+  });
+
+  it("gives a gateway the image when the journal has overwritten its bucket's patches", () => {
+    // A journal of 128 bytes holds two one-row records (64 bytes each): bucket 1's two patches
+    // overwrite bucket 0's, whose chain must then end (the gateway gets bucket 0's image, never
+    // bucket 1's rows read where bucket 0's record was).
+    const index = new ChunkIndex(2);
+    const published = new PublishedBuckets(core(), index, {
+      buckets: 2,
+      ways: WAYS,
+      slotWords: SLOT_WORDS,
+      journalBytes: 128,
+    });
+    const log = new SyncLog();
+    log.attach(published);
+    const publish = () => log.commitTable(published.publishDirty(log.version + 1));
+    const inBucket = (b: number, c: number) => (hashOf(c) & ~1n) | BigInt(b);
+    index.markDirty(0);
+    index.markDirty(1);
+    publish();
+    for (let c = 1; c <= 3; c++) {
+      index.add(inBucket(0, c), 1, 0, c);
+      index.add(inBucket(1, c), 1, 1, c);
+      publish();
+    }
+    const gateway = new Map<string, Uint8Array>();
+    for (const e of log.changesSince(0, 1 << 20, false).entries) gateway.set(e.key, e.value);
+    const since = log.version;
+    index.add(inBucket(0, 10), 1, 0, 10);
+    publish();
+    for (let c = 11; c <= 12; c++) {
+      index.add(inBucket(1, c), 1, 1, c);
+      publish();
+    }
+    const entries = log.changesSince(since, 1 << 20, true).entries;
+    expect(entries.find((e) => e.key === key(0))?.patch).toBeUndefined();
+    for (const e of entries) gateway.set(e.key, e.patch ? applyPatch(gateway.get(e.key), e.value) : e.value);
+    for (let b = 0; b < 2; b++) expect(gateway.get(key(b))).toEqual(log.get(key(b)));
+    published.dispose();
     index.dispose();
   });
 

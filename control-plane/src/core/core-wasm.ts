@@ -61,17 +61,24 @@ export interface CoreExports {
   patchedOutPtr(): number;
   bucketDiffIo(oldPtr: number, oldLen: number, freshPtr: number, freshLen: number): number;
   bucketPatchIo(imagePtr: number, imageLen: number, patchPtr: number, patchLen: number): number;
-  chunkPublishBucketIo(
+  patchedLen(): number;
+  // The published buckets (filter/core/bucket-journal.ts).
+  journalNew(buckets: number, ways: number, slotWords: number, ringBytes: number): number;
+  journalFree(id: number): void;
+  journalPublishIo(
     id: number,
-    bucket: number,
-    ways: number,
-    slotWords: number,
+    tableId: number,
+    n: number,
     specPtr: number,
     specCount: number,
-    heldPtr: number,
-    heldLen: number,
+    firstVersion: number,
   ): number;
-  patchedLen(): number;
+  journalChangedPtr(id: number): number;
+  journalImagePtr(id: number, bucket: number): number;
+  journalImageLen(id: number, bucket: number): number;
+  journalServeIo(id: number, bucket: number, since: number): number;
+  journalServedPtr(id: number): number;
+  journalBytes(id: number): number;
   chunkEncodeBucketIo(
     id: number,
     bucket: number,

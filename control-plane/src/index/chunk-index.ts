@@ -15,13 +15,6 @@
 import { type CoreModule, core } from "../core/core-wasm.ts";
 import { TIER_GPU, type Tier } from "./tier.ts";
 
-/** A bucket's publication: the image gateways will hold, and the patch to it from their last one. */
-export interface BucketPublication {
-  image: Uint8Array;
-  /** Null: the whole image is the message (nothing held, or a patch no smaller than the image). */
-  patch: Uint8Array | null;
-}
-
 export interface ChunkEntry {
   /** Bucket of the hash, computed once (BigInt arithmetic is not free on the ingest path). */
   bucket: number;
@@ -125,6 +118,8 @@ export class ChunkIndex {
   /** The core's chunk table (slot-blocks.ts feeds it from the Wasm side directly). */
   readonly tableId: number;
   readonly #core = core();
+  /** Dirty buckets publishDirty() encoded so far, their rows changed or not (the scaling bench's count). */
+  encodedBuckets = 0;
   readonly #bucketMask: bigint;
   /** hash → slot id → expiry (ms) of a speculative route; the core's record is flagged while any exists. */
   readonly #speculative = new Map<bigint, Map<number, number>>();
@@ -235,55 +230,60 @@ export class ChunkIndex {
   }
 
   /**
-   * What publishing the bucket sends gateways that hold `held` (undefined: nothing): the image
-   * they will hold, and the patch to it (docs/wire-format.md §5.1) when that is smaller than the
-   * image; null when they hold the bucket's rows already. One core call encodes, diffs and
-   * patches (filter/core/bucket-patch.ts, which the filter runs too: both ends keep the same bytes).
+   * Takes the dirty buckets and publishes them into journal `journalId` (the core's published
+   * images, filter/core/bucket-journal.ts) in one call, the changed ones taking versions from
+   * `firstVersion` on; returns how many changed (the core lists them at journalChangedPtr).
    */
-  publishBucket(
-    bucket: number,
-    ways: number,
-    slotWords: number,
-    held: Uint8Array | undefined,
-  ): BucketPublication | null {
+  publishDirty(journalId: number, firstVersion: number): number {
     const c = this.#core;
-    const [specPtr, specCount] = this.#writeSpeculative(bucket, held?.length ?? 0);
-    let heldPtr = 0;
-    if (held !== undefined) {
-      heldPtr = c.io(16 * specCount + held.length) + 16 * specCount;
-      c.u8.set(held, heldPtr);
+    const n = c.ex.chunkTakeDirtyIo(this.tableId);
+    this.encodedBuckets += n;
+    const [specPtr, specCount] = this.#writeDirtySpeculative(n);
+    const changed = c.ex.journalPublishIo(journalId, this.tableId, n, specPtr, specCount, firstVersion);
+    if (changed < 0) throw new Error("cannot encode a bucket in the journal's geometry");
+    return changed;
+  }
+
+  /**
+   * The speculative routes of the dirty buckets listed at ingestOutPtr (n of them), written to
+   * the I/O region in the list's order as {hash u64, slot u32, bucket u32}: the core walks them
+   * with the list. Speculative routes are few, so most publications write none.
+   */
+  #writeDirtySpeculative(n: number): [number, number] {
+    const c = this.#core;
+    if (this.#speculatedIn.size === 0) return [0, 0];
+    const at = c.ex.ingestOutPtr() >>> 2;
+    const routes: Array<[bigint, number, number]> = [];
+    const dirty = c.u32view;
+    for (let i = 0; i < n; i++) {
+      const b = dirty[at + i] as number;
+      for (const hash of this.#speculatedIn.get(b) ?? [])
+        for (const slot of this.#speculative.get(hash)?.keys() ?? []) routes.push([hash, slot, b]);
     }
-    const r = c.ex.chunkPublishBucketIo(
-      this.tableId,
-      bucket,
-      ways,
-      slotWords,
-      specPtr,
-      specCount,
-      heldPtr,
-      held?.length ?? -1,
-    );
-    if (r === 0) return null;
-    if (r < -1) throw new Error(`cannot encode a bucket of ${ways} ways × ${slotWords} slot words`);
-    const image = c.bytes(c.ex.patchedOutPtr(), c.ex.patchedLen());
-    return { image, patch: r > 0 ? c.bytes(c.ex.patchOutPtr(), r) : null };
+    if (routes.length === 0) return [0, 0];
+    const ptr = c.io(16 * routes.length);
+    const u64 = c.u64view;
+    const u32 = c.u32view;
+    routes.forEach(([hash, slot, b], i) => {
+      u64[(ptr >>> 3) + 2 * i] = hash;
+      u32[(ptr >>> 2) + 4 * i + 2] = slot;
+      u32[(ptr >>> 2) + 4 * i + 3] = b;
+    });
+    return [ptr, routes.length];
   }
 
   /**
    * Writes the bucket's speculative routes ({hash u64, slot u32, 0 u32} each) at the start of the
-   * core's I/O region, leaving `after` bytes behind them; their address and count.
+   * core's I/O region; their address and count.
    */
-  #writeSpeculative(bucket: number, after = 0): [number, number] {
+  #writeSpeculative(bucket: number): [number, number] {
     const c = this.#core;
     const hashes = this.#speculatedIn.get(bucket);
-    if (hashes === undefined) {
-      c.io(after);
-      return [0, 0];
-    }
+    if (hashes === undefined) return [0, 0];
     const routes: Array<[bigint, number]> = [];
     for (const hash of hashes)
       for (const slot of this.#speculative.get(hash)?.keys() ?? []) routes.push([hash, slot]);
-    const ptr = c.io(16 * routes.length + after);
+    const ptr = c.io(16 * routes.length);
     const u64 = c.u64view;
     const u32 = c.u32view;
     routes.forEach(([hash, slot], i) => {
@@ -314,6 +314,11 @@ export class ChunkIndex {
   bucketEntries(bucket: number): Array<[bigint, ChunkEntry]> {
     const n = this.#core.ex.chunkBucketIo(this.tableId, bucket);
     return this.#withSpeculation(readEntries(this.#core, n, () => bucket));
+  }
+
+  /** Marks the bucket for the next publication. */
+  markDirty(bucket: number): void {
+    this.#core.ex.chunkMarkDirty(this.tableId, bucket);
   }
 
   /** Buckets changed since the last call; the caller re-encodes and publishes them. */

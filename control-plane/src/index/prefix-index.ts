@@ -2,6 +2,7 @@
 // subscriber's sink), bucket images out. Slots are registered by discovery with a stable
 // numeric id (the bit in every bucket bitmap) and the canonical model that seeds their hashes.
 
+import { core } from "../core/core-wasm.ts";
 import type { TokenBytesTable } from "../tokens/token-bytes-table.ts";
 import type {
   BatchMeta,
@@ -12,7 +13,8 @@ import type {
 } from "../vocabulary/kv-events.ts";
 import { scanBatchPayload } from "./batch-fast-path.ts";
 import { slotWordsFor } from "./bucket-image.ts";
-import { type BucketPublication, ChunkIndex } from "./chunk-index.ts";
+import { ChunkIndex } from "./chunk-index.ts";
+import { bucketKey, PublishedBuckets } from "./published-buckets.ts";
 import { type ChunkHasher, type Detokenize, SlotBlocks } from "./slot-blocks.ts";
 
 export interface PrefixIndexOptions {
@@ -25,6 +27,8 @@ export interface PrefixIndexOptions {
   now?: () => number;
   /** Read whole batch payloads in the core when it can (batch-fast-path.ts; default true). False: always decode in JavaScript. */
   batchFastPath?: boolean;
+  /** Bytes of the published buckets' patch journal (published-buckets.ts; default: the images' size, ≤ 32 MiB). */
+  journalBytes?: number;
 }
 
 export interface SlotRegistration {
@@ -44,6 +48,7 @@ export class PrefixIndex implements EventSink {
   readonly slotWords: number;
   /** The slot whose batch the core scanned last and has not applied (scanBatch → applyScanned). */
   #scannedFor: string | null = null;
+  #published: PublishedBuckets | undefined;
   resets = 0;
   unknownSlotEvents = 0;
 
@@ -78,6 +83,7 @@ export class PrefixIndex implements EventSink {
   dispose(): void {
     for (const slot of this.#slots.values()) slot.dispose();
     this.#slots.clear();
+    this.#published?.dispose();
     this.chunks.dispose();
   }
 
@@ -133,19 +139,22 @@ export class PrefixIndex implements EventSink {
   }
 
   /**
-   * The buckets changed since the last call, as what publishing each sends gateways that hold
-   * `held(key)` (chunk-index.ts publishBucket); buckets whose rows they hold already are left out.
+   * The buckets as gateways hold them, which publishDirty() keeps up to date (made on first use:
+   * an index that is never published holds no images).
    */
-  takeDirtyPublications(
-    held: (key: string) => Uint8Array | undefined,
-  ): Array<{ key: string } & BucketPublication> {
-    const out: Array<{ key: string } & BucketPublication> = [];
-    for (const b of this.chunks.takeDirty()) {
-      const key = bucketKey(b);
-      const p = this.chunks.publishBucket(b, this.opts.ways, this.slotWords, held(key));
-      if (p !== null) out.push({ key, image: p.image, patch: p.patch });
-    }
-    return out;
+  get published(): PublishedBuckets {
+    this.#published ??= new PublishedBuckets(core(), this.chunks, {
+      buckets: this.opts.buckets,
+      ways: this.opts.ways,
+      slotWords: this.slotWords,
+      journalBytes: this.opts.journalBytes,
+    });
+    return this.#published;
+  }
+
+  /** Marks every bucket dirty: the next publication encodes the whole key space (an epoch's start). */
+  markAllDirty(): void {
+    for (let b = 0; b < this.opts.buckets; b++) this.chunks.markDirty(b);
   }
 
   /** Every bucket's image: the full key space, published once per epoch. */
@@ -159,14 +168,4 @@ export class PrefixIndex implements EventSink {
   }
 }
 
-/** Key strings made once: the sync log's maps hash a string once, and publication names buckets hundreds of thousands of times a second. */
-const bucketKeys: string[] = [];
-
-export function bucketKey(bucket: number): string {
-  let key = bucketKeys[bucket];
-  if (key === undefined) {
-    key = `kvr.b.${bucket}`;
-    bucketKeys[bucket] = key;
-  }
-  return key;
-}
+export { bucketKey };

@@ -29,7 +29,10 @@ export interface PublisherParts {
 export class Publisher {
   #cfgChanged = false;
 
-  constructor(private readonly p: PublisherParts) {}
+  constructor(private readonly p: PublisherParts) {
+    // The buckets are the log's key table: their images and patches stay in the core.
+    p.log.attach(p.index.published);
+  }
 
   /** A new kvr.cfg within the epoch (an adapter table grew): published with the next load image,
    * whose adapter ids it explains. */
@@ -44,8 +47,8 @@ export class Publisher {
     // Every epoch carries a roster, changed or not (publish() below then adds none of its own).
     this.p.load.takeGatewaysChanged();
     this.p.log.publish([["kvr.gw", encodeRosterImage(this.p.load.gateways())]]);
+    this.p.index.markAllDirty();
     this.publish(nowMs);
-    this.p.log.publish(this.p.index.allImages());
     if (this.p.sessions !== undefined) this.p.log.publish(this.p.sessions.allImages());
   }
 
@@ -65,10 +68,9 @@ export class Publisher {
     if (load.takeChanged() || slotsChanged || cfgChanged)
       changes.push(["kvr.load", encodeLoadImage(slots.all(), (id) => load.get(id), this.p.adapterId)]);
     if (load.takeGatewaysChanged()) changes.push(["kvr.gw", encodeRosterImage(load.gateways())]);
-    // A dirty bucket goes out as the rows that changed (gateways that read patches get only those).
-    for (const { key, image, patch } of index.takeDirtyPublications((k) => log.get(k)))
-      changes.push(patch === null ? [key, image] : [key, image, patch]);
-    if (sessions !== undefined) changes.push(...sessions.takeDirtyImages());
     if (changes.length > 0) log.publish(changes);
+    // The dirty buckets whose rows changed, in one core call; gateways that read patches get the rows.
+    log.commitTable(index.published.publishDirty(log.version + 1));
+    if (sessions !== undefined) log.publish(sessions.takeDirtyImages());
   }
 }

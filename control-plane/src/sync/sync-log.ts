@@ -5,10 +5,12 @@
 // bounded key space is published at least once per epoch, "changes since 0" is a full
 // snapshot, so snapshots and deltas are the same operation.
 //
-// A value may come with a patch from the key's previous value (bucket images: the rows that
-// changed, index/chunk-index.ts publishBucket). The log keeps a key's recent patches while together they
-// are smaller than its value; a gateway that asks for patches and holds a value they start from
-// gets them joined into one, instead of the value (docs/wire-format.md §5).
+// Two kinds of keys. A few hundred named keys (kvr.cfg, kvr.load, sessions…) keep their values
+// here. The prefix-index buckets — tens of thousands, most of them changing every poll — live
+// in a key table (index/published-buckets.ts: the core's published images and their patch
+// journal), and the log keeps only their versions, in typed arrays: publishing a bucket costs
+// the log no JavaScript object. A gateway that asks for patches gets a changed bucket as the
+// patch from the image it holds when the table still has it (docs/wire-format.md §5.1).
 
 export interface SyncEntry {
   key: string;
@@ -18,30 +20,47 @@ export interface SyncEntry {
   patch?: boolean;
 }
 
-/** A change to publish: key, value, and optionally the patch from the key's published value. */
-export type SyncChange = [string, Uint8Array] | [string, Uint8Array, Uint8Array];
+/** A change to publish: key and value. */
+export type SyncChange = [string, Uint8Array];
 
-interface Patches {
-  /** The key's version the first patch applies to. */
-  base: number;
-  list: Array<{ version: number; bytes: Uint8Array }>;
-  bytes: number;
+/** Keys numbered 0..count-1 whose values live outside the log (the published buckets). */
+export interface KeyTable {
+  readonly count: number;
+  key(id: number): string;
+  /** The id of a key of the table, or -1. */
+  idOf(key: string): number;
+  /** A copy of the key's value. */
+  value(id: number): Uint8Array;
+  /** The patch from the value a gateway held as of `since` to the current one, or null (send the value). */
+  patchSince(id: number, since: number): Uint8Array | null;
 }
 
-interface Current {
+interface Named {
+  key: string;
   value: Uint8Array;
   version: number;
-  patches?: Patches;
 }
 
-/** A patch's header: slot words u8, reserved u8, op count u16 (filter/core/bucket-patch.ts). */
-const PATCH_HEADER = 4;
-const MAX_PATCH_OPS = 0xffff;
+const EMPTY_TABLE: KeyTable = {
+  count: 0,
+  key: () => "",
+  idOf: () => -1,
+  value: () => new Uint8Array(),
+  patchSince: () => null,
+};
 
 export class SyncLog {
-  readonly #current = new Map<string, Current>();
-  /** Keys in the order of their changes; an entry is stale when the key changed again later. */
-  #order: Array<{ key: string; version: number }> = [];
+  /** Named keys: id (−1 − index in #named) by key. */
+  readonly #namedIds = new Map<string, number>();
+  readonly #named: Named[] = [];
+  #table: KeyTable = EMPTY_TABLE;
+  /** Per table id, the version of its value (0: never published). */
+  #tableVersions = new Float64Array(0);
+  #tablePublished = 0;
+  /** Changes in version order: key id (table id ≥ 0, named key < 0) and version; stale once the key changed again. */
+  #orderIds = new Int32Array(1024);
+  #orderVersions = new Float64Array(1024);
+  #orderLen = 0;
   #stale = 0;
   #version = 0;
   readonly #waiters = new Set<() => void>();
@@ -51,12 +70,23 @@ export class SyncLog {
     return this.#version;
   }
 
+  /** Keys published so far. */
   get size(): number {
-    return this.#current.size;
+    return this.#named.length + this.#tablePublished;
+  }
+
+  /** Serves `table`'s keys from now on (before any of them is committed). */
+  attach(table: KeyTable): void {
+    this.#table = table;
+    this.#tableVersions = new Float64Array(table.count);
+    this.#tablePublished = 0;
   }
 
   get(key: string): Uint8Array | undefined {
-    return this.#current.get(key)?.value;
+    const id = this.#namedIds.get(key);
+    if (id !== undefined) return this.#named[-1 - id]?.value;
+    const t = this.#table.idOf(key);
+    return t >= 0 && (this.#tableVersions[t] ?? 0) > 0 ? this.#table.value(t) : undefined;
   }
 
   /**
@@ -65,20 +95,43 @@ export class SyncLog {
    */
   publish(changes: Iterable<SyncChange>): number {
     let changed = false;
-    for (const [key, value, patch] of changes) {
-      const old = this.#current.get(key);
-      // A patch says the value changed; without one, an unchanged value costs gateways nothing.
-      if (old !== undefined && patch === undefined && equalBytes(old.value, value)) continue;
-      if (old !== undefined) this.#stale++;
+    for (const [key, value] of changes) {
+      const id = this.#namedIds.get(key);
+      const old = id === undefined ? undefined : this.#named[-1 - id];
+      if (old !== undefined && equalBytes(old.value, value)) continue;
       const version = ++this.#version;
-      const patches =
-        old !== undefined && patch !== undefined ? keepPatch(old, version, patch, value.length) : undefined;
-      this.#current.set(key, patches === undefined ? { value, version } : { value, version, patches });
-      this.#order.push({ key, version });
+      if (old === undefined) {
+        const named = { key, value, version };
+        this.#named.push(named);
+        this.#namedIds.set(key, -this.#named.length);
+        this.#push(-this.#named.length, version);
+      } else {
+        this.#stale++;
+        old.value = value;
+        old.version = version;
+        this.#push(id as number, version);
+      }
       changed = true;
     }
-    if (this.#stale > 1024 && this.#stale > this.#order.length / 2) this.#compact();
-    if (changed) this.#wake();
+    this.#afterPublish(changed);
+    return this.#version;
+  }
+
+  /**
+   * Records that the table changed the values of `ids` (in this order), which took the versions
+   * after the log's newest (the table numbered them from `version + 1`). Returns the new version.
+   */
+  commitTable(ids: ArrayLike<number>): number {
+    const versions = this.#tableVersions;
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i] as number;
+      const version = ++this.#version;
+      if ((versions[id] as number) > 0) this.#stale++;
+      else this.#tablePublished++;
+      versions[id] = version;
+      this.#push(id, version);
+    }
+    this.#afterPublish(ids.length > 0);
     return this.#version;
   }
 
@@ -90,12 +143,24 @@ export class SyncLog {
   changesSince(since: number, maxBytes: number, patches = false): { entries: SyncEntry[]; more: boolean } {
     const entries: SyncEntry[] = [];
     let bytes = 0;
-    for (let i = this.#firstAfter(since); i < this.#order.length; i++) {
-      const { key, version } = this.#order[i] as { key: string; version: number };
-      const cur = this.#current.get(key);
-      if (cur === undefined || cur.version !== version) continue;
-      const patch = patches ? patchSince(cur, since) : null;
-      const value = patch ?? cur.value;
+    const table = this.#table;
+    for (let i = this.#firstAfter(since); i < this.#orderLen; i++) {
+      const id = this.#orderIds[i] as number;
+      const version = this.#orderVersions[i] as number;
+      let key: string;
+      let value: Uint8Array;
+      let patch: Uint8Array | null = null;
+      if (id < 0) {
+        const named = this.#named[-1 - id] as Named;
+        if (named.version !== version) continue;
+        key = named.key;
+        value = named.value;
+      } else {
+        if (this.#tableVersions[id] !== version) continue;
+        key = table.key(id);
+        patch = patches ? table.patchSince(id, since) : null;
+        value = patch ?? table.value(id);
+      }
       const size = key.length + value.length + 6;
       if (entries.length > 0 && bytes + size > maxBytes) return { entries, more: true };
       bytes += size;
@@ -122,6 +187,25 @@ export class SyncLog {
     });
   }
 
+  #push(id: number, version: number): void {
+    if (this.#orderLen === this.#orderIds.length) {
+      const ids = new Int32Array(this.#orderLen * 2);
+      ids.set(this.#orderIds);
+      this.#orderIds = ids;
+      const versions = new Float64Array(this.#orderLen * 2);
+      versions.set(this.#orderVersions);
+      this.#orderVersions = versions;
+    }
+    this.#orderIds[this.#orderLen] = id;
+    this.#orderVersions[this.#orderLen] = version;
+    this.#orderLen++;
+  }
+
+  #afterPublish(changed: boolean): void {
+    if (this.#stale > 1024 && this.#stale > this.#orderLen / 2) this.#compact();
+    if (changed) this.#wake();
+  }
+
   #wake(): void {
     for (const w of [...this.#waiters]) w();
   }
@@ -129,72 +213,30 @@ export class SyncLog {
   /** Index of the first change with version > since (the order is sorted by version). */
   #firstAfter(since: number): number {
     let lo = 0;
-    let hi = this.#order.length;
+    let hi = this.#orderLen;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if ((this.#order[mid] as { version: number }).version <= since) lo = mid + 1;
+      if ((this.#orderVersions[mid] as number) <= since) lo = mid + 1;
       else hi = mid;
     }
     return lo;
   }
 
+  /** Drops the stale changes, in place. */
   #compact(): void {
-    this.#order = this.#order.filter(({ key, version }) => this.#current.get(key)?.version === version);
+    let n = 0;
+    for (let i = 0; i < this.#orderLen; i++) {
+      const id = this.#orderIds[i] as number;
+      const version = this.#orderVersions[i] as number;
+      const current = id < 0 ? this.#named[-1 - id]?.version : this.#tableVersions[id];
+      if (current !== version) continue;
+      this.#orderIds[n] = id;
+      this.#orderVersions[n] = version;
+      n++;
+    }
+    this.#orderLen = n;
     this.#stale = 0;
   }
-}
-
-/**
- * The key's patch list after a new patch to `version`: kept while the patches together are
- * smaller than the value (a gateway further behind is better served the value); none when the
- * previous value had no list and no patch (then this patch starts one).
- */
-function keepPatch(
-  old: Current,
-  version: number,
-  patch: Uint8Array,
-  valueBytes: number,
-): Patches | undefined {
-  // The old value's entry is replaced by the caller: its list moves on.
-  const kept: Patches = old.patches ?? { base: old.version, list: [], bytes: 0 };
-  kept.list.push({ version, bytes: patch });
-  kept.bytes += patch.length;
-  while (kept.list.length > 0 && kept.bytes >= valueBytes) {
-    const dropped = kept.list.shift() as { version: number; bytes: Uint8Array };
-    kept.bytes -= dropped.bytes.length;
-    kept.base = dropped.version;
-  }
-  return kept.list.length > 0 ? kept : undefined;
-}
-
-/**
- * The patches that take a gateway holding the key as of `since` to its value, joined into one
- * (the ops of each in order), or null when the kept patches do not reach back that far.
- */
-function patchSince(cur: Current, since: number): Uint8Array | null {
-  const p = cur.patches;
-  if (p === undefined || since < p.base) return null;
-  const parts = p.list.filter((x) => x.version > since).map((x) => x.bytes);
-  const first = parts[0];
-  if (first === undefined) return null;
-  if (parts.length === 1) return first;
-  let ops = 0;
-  let size = PATCH_HEADER;
-  for (const part of parts) {
-    ops += (part[2] ?? 0) | ((part[3] ?? 0) << 8);
-    size += part.length - PATCH_HEADER;
-  }
-  if (ops > MAX_PATCH_OPS || size >= cur.value.length) return null;
-  const out = new Uint8Array(size);
-  out.set(first.subarray(0, PATCH_HEADER));
-  out[2] = ops & 0xff;
-  out[3] = ops >>> 8;
-  let at = PATCH_HEADER;
-  for (const part of parts) {
-    out.set(part.subarray(PATCH_HEADER), at);
-    at += part.length - PATCH_HEADER;
-  }
-  return out;
 }
 
 function equalBytes(a: Uint8Array, b: Uint8Array): boolean {

@@ -1,0 +1,90 @@
+// The prefix-index buckets as gateways hold them: the JavaScript face of the core's bucket journal
+// (filter/core/bucket-journal.ts), served to gateways by the sync log as its key table. The images
+// and the patches that led to them stay in the core's linear memory; a publish interval is one
+// core call, and bytes are copied out only when a gateway is answered.
+import type { CoreModule } from "../core/core-wasm.ts";
+import type { ChunkIndex } from "./chunk-index.ts";
+
+const KEY_PREFIX = "kvr.b.";
+/** Key strings made once: publication names buckets hundreds of thousands of times a second. */
+const bucketKeys: string[] = [];
+
+export function bucketKey(bucket: number): string {
+  let key = bucketKeys[bucket];
+  if (key === undefined) {
+    key = `${KEY_PREFIX}${bucket}`;
+    bucketKeys[bucket] = key;
+  }
+  return key;
+}
+
+export interface PublishedBucketsOptions {
+  buckets: number;
+  ways: number;
+  slotWords: number;
+  /**
+   * Bytes of patch journal. A gateway further behind than the journal reaches gets whole images
+   * (more bytes, same result). Default: the images' own size, clamped to 64 KiB..32 MiB — at least
+   * what the earlier rule kept (a key's patches while together smaller than its value).
+   */
+  journalBytes?: number;
+}
+
+/** The sync log's key table of buckets (sync-log.ts KeyTable, which the index may not import: it only has the shape). */
+export class PublishedBuckets {
+  readonly count: number;
+  readonly #id: number;
+
+  constructor(
+    private readonly core: CoreModule,
+    private readonly chunks: ChunkIndex,
+    opts: PublishedBucketsOptions,
+  ) {
+    this.count = opts.buckets;
+    const imageBytes = opts.buckets * (4 + opts.ways * (16 + 8 * opts.slotWords));
+    const ring = opts.journalBytes ?? Math.min(32 << 20, Math.max(64 << 10, imageBytes));
+    this.#id = core.ex.journalNew(opts.buckets, opts.ways, opts.slotWords, ring);
+    if (this.#id < 0)
+      throw new Error(`cannot publish buckets of ${opts.ways} ways × ${opts.slotWords} slot words`);
+  }
+
+  /**
+   * Publishes the index's dirty buckets whose rows changed, numbering them from `firstVersion`;
+   * the changed bucket ids in that order (a view of core memory: read it before the next call).
+   */
+  publishDirty(firstVersion: number): Uint32Array {
+    const n = this.chunks.publishDirty(this.#id, firstVersion);
+    const at = this.core.ex.journalChangedPtr(this.#id) >>> 2;
+    return this.core.u32view.subarray(at, at + n);
+  }
+
+  key(id: number): string {
+    return bucketKey(id);
+  }
+
+  idOf(key: string): number {
+    if (!key.startsWith(KEY_PREFIX)) return -1;
+    const text = key.slice(KEY_PREFIX.length);
+    const id = Number(text);
+    return /^(0|[1-9]\d*)$/.test(text) && id < this.count ? id : -1;
+  }
+
+  value(id: number): Uint8Array {
+    const len = this.core.ex.journalImageLen(this.#id, id);
+    return len < 0 ? new Uint8Array(0) : this.core.bytes(this.core.ex.journalImagePtr(this.#id, id), len);
+  }
+
+  patchSince(id: number, since: number): Uint8Array | null {
+    const len = this.core.ex.journalServeIo(this.#id, id, since);
+    return len < 0 ? null : this.core.bytes(this.core.ex.journalServedPtr(this.#id), len);
+  }
+
+  /** Linear memory held: images, per-bucket arrays and the journal's ring. */
+  get bytes(): number {
+    return this.core.ex.journalBytes(this.#id);
+  }
+
+  dispose(): void {
+    this.core.ex.journalFree(this.#id);
+  }
+}

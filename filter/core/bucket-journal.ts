@@ -1,0 +1,236 @@
+// biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
+// What the control plane has published of the prefix-index buckets, kept in linear memory: each
+// bucket's image as gateways hold it, the version it got, and a journal of the patches that
+// led there (docs/wire-format.md §5.1). The sync log serves buckets from here.
+//
+// Why in the core: publication ran ~20 µs of JavaScript per dirty bucket (a Uint8Array per image
+// and patch, a log object per key and per patch, and the garbage they made) for ~2 µs of encoding
+// (docs/scaling.md). Here a publish interval is one call whatever the number of dirty buckets,
+// and nothing per bucket is allocated.
+//
+// The journal is a ring of patch records. Each record names the previous record of its bucket,
+// so serving a gateway at version V walks a bucket's chain back to V and joins the patches newer
+// than V. A chain starts where the bucket went out whole (`chainFrom`); a record the ring has
+// overwritten since ends it. A gateway the chain does not reach back to, or whose joined patch
+// would not be smaller than the image, gets the image: only bytes are at stake, never
+// correctness, so the ring's size is a trade of memory for sync volume.
+import { encodeBucketImage, gateKept } from "./bucket-encode";
+import { applyBucketPatch, diffBucket, PATCH_HEADER } from "./bucket-patch";
+import { ByteBuf } from "./byte-buf";
+import { ChunkTable } from "./chunk-table";
+
+const IMAGE_HEADER: i32 = 4;
+// Record: previous record of the bucket (logical position + 1; 0 none) u64, version f64,
+// op bytes u32, op count u32, then the ops (a patch without its header), padded to 8 bytes.
+const REC_PREV = 0;
+const REC_VERSION = 8;
+const REC_LEN = 16;
+const REC_OPS = 20;
+const REC_HEADER: u64 = 24;
+/** A joined patch gathers at most this many records; a bucket changed more often goes whole. */
+const MAX_JOIN: i32 = 256;
+const MAX_OPS: u32 = 0xffff;
+
+const freshBuf = new ByteBuf(256);
+const patchBuf = new ByteBuf(256);
+const patchedBuf = new ByteBuf(256);
+const joinAt = new StaticArray<u64>(MAX_JOIN);
+
+@unmanaged
+export class BucketJournal {
+  /** Bytes a bucket's image can take: 4 + ways rows. */
+  stride: i32;
+  images: usize;
+  /** Per bucket: the image's length (i32), -1 before its first publication. */
+  lens: usize;
+  /** Per bucket: the version of its image (f64). */
+  versions: usize;
+  /** Per bucket: the version of the image its first journaled patch applies to (f64). */
+  chainFrom: usize;
+  /** Per bucket: logical position + 1 of its newest record in the ring (u64; 0 none). */
+  last: usize;
+  ring: usize;
+  /** Logical end of everything written to the ring (positions only grow; physical = pos % cap). */
+  head: u64 = 0;
+  /** Buckets whose image the last publishDirty changed, in version order (u32 each). */
+  changed: ByteBuf = new ByteBuf(1024);
+  /** The last serve's joined patch. */
+  served: ByteBuf = new ByteBuf(1024);
+
+  constructor(
+    public buckets: u32,
+    public ways: i32,
+    public slotWords: i32,
+    public cap: u64,
+  ) {
+    this.stride = IMAGE_HEADER + ways * (16 + (slotWords << 3));
+    const n = <usize>buckets;
+    this.images = heap.alloc(n * <usize>this.stride);
+    this.lens = heap.alloc(n << 2);
+    memory.fill(this.lens, 0xff, n << 2);
+    this.versions = heap.alloc(n << 3);
+    memory.fill(this.versions, 0, n << 3);
+    this.chainFrom = heap.alloc(n << 3);
+    memory.fill(this.chainFrom, 0, n << 3);
+    this.last = heap.alloc(n << 3);
+    memory.fill(this.last, 0, n << 3);
+    this.ring = heap.alloc(<usize>cap);
+  }
+
+  dispose(): void {
+    heap.free(this.images);
+    heap.free(this.lens);
+    heap.free(this.versions);
+    heap.free(this.chainFrom);
+    heap.free(this.last);
+    heap.free(this.ring);
+    heap.free(this.changed.ptr);
+    heap.free(changetype<usize>(this.changed));
+    heap.free(this.served.ptr);
+    heap.free(changetype<usize>(this.served));
+    heap.free(changetype<usize>(this));
+  }
+
+  @inline image(b: u32): usize {
+    return this.images + <usize>b * <usize>this.stride;
+  }
+
+  @inline imageLen(b: u32): i32 {
+    return load<i32>(this.lens + ((<usize>b) << 2));
+  }
+
+  @inline version(b: u32): f64 {
+    return load<f64>(this.versions + ((<usize>b) << 3));
+  }
+
+  /**
+   * Publishes the buckets `dirty` lists (n × u32) from table `t`: encodes each, and where its
+   * rows changed, patches the held image (journaling the patch) or replaces it, giving it the
+   * next version from `firstVersion` on. `spec` holds speculative routes in the order of the
+   * dirty list, {hash u64, slot u32, bucket u32} each. Returns how many changed (listed in
+   * `changed`), or -1 for a geometry the image cannot state.
+   */
+  publishDirty(t: ChunkTable, dirty: usize, n: i32, spec: usize, specCount: i32, firstVersion: f64): i32 {
+    this.changed.len = 0;
+    let version = firstVersion;
+    let s = 0;
+    for (let i = 0; i < n; i++) {
+      const b = load<u32>(dirty + ((<usize>i) << 2));
+      // This bucket's speculative routes are the run of entries naming it at the cursor.
+      const from = s;
+      while (s < specCount && load<u32>(spec + ((<usize>s) << 4), 12) === b) s++;
+      const r = this.publishOne(t, b, spec + ((<usize>from) << 4), s - from, version);
+      if (r < 0) return -1;
+      if (r === 0) continue;
+      this.changed.appendI32(<i32>b);
+      version += 1;
+    }
+    return this.changed.len >> 2;
+  }
+
+  /** 1 when bucket b's image changed (and took `version`), 0 when its rows are as held, -1 on error. */
+  publishOne(t: ChunkTable, b: u32, spec: usize, specCount: i32, version: f64): i32 {
+    const freshLen = encodeBucketImage(t, b, this.ways, this.slotWords, spec, specCount, freshBuf);
+    if (freshLen < 0) return -1;
+    gateKept(t, b, this.ways, <i32>load<u8>(freshBuf.ptr));
+    const held = this.image(b);
+    const heldLen = this.imageLen(b);
+    if (heldLen >= 0) {
+      const patchLen = diffBucket(held, heldLen, freshBuf.ptr, freshLen, patchBuf);
+      if (patchLen === 0) return 0;
+      if (patchLen > 0 && patchLen < freshLen) {
+        const n = applyBucketPatch(held, heldLen, patchBuf.ptr, patchLen, patchedBuf);
+        if (n >= 0 && n <= this.stride) {
+          memory.copy(held, patchedBuf.ptr, <usize>n);
+          store<i32>(this.lens + ((<usize>b) << 2), n);
+          this.journal(b, patchBuf.ptr, patchLen, version);
+          store<f64>(this.versions + ((<usize>b) << 3), version);
+          return 1;
+        }
+      }
+    }
+    // Whole: nothing held yet, or a patch no smaller than the image. The chain starts again here.
+    memory.copy(held, freshBuf.ptr, <usize>freshLen);
+    store<i32>(this.lens + ((<usize>b) << 2), freshLen);
+    store<f64>(this.versions + ((<usize>b) << 3), version);
+    store<f64>(this.chainFrom + ((<usize>b) << 3), version);
+    store<u64>(this.last + ((<usize>b) << 3), 0);
+    return 1;
+  }
+
+  /** Appends bucket b's patch (header included at `patch`) to the ring as its newest record. */
+  journal(b: u32, patch: usize, patchLen: i32, version: f64): void {
+    const opsLen = <u64>(patchLen - PATCH_HEADER);
+    const size = (REC_HEADER + opsLen + 7) & ~(<u64>7);
+    const lastAt = this.last + ((<usize>b) << 3);
+    if (size > this.cap) {
+      // Never journaled: gateways behind this version get the image.
+      store<f64>(this.chainFrom + ((<usize>b) << 3), version);
+      store<u64>(lastAt, 0);
+      return;
+    }
+    // A record never wraps: skip to the ring's start when it would not fit before the end.
+    const at = this.head % this.cap;
+    if (at + size > this.cap) this.head += this.cap - at;
+    const pos = this.head;
+    const r = this.ring + <usize>(pos % this.cap);
+    store<u64>(r + REC_PREV, load<u64>(lastAt));
+    store<f64>(r + REC_VERSION, version);
+    store<u32>(r + REC_LEN, <u32>opsLen);
+    store<u32>(r + REC_OPS, <u32>load<u16>(patch, 2));
+    memory.copy(r + <usize>REC_HEADER, patch + <usize>PATCH_HEADER, <usize>opsLen);
+    this.head = pos + size;
+    store<u64>(lastAt, pos + 1);
+  }
+
+  /** Is the record at logical position `pos` still intact (not overwritten by the ring)? */
+  @inline intact(pos: u64): bool {
+    return pos + this.cap >= this.head;
+  }
+
+  /**
+   * The patch that takes a gateway holding bucket b as of version `since` to its image, joined
+   * into `served`; returns its length, or -1 when the gateway must get the image (the chain does
+   * not reach back to `since`, or the patch would not be smaller).
+   */
+  serve(b: u32, since: f64): i32 {
+    const imageLen = this.imageLen(b);
+    if (imageLen < 0) return -1;
+    let pos = load<u64>(this.last + ((<usize>b) << 3));
+    let n = 0;
+    let bytes: u64 = PATCH_HEADER;
+    let ops: u32 = 0;
+    let reached = false;
+    while (pos !== 0) {
+      const p = pos - 1;
+      if (!this.intact(p)) break;
+      const r = this.ring + <usize>(p % this.cap);
+      if (load<f64>(r + REC_VERSION) <= since) {
+        reached = true;
+        break;
+      }
+      if (n === MAX_JOIN) return -1;
+      joinAt[n] = p;
+      n++;
+      bytes += <u64>load<u32>(r + REC_LEN);
+      ops += load<u32>(r + REC_OPS);
+      if (bytes >= <u64>imageLen || ops > MAX_OPS) return -1;
+      pos = load<u64>(r + REC_PREV);
+    }
+    if (!reached && !(pos === 0 && load<f64>(this.chainFrom + ((<usize>b) << 3)) <= since)) return -1;
+    if (n === 0) return -1;
+    const out = this.served;
+    out.len = 0;
+    out.reserve(<i32>bytes);
+    store<u8>(out.ptr, <u8>this.slotWords);
+    store<u8>(out.ptr, 0, 1);
+    store<u16>(out.ptr, <u16>ops, 2);
+    out.len = PATCH_HEADER;
+    // Oldest first: ops apply in the order they were published.
+    for (let i = n - 1; i >= 0; i--) {
+      const r = this.ring + <usize>(unchecked(joinAt[i]) % this.cap);
+      out.append(r + <usize>REC_HEADER, <i32>load<u32>(r + REC_LEN));
+    }
+    return out.len;
+  }
+}
