@@ -79,6 +79,14 @@ describe("session affinity across gateways", () => {
     const ranks = new Map(ids.map((id, i) => [id, firsts[i] as string]));
     // A's leader reports the sessions; the control plane learns them and publishes them to B.
     await until(() => stack.cp.sessions.size >= SESSIONS, "the control plane to learn the sessions");
+    // "While the load is even": A's first turns have all ended, and A has reported so. Its report
+    // of them in flight may come after the sessions (A reports every reportMs); until the next one
+    // B would see them at their ranks as another gateway's queued work and, rightly, move a
+    // session whose rank looks busy. A loaded machine stretches that window.
+    await until(
+      () => stack.cp.slots.all().every((s) => stack.cp.load.get(s.id).inflight === 0),
+      "A's report that its first turns ended",
+    );
     await syncedGateway(b);
     for (const [id, rank] of ranks) expect(await chat(b, id, `second turn of ${id}`)).toBe(rank);
     expect(Number(b.host.counter("kvroute.session.kept") ?? 0)).toBe(SESSIONS);
