@@ -226,6 +226,19 @@ describe("no healthy endpoint (the filter fails closed, the picker has nothing t
       },
     });
     await until(() => s.cp.epp?.filter.cacheVersion()?.epoch === s.cp.epoch, "the picker's first sync");
+    // A slot starts healthy and turns unhealthy only after failed scrapes: wait for them, and for
+    // the picker to hold that load image (on a loaded machine the first sync can come first, and
+    // a request then goes to the down engine).
+    await until(
+      () => s.cp.slots.all().every((x) => !s.cp.load.get(x.id).healthy),
+      "every slot unhealthy in the control plane",
+    );
+    s.cp.publish();
+    const want = BigInt(s.cp.log.version);
+    await until(
+      () => (s.cp.epp?.filter.cacheVersion()?.version ?? -1n) >= want,
+      "the picker's sync of that load",
+    );
   }, 60_000);
   afterAll(async () => s?.close());
 
