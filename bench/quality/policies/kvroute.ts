@@ -129,20 +129,11 @@ export function kvroutePolicy(o: KvrouteOptions, name = "kvroute", stats?: Kvrou
       let next = 0;
       let fallback = 0;
       const close = () => {
-        if (stats !== undefined) {
-          for (const outcome of OUTCOMES) {
-            const n = gws.reduce((sum, g) => sum + g.counter(`kvroute.requests.${outcome}`), 0);
-            if (n > 0) stats.outcomes.set(outcome, (stats.outcomes.get(outcome) ?? 0) + n);
-          }
-          stats.routedByGateway = gws.map((g) =>
-            OUTCOMES.reduce((sum, outcome) => sum + g.counter(`kvroute.requests.${outcome}`), 0),
-          );
-          stats.reports = cp.stats.reports;
-          stats.polls = cp.stats.polls;
-          stats.kvBatches = cp.kvEventTotals.batches;
-          stats.kvDropped = cp.kvEventTotals.dropped;
-        }
+        if (stats !== undefined) recordStats(stats, gws, cp);
         for (const g of gws) g.close();
+        // The index's tables and published images live in the core's memory, shared by every
+        // run of this process: given back now, not whenever the GC finalizes them.
+        cp.index.dispose();
       };
       return {
         kvEvents(rank, events, atMs) {
@@ -190,6 +181,21 @@ export function kvroutePolicy(o: KvrouteOptions, name = "kvroute", stats?: Kvrou
       };
     },
   };
+}
+
+/** The run's decisions by outcome and the control plane's traffic, into `stats`. */
+function recordStats(stats: KvrouteStats, gws: readonly VirtualGateway[], cp: VirtualControlPlane): void {
+  for (const outcome of OUTCOMES) {
+    const n = gws.reduce((sum, g) => sum + g.counter(`kvroute.requests.${outcome}`), 0);
+    if (n > 0) stats.outcomes.set(outcome, (stats.outcomes.get(outcome) ?? 0) + n);
+  }
+  stats.routedByGateway = gws.map((g) =>
+    OUTCOMES.reduce((sum, outcome) => sum + g.counter(`kvroute.requests.${outcome}`), 0),
+  );
+  stats.reports = cp.stats.reports;
+  stats.polls = cp.stats.polls;
+  stats.kvBatches = cp.kvEventTotals.batches;
+  stats.kvDropped = cp.kvEventTotals.dropped;
 }
 
 /** The simulated rank the filter chose: its destination (the worker) and rank header (hybrid LB: the local index). */

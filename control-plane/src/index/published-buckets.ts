@@ -30,6 +30,16 @@ export interface PublishedBucketsOptions {
   journalBytes?: number;
 }
 
+/**
+ * Frees a journal whose owner was collected without dispose(): its images and ring (tens of MiB
+ * at the default geometry) live in the core's linear memory, which the JavaScript GC does not
+ * see, so a process that makes many indexes (benches, tests) would otherwise fill the core's
+ * 4 GiB — as a quality-bench process did after ~50 runs.
+ */
+const journals = new FinalizationRegistry<{ core: CoreModule; id: number }>((j) =>
+  j.core.ex.journalFree(j.id),
+);
+
 /** The sync log's key table of buckets (sync-log.ts KeyTable, which the index may not import: it only has the shape). */
 export class PublishedBuckets {
   readonly count: number;
@@ -46,6 +56,7 @@ export class PublishedBuckets {
     this.#id = core.ex.journalNew(opts.buckets, opts.ways, opts.slotWords, ring);
     if (this.#id < 0)
       throw new Error(`cannot publish buckets of ${opts.ways} ways × ${opts.slotWords} slot words`);
+    journals.register(this, { core, id: this.#id }, this);
   }
 
   /**
@@ -84,7 +95,8 @@ export class PublishedBuckets {
     return this.core.ex.journalBytes(this.#id);
   }
 
+  /** Frees the core's journal now rather than when this is collected; unusable after. */
   dispose(): void {
-    this.core.ex.journalFree(this.#id);
+    if (journals.unregister(this)) this.core.ex.journalFree(this.#id);
   }
 }
