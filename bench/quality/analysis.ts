@@ -180,9 +180,10 @@ function rotationNotes(points: readonly Point[]): string[] {
   if (cases.length === 0) return [];
   return [
     "Round robin is ahead where little is shared: a strict rotation gives every rank the same number of requests, " +
-      "while kvroute's gateways balance by the engines' load as last scraped (every 250 ms) plus their own " +
-      "unanswered requests, and see each other's only through reports — its per-rank counts spread " +
-      `(medians over seeds): ${cases.join("; ")}.`,
+      "each about when the rank's last one is likely done, while kvroute prices a queued prompt whole until its " +
+      "first byte however far its prefill has gone, so near-equal ranks look equal whatever the age of their " +
+      "queue (it trails there with one gateway of one thread too, on the development seeds: bench/quality/explore.ts " +
+      `with gateways 1, threadsPerGateway 1) — its per-rank counts (medians over seeds): ${cases.join("; ")}.`,
   ];
 }
 
