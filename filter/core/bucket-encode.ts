@@ -181,6 +181,14 @@ export function gateKept(t: ChunkTable, b: u32, ways: i32, n: i32): void {
     return;
   }
   const last = t.rec(unchecked(keptRef[n - 1]));
-  const kept = t.setGate(b, ways, n, t.depthAt(last), unchecked(keptTier[n - 1]), t.stampAt(last), t.hashAt(last));
+  const kept = t.setGate(
+    b,
+    ways,
+    n,
+    t.depthAt(last),
+    unchecked(keptTier[n - 1]),
+    t.stampAt(last),
+    t.hashAt(last),
+  );
   for (let i = 0; i < n; i++) store<u64>(kept + ((<usize>i) << 3), t.hashAt(t.rec(unchecked(keptRef[i]))));
 }

@@ -52,7 +52,7 @@ function newIndex(fast: boolean): PrefixIndex {
     now: () => 1000,
     batchFastPath: fast,
   });
-  SLOTS.forEach((slotKey, slotId) =>
+  for (const [slotId, slotKey] of SLOTS.entries())
     index.addSlot({
       slotKey,
       slotId,
@@ -63,8 +63,7 @@ function newIndex(fast: boolean): PrefixIndex {
         return typeof n === "number" ? scratch.subarray(0, n) : null;
       },
       tokenTable: fast ? table : null,
-    }),
-  );
+    });
   indexes.push(index);
   return index;
 }

@@ -51,13 +51,12 @@ function agreed(s: ShardStack): boolean {
 function unindexed(s: ShardStack): string[] {
   const out: string[] = [];
   for (const cp of live(s))
-    s.sims.forEach((sim, p) =>
-      slotKeys(cp, p).forEach((key, k) => {
+    for (const [p, sim] of s.sims.entries())
+      for (const [k, key] of slotKeys(cp, p).entries()) {
         const engine = sim.ranks[k]?.rt.engine.load().numCachedBlocks ?? -1;
         const held = cp.index.slot(key)?.blockCount;
         if (held !== engine) out.push(`${cp.replicas?.replicaId} ${key}: ${held} of ${engine}`);
-      }),
-    );
+      }
   return out;
 }
 

@@ -43,6 +43,18 @@ export interface StatusInput {
   adapters?: AdapterCatalog;
 }
 
+/** `/v1/status.sharding`: each pool's owner in this replica's view and what moved between replicas. */
+function shardingStatus(sh: NonNullable<StatusInput["sharding"]>) {
+  return {
+    owners: Object.fromEntries(sh.shards.pools.map((p) => [p, sh.shards.ownerOf(p)])),
+    owned: sh.shards.owned(),
+    replicas: sh.shards.replicas,
+    handovers: sh.shards.stats,
+    relayed: sh.sink.relayed,
+    applied: sh.relayed.stats,
+  };
+}
+
 export function buildStatus(s: StatusInput) {
   const eventStats = new Map(s.events.stats().map((e) => [e.slotKey, e]));
   const now = Date.now();
@@ -59,19 +71,7 @@ export function buildStatus(s: StatusInput) {
      * With `nats.shardPools`: each pool's owner in this replica's view, the pools it owns (whose
      * engines it subscribes to), handovers, what it relayed and what it applied of its peers'.
      */
-    sharding:
-      s.sharding == null
-        ? null
-        : {
-            owners: Object.fromEntries(
-              s.sharding.shards.pools.map((p) => [p, s.sharding?.shards.ownerOf(p)]),
-            ),
-            owned: s.sharding.shards.owned(),
-            replicas: s.sharding.shards.replicas,
-            handovers: s.sharding.shards.stats,
-            relayed: s.sharding.sink.relayed,
-            applied: s.sharding.relayed.stats,
-          },
+    sharding: s.sharding == null ? null : shardingStatus(s.sharding),
     index: {
       chunks: s.index.chunks.size,
       buckets: s.cfg.cache.buckets,
