@@ -104,17 +104,23 @@ function nameBytes(name: string): ArrayBuffer {
   return b;
 }
 
+/** Reads the header's value into the host's out slot; whether it is there. */
+function readHeader(map: u32, name: string): bool {
+  const key = nameBytes(name);
+  return (
+    imports.proxy_get_header_map_value(
+      <imports.HeaderMapType>map,
+      changetype<usize>(key),
+      key.byteLength,
+      hostOut,
+      hostOut + 4,
+    ) === OK
+  );
+}
+
 /** Whether the header is present (its value is read and dropped, never copied). */
 export function hasHeader(map: u32, name: string): bool {
-  const key = nameBytes(name);
-  const r = imports.proxy_get_header_map_value(
-    <imports.HeaderMapType>map,
-    changetype<usize>(key),
-    key.byteLength,
-    hostOut,
-    hostOut + 4,
-  );
-  if (r !== OK) return false;
+  if (!readHeader(map, name)) return false;
   const p = outPtr();
   if (p !== 0) heap.free(p);
   return true;
@@ -122,16 +128,7 @@ export function hasHeader(map: u32, name: string): bool {
 
 /** The header's value; null when absent or when the map is no longer readable. */
 export function getHeader(map: u32, name: string): ArrayBuffer | null {
-  const key = nameBytes(name);
-  const r = imports.proxy_get_header_map_value(
-    <imports.HeaderMapType>map,
-    changetype<usize>(key),
-    key.byteLength,
-    hostOut,
-    hostOut + 4,
-  );
-  if (r !== OK) return null;
-  return takeOut();
+  return readHeader(map, name) ? takeOut() : null;
 }
 
 /**
