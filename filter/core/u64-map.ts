@@ -5,9 +5,8 @@
 // engine block hashes can be sequential (hash = base + i), which would cluster otherwise.
 //
 // Unmanaged and heap-allocated: the control plane's index lives here for the process's life,
-// and keeping it out of the GC keeps per-entry cost at 12 bytes a slot — or 4, when the values
-// are pointers to records that hold their own key (keyOffset ≥ 0: the key of a slot is the u64
-// at value + keyOffset, read where a probe compares; block-table.ts uses this).
+// and keeping it out of the GC keeps per-entry cost at 12 bytes a slot. (Maps whose values are
+// records holding their own key are block-map.ts's, with a fingerprint per slot.)
 
 const MIN_CAP: u32 = 16;
 
@@ -19,12 +18,12 @@ export class U64Map {
   mask: u32 = 0;
   size: u32 = 0;
 
-  constructor(public keyOffset: i32 = -1) {
+  constructor() {
     this.alloc(MIN_CAP);
   }
 
   private alloc(cap: u32): void {
-    this.keys = this.keyOffset < 0 ? heap.alloc((<usize>cap) << 3) : 0;
+    this.keys = heap.alloc((<usize>cap) << 3);
     this.vals = heap.alloc((<usize>cap) << 2);
     memory.fill(this.vals, 0, (<usize>cap) << 2);
     this.cap = cap;
@@ -55,7 +54,7 @@ export class U64Map {
       const at = this.vals + ((<usize>i) << 2);
       const v = load<u32>(at);
       if (v === 0) {
-        if (this.keyOffset < 0) store<u64>(this.keys + ((<usize>i) << 3), key);
+        store<u64>(this.keys + ((<usize>i) << 3), key);
         store<u32>(at, value);
         this.size++;
         return;
@@ -88,7 +87,7 @@ export class U64Map {
       const h = this.home(k);
       // k may move to the hole unless its home lies cyclically in (hole, j].
       if (((j - h) & mask) >= ((j - hole) & mask)) {
-        if (this.keyOffset < 0) store<u64>(this.keys + ((<usize>hole) << 3), k);
+        store<u64>(this.keys + ((<usize>hole) << 3), k);
         store<u32>(this.vals + ((<usize>hole) << 2), v);
         hole = j;
       }
@@ -105,19 +104,17 @@ export class U64Map {
     const oldCap = this.cap;
     this.alloc(oldCap << 1);
     this.size = 0;
-    const offset = this.keyOffset;
     for (let i: u32 = 0; i < oldCap; i++) {
       const v = load<u32>(oldVals + ((<usize>i) << 2));
-      if (v !== 0)
-        this.set(offset < 0 ? load<u64>(oldKeys + ((<usize>i) << 3)) : load<u64>(<usize>v + offset), v);
+      if (v !== 0) this.set(load<u64>(oldKeys + ((<usize>i) << 3)), v);
     }
-    if (oldKeys !== 0) heap.free(oldKeys);
+    heap.free(oldKeys);
     heap.free(oldVals);
   }
 
   /** Empties the map and gives its memory back (down to the minimum size). */
   clear(): void {
-    if (this.keys !== 0) heap.free(this.keys);
+    heap.free(this.keys);
     heap.free(this.vals);
     this.alloc(MIN_CAP);
     this.size = 0;
@@ -125,7 +122,7 @@ export class U64Map {
 
   /** Gives back the map's memory, itself included. */
   dispose(): void {
-    if (this.keys !== 0) heap.free(this.keys);
+    heap.free(this.keys);
     heap.free(this.vals);
     heap.free(changetype<usize>(this));
   }
@@ -136,12 +133,11 @@ export class U64Map {
   }
 
   @inline keyAt(i: u32): u64 {
-    if (this.keyOffset >= 0) return load<u64>(<usize>this.valueAt(i) + this.keyOffset);
     return load<u64>(this.keys + ((<usize>i) << 3));
   }
 
   /** Bytes held (both arrays). */
   get bytes(): usize {
-    return <usize>this.cap * (this.keyOffset < 0 ? 12 : 4);
+    return <usize>this.cap * 12;
   }
 }
