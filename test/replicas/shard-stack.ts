@@ -4,13 +4,12 @@
 // host, each preferring one replica (stack.ts startStackGateway). Only a pool's owner
 // subscribes to its worker; the others apply what the owner relays.
 import { pino } from "pino";
-import { zmqKvEvents } from "../../control-plane/sim/kv-events-config.ts";
-import { type RunningSim, startSim } from "../../control-plane/sim/server.ts";
+import type { RunningSim } from "../../control-plane/sim/server.ts";
 import { type ControlPlane, startControlPlane } from "../../control-plane/src/app.ts";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
 import type { Gateway } from "../../host/gateway.ts";
-import { freePortRange, QWEN3, simConfig } from "../sim/helpers.ts";
-import { startStackGateway, TOKEN } from "./stack.ts";
+import { freePortRange, QWEN3 } from "../sim/helpers.ts";
+import { startStackGateway, startWorker, TOKEN } from "./stack.ts";
 
 export const RANKS = 2;
 export const ANNOUNCE_MS = 300;
@@ -39,26 +38,10 @@ export async function startShardStack(o: {
   const workerPorts = Array.from({ length: o.pools }, (_, i) => base + o.replicas + i);
   const zmq = await Promise.all(workerPorts.map(() => freePortRange(2 * RANKS + 10)));
   const sims: RunningSim[] = [];
+  // A longer replay buffer than stack.ts's: a new owner replays what its pools' engines sent
+  // before it subscribed.
   for (let p = 0; p < o.pools; p++)
-    sims.push(
-      await startSim(
-        simConfig({
-          model: modelOf(p),
-          port: workerPorts[p] as number,
-          topology: { mode: "internal", size: RANKS, sizeLocal: RANKS, startRank: 0 },
-          tokenizerDir: QWEN3,
-          timeScale: 0.1,
-          numGpuBlocks: 4096,
-          eventEncoding: "map",
-          kvEvents: zmqKvEvents({
-            endpoint: `tcp://*:${zmq[p]}`,
-            replayEndpoint: `tcp://*:${(zmq[p] as number) + 10}`,
-            topic: "kv",
-            bufferSteps: 10_000,
-          }),
-        }),
-      ),
-    );
+    sims.push(await startWorker(workerPorts[p] as number, zmq[p] as number, modelOf(p), 10_000));
   const replicaIds = Array.from({ length: o.replicas }, (_, r) => `replica-${r}`);
   const replicas: Array<ControlPlane | null> = [];
   for (let r = 0; r < o.replicas; r++)

@@ -80,10 +80,16 @@ export async function startStack(o: StackOptions): Promise<Stack> {
   };
 }
 
-function startWorker(port: number, zmq: number): Promise<RunningSim> {
+/** A simulated vLLM worker of RANKS ranks on `port`, its KV events (and replay) on ZMQ from `zmq`. */
+export function startWorker(
+  port: number,
+  zmq: number,
+  model = MODEL,
+  bufferSteps = 1000,
+): Promise<RunningSim> {
   return startSim(
     simConfig({
-      model: MODEL,
+      model,
       port,
       topology: { mode: "internal", size: RANKS, sizeLocal: RANKS, startRank: 0 },
       tokenizerDir: QWEN3,
@@ -94,7 +100,7 @@ function startWorker(port: number, zmq: number): Promise<RunningSim> {
         endpoint: `tcp://*:${zmq}`,
         replayEndpoint: `tcp://*:${zmq + 10}`,
         topic: "kv",
-        bufferSteps: 1000,
+        bufferSteps,
       }),
     }),
   );
