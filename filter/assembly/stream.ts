@@ -548,8 +548,7 @@ export class KvrouteStream {
     d.preferMargin = <f64>cfg.sessionMargin;
     const adapter = vm.adapter;
     if (adapter.adapter >= 0) {
-      vm.lora.fill(cfg, slots, load, pool, adapter.adapter, now);
-      d.adapterCost = vm.lora.cost;
+      if (vm.lora.fill(cfg, slots, load, pool, adapter.adapter, now)) d.adapterCost = vm.lora.cost;
     }
     const walker = vm.walker;
     const outcome = d.decide(

@@ -12,7 +12,7 @@ import {
   LoadImage,
   SlotsImage,
 } from "./cache-images";
-import { AdapterMatch, LoraAffinity } from "./lora-affinity";
+import { AdapterMatch, homeOrder, LoraAffinity } from "./lora-affinity";
 import { BucketSource, PrefixWalk } from "./prefix-walk";
 import { loadSignature } from "./queued-work";
 
@@ -222,6 +222,21 @@ export function loraRoutedIo(pool: i32, adapter: i32, slot: i32, nowMs: u64, ttl
 }
 
 /** The adapter cost of slot s for a request of (pool, adapter) at nowMs, over the last cfg, slots and load. */
+/** Slot s's place in the home order of (pool, adapter) (lora-affinity.ts), in [0, 1); -1 when s is
+ * not the pool's. */
+export function loraHomeIo(pool: i32, adapter: i32, s: i32): f64 {
+  const t = slots;
+  if (t == null || s < 0 || s >= t.count || <i32>t.pool[s] !== pool) return -1;
+  let n = 0;
+  let k = 0;
+  for (let i = 0; i < t.count; i++) {
+    if (<i32>t.pool[i] !== pool) continue;
+    if (i < s) k++;
+    n++;
+  }
+  return homeOrder(adapter, k, n);
+}
+
 export function loraCostIo(pool: i32, adapter: i32, s: i32, nowMs: u64): f64 {
   const c = cfg;
   const t = slots;

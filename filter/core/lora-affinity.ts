@@ -14,12 +14,33 @@
 // load where the others leave room, the full cost where they do not (GAIE's lora-affinity scorer
 // likewise ranks "waiting" below "room for another").
 //   0                 the engine reports no adapters at all (no information: decide as before)
-// The estimate of a slot's active adapters is the metric's count plus this VM's recent routes
-// of adapters the metric does not show yet, and never counts more than max_loras.
+// A slot that must load the adapter also gets its place in the adapter's home order: up to
+// HOME_SPREAD × loadCost more, by the slot's position in its pool, rotated by the adapter's id, so
+// that every gateway and thread computes the same order and each slot is first for as many
+// adapters as any other. Gateways see each other's routes only through reports and scrapes
+// (hundreds of ms); without a shared order each placed an adapter where it alone saw room, and an
+// adapter requested through G gateways and T threads ended up loaded on up to G × T slots, every
+// slot holding more adapters than its places (the LoRA bench: 12–15 adapters per rank of 4 places
+// against 5–6 with one deciding VM). With the order, an adapter nobody runs yet goes to the same
+// slot from everywhere, and moves down its order only when a slot's load outweighs the step. A
+// rotation rather than a hash: 32 adapters hashed onto 8 slots put 7 or 8 first on some slot, more
+// than its places, and those evicted each other at low load.
 import { CfgImage, LoadImage, SlotsImage } from "./cache-images";
 
 /** Routes remembered per VM: enough for a burst over a few dozen slots between two scrapes. */
 const RECENT: i32 = 64;
+/**
+ * How far the home order spreads the slots that must load an adapter, in loads: the last slot of
+ * the order costs (1 + HOME_SPREAD) × loadCost. Enough to outweigh the queued requests one gateway
+ * cannot see of another's between reports (a few), so gateways agree; a slot loaded that much more
+ * still loses its turn. 4: measured on the LoRA bench's development seeds (docs/operations.md).
+ */
+const HOME_SPREAD: f64 = 4;
+
+/** The place, in [0, 1), of the k-th of a pool's n slots in adapter `adapter`'s home order. */
+export function homeOrder(adapter: i32, k: i32, n: i32): f64 {
+  return <f64>((((k - adapter) % n) + n) % n) / <f64>n;
+}
 
 /** The pool and adapter a request's `model` names, when it names an adapter. */
 export class AdapterMatch {
@@ -73,15 +94,37 @@ export class LoraAffinity {
     this.recentAt[i] = nowMs + <u64>ttlMs;
   }
 
-  /** Fills cost[s] for every slot of `pool` for a request of adapter `adapter` (an id ≥ 0). */
-  fill(cfg: CfgImage, slots: SlotsImage, loads: LoadImage, pool: i32, adapter: i32, nowMs: u64): void {
+  /**
+   * Fills cost[s] for every slot of `pool` for a request of adapter `adapter` (an id ≥ 0); false
+   * when no slot of the pool reports its adapters (every cost 0: nothing to agree on, the request
+   * is routed as any other).
+   */
+  fill(cfg: CfgImage, slots: SlotsImage, loads: LoadImage, pool: i32, adapter: i32, nowMs: u64): bool {
     if (this.cost.length < slots.count) this.cost = new StaticArray<f64>(slots.count);
+    let n = 0;
+    for (let s = 0; s < slots.count; s++) if (<i32>slots.pool[s] === pool) n++;
+    let informed = false;
+    let k = 0;
     for (let s = 0; s < slots.count; s++) {
-      this.cost[s] = <i32>slots.pool[s] === pool ? this.slotCost(cfg, loads, pool, s, adapter, nowMs) : 0;
+      if (<i32>slots.pool[s] !== pool) {
+        this.cost[s] = 0;
+        continue;
+      }
+      if (loads.maxLoras(s) !== 0) informed = true;
+      this.cost[s] = this.slotCost(cfg, loads, pool, s, adapter, nowMs, homeOrder(adapter, k++, n));
     }
+    return informed;
   }
 
-  private slotCost(cfg: CfgImage, loads: LoadImage, pool: i32, s: i32, adapter: i32, nowMs: u64): f64 {
+  private slotCost(
+    cfg: CfgImage,
+    loads: LoadImage,
+    pool: i32,
+    s: i32,
+    adapter: i32,
+    nowMs: u64,
+    home: f64,
+  ): f64 {
     const max = loads.maxLoras(s);
     if (max === 0) return 0;
     const listed = loads.listedAdapters(s);
@@ -108,8 +151,9 @@ export class LoraAffinity {
     // on a full slot that route is only waiting, and more of its requests would wait behind it.
     if (routedHere && active < max) return 0;
     // A truncated list may hold the adapter among the unnamed: no worse than a load.
-    if (active < max || <u32>listed < loads.activeAdapters(s)) return <f64>cfg.loraLoadCost;
-    return <f64>cfg.loraFullCost;
+    const order = <f64>cfg.loraLoadCost * HOME_SPREAD * home;
+    if (active < max || <u32>listed < loads.activeAdapters(s)) return <f64>cfg.loraLoadCost + order;
+    return <f64>cfg.loraFullCost + order;
   }
 
   /** Whether recent entry r's adapter `a` is in the metric's list or an earlier recent entry. */

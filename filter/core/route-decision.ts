@@ -19,7 +19,7 @@
 //   read the same stale image would otherwise all pick the same one — and PARTITION_SPREAD on
 //   every slot outside the gateway's share of the pool (partIndex: its place among the gateways
 //   that report, kvr.gw), plus inflightWeight × what the gateway whose share it is likely has
-//   queued there unseen (share-mirror.ts)
+//   queued there unseen (share-mirror.ts) — neither for an adapter's request (lora-affinity.ts)
 // Tokens are estimated from bytes (BYTES_PER_TOKEN); weights come from the configuration.
 import {
   CfgImage,
@@ -120,7 +120,10 @@ export class Decider {
    */
   preferred: i32 = -1;
   preferMargin: f64 = 0;
-  /** When set, per slot prefill tokens added to the cost of the next decisions (lora-affinity.ts). */
+  /**
+   * When set, per slot prefill tokens added to the cost of the next decisions (lora-affinity.ts),
+   * and those decisions take no gateway order or share: an adapter's placement is the fleet's.
+   */
   adapterCost: StaticArray<f64> | null = null;
   /**
    * This gateway's order of slots: a share of GATEWAY_SPREAD tokens per slot, from a hash of the
@@ -249,9 +252,12 @@ export class Decider {
     }
     let min = Infinity;
     let max = -Infinity;
-    // This decision's gateway order (0: none), mixed once for all candidates.
+    // This decision's gateway order (0: none), mixed once for all candidates. An adapter's request
+    // has none: where an adapter runs is one place for the whole fleet, so every gateway must rank
+    // the slots alike for it (lora-affinity.ts's home order); a gateway's own order and share would
+    // load each adapter once per gateway and overfill every slot's max_loras places.
     const order: u64 =
-      this.gatewaySeed !== 0 && policy !== POLICY_LEAST_LOAD
+      this.gatewaySeed !== 0 && policy !== POLICY_LEAST_LOAD && this.adapterCost === null
         ? this.gatewaySeed ^ (this.gatewayRound * 0xd6e8feb86659fd93)
         : 0;
     // This decision's share: candidates whose position mod G is the gateway's place (mod n when

@@ -24,10 +24,10 @@ function problemsOf(raw: unknown): string {
 }
 
 describe("LoRA configuration", () => {
-  it("defaults: no adapters, a load cost of 256 and a full cost of 4096 prefill tokens", () => {
+  it("defaults: no adapters, a load cost of 1024 and a full cost of 8192 prefill tokens", () => {
     const cfg = parseConfig({ pools: [pool("a")] }, "t", {});
     expect(cfg.pools[0]?.adapters).toEqual([]);
-    expect(cfg.routing.lora).toEqual({ loadCost: 256, fullCost: 4096 });
+    expect(cfg.routing.lora).toEqual({ loadCost: 1024, fullCost: 8192 });
     expect(cfg.load.modelsIntervalMs).toBe(10_000);
   });
 

@@ -38,6 +38,8 @@ export interface E2E {
   stopWorker(i: number): Promise<void>;
   startControlPlane(): Promise<ControlPlane>;
   stopControlPlane(): Promise<void>;
+  /** Another gateway in front of the same workers (its own Envoy node id); closed by close(). */
+  addGateway(nodeId: string): Promise<Gateway>;
   close(): Promise<void>;
 }
 
@@ -95,7 +97,7 @@ export async function startE2E(o: E2EOptions = {}): Promise<E2E> {
   const e = e2eHandle(o, workers, ranks, cpPort);
   for (const w of workers) await startFirstTime(w, ranks, o);
   if (!o.noControlPlane) await e.startControlPlane();
-  e.gateway = await startE2EGateway(o, workers, cpPort);
+  e.gateway = await startE2EGateway(o, workers, cpPort, "e2e-gateway");
   e.url = e.gateway.url;
   return e;
 }
@@ -134,6 +136,7 @@ export function e2eRawConfig(o: E2EOptions, workers: Worker[], ranks: number): R
 
 /** The handle a test holds: workers and the control plane can be stopped and started again. */
 function e2eHandle(o: E2EOptions, workers: Worker[], ranks: number, cpPort: number): E2E {
+  const more: Gateway[] = [];
   const e: E2E = {
     workers,
     ranks,
@@ -172,7 +175,13 @@ function e2eHandle(o: E2EOptions, workers: Worker[], ranks: number, cpPort: numb
       await e.cp?.stop();
       e.cp = null;
     },
+    async addGateway(nodeId) {
+      const g = await startE2EGateway(o, workers, cpPort, nodeId);
+      more.push(g);
+      return g;
+    },
     async close() {
+      for (const g of more) await g.close();
       await e.gateway?.close();
       await e.stopControlPlane();
       for (let i = 0; i < workers.length; i++) await e.stopWorker(i);
@@ -200,7 +209,7 @@ async function startFirstTime(w: Worker, ranks: number, o: E2EOptions): Promise<
 }
 
 /** The Node host configured as envoy/envoy.yaml, in front of the workers. */
-function startE2EGateway(o: E2EOptions, workers: Worker[], cpPort: number): Promise<Gateway> {
+function startE2EGateway(o: E2EOptions, workers: Worker[], cpPort: number, nodeId: string): Promise<Gateway> {
   const envoyConfig = () => {
     const cfg = envoyConfigFor({
       listenPort: 0,
@@ -232,7 +241,7 @@ function startE2EGateway(o: E2EOptions, workers: Worker[], cpPort: number): Prom
     // envoy/envoy.yaml's one route to the engines' override_host cluster: routed requests go to
     // the endpoint the filter named, fail-open ones are balanced over every worker.
     ...listenerRouting(envoyConfig()),
-    node: { id: "e2e-gateway" },
+    node: { id: nodeId },
     port: 0,
     allowOnHeadersStopIteration: true,
     // This gateway stands for envoy/envoy.yaml: it decides who the client is the same way.
@@ -252,14 +261,14 @@ export async function until(
   }
 }
 
-/** The gateway holds the control plane's newest version. */
-export async function synced(e: E2E): Promise<void> {
+/** The gateway (default: the first) holds the control plane's newest version. */
+export async function synced(e: E2E, gateway: Gateway = e.gateway): Promise<void> {
   const cp = e.cp;
   if (cp === null) throw new Error("no control plane");
   cp.publish();
   const want = BigInt(cp.log.version);
   await until(() => {
-    const v = e.gateway.host.sharedData("kvr.sync");
+    const v = gateway.host.sharedData("kvr.sync");
     return (
       v !== null &&
       Buffer.from(v.value).readBigUInt64LE(0) === cp.epoch &&
@@ -270,7 +279,7 @@ export async function synced(e: E2E): Promise<void> {
   // their next tick. Each VM rewrites its section of the board (kvr.gwb) every tick, after its
   // refresh: two new stamps from every VM after the sync landed and every VM routes with the new
   // images.
-  const host = e.gateway.host;
+  const host = gateway.host;
   const stamps = () => new Map((readBoard(host)?.sections ?? []).map((x) => [x.thread, x.stamp]));
   const start = stamps();
   const changes = new Map<number, number>([...start.keys()].map((t) => [t, 0]));
@@ -302,12 +311,15 @@ export async function chat(
     maxTokens?: number;
     signal?: AbortSignal;
     headers?: Record<string, string>;
+    /** The gateway to send it through (default: the first one). */
+    via?: Gateway;
   } = {},
 ): Promise<Routed> {
+  const gateway = o.via ?? e.gateway;
   // Its own request id: the access-log entry that names its upstream is found by it (the last
   // entry is another request's when several run at once).
   const requestId = o.requestId ?? randomUUID();
-  const res = await fetch(`${e.url}/v1/chat/completions`, {
+  const res = await fetch(`${gateway.url}/v1/chat/completions`, {
     method: "POST",
     headers: {
       "content-type": "application/json",
@@ -331,7 +343,7 @@ export async function chat(
   } catch {
     // not JSON: an error answer
   }
-  const upstream = [...e.gateway.accessLog].reverse().find((a) => a.requestId === requestId)?.upstream ?? "";
+  const upstream = [...gateway.accessLog].reverse().find((a) => a.requestId === requestId)?.upstream ?? "";
   return {
     status: res.status,
     worker: e.workers.findIndex((w) => upstream.endsWith(`:${w.port}`)),

@@ -2,8 +2,9 @@
 // (--enable-lora, adapter-keyed block hashes, lora_name in KV events, vllm:lora_requests_info,
 // /v1/models with `parent`), the control plane learning the adapters and the engines' loaded
 // ones, and the gateway (build/kvroute.wasm) hashing an adapter's request with its name and
-// preferring the slot that runs it.
+// preferring the slot that runs it; two gateways place a new adapter on the same slot.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Gateway } from "../../host/gateway.ts";
 import { chat, type E2E, MODEL, type Routed, startE2E, synced, until } from "./harness.ts";
 
 const ADAPTERS = ["sql-lora", "chat-lora", "legal-lora"];
@@ -163,6 +164,37 @@ describe("LoRA adapters end to end", () => {
     } finally {
       abort.abort();
       await long;
+    }
+  });
+
+  it("two gateways place an adapter no slot runs on the same slot (its home order, not each gateway's own)", async () => {
+    const cp = e.cp;
+    if (cp === null) throw new Error("no control plane");
+    const b: Gateway = await e.addGateway("e2e-gateway-b");
+    // Both gateways in every gateway's roster (kvr.gw): each then has its share of the slots, which
+    // other requests prefer, and its own order of near-equal slots.
+    const roster = (g: Gateway) => {
+      const v = g.host.sharedData("kvr.gw");
+      return v === null ? 0 : Buffer.from(v.value).readUInt16LE(6);
+    };
+    await until(() => roster(e.gateway) === 2 && roster(b) === 2, "both gateways in the roster");
+    for (const [i, adapter] of ["chat-lora", "legal-lora", "sql-lora"].entries()) {
+      // Idle engines in the metrics both gateways route with: no slot runs an adapter, all have room.
+      await until(
+        () =>
+          cp.slots
+            .present()
+            .every((sl) => cp.load.get(sl.id).running === 0 && cp.load.get(sl.id).waiting === 0),
+        "every slot idle",
+      );
+      await synced(e);
+      await synced(e, b);
+      const [viaA, viaB] = await Promise.all([
+        chat(e, system(`novel a ${i}`), "q", { model: adapter }),
+        chat(e, system(`novel b ${i}`), "q", { model: adapter, via: b }),
+      ]);
+      expect([viaA.status, viaB.status]).toEqual([200, 200]);
+      expect(where(viaB), adapter).toBe(where(viaA));
     }
   });
 });

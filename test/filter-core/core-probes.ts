@@ -20,6 +20,7 @@ interface RouteExports {
   loraResetIo(): void;
   loraRoutedIo(pool: number, adapter: number, slot: number, nowMs: bigint, ttlMs: number): void;
   loraCostIo(pool: number, adapter: number, slot: number, nowMs: bigint): number;
+  loraHomeIo(pool: number, adapter: number, slot: number): number;
   walkIo(count: number, buckets: number, words: number, slotCount: number, totalLen: number): number;
   walkWeighIo(gpu: number, cpu: number, storage: number): void;
 }

@@ -75,6 +75,13 @@ const find = (model: string) => {
   return route.adapterFindIo(b.length);
 };
 const cost = (adapter: number, slot: number, now = 1000n) => route.loraCostIo(1, adapter, slot, now);
+/** A slot that must load the adapter: the load (or full) cost plus its place in the adapter's home
+ * order, up to 4 loads (HOME_SPREAD in lora-affinity.ts). */
+const LOAD = 300;
+const FULL = 5000;
+const home = (adapter: number, slot: number) => LOAD * 4 * route.loraHomeIo(1, adapter, slot);
+const load = (adapter: number, slot: number) => LOAD + home(adapter, slot);
+const full = (adapter: number, slot: number) => FULL + home(adapter, slot);
 const SQL = 0;
 const CHAT = 1;
 const LEGAL = 2;
@@ -155,7 +162,7 @@ describe("the adapter cost", () => {
       { maxLoras: 2, running: ["chat", "legal"], waiting: [] },
       null,
     ]);
-    expect([1, 2, 3, 4].map((s) => cost(SQL, s))).toEqual([0, 300, 5000, 0]);
+    expect([1, 2, 3, 4].map((s) => cost(SQL, s))).toEqual([0, load(SQL, 2), full(SQL, 3), 0]);
     // Only waiting there: queued for a place, judged by what the other adapters take.
     publish([
       null,
@@ -164,8 +171,8 @@ describe("the adapter cost", () => {
       null,
       null,
     ]);
-    expect([cost(SQL, 1), cost(SQL, 2)]).toEqual([5000, 300]);
-    expect([cost(LEGAL, 1), cost(LEGAL, 2)]).toEqual([5000, 5000]);
+    expect([cost(SQL, 1), cost(SQL, 2)]).toEqual([full(SQL, 1), load(SQL, 2)]);
+    expect([cost(LEGAL, 1), cost(LEGAL, 2)]).toEqual([full(LEGAL, 1), full(LEGAL, 2)]);
     expect(cost(CHAT, 1)).toBe(0);
   });
 
@@ -179,22 +186,40 @@ describe("the adapter cost", () => {
     ]);
     route.loraRoutedIo(1, SQL, 1, 1000n, 500);
     expect(cost(SQL, 1, 1200n)).toBe(0);
-    expect(cost(SQL, 1, 1500n)).toBe(300); // expired
+    expect(cost(SQL, 1, 1500n)).toBe(load(SQL, 1)); // expired
     // Slot 2 runs chat; a recent route of sql fills its second adapter place.
     route.loraRoutedIo(1, SQL, 2, 1000n, 500);
     route.loraRoutedIo(1, SQL, 2, 1001n, 500);
-    expect(cost(LEGAL, 2, 1200n)).toBe(5000);
+    expect(cost(LEGAL, 2, 1200n)).toBe(full(LEGAL, 2));
     expect(cost(CHAT, 2, 1200n)).toBe(0);
     // A route of the same adapter the metric already lists is not a second adapter.
     route.loraResetIo();
     route.loraRoutedIo(1, CHAT, 2, 1000n, 500);
-    expect(cost(LEGAL, 2, 1200n)).toBe(300);
+    expect(cost(LEGAL, 2, 1200n)).toBe(load(LEGAL, 2));
+  });
+
+  it("orders the slots that must load an adapter by their place in the pool, rotated by the adapter", () => {
+    const idle = { maxLoras: 2, running: [], waiting: [] };
+    publish([null, idle, idle, idle, idle]);
+    // Pool llama holds slots 1–4: adapter a is first on its (a mod 4)-th slot, then the next ones;
+    // a pure function of the pool's slots and the adapter's id, so every VM and gateway agrees.
+    const order = (a: number) => [1, 2, 3, 4].map((s) => route.loraHomeIo(1, a, s));
+    expect(order(SQL)).toEqual([0, 0.25, 0.5, 0.75]);
+    expect(order(CHAT)).toEqual([0.75, 0, 0.25, 0.5]);
+    expect(order(LEGAL)).toEqual([0.5, 0.75, 0, 0.25]);
+    // Each slot is first for as many adapters as any other.
+    const firsts = [0, 1, 2, 3, 4, 5, 6, 7].map((a) => order(a).indexOf(0));
+    expect(firsts).toEqual([0, 1, 2, 3, 0, 1, 2, 3]);
+    expect(route.loraHomeIo(1, SQL, 0)).toBe(-1); // another pool's slot
+    // It is a part of the cost: slot 2 (room, no adapter yet) costs the load plus a quarter of the spread.
+    expect(cost(SQL, 2)).toBe(300 + 1200 * 0.25);
+    expect(cost(SQL, 1)).toBe(300);
   });
 
   it("a truncated list may hold the adapter: a load, not the full cost", () => {
     const names = Array.from({ length: 9 }, (_, i) => `x${i}`);
     publish([null, { maxLoras: 9, running: names, waiting: [] }, null, null, null]);
-    expect(cost(SQL, 1)).toBe(300);
+    expect(cost(SQL, 1)).toBe(load(SQL, 1));
   });
 
   it("a load image without LoRA fields (stride 16) costs nothing anywhere", () => {

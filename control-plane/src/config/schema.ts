@@ -304,8 +304,8 @@ const tierWeightsSchema = z
  */
 const loraRoutingSchema = z
   .strictObject({
-    loadCost: z.number().min(0).max(1_000_000).default(256),
-    fullCost: z.number().min(0).max(1_000_000).default(4096),
+    loadCost: z.number().min(0).max(1_000_000).default(1024),
+    fullCost: z.number().min(0).max(1_000_000).default(8192),
   })
   .superRefine((l, ctx) => {
     if (l.fullCost < l.loadCost)
