@@ -954,7 +954,7 @@ export class KvrouteStream {
 
   private report(): void {
     // The other VMs stop counting it at once: the end's one board read and write.
-    if (this.leaveQueue()) vm.publishNow(nowMs());
+    if (this.leaveQueue()) vm.publishEnd(nowMs());
     // 0 = the upstream never answered (reset, refused): counts against the slot's health.
     if (this.slot >= 0 && (this.status === 0 || this.status === 502 || this.status === 503))
       stats.inc(stats.upstreamFailures);

@@ -238,6 +238,16 @@ function appendRoutes(o: usize, edit: BoardEdit): void {
   store<u64>(o, seq, 16);
 }
 
+/**
+ * The entries of a VM's section for `q` (VM_ENTRY bytes per slot with requests to publish, as
+ * writeSection lays them out, without the header) into `out`: what other VMs read of this VM.
+ */
+export function sectionEntries(q: LocalQueue, out: ByteBuf): void {
+  out.len = 0;
+  out.reserve(entriesOf(q) * VM_ENTRY);
+  out.len = writeEntries(out.ptr, 0, q);
+}
+
 /** Slots where the queue has requests to publish. */
 function entriesOf(q: LocalQueue): i32 {
   let n = 0;
@@ -247,8 +257,17 @@ function entriesOf(q: LocalQueue): i32 {
 
 function writeSection(o: usize, at: i32, thread: i32, now: u64, q: LocalQueue): i32 {
   const head = at;
-  at += VM_HEADER;
-  let n = 0;
+  const end = writeEntries(o, at + VM_HEADER, q);
+  const n = (end - at - VM_HEADER) / VM_ENTRY;
+  store<u16>(o + <usize>head, <u16>thread);
+  store<u16>(o + <usize>head, <u16>n, 2);
+  store<u32>(o + <usize>head, 0, 4);
+  store<u64>(o + <usize>head, now, 8);
+  return end;
+}
+
+/** Writes q's entries at o + at; returns the offset after the last. */
+function writeEntries(o: usize, at: i32, q: LocalQueue): i32 {
   for (let s = 0; s < q.ownSlots; s++) {
     const pending = <u32>q.countAt(s);
     const decoding = q.unseenDecodingAt(s);
@@ -261,12 +280,7 @@ function writeSection(o: usize, at: i32, thread: i32, now: u64, q: LocalQueue): 
     store<u32>(e, q.unseenPendingAt(s), 10);
     store<u32>(e, decoding, 14);
     at += VM_ENTRY;
-    n++;
   }
-  store<u16>(o + <usize>head, <u16>thread);
-  store<u16>(o + <usize>head, <u16>n, 2);
-  store<u32>(o + <usize>head, 0, 4);
-  store<u64>(o + <usize>head, now, 8);
   return at;
 }
 

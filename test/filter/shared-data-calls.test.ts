@@ -1,7 +1,8 @@
 // The request path's shared-data budget (docs/wire-format.md §4.5 "What a request reads and
 // writes"): a decision reads the gateway board and writes it once; the buckets its prefix walk
 // needs are read only when this VM does not hold them yet (or the board says the sync rewrote
-// them); a request's end reads and writes the board once more, so the other VMs stop counting it.
+// them); a request's end reads and writes the board once more, so the other VMs stop counting it —
+// unless nothing of it is still counted there (answered, and the engine's metrics show it).
 // Counted at the host's shared-data store, through the shipped module — not timed.
 import { afterEach, describe, expect, it } from "vitest";
 import { chat, type Routed, ShippedFilter } from "../filter-core/shipped-filter.ts";
@@ -90,6 +91,35 @@ describe("shared-data calls per request", () => {
     const again = counted(() => f.route(body));
     f.finish(again.result);
     expect(again.calls.reads).toEqual(["kvr.gwb"]);
+  });
+
+  it("a request's end makes no call once the board counts nothing of it; one that is still counted is published", () => {
+    f = new ShippedFilter();
+    const body = chat(SYSTEM, "a long answer");
+    f.hold(body, 1);
+    f.publish();
+    f.tick();
+    const r = f.route(body);
+    expect(r.slot).toBeGreaterThanOrEqual(0);
+    f.firstByte(r);
+    // Still unseen: the slot's load has not changed since the request was routed. Its end takes
+    // it off the board's decoding count: a read and a write.
+    const early = f.route(chat(SYSTEM, "a short answer"));
+    f.firstByte(early);
+    f.tick();
+    const counted1 = counted(() => f.finish(early));
+    expect(counted1.calls).toEqual({ reads: ["kvr.gwb"], writes: ["kvr.gwb"] });
+    // The engine's metrics change twice (the first scrape may predate the request): the long
+    // answer is shown there, so nothing of it is on the board any more, and a tick wrote that.
+    for (const running of [1, 2]) {
+      f.load.scraped(r.slot, { running, waiting: 0, kvUsage: 0.1 }, f.clock.now);
+      f.publishLoad();
+      f.tick();
+    }
+    const end = counted(() => f.finish(r));
+    expect(end.calls).toEqual({ reads: [], writes: [] });
+    // What the other VMs read is what the write would have said: this VM counts nothing.
+    expect(boardSum(f.host, "unanswered") + boardSum(f.host, "decodingUnseen")).toBe(0);
   });
 
   it("speculative routes and sessions cost no shared-data call of their own", () => {
