@@ -165,8 +165,9 @@ function idleRankNotes(points: readonly Point[]): string[] {
 
 /**
  * Where round robin (or another load-only router) is ahead on a point with little sharing: a strict
- * rotation gives every rank the same count, while kvroute balances by the engines' scraped load and
- * its own gateway's requests — the spread of its per-rank counts shows how far that is from even.
+ * rotation gives every rank its next request about when its last one is likely done, while kvroute
+ * prices a queued prompt whole until its first byte — the spread of its per-rank counts shows that
+ * the counts are even, so the difference is in when each rank gets one.
  */
 function rotationNotes(points: readonly Point[]): string[] {
   const cases: string[] = [];
