@@ -263,7 +263,12 @@ for (const size of [1024, 2048, 8192, 32768, 131072]) {
     for (let w = 0; w < 50; w++) decide(null);
     const times: number[] = [];
     const end = performance.now() + ms;
-    while (performance.now() < end) decide(times);
+    // The VM ticks between decisions as Envoy's worker does (untimed): its thread-slot lease (5 s)
+    // stays held, so its section is on the board as in a gateway.
+    for (let k = 1; performance.now() < end; k++) {
+      decide(times);
+      if ((k & 63) === 0) host.tick();
+    }
     times.sort((a, b) => a - b);
     p50s.push(times[Math.floor(times.length / 2)] as number);
     p99s.push(times[Math.min(times.length - 1, Math.floor(times.length * 0.99))] as number);
@@ -277,6 +282,9 @@ for (const size of [1024, 2048, 8192, 32768, 131072]) {
     floors.push(floorRun.p50us);
   }
   const own = host.histogram("kvroute.decision_us")?.values.map(Number) ?? [];
+  phase = "tick";
+  host.tick();
+  phase = "rest";
   const calls = sharedDataCallsPerRequest(host.core.sharedData, () => decide(null));
   const shownCalls = sharedDataCallsPerRequest(host.core.sharedData, () => decide(null, true));
   const ownP50 = median(own);
