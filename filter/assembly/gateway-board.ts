@@ -97,8 +97,11 @@ export class GatewayBoard {
     this.seenRoute = load<u64>(this.out.ptr, 16);
     e.clearRecords();
     e.reported = null;
+    // What the other VMs now read of this VM: its section's entries, as the write just laid them out.
     this.publishedThread = thread;
-    if (thread >= 0) sectionEntries(queue, this.published);
+    const mine = this.published;
+    mine.len = 0;
+    if (e.entriesAt >= 0) mine.append(this.out.ptr + <usize>e.entriesAt, this.out.len - e.entriesAt);
     return true;
   }
 

@@ -129,6 +129,8 @@ export class BoardEdit {
   changeFlood: bool = false;
   /** The leader's reported share to publish (null: keep the board's). */
   reported: ReportedMax | null = null;
+  /** Set by writeBoard: where in its output the editor's own section's entries begin (-1: none). */
+  entriesAt: i32 = -1;
 
   clearRecords(): void {
     this.routes.len = 0;
@@ -197,7 +199,9 @@ export function writeBoard(src: BoardView, edit: BoardEdit, out: ByteBuf): void 
     }
     s = next;
   }
+  edit.entriesAt = -1;
   if (edit.thread >= 0 && q !== null) {
+    edit.entriesAt = at + VM_HEADER;
     at = writeSection(o, at, edit.thread, edit.now, q);
     vms++;
   }

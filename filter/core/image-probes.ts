@@ -221,7 +221,6 @@ export function loraRoutedIo(pool: i32, adapter: i32, slot: i32, nowMs: u64, ttl
   affinity.routed(pool, adapter, slot, nowMs, ttlMs);
 }
 
-/** The adapter cost of slot s for a request of (pool, adapter) at nowMs, over the last cfg, slots and load. */
 /** Slot s's place in the home order of (pool, adapter) (lora-affinity.ts), in [0, 1); -1 when s is
  * not the pool's. */
 export function loraHomeIo(pool: i32, adapter: i32, s: i32): f64 {
@@ -237,6 +236,7 @@ export function loraHomeIo(pool: i32, adapter: i32, s: i32): f64 {
   return homeOrder(adapter, k, n);
 }
 
+/** The adapter cost of slot s for a request of (pool, adapter) at nowMs, over the last cfg, slots and load. */
 export function loraCostIo(pool: i32, adapter: i32, s: i32, nowMs: u64): f64 {
   const c = cfg;
   const t = slots;
