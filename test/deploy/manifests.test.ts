@@ -206,6 +206,43 @@ describe("deploy/ (kustomize base)", () => {
     expect(policy.spec.podSelector.matchLabels).toEqual(deployment.spec.selector.matchLabels);
     expect(policy.spec.ingress.flatMap((r: Obj) => r.ports.map((p: Obj) => p.port))).toEqual([9090]);
   });
+
+  it("NATS (no credentials of its own) takes clients only from the control plane's pods, its monitoring port only from the monitoring namespace", () => {
+    const policy = one("NetworkPolicy", "kvroute-nats");
+    const nats = one("Deployment", "kvroute-nats");
+    expect(policy.spec.podSelector.matchLabels).toEqual(nats.spec.selector.matchLabels);
+    expect(policy.spec.policyTypes).toEqual(["Ingress"]);
+    /** Whether the policy admits a pod with these labels in this namespace on this port (Kubernetes' rule: any rule whose peers and ports both match). */
+    const admits = (labels: Record<string, string>, namespace: string, port: number): boolean =>
+      policy.spec.ingress.some(
+        (rule: Obj) =>
+          rule.ports.some((p: Obj) => p.port === port && (p.protocol ?? "TCP") === "TCP") &&
+          rule.from.some((peer: Obj) => {
+            const podOk =
+              peer.podSelector === undefined ||
+              Object.entries(peer.podSelector.matchLabels ?? {}).every(([k, v]) => labels[k] === v);
+            // A podSelector alone selects pods of the policy's own namespace.
+            const nsOk =
+              peer.namespaceSelector === undefined
+                ? namespace === policy.metadata.namespace
+                : Object.entries(peer.namespaceSelector.matchLabels ?? {}).every(
+                    ([k, v]) => k === "kubernetes.io/metadata.name" && v === namespace,
+                  );
+            return podOk && nsOk;
+          }),
+      );
+    const controlPlane = deployment.spec.template.metadata.labels as Record<string, string>;
+    const ns = policy.metadata.namespace as string;
+    expect(admits(controlPlane, ns, 4222)).toBe(true);
+    // Near misses: the same app label on another component, the control plane's labels in another
+    // namespace, the control plane on the monitoring port, the monitoring namespace on the client port.
+    expect(admits({ ...controlPlane, "app.kubernetes.io/component": "gateway" }, ns, 4222)).toBe(false);
+    expect(admits({ "app.kubernetes.io/name": "kvroute" }, ns, 4222)).toBe(false);
+    expect(admits(controlPlane, "default", 4222)).toBe(false);
+    expect(admits(controlPlane, ns, 8222)).toBe(false);
+    expect(admits({}, "monitoring", 8222)).toBe(true);
+    expect(admits({}, "monitoring", 4222)).toBe(false);
+  });
 });
 
 describe("container build files", () => {
