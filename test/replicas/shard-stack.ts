@@ -27,12 +27,34 @@ export interface ShardStack {
   close(): Promise<void>;
 }
 
-export async function startShardStack(o: {
+interface ShardStackOptions {
   pools: number;
   replicas: number;
   gateways: number;
   nats: string;
-}): Promise<ShardStack> {
+}
+
+/**
+ * The stack on free ports. Test files run in parallel and each picks its ports at random: another
+ * file may bind one between the check and the listen (EADDRINUSE). Then what started is closed and
+ * the stack starts again on other ports.
+ */
+export async function startShardStack(o: ShardStackOptions): Promise<ShardStack> {
+  for (let attempt = 1; ; attempt++) {
+    const started: Array<{ close(): Promise<void> }> = [];
+    try {
+      return await startOnce(o, started);
+    } catch (err) {
+      for (const s of started.reverse()) await s.close().catch(() => {});
+      if (attempt >= 5 || !String(err).includes("in use")) throw err;
+    }
+  }
+}
+
+async function startOnce(
+  o: ShardStackOptions,
+  started: Array<{ close(): Promise<void> }>,
+): Promise<ShardStack> {
   const base = await freePortRange(o.pools + o.replicas);
   const cpPorts = Array.from({ length: o.replicas }, (_, i) => base + i);
   const workerPorts = Array.from({ length: o.pools }, (_, i) => base + o.replicas + i);
@@ -40,21 +62,28 @@ export async function startShardStack(o: {
   const sims: RunningSim[] = [];
   // A longer replay buffer than stack.ts's: a new owner replays what its pools' engines sent
   // before it subscribed.
-  for (let p = 0; p < o.pools; p++)
-    sims.push(await startWorker(workerPorts[p] as number, zmq[p] as number, modelOf(p), 10_000));
+  for (let p = 0; p < o.pools; p++) {
+    const sim = await startWorker(workerPorts[p] as number, zmq[p] as number, modelOf(p), 10_000);
+    sims.push(sim);
+    started.push(sim);
+  }
   const replicaIds = Array.from({ length: o.replicas }, (_, r) => `replica-${r}`);
   const replicas: Array<ControlPlane | null> = [];
-  for (let r = 0; r < o.replicas; r++)
-    replicas.push(
-      await startControlPlane(config(o.nats, replicaIds[r] as string, workerPorts, zmq), {
-        listen: `127.0.0.1:${cpPorts[r]}`,
-        logger: pino({ level: "silent" }),
-      }),
-    );
+  for (let r = 0; r < o.replicas; r++) {
+    const cp = await startControlPlane(config(o.nats, replicaIds[r] as string, workerPorts, zmq), {
+      listen: `127.0.0.1:${cpPorts[r]}`,
+      logger: pino({ level: "silent" }),
+    });
+    replicas.push(cp);
+    started.push({ close: () => cp.stop() });
+  }
   const gateways: Gateway[] = [];
   const opts = { workers: o.pools, replicas: o.replicas, gateways: o.gateways, threads: 2 };
-  for (let g = 0; g < o.gateways; g++)
-    gateways.push(await startStackGateway(opts, g, g % o.replicas, cpPorts, workerPorts));
+  for (let g = 0; g < o.gateways; g++) {
+    const gateway = await startStackGateway(opts, g, g % o.replicas, cpPorts, workerPorts);
+    gateways.push(gateway);
+    started.push(gateway);
+  }
   const kill = async (r: number) => {
     await replicas[r]?.stop();
     replicas[r] = null;
