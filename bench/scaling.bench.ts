@@ -21,11 +21,7 @@ import { chunkHashes } from "../control-plane/src/core/kvroute-core.ts";
 import { encodeSeq } from "../control-plane/src/events/frames.ts";
 import { RankIngest } from "../control-plane/src/events/rank-ingest.ts";
 import { newRankStats, ThrottledLog } from "../control-plane/src/events/stats.ts";
-import {
-  BUCKET_HEADER_BYTES,
-  bucketEntryBytes,
-  slotWordsFor,
-} from "../control-plane/src/index/bucket-image.ts";
+import { BUCKET_HEADER_BYTES, BUCKET_ROW_BYTES } from "../control-plane/src/index/bucket-image.ts";
 import { coreChunkHasher } from "../control-plane/src/index/core-hasher.ts";
 import { bucketKey, PrefixIndex } from "../control-plane/src/index/prefix-index.ts";
 import { LoadModel } from "../control-plane/src/model/slot-load.ts";
@@ -62,7 +58,7 @@ const VIEW_AGE_MS = arg("view-age-ms", 1000);
 const MODEL = "Qwen/Qwen3-8B";
 const POLL_MS = 100;
 const BUCKETS = 1 << 16;
-const WAYS = 8;
+const WAYS = arg("ways", 60);
 
 const pool = parseConfig({ pools: [{ name: "q", models: ["Qwen/Qwen3-8B"], tokenizer: QWEN }] }, "bench", {})
   .pools[0];
@@ -420,7 +416,8 @@ const p0 =
 const chunksPerBlock = big.chunks / Math.max(1, big.indexedBlocks);
 /** Framing of one sync entry: key (`kvr.b.` + ≤ 5 digits), its lengths, a patch's header. */
 const ENTRY_FRAMING = 11 + 6 + 4;
-const rowBytes = (ranks: number) => bucketEntryBytes(slotWordsFor(Math.max(256, ranks)));
+/** A row is 16 bytes whatever the fleet (a chunk on one slot: one row). */
+const rowBytes = (_ranks: number) => BUCKET_ROW_BYTES;
 /** Distinct buckets among `n` encodes spread over the cache. */
 const distinct = (n: number) => BUCKETS * (1 - Math.exp(-n / BUCKETS));
 /** Patch ops (puts of a row or drops) per encode, from the check run's sync. */
@@ -442,9 +439,9 @@ function predict(ranks: number, storedPerRank: number, entries: number) {
     pollBound: (keysPerPoll * fullBucketBytes(ranks) * 1000) / POLL_MS,
   };
 }
-/** A full bucket's image with the key and sync framing; the slot table holds at least 256 slots. */
-function fullBucketBytes(ranks: number): number {
-  return BUCKET_HEADER_BYTES + WAYS * bucketEntryBytes(slotWordsFor(Math.max(256, ranks))) + 12;
+/** A full bucket's image with the key and sync framing. */
+function fullBucketBytes(_ranks: number): number {
+  return BUCKET_HEADER_BYTES + WAYS * BUCKET_ROW_BYTES + 12;
 }
 const check = predict(big.ranks, big.storedPerS / big.ranks, entriesPerBucket(big));
 const predictedCpu = check.ingestCpu + check.publishCpu;

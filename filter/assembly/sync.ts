@@ -79,9 +79,10 @@ export class SyncPoller {
     getShared(SYNC_KEY, r);
     const a = this.asked;
     a.read(r.value === null ? 0 : changetype<usize>(r.value!), r.value === null ? 0 : r.value!.byteLength);
-    // protocol=2: changed buckets may come as patches of the images this gateway holds — asked
-    // only when every key here is as of the version (not mid-way through a paged catch-up).
-    const patches = a.partial ? "" : "&protocol=2";
+    // protocol=3: changed buckets may come as patches of the images this gateway holds — asked
+    // only when every key here is as of the version (not mid-way through a paged catch-up). A
+    // control plane from before segment rows knows only protocol=2, so it answers with values.
+    const patches = a.partial ? "" : "&protocol=3";
     const path = `${cfg.syncPath}?epoch=${a.epoch}&version=${a.version}${patches}`;
     this.token = callControlPlane(cfg, gateway, "GET", path, new ArrayBuffer(0));
     if (this.token === 0) this.failed("the control-plane cluster refused the call");

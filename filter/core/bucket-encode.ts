@@ -6,20 +6,34 @@
 // chunk entry of every dirty bucket there (docs/scaling.md), most of the control plane's CPU at a
 // few dozen ranks.
 //
-// Rows: one per (chunk, tier) that is some slot's best copy (a speculative route counts as a GPU
-// copy). When more than `ways` rows fall into the bucket, the shallowest are kept, then the better
-// tier, then the most recently stored, then the smaller hash — a total order, so keeping the
-// first `ways` of it by insertion is the reference's sort-and-slice.
+// Rows: a (chunk, tier) group — the slots whose best copy of the chunk is on that tier (a
+// speculative route counts as a GPU copy) — is written as one 16-byte row per 32-slot segment it
+// has a slot in. Most chunks are held by one slot, so a row costs 16 bytes whatever the fleet's
+// size (a bitmap row cost 16 + slots/8: 116 bytes at 800 slots), and `ways` counts rows. The
+// groups are kept in order: the shallowest first, then the better tier, then the most recently
+// stored, then the smaller hash, a group's segments in ascending order — a total order over rows,
+// of which the image holds the first `ways` (the reference's sort-and-slice).
 import { ByteBuf } from "./byte-buf";
 import { ChunkTable } from "./chunk-table";
 
 const TIERS: u32 = 3;
 const HEADER_BYTES: i32 = 4;
-/** `count` is a u8 in the image. */
-const MAX_WAYS: i32 = 255;
+export const ROW_BYTES: i32 = 16;
+/** Rows an image may hold (`count` is a u16; this bounds the encoder's scratch). */
+export const MAX_ROWS: i32 = 4096;
+/** Slots per row: a row's slot bits are one u32. */
+const SEGMENT_SLOTS: u32 = 32;
+/** The segment index is a u8: slots 0..8191. */
+const MAX_SEGMENTS: u32 = 256;
 
-const keptRef = new StaticArray<u32>(MAX_WAYS + 1);
-const keptTier = new StaticArray<u32>(MAX_WAYS + 1);
+// The kept groups, in keep order, and how many rows each takes.
+const keptRef = new StaticArray<u32>(MAX_ROWS + 1);
+const keptTier = new StaticArray<u32>(MAX_ROWS + 1);
+const keptRows = new StaticArray<i32>(MAX_ROWS + 1);
+// One group's slot bits per segment, and the segments it touched.
+const segBits = new StaticArray<u32>(<i32>MAX_SEGMENTS);
+const segList = new StaticArray<u32>(<i32>MAX_SEGMENTS);
+let segCount: i32 = 0;
 
 /** Is row (a, ta) kept before row (b, tb)? */
 function before(t: ChunkTable, a: u32, ta: u32, b: u32, tb: u32): bool {
@@ -71,58 +85,85 @@ function rowTiers(t: ChunkTable, r: usize, spec: usize, specCount: i32): u32 {
     if (best < TIERS) bits |= 1 << best;
   }
   for (let i = 0; i < specCount; i++) if (load<u64>(spec + ((<usize>i) << 4)) === hash) bits |= 1;
-  // The reference gives a record without holders or routes one empty GPU row.
-  return bits === 0 ? 1 : bits;
+  return bits;
 }
 
-/** Inserts row (ref, tier) among the `n` kept ones in keep order; returns the new count (≤ ways). */
-function keep(t: ChunkTable, ref: u32, tier: u32, n: i32, ways: i32): i32 {
-  let at = n;
-  while (at > 0 && before(t, ref, tier, unchecked(keptRef[at - 1]), unchecked(keptTier[at - 1]))) at--;
-  if (at >= ways) return n;
-  for (let i = n < ways ? n : ways - 1; i > at; i--) {
-    keptRef[i] = keptRef[i - 1];
-    keptTier[i] = keptTier[i - 1];
+function addSlot(slot: u32): void {
+  const s = slot / SEGMENT_SLOTS;
+  const bits = unchecked(segBits[s]);
+  if (bits === 0) {
+    segList[segCount] = s;
+    segCount++;
   }
-  keptRef[at] = ref;
-  keptTier[at] = tier;
-  return n < ways ? n + 1 : n;
+  segBits[s] = bits | ((<u32>1) << (slot % SEGMENT_SLOTS));
 }
 
-/** Sets the row's slot bits: every slot of record r whose best copy is on `tier`. */
-function writeSlots(
-  t: ChunkTable,
-  r: usize,
-  tier: u32,
-  words: usize,
-  slotWords: i32,
-  spec: usize,
-  specCount: i32,
-): void {
+/**
+ * Collects group (r, tier) into the segment scratch — every slot below `limit` whose best copy of
+ * record r's chunk is on `tier` (and, on tier 0, its speculative routes) — and returns how many
+ * segments it touched, in ascending order in segList.
+ */
+function collect(t: ChunkTable, r: usize, tier: u32, limit: u32, spec: usize, specCount: i32): i32 {
+  for (let i = 0; i < segCount; i++) segBits[unchecked(segList[i])] = 0;
+  segCount = 0;
   const hash = t.hashAt(r);
-  const limit = (<u32>slotWords) << 6;
   const h = t.holders(r);
   const n = t.holderCount(r);
   for (let i: u32 = 0; i < n; i++) {
     const slot = <u32>(load<u64>(h + ((<usize>i) << 3)) & 0xffff);
-    if (slot < limit && bestTier(t, r, slot, hash, spec, specCount) === tier) setBit(words, slot);
+    if (slot < limit && bestTier(t, r, slot, hash, spec, specCount) === tier) addSlot(slot);
   }
-  if (tier !== 0) return;
-  for (let i = 0; i < specCount; i++) {
-    const at = spec + ((<usize>i) << 4);
-    const slot = load<u32>(at, 8);
-    if (load<u64>(at) === hash && slot < limit) setBit(words, slot);
+  if (tier === 0) {
+    for (let i = 0; i < specCount; i++) {
+      const at = spec + ((<usize>i) << 4);
+      const slot = load<u32>(at, 8);
+      if (load<u64>(at) === hash && slot < limit) addSlot(slot);
+    }
   }
+  // Few segments per group (one for a chunk on one slot): insertion sort.
+  for (let i = 1; i < segCount; i++) {
+    const v = unchecked(segList[i]);
+    let j = i;
+    while (j > 0 && unchecked(segList[j - 1]) > v) {
+      segList[j] = segList[j - 1];
+      j--;
+    }
+    segList[j] = v;
+  }
+  return segCount;
 }
 
-function setBit(words: usize, slot: u32): void {
-  const at = words + ((<usize>(slot >> 6)) << 3);
-  store<u64>(at, load<u64>(at) | ((<u64>1) << (slot & 63)));
+/**
+ * Inserts group (ref, tier) of `rows` rows among the `n` kept ones in keep order, then lets go of
+ * the groups at the tail that lie wholly past the first `ways` rows; returns the new group count.
+ * `total` (kept rows, the last group's possibly beyond `ways`) is in keptTotal.
+ */
+let keptTotal: i32 = 0;
+function keep(t: ChunkTable, ref: u32, tier: u32, rows: i32, n: i32, ways: i32): i32 {
+  let at = n;
+  while (at > 0 && before(t, ref, tier, unchecked(keptRef[at - 1]), unchecked(keptTier[at - 1]))) at--;
+  if (at === n && keptTotal >= ways) return n;
+  for (let i = n; i > at; i--) {
+    keptRef[i] = keptRef[i - 1];
+    keptTier[i] = keptTier[i - 1];
+    keptRows[i] = keptRows[i - 1];
+  }
+  keptRef[at] = ref;
+  keptTier[at] = tier;
+  keptRows[at] = rows;
+  keptTotal += rows;
+  n++;
+  while (n > 1 && keptTotal - unchecked(keptRows[n - 1]) >= ways) {
+    n--;
+    keptTotal -= unchecked(keptRows[n]);
+  }
+  return n;
 }
 
 /**
  * Writes bucket `bucket`'s image to `out` (replacing its contents); returns its length, or -1
- * when `ways` or `slotWords` is out of range. `spec` holds the bucket's speculative routes.
+ * when `ways` or `slotWords` is out of range. `spec` holds the bucket's speculative routes;
+ * slots at or above `slotWords` × 64 (or 8192) are not written.
  */
 export function encodeBucketImage(
   t: ChunkTable,
@@ -133,38 +174,53 @@ export function encodeBucketImage(
   specCount: i32,
   out: ByteBuf,
 ): i32 {
-  if (ways < 1 || ways > MAX_WAYS || slotWords < 1 || slotWords > 255 || specCount < 0) return -1;
+  if (ways < 1 || ways > MAX_ROWS || slotWords < 1 || slotWords > 1024 || specCount < 0) return -1;
+  const limit = min((<u32>slotWords) << 6, MAX_SEGMENTS * SEGMENT_SLOTS);
   let n = 0;
+  keptTotal = 0;
   let ref = t.firstIn(bucket);
   while (ref !== 0) {
-    // Once `ways` rows are kept, a chunk whose best conceivable row (tier 0) does not sort before
-    // the last kept one cannot enter: skip reading its holders. At hundreds of ranks a bucket
-    // holds hundreds of chunks for 8 rows, and this is most of them.
-    if (n === ways && !before(t, ref, 0, unchecked(keptRef[n - 1]), unchecked(keptTier[n - 1]))) {
+    // Once `ways` rows are kept, a chunk whose best conceivable group (tier 0) does not sort
+    // before the last kept one cannot enter: skip reading its holders. At hundreds of ranks a
+    // bucket holds hundreds of chunks for its rows, and this is most of them.
+    if (keptTotal >= ways && !before(t, ref, 0, unchecked(keptRef[n - 1]), unchecked(keptTier[n - 1]))) {
       ref = t.nextIn(ref);
       continue;
     }
-    const tiers = rowTiers(t, t.rec(ref), spec, specCount);
-    for (let tier: u32 = 0; tier < TIERS; tier++)
-      if ((tiers & (1 << tier)) !== 0) n = keep(t, ref, tier, n, ways);
+    const r = t.rec(ref);
+    const tiers = rowTiers(t, r, spec, specCount);
+    for (let tier: u32 = 0; tier < TIERS; tier++) {
+      if ((tiers & (1 << tier)) === 0) continue;
+      const rows = collect(t, r, tier, limit, spec, specCount);
+      if (rows > 0) n = keep(t, ref, tier, rows, n, ways);
+    }
     ref = t.nextIn(ref);
   }
-  const rowBytes = 16 + (slotWords << 3);
-  const len = HEADER_BYTES + n * rowBytes;
+  const count = keptTotal < ways ? keptTotal : ways;
+  const len = HEADER_BYTES + count * ROW_BYTES;
   out.len = 0;
   out.reserve(len);
   const o = out.ptr;
-  memory.fill(o, 0, <usize>len);
-  store<u8>(o, <u8>n);
-  store<u8>(o, <u8>slotWords, 1);
-  for (let i = 0; i < n; i++) {
+  // Byte 1 (the bitmap width of the earlier format) is 0: a reader of that format finds no rows.
+  store<u32>(o, (<u32>count) << 16);
+  let row = o + <usize>HEADER_BYTES;
+  let written = 0;
+  for (let i = 0; i < n && written < count; i++) {
     const r = t.rec(unchecked(keptRef[i]));
     const tier = unchecked(keptTier[i]);
-    const row = o + <usize>(HEADER_BYTES + i * rowBytes);
-    store<u64>(row, t.hashAt(r));
-    store<u32>(row, t.depthAt(r), 8);
-    store<u8>(row, <u8>tier, 12);
-    writeSlots(t, r, tier, row + 16, slotWords, spec, specCount);
+    const hash = t.hashAt(r);
+    const depth = <u16>t.depthAt(r);
+    const segs = collect(t, r, tier, limit, spec, specCount);
+    for (let k = 0; k < segs && written < count; k++) {
+      const s = unchecked(segList[k]);
+      store<u64>(row, hash);
+      store<u16>(row, depth, 8);
+      store<u8>(row, <u8>tier, 10);
+      store<u8>(row, <u8>s, 11);
+      store<u32>(row, unchecked(segBits[s]), 12);
+      row += <usize>ROW_BYTES;
+      written++;
+    }
   }
   out.len = len;
   return len;
@@ -173,13 +229,17 @@ export function encodeBucketImage(
 /**
  * After encodeBucketImage of bucket b with `ways` for publication: records its kept rows as the
  * table's gate for b (ChunkTable.setGate), so changes the publication cannot show leave b clean.
- * `n` is the image's row count.
+ * Reads the encoder's kept groups, so it must follow that encode.
  */
-export function gateKept(t: ChunkTable, b: u32, ways: i32, n: i32): void {
-  if (n === 0) {
+export function gateKept(t: ChunkTable, b: u32, ways: i32): void {
+  // Fewer rows than `ways`: the bucket has room, every change can show.
+  if (keptTotal < ways) {
     t.setGate(b, ways, 0, 0, 0, 0, 0);
     return;
   }
+  let n = 0;
+  let rows = 0;
+  while (rows < ways) rows += unchecked(keptRows[n++]);
   const last = t.rec(unchecked(keptRef[n - 1]));
   const kept = t.setGate(
     b,
@@ -191,4 +251,37 @@ export function gateKept(t: ChunkTable, b: u32, ways: i32, n: i32): void {
     t.hashAt(last),
   );
   for (let i = 0; i < n; i++) store<u64>(kept + ((<usize>i) << 3), t.hashAt(t.rec(unchecked(keptRef[i]))));
+}
+
+/**
+ * Appends to `out` the rows the chunk `hash` has in an image with room for every row (no
+ * speculative route in its bucket): its groups in tier order, each group's segments ascending —
+ * the rows encodeBucketImage writes for it. Returns how many (0: absent, or held by no slot).
+ */
+export function appendChunkRows(t: ChunkTable, hash: u64, slotWords: i32, out: ByteBuf): i32 {
+  const ref = t.find(hash);
+  if (ref === 0) return 0;
+  const r = t.rec(ref);
+  const limit = min((<u32>slotWords) << 6, MAX_SEGMENTS * SEGMENT_SLOTS);
+  const tiers = rowTiers(t, r, 0, 0);
+  const depth = <u16>t.depthAt(r);
+  let rows = 0;
+  for (let tier: u32 = 0; tier < TIERS; tier++) {
+    if ((tiers & (1 << tier)) === 0) continue;
+    const segs = collect(t, r, tier, limit, 0, 0);
+    out.reserve(segs * ROW_BYTES);
+    let row = out.ptr + <usize>out.len;
+    for (let k = 0; k < segs; k++) {
+      const s = unchecked(segList[k]);
+      store<u64>(row, hash);
+      store<u16>(row, depth, 8);
+      store<u8>(row, <u8>tier, 10);
+      store<u8>(row, <u8>s, 11);
+      store<u32>(row, unchecked(segBits[s]), 12);
+      row += <usize>ROW_BYTES;
+    }
+    out.len += segs * ROW_BYTES;
+    rows += segs;
+  }
+  return rows;
 }

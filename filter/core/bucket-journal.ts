@@ -14,7 +14,7 @@
 // overwritten since ends it. A gateway the chain does not reach back to, or whose joined patch
 // would not be smaller than the image, gets the image: only bytes are at stake, never
 // correctness, so the ring's size is a trade of memory for sync volume.
-import { encodeBucketImage, gateKept } from "./bucket-encode";
+import { appendChunkRows, encodeBucketImage, gateKept, ROW_BYTES } from "./bucket-encode";
 import { applyBucketPatch, diffBucket, PATCH_HEADER } from "./bucket-patch";
 import { ByteBuf } from "./byte-buf";
 import { ChunkTable } from "./chunk-table";
@@ -31,14 +31,38 @@ const REC_HEADER: u64 = 24;
 const MAX_JOIN: i32 = 256;
 const MAX_OPS: u32 = 0xffff;
 
+/** Distinct chunks one bucket's patch by changes may name; a bucket changed more goes whole. */
+const MAX_CHANGED: i32 = 256;
+
 const freshBuf = new ByteBuf(256);
+const chunkRows = new ByteBuf(256);
+const changedHashes = new StaticArray<u64>(MAX_CHANGED);
 const patchBuf = new ByteBuf(256);
 const patchedBuf = new ByteBuf(256);
 const joinAt = new StaticArray<u64>(MAX_JOIN);
 
+const OP_PUT: u8 = 1;
+const OP_DROP: u8 = 2;
+const DROP_BYTES: i32 = 11;
+
+/** Index of the row with (tier, segment) `key` among `m` rows at p (no header), or -1. */
+function rowWith(p: usize, m: i32, key: u16): i32 {
+  for (let j = 0; j < m; j++) if (load<u16>(p + <usize>(j * ROW_BYTES), 10) === key) return j;
+  return -1;
+}
+
+/** Index of the row (hash, key) among the image's n rows, or -1. */
+function heldRowOf(image: usize, n: i32, hash: u64, key: u16): i32 {
+  for (let i = 0; i < n; i++) {
+    const row = image + <usize>(IMAGE_HEADER + i * ROW_BYTES);
+    if (load<u64>(row) === hash && load<u16>(row, 10) === key) return i;
+  }
+  return -1;
+}
+
 @unmanaged
 export class BucketJournal {
-  /** Bytes a bucket's image can take: 4 + ways rows. */
+  /** Bytes a bucket's image can take: 4 + ways rows of ROW_BYTES. */
   stride: i32;
   images: usize;
   /** Per bucket: the image's length (i32), -1 before its first publication. */
@@ -63,7 +87,7 @@ export class BucketJournal {
     public slotWords: i32,
     public cap: u64,
   ) {
-    this.stride = IMAGE_HEADER + ways * (16 + (slotWords << 3));
+    this.stride = IMAGE_HEADER + ways * ROW_BYTES;
     const n = <usize>buckets;
     this.images = heap.alloc(n * <usize>this.stride);
     this.lens = heap.alloc(n << 2);
@@ -125,14 +149,23 @@ export class BucketJournal {
       this.changed.appendI32(<i32>b);
       version += 1;
     }
+    t.clearChanges();
     return this.changed.len >> 2;
   }
 
   /** 1 when bucket b's image changed (and took `version`), 0 when its rows are as held, -1 on error. */
   publishOne(t: ChunkTable, b: u32, spec: usize, specCount: i32, version: f64): i32 {
+    if (specCount === 0 && this.imageLen(b) >= 0 && !t.needsFull(b) && t.changeHead(b) !== 0) {
+      const r = this.publishChanges(t, b, version);
+      if (r >= 0) {
+        t.published(b);
+        return r;
+      }
+    }
+    t.published(b);
     const freshLen = encodeBucketImage(t, b, this.ways, this.slotWords, spec, specCount, freshBuf);
     if (freshLen < 0) return -1;
-    gateKept(t, b, this.ways, <i32>load<u8>(freshBuf.ptr));
+    gateKept(t, b, this.ways);
     const held = this.image(b);
     const heldLen = this.imageLen(b);
     if (heldLen >= 0) {
@@ -155,6 +188,85 @@ export class BucketJournal {
     store<f64>(this.versions + ((<usize>b) << 3), version);
     store<f64>(this.chainFrom + ((<usize>b) << 3), version);
     store<u64>(this.last + ((<usize>b) << 3), 0);
+    return 1;
+  }
+
+  /**
+   * Publishes bucket b from its logged changes alone (ChunkTable.touched): its held image had
+   * room for every row of the bucket's chunks, so the rows the keep rule keeps are all of them,
+   * and only the changed chunks' rows can differ. The patch is made against the held image chunk
+   * by chunk — drops of rows a chunk no longer has, puts of rows that are new or changed — at a
+   * cost in the changes and the image's rows, where a whole encode walks every chunk the bucket
+   * indexes. 1 when the image changed, 0 when not; -1 when the bucket must be encoded whole (it
+   * would fill up, so the keep rule and the gate must decide; or too much changed).
+   */
+  publishChanges(t: ChunkTable, b: u32, version: f64): i32 {
+    const held = this.image(b);
+    const heldLen = this.imageLen(b);
+    const n = <i32>load<u16>(held, 2);
+    const patch = patchBuf;
+    patch.len = 0;
+    patch.reserve(PATCH_HEADER);
+    patch.len = PATCH_HEADER;
+    let ops = 0;
+    let rows = n;
+    let distinct = 0;
+    for (let c = t.changeHead(b); c !== 0; c = t.changeNext(c)) {
+      const h = t.changeHash(c);
+      let seen = false;
+      for (let i = 0; i < distinct; i++) if (unchecked(changedHashes[i]) === h) seen = true;
+      if (seen) continue;
+      if (distinct === MAX_CHANGED) return -1;
+      changedHashes[distinct++] = h;
+      chunkRows.len = 0;
+      const m = appendChunkRows(t, h, this.slotWords, chunkRows);
+      const fresh = chunkRows.ptr;
+      for (let i = 0; i < n; i++) {
+        const row = held + <usize>(IMAGE_HEADER + i * ROW_BYTES);
+        if (load<u64>(row) !== h) continue;
+        const key = load<u16>(row, 10);
+        if (rowWith(fresh, m, key) >= 0) continue;
+        patch.reserve(DROP_BYTES);
+        const o = patch.ptr + <usize>patch.len;
+        store<u8>(o, OP_DROP);
+        store<u64>(o, h, 1);
+        store<u16>(o, key, 9);
+        patch.len += DROP_BYTES;
+        ops++;
+        rows--;
+      }
+      for (let j = 0; j < m; j++) {
+        const row = fresh + <usize>(j * ROW_BYTES);
+        const i = heldRowOf(held, n, h, load<u16>(row, 10));
+        if (
+          i >= 0 &&
+          memory.compare(row, held + <usize>(IMAGE_HEADER + i * ROW_BYTES), <usize>ROW_BYTES) === 0
+        )
+          continue;
+        patch.reserve(1 + ROW_BYTES);
+        const o = patch.ptr + <usize>patch.len;
+        store<u8>(o, OP_PUT);
+        memory.copy(o + 1, row, <usize>ROW_BYTES);
+        patch.len += 1 + ROW_BYTES;
+        ops++;
+        if (i < 0) rows++;
+      }
+    }
+    if (ops === 0) return 0;
+    if (rows >= this.ways || <u32>ops > MAX_OPS) return -1;
+    store<u16>(patch.ptr, 0);
+    store<u16>(patch.ptr, <u16>ops, 2);
+    const len = applyBucketPatch(held, heldLen, patch.ptr, patch.len, patchedBuf);
+    if (len < 0 || len > this.stride) return -1;
+    memory.copy(held, patchedBuf.ptr, <usize>len);
+    store<i32>(this.lens + ((<usize>b) << 2), len);
+    store<f64>(this.versions + ((<usize>b) << 3), version);
+    if (patch.len < len) this.journal(b, patch.ptr, patch.len, version);
+    else {
+      // No smaller than the image: gateways behind this version get the image.
+      store<f64>(this.chainFrom + ((<usize>b) << 3), version);
+      store<u64>(this.last + ((<usize>b) << 3), 0);
+    }
     return 1;
   }
 
@@ -222,8 +334,7 @@ export class BucketJournal {
     const out = this.served;
     out.len = 0;
     out.reserve(<i32>bytes);
-    store<u8>(out.ptr, <u8>this.slotWords);
-    store<u8>(out.ptr, 0, 1);
+    store<u16>(out.ptr, 0);
     store<u16>(out.ptr, <u16>ops, 2);
     out.len = PATCH_HEADER;
     // Oldest first: ops apply in the order they were published.

@@ -25,7 +25,7 @@ export const RECORD_BYTES: u32 = 56;
 
 const FLAG_SPECULATED: u16 = 1;
 
-// Per-bucket gate (setGate): rows kept u32 (GATE_OPEN: not gated), the last kept row's depth u32,
+// Per-bucket gate (setGate): row groups kept u32 (GATE_OPEN: not gated; 0: room), the last kept row's depth u32,
 // tier u32, reserved u32, stamp f64, hash u64, then `gateWays` × the kept rows' chunk hashes u64.
 const G_COUNT = 0;
 const G_DEPTH = 4;
@@ -34,6 +34,11 @@ const G_STAMP = 16;
 const G_HASH = 24;
 const G_KEPT = 32;
 const GATE_OPEN: u32 = 0xffffffff;
+
+// The change log: per changed chunk of a bucket with room, {hash u64, previous entry of the same
+// bucket (index + 1; 0 none) u32, 0 u32}. Past MAX_CHANGES entries a change goes the full way.
+const CHANGE_BYTES: i32 = 16;
+const MAX_CHANGES: i32 = 1 << 22;
 
 /** A holder: slot (16 bits) | tier (8 bits) << 16 | count (32 bits) << 32. */
 function holderKey(slot: u32, tier: u32): u64 {
@@ -56,6 +61,15 @@ export class ChunkTable {
   /** Per-bucket gates (0 until the first setGate) and the row count they were made for. */
   gates: usize = 0;
   gateWays: i32 = 0;
+  /**
+   * The chunks changed since the last publication in buckets whose image had room (so the
+   * publication can patch their rows alone instead of encoding the bucket: every chunk of the
+   * bucket is in the image), as a log with a per-bucket list; `fullBits` marks the dirty buckets
+   * that need a whole encode (no room, never published, or changed without a chunk named).
+   */
+  changes: ByteBuf = new ByteBuf(1024);
+  changeHeads: usize;
+  fullBits: usize;
 
   constructor(public buckets: u32) {
     this.mask = buckets - 1;
@@ -64,6 +78,10 @@ export class ChunkTable {
     const bits = (<usize>buckets + 7) >> 3;
     this.dirtyBits = heap.alloc(bits);
     memory.fill(this.dirtyBits, 0, bits);
+    this.fullBits = heap.alloc(bits);
+    memory.fill(this.fullBits, 0, bits);
+    this.changeHeads = heap.alloc((<usize>buckets) << 2);
+    memory.fill(this.changeHeads, 0, (<usize>buckets) << 2);
     this.recCap = 64;
     this.recs = heap.alloc(<usize>this.recCap * RECORD_BYTES);
   }
@@ -79,6 +97,10 @@ export class ChunkTable {
     heap.free(this.recs);
     heap.free(this.heads);
     heap.free(this.dirtyBits);
+    heap.free(this.fullBits);
+    heap.free(this.changeHeads);
+    heap.free(this.changes.ptr);
+    heap.free(changetype<usize>(this.changes));
     if (this.gates !== 0) heap.free(this.gates);
     heap.free(this.dirty.ptr);
     heap.free(changetype<usize>(this.dirty));
@@ -99,10 +121,81 @@ export class ChunkTable {
   }
 
   get bytes(): usize {
-    return this.map.bytes + <usize>this.recCap * RECORD_BYTES + this.extBytes + ((<usize>this.buckets) << 2);
+    return (
+      this.map.bytes +
+      <usize>this.recCap * RECORD_BYTES +
+      this.extBytes +
+      ((<usize>this.buckets) << 3) +
+      <usize>this.changes.cap
+    );
   }
 
+  /** Dirties the bucket for a whole encode at the next publication. */
   markDirty(bucket: u32): void {
+    const at = this.fullBits + (<usize>bucket >> 3);
+    store<u8>(at, load<u8>(at) | ((<u8>1) << (<u8>(bucket & 7))));
+    this.markChanged(bucket);
+  }
+
+  /** Does the bucket's next publication need a whole encode (markDirty)? */
+  @inline needsFull(bucket: u32): bool {
+    return (load<u8>(this.fullBits + (<usize>bucket >> 3)) & ((<u8>1) << (<u8>(bucket & 7)))) !== 0;
+  }
+
+  /** The newest change logged for the bucket (index + 1; 0 none); older ones by changeNext. */
+  @inline changeHead(bucket: u32): u32 {
+    return load<u32>(this.changeHeads + ((<usize>bucket) << 2));
+  }
+
+  @inline changeHash(change: u32): u64 {
+    return load<u64>(this.changes.ptr + <usize>(change - 1) * <usize>CHANGE_BYTES);
+  }
+
+  @inline changeNext(change: u32): u32 {
+    return load<u32>(this.changes.ptr + <usize>(change - 1) * <usize>CHANGE_BYTES, 8);
+  }
+
+  /** The bucket was published: its changes and its whole-encode mark are spent. */
+  published(bucket: u32): void {
+    store<u32>(this.changeHeads + ((<usize>bucket) << 2), 0);
+    const at = this.fullBits + (<usize>bucket >> 3);
+    store<u8>(at, load<u8>(at) & ~((<u8>1) << (<u8>(bucket & 7))));
+  }
+
+  /** After a publication: forgets every logged change (of buckets published or not). */
+  clearChanges(): void {
+    const n = this.changes.len / CHANGE_BYTES;
+    for (let i = 0; i < n; i++) {
+      const b = this.bucketOf(load<u64>(this.changes.ptr + <usize>i * <usize>CHANGE_BYTES));
+      // A bucket taken dirty but not published keeps its dirtiness only as a whole encode.
+      if (this.changeHead(b) !== 0) {
+        store<u32>(this.changeHeads + ((<usize>b) << 2), 0);
+        const at = this.fullBits + (<usize>b >> 3);
+        store<u8>(at, load<u8>(at) | ((<u8>1) << (<u8>(b & 7))));
+      }
+    }
+    this.changes.len = 0;
+  }
+
+  /** Did bucket b's last publication leave room for more rows (gate recorded, 0 groups)? */
+  @inline private hasRoom(b: u32): bool {
+    if (this.gates === 0) return false;
+    return load<u32>(this.gates + <usize>b * <usize>(G_KEPT + (this.gateWays << 3)) + G_COUNT) === 0;
+  }
+
+  private logChange(b: u32, hash: u64): void {
+    const c = this.changes;
+    c.reserve(CHANGE_BYTES);
+    const o = c.ptr + <usize>c.len;
+    store<u64>(o, hash);
+    store<u32>(o, this.changeHead(b), 8);
+    store<u32>(o, 0, 12);
+    c.len += CHANGE_BYTES;
+    store<u32>(this.changeHeads + ((<usize>b) << 2), <u32>(c.len / CHANGE_BYTES));
+  }
+
+  /** Adds the bucket to the dirty list (once). */
+  private markChanged(bucket: u32): void {
     const at = this.dirtyBits + (<usize>bucket >> 3);
     const bit: u32 = 1 << (bucket & 7);
     const b = <u32>load<u8>(at);
@@ -112,8 +205,9 @@ export class ChunkTable {
   }
 
   /**
-   * Records what bucket b's publication kept (bucket-encode.ts gateKept): `n` rows of `ways`, the
-   * last kept row's sort key, the kept rows' chunks written by keptHashAt. From then on a change
+   * Records what bucket b's publication kept (bucket-encode.ts gateKept): `n` row groups filling
+   * its `ways` rows (0: it had room), the last kept group's sort key, and the kept groups' chunks
+   * written at the address returned. From then on a change
    * to one of the bucket's chunks dirties it only when the publication could show it (touched).
    * Why: at hundreds of ranks a bucket indexes hundreds of chunks and keeps 8 rows, so most KV
    * events change chunks no gateway sees, and re-encoding their bucket read every chunk of it
@@ -150,7 +244,8 @@ export class ChunkTable {
     const ways = this.gateWays;
     const g = this.gates + <usize>b * <usize>(G_KEPT + (ways << 3));
     const n = load<u32>(g + G_COUNT);
-    if (n === GATE_OPEN || <i32>n < ways) return true;
+    // 0: the bucket had room for more rows, so any change can show.
+    if (n === GATE_OPEN || n === 0) return true;
     const hash = load<u64>(r + R_HASH);
     for (let i: u32 = 0; i < n; i++) if (load<u64>(g + G_KEPT + ((<usize>i) << 3)) === hash) return true;
     const depth = load<u32>(r + R_DEPTH);
@@ -163,10 +258,17 @@ export class ChunkTable {
     return hash < load<u64>(g + G_HASH);
   }
 
-  /** Marks r's bucket dirty if the change to r's chunk can show in its publication (visible). */
+  /**
+   * Marks r's bucket dirty if the change to r's chunk can show in its publication (visible): in a
+   * bucket with room, as a change of this chunk's rows alone, otherwise for a whole encode.
+   */
   touched(r: usize): void {
-    const b = this.bucketOf(load<u64>(r + R_HASH));
-    if (this.visible(b, r)) this.markDirty(b);
+    const hash = load<u64>(r + R_HASH);
+    const b = this.bucketOf(hash);
+    if (this.hasRoom(b) && !this.needsFull(b) && this.changes.len < MAX_CHANGES * CHANGE_BYTES) {
+      this.logChange(b, hash);
+      this.markChanged(b);
+    } else if (this.visible(b, r)) this.markDirty(b);
   }
 
   /** Moves the dirty bucket list (in first-dirtied order, as u32s) to `out` and clears it. */

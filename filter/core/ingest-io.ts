@@ -5,7 +5,7 @@
 // of the last call to ingestStatsPtr. Only the control plane calls these (the filter never
 // links this module), and it passes pointers and counts it computed itself.
 import { BlockTable, CallStats } from "./block-table";
-import { encodeBucketImage } from "./bucket-encode";
+import { encodeBucketImage, MAX_ROWS } from "./bucket-encode";
 import { BucketJournal } from "./bucket-journal";
 import { applyBucketPatch, diffBucket } from "./bucket-patch";
 import { ByteBuf } from "./byte-buf";
@@ -317,7 +317,7 @@ function journal(id: i32): BucketJournal {
 
 /** A journal for `buckets` images of `ways` rows × `slotWords`, with a patch ring of `ringBytes`. */
 export function journalNew(buckets: u32, ways: i32, slotWords: i32, ringBytes: f64): i32 {
-  if (ways < 1 || ways > 255 || slotWords < 1 || slotWords > 255 || ringBytes < 64) return -1;
+  if (ways < 1 || ways > MAX_ROWS || slotWords < 1 || slotWords > 1024 || ringBytes < 64) return -1;
   const id = freeId(journals);
   journals[id] = changetype<usize>(new BucketJournal(buckets, ways, slotWords, <u64>ringBytes));
   return id;

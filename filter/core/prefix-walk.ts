@@ -235,10 +235,15 @@ export class PrefixWalk {
     const p = src.ptr;
     const len = src.len;
     if (len < 4) return rows;
+    if (load<u8>(p, 1) === 0) {
+      this.segmentRows(p, len, h, k, rows);
+      return rows;
+    }
+    // The earlier format, bitmap rows, as a control plane from before segment rows publishes it.
     const count = <i32>load<u8>(p);
     const imageWords = <i32>load<u8>(p, 1);
     const entry = 16 + imageWords * 8;
-    if (imageWords < 1 || 4 + count * entry > len) return rows;
+    if (4 + count * entry > len) return rows;
     const copyWords = imageWords < words ? imageWords : words;
     for (let e = 0; e < count; e++) {
       const at = p + 4 + <usize>(e * entry);
@@ -253,6 +258,29 @@ export class PrefixWalk {
       }
     }
     return rows;
+  }
+
+  /**
+   * ORs into `rows` (a bitmap per tier) the rows of chunk (h, k) in an image of segment rows
+   * (docs/wire-format.md §4.4): hash u64, depth u16, tier u8, segment u8, slot bits u32 — the
+   * bits of slots 32·segment … 32·segment + 31, i.e. half of bitmap word segment / 2.
+   */
+  private segmentRows(p: usize, len: i32, h: u64, k: i32, rows: usize): void {
+    const count = <i32>load<u16>(p, 2);
+    if (4 + count * 16 > len) return;
+    const words = this.words;
+    const depth = <u16>k;
+    for (let e = 0; e < count; e++) {
+      const at = p + 4 + <usize>(e << 4);
+      if (load<u64>(at) !== h || load<u16>(at, 8) !== depth) continue;
+      const tier = <i32>load<u8>(at, 10);
+      const segment = <i32>load<u8>(at, 11);
+      // A tier this filter does not know (a newer control plane) is not a hit; nor is a slot
+      // beyond the configured slot table.
+      if (tier >= TIERS || segment >> 1 >= words) continue;
+      const half = rows + <usize>(tier * words * 8 + (segment << 2));
+      store<u32>(half, load<u32>(half) | load<u32>(at, 12));
+    }
   }
 
   /** target[s] = d for every slot s in a (but not in b, when b != 0). */

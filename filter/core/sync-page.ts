@@ -2,8 +2,9 @@
 // anything is applied, so a truncated or foreign answer changes nothing in shared data.
 export const SYNC_MAGIC: u32 = 0x5352564b; // "KVRS"
 export const SYNC_PROTOCOL: u32 = 1;
-/** Entries may patch a key's value (the top bit of the value length); the filter asks for it. */
-export const SYNC_PATCH_PROTOCOL: u32 = 2;
+/** Entries may patch a key's value (the top bit of the value length), bucket images being in
+ * segment rows; the filter asks for it (protocol 2 was the same for bitmap rows). */
+export const SYNC_PATCH_PROTOCOL: u32 = 3;
 const PATCH_BIT: u32 = 0x80000000;
 export const SYNC_FLAG_RESET: u32 = 1;
 export const SYNC_FLAG_MORE: u32 = 2;

@@ -40,7 +40,12 @@ describe("configuration", () => {
     expect(cfg.routing.chunkSize).toBe(128);
     expect(cfg.routing.rankHeaderPolicy.mode).toBe("ignore");
     expect(cfg.routing.failMode).toBe("open");
-    expect(cfg.cache).toEqual({ buckets: 65536, ways: 8, speculativeTtlMs: 2000, maxBlocksPerSlot: 1048576 });
+    expect(cfg.cache).toEqual({
+      buckets: 65536,
+      ways: 60,
+      speculativeTtlMs: 2000,
+      maxBlocksPerSlot: 1048576,
+    });
     expect(cfg.pools[0]?.engine).toBe("vllm");
     expect(cfg.pools[0]?.dpMode).toBe("internal");
   });

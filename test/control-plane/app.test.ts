@@ -89,7 +89,8 @@ describe("control plane", () => {
     expect(state.has("kvr.load")).toBe(true);
     // No gateway has reported yet: an empty roster ("KVRG", protocol 1, count 0).
     expect(state.get("kvr.gw")).toEqual(new Uint8Array([0x4b, 0x56, 0x52, 0x47, 1, 0, 0, 0]));
-    for (let b = 0; b < 64; b++) expect(state.get(`kvr.b.${b}`)).toEqual(new Uint8Array([0, 4, 0, 0]));
+    // An empty bucket: the segment-row format (0, 0) and no rows.
+    for (let b = 0; b < 64; b++) expect(state.get(`kvr.b.${b}`)).toEqual(new Uint8Array([0, 0, 0, 0]));
     const load = state.get("kvr.load") as Uint8Array;
     const view = new DataView(load.buffer, load.byteOffset, load.byteLength);
     expect(view.getUint16(6, true)).toBe(4); // slots

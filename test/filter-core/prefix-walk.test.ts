@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { encodeBucket } from "../../control-plane/src/index/bucket-image.ts";
+import { decodeBucket, encodeBucket } from "../../control-plane/src/index/bucket-image.ts";
 import { ChunkIndex } from "../../control-plane/src/index/chunk-index.ts";
 import { TIER_CPU, TIER_GPU, TIER_STORAGE, type Tier } from "../../control-plane/src/index/tier.ts";
 import { walk, walkTiers } from "./core-probes.ts";
@@ -54,6 +54,32 @@ describe("prefix walk", () => {
     const onlyEven = all.map((w) => w & 0x5555555555555555n);
     const r = walk(hashes, onlyEven, images, BUCKETS, depths.length);
     expect(r.depth).toEqual(depths.map((d, s) => (s % 2 === 0 ? d : 0)));
+  });
+
+  it("reads the bitmap rows a control plane from before segment rows publishes", () => {
+    const depths = Array.from({ length: 130 }, (_, s) => (s * 7) % 41);
+    const { hashes, images, all, words } = scenario(40, depths);
+    // The earlier format: count u8, bitmap width u8, 0 u16, then rows of hash u64, depth u32,
+    // tier u8, 3 reserved bytes and `words` u64 bitmap words.
+    const bitmapRows = new Map<number, Uint8Array>();
+    for (const [b, image] of images) {
+      const rows = decodeBucket(image);
+      const size = 16 + 8 * words;
+      const out = new Uint8Array(4 + rows.length * size);
+      const view = new DataView(out.buffer);
+      view.setUint8(0, rows.length);
+      view.setUint8(1, words);
+      rows.forEach((row, i) => {
+        const at = 4 + i * size;
+        view.setBigUint64(at, row.hash, true);
+        view.setUint32(at + 8, row.depth, true);
+        view.setUint8(at + 12, row.tier);
+        for (const s of row.slots)
+          out[at + 16 + (s >> 3)] = (out[at + 16 + (s >> 3)] as number) | (1 << (s & 7));
+      });
+      bitmapRows.set(b, out);
+    }
+    expect(walk(hashes, all, bitmapRows, BUCKETS, depths.length).depth).toEqual(depths);
   });
 
   it("treats missing or damaged buckets as empty instead of trapping", () => {
@@ -153,8 +179,8 @@ describe("prefix walk by tier", () => {
     const bumped = new Map(
       [...images].map(([b, img]) => {
         const copy = Uint8Array.from(img);
-        for (let at = 4; at + 24 <= copy.length; at += 24)
-          if (copy[at + 12] === TIER_STORAGE) copy[at + 12] = 3;
+        for (let at = 4; at + 16 <= copy.length; at += 16)
+          if (copy[at + 10] === TIER_STORAGE) copy[at + 10] = 3;
         return [b, copy];
       }),
     );

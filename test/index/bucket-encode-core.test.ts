@@ -79,7 +79,7 @@ describe("the core's bucket encoder", () => {
 
   it("refuses a geometry the image cannot state", () => {
     const index = new ChunkIndex(1);
-    expect(() => index.encodeBucket(0, 256, 1)).toThrow(/256 ways/);
+    expect(() => index.encodeBucket(0, 4097, 1)).toThrow(/4097 ways/);
     expect(() => index.encodeBucket(0, 8, 0)).toThrow(/0 slot words/);
     index.dispose();
   });

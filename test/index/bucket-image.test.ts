@@ -28,23 +28,48 @@ describe("chunk index", () => {
 });
 
 describe("bucket image", () => {
-  it("encodes hash, depth and the slot bitmap at the documented offsets", () => {
+  it("encodes hash, depth, tier, segment and slot bits at the documented offsets", () => {
     const index = new ChunkIndex(1);
-    index.add(2n ** 64n - 1n, 7, 0, 1);
-    index.add(2n ** 64n - 1n, 7, 65, 1);
+    index.add(2n ** 64n - 1n, 70_007, 0, 1);
+    index.add(2n ** 64n - 1n, 70_007, 65, 1);
     const image = encodeBucket(index.bucketEntries(0), 8, slotWordsFor(100));
     const view = new DataView(image.buffer);
-    expect(image.length).toBe(4 + 16 + 16);
-    expect([view.getUint8(0), view.getUint8(1)]).toEqual([1, 2]);
-    expect(view.getBigUint64(4, true)).toBe(2n ** 64n - 1n);
-    expect(view.getUint32(12, true)).toBe(7);
-    expect(view.getBigUint64(20, true)).toBe(1n);
-    expect(view.getBigUint64(28, true)).toBe(2n);
-    expect(view.getUint8(16)).toBe(0); // tier: GPU
-    expect(decodeBucket(image)).toEqual([{ hash: 2n ** 64n - 1n, depth: 7, tier: 0, slots: [0, 65] }]);
+    // Two rows: slot 0 in segment 0, slot 65 (bit 1) in segment 2.
+    expect(image.length).toBe(4 + 2 * 16);
+    expect([view.getUint8(0), view.getUint8(1), view.getUint16(2, true)]).toEqual([0, 0, 2]);
+    for (const [at, segment, bits] of [
+      [4, 0, 1],
+      [20, 2, 2],
+    ] as const) {
+      expect(view.getBigUint64(at, true)).toBe(2n ** 64n - 1n);
+      expect(view.getUint16(at + 8, true)).toBe(70_007 & 0xffff); // depth: its low 16 bits
+      expect(view.getUint8(at + 10)).toBe(0); // tier: GPU
+      expect(view.getUint8(at + 11)).toBe(segment);
+      expect(view.getUint32(at + 12, true)).toBe(bits);
+    }
+    expect(decodeBucket(image)).toEqual([
+      { hash: 2n ** 64n - 1n, depth: 70_007 & 0xffff, tier: 0, slots: [0, 65] },
+    ]);
+    // A slot beyond the image's slot range (the walk's bitmap words) is not written.
+    expect(decodeBucket(encodeBucket(index.bucketEntries(0), 8, 1))).toEqual([
+      { hash: 2n ** 64n - 1n, depth: 70_007 & 0xffff, tier: 0, slots: [0] },
+    ]);
   });
 
-  it("writes one row per tier, each slot in the row of its best copy, the tier at offset 12", () => {
+  it("counts rows, not chunks, against `ways`: a chunk on slots in several segments takes several", () => {
+    const index = new ChunkIndex(1);
+    for (const slot of [1, 40, 100]) index.add(30n, 1, slot, 100);
+    index.add(31n, 2, 3, 100);
+    const image = encodeBucket(index.bucketEntries(0), 3, 2);
+    expect(new DataView(image.buffer).getUint16(2, true)).toBe(3);
+    expect(decodeBucket(image)).toEqual([{ hash: 30n, depth: 1, tier: 0, slots: [1, 40, 100] }]);
+    // Two rows: the deeper chunk's row is the one cut, then the shallow chunk's last segment.
+    expect(decodeBucket(encodeBucket(index.bucketEntries(0), 2, 2))).toEqual([
+      { hash: 30n, depth: 1, tier: 0, slots: [1, 40] },
+    ]);
+  });
+
+  it("writes one row per tier, each slot in the row of its best copy, the tier at offset 10", () => {
     const index = new ChunkIndex(1);
     index.add(5n, 1, 0, 1, TIER_GPU);
     index.add(5n, 1, 0, 1, TIER_CPU); // slot 0: GPU and CPU copies → GPU row only
@@ -54,8 +79,8 @@ describe("bucket image", () => {
     index.add(5n, 1, 3, 1, TIER_STORAGE); // slot 3: CPU beats storage
     const image = encodeBucket(index.bucketEntries(0), 8, 1);
     const view = new DataView(image.buffer);
-    expect(view.getUint8(0)).toBe(3);
-    expect([4, 28, 52].map((at) => view.getUint8(at + 12))).toEqual([0, 1, 2]);
+    expect(view.getUint16(2, true)).toBe(3);
+    expect([4, 20, 36].map((at) => view.getUint8(at + 10))).toEqual([0, 1, 2]);
     expect(decodeBucket(image).map((e) => [e.tier, e.slots])).toEqual([
       [0, [0]],
       [1, [1, 3]],

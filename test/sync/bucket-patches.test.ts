@@ -125,11 +125,11 @@ describe("bucket patches", () => {
       publish();
     }
     // Versions: 1 the empty image, 2..4 one row more each (2 as a value: its one-row patch is no
-    // smaller than the image). From 2, the two puts joined: header + 2 × (1 + 32) bytes, smaller
-    // than the 4 + 3 × 32-byte image.
+    // smaller than the image). From 2, the two puts joined: header + 2 × (1 + 16) bytes, smaller
+    // than the 4 + 3 × 16-byte image.
     const [fromTwo] = log.changesSince(2, 1 << 20, true).entries;
     expect(fromTwo?.patch).toBe(true);
-    expect(fromTwo?.value.length).toBe(4 + 2 * 33);
+    expect(fromTwo?.value.length).toBe(4 + 2 * 17);
     // From 1 no patch chain reaches back (version 2 was a value): the value.
     expect(log.changesSince(1, 1 << 20, true).entries[0]?.patch).toBeUndefined();
     expect(log.changesSince(2, 1 << 20, false).entries[0]?.patch).toBeUndefined();
@@ -213,13 +213,18 @@ describe("bucket patches", () => {
   });
 
   it("refuses a patch that does not fit the image it is applied to", () => {
-    const put = new Uint8Array(4 + 1 + 32);
-    put.set([SLOT_WORDS, 0, 1, 0, 1]);
-    // A drop of a row the image lacks, and a patch of another width than the image's.
-    const drop = new Uint8Array([SLOT_WORDS, 0, 1, 0, 2, 1, 2, 3, 4, 5, 6, 7, 8, 0]);
-    expect(() => applyPatch(new Uint8Array([0, SLOT_WORDS, 0, 0]), drop)).toThrow(/did not apply/);
-    expect(() => applyPatch(new Uint8Array([0, 3, 0, 0]), put)).toThrow(/did not apply/);
+    const put = new Uint8Array(4 + 1 + 16);
+    put.set([0, 0, 1, 0, 1]);
+    put[4 + 1 + 12] = 1; // slot 0
+    // A drop of a row the image lacks; a patch of bitmap rows (the earlier format named its width
+    // in byte 0), and an image of them; a truncated put.
+    const drop = new Uint8Array([0, 0, 1, 0, 2, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0]);
+    expect(() => applyPatch(new Uint8Array([0, 0, 0, 0]), drop)).toThrow(/did not apply/);
+    const bitmapPut = put.slice();
+    bitmapPut[0] = 1;
+    expect(() => applyPatch(undefined, bitmapPut)).toThrow(/did not apply/);
+    expect(() => applyPatch(new Uint8Array([0, 1, 0, 0]), put)).toThrow(/did not apply/);
     expect(() => applyPatch(undefined, put.subarray(0, 20))).toThrow(/did not apply/);
-    expect(decodeBucket(applyPatch(undefined, put))).toHaveLength(1);
+    expect(decodeBucket(applyPatch(undefined, put))).toEqual([{ hash: 0n, depth: 0, tier: 0, slots: [0] }]);
   });
 });

@@ -241,7 +241,7 @@ describe("sync codec", () => {
     expect(() => decodeSyncPage(bad)).toThrow(/magic/);
   });
 
-  it("marks patch entries in protocol 2 only, in the value length's top bit", () => {
+  it("marks patch entries in protocol 3 only, in the value length's top bit", () => {
     const plain: SyncPage = {
       flags: 0,
       epoch: 1n,
@@ -256,7 +256,7 @@ describe("sync codec", () => {
     };
     const two = encodeSyncPage(patched);
     const view = new DataView(two.buffer);
-    expect(view.getUint16(4, true)).toBe(2);
+    expect(view.getUint16(4, true)).toBe(3);
     // The second entry's length word: 5 | 1 << 31.
     const second = 28 + 2 + 7 + 4 + 1;
     expect(view.getUint32(second + 2 + 7, true)).toBe((5 | 0x8000_0000) >>> 0);

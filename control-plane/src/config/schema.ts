@@ -378,8 +378,8 @@ const cacheSchema = z.strictObject({
     .max(1 << 24)
     .refine((n) => (n & (n - 1)) === 0, "must be a power of two")
     .default(65536),
-  /** Entries per bucket. */
-  ways: z.number().int().min(1).max(64).default(8),
+  /** Rows per bucket image (16 bytes each: a chunk's slots on one tier within one 32-slot segment). */
+  ways: z.number().int().min(1).max(4096).default(60),
   /** How long a speculative route (written by the filter at routing time) counts. */
   speculativeTtlMs: z.number().int().min(100).max(600_000).default(2000),
   /** KV blocks indexed per slot at most: past it the least recently stored go (bounds memory). */

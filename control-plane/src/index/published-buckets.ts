@@ -3,6 +3,7 @@
 // and the patches that led to them stay in the core's linear memory; a publish interval is one
 // core call, and bytes are copied out only when a gateway is answered.
 import type { CoreModule } from "../core/core-wasm.ts";
+import { BUCKET_HEADER_BYTES, BUCKET_ROW_BYTES } from "./bucket-image.ts";
 import type { ChunkIndex } from "./chunk-index.ts";
 
 const KEY_PREFIX = "kvr.b.";
@@ -51,7 +52,7 @@ export class PublishedBuckets {
     opts: PublishedBucketsOptions,
   ) {
     this.count = opts.buckets;
-    const imageBytes = opts.buckets * (4 + opts.ways * (16 + 8 * opts.slotWords));
+    const imageBytes = opts.buckets * (BUCKET_HEADER_BYTES + opts.ways * BUCKET_ROW_BYTES);
     const ring = opts.journalBytes ?? Math.min(32 << 20, Math.max(64 << 10, imageBytes));
     this.#id = core.ex.journalNew(opts.buckets, opts.ways, opts.slotWords, ring);
     if (this.#id < 0)

@@ -2,11 +2,12 @@
 // the filter reads it in Wasm, which is little-endian.
 
 export const SYNC_MAGIC = 0x5352564b; // "KVRS" read as a little-endian u32
-/** 1: every entry is a value. 2: an entry may be a patch of the key's value (the top bit of its
- * length); sent only to gateways that ask with `protocol=2`. */
+/** 1: every entry is a value. 3: an entry may be a patch of the key's value (the top bit of its
+ * length), of bucket images in segment rows; sent only to gateways that ask with `protocol=3`.
+ * (2 was the same for bitmap rows: its gateways now get values, never a patch they would misapply.) */
 export const SYNC_PROTOCOL = 1;
-export const SYNC_PATCH_PROTOCOL = 2;
-/** Set in an entry's u32 value length (protocol 2): the entry patches the key's value. */
+export const SYNC_PATCH_PROTOCOL = 3;
+/** Set in an entry's u32 value length (protocol 3): the entry patches the key's value. */
 export const PATCH_LENGTH_BIT = 0x8000_0000;
 export const SYNC_HEADER_BYTES = 28;
 

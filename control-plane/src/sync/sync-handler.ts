@@ -1,4 +1,4 @@
-// GET /v1/sync?epoch=E&version=V[&protocol=2] — the long poll every gateway's leader runs
+// GET /v1/sync?epoch=E&version=V[&protocol=3] — the long poll every gateway's leader runs
 // (DESIGN §4). Answers at once when there are changes after V; otherwise waits up to
 // longPollMs and answers an empty page. A different epoch (control-plane restart, another
 // replica) or a version ahead of ours means the gateway's cache is not ours: resend
@@ -52,8 +52,9 @@ export function syncAnswer(
   }
   if (mayWait && since === opts.log.version && flags === 0) return { wait: true };
 
-  // A gateway that reads patches (protocol=2) gets changed buckets as patches of its images.
-  const { entries, more } = opts.log.changesSince(since, pageBytes, query.get("protocol") === "2");
+  // A gateway that reads patches of segment-row images (protocol=3) gets changed buckets as
+  // patches of its images; any other (an older filter asks protocol=2) gets values.
+  const { entries, more } = opts.log.changesSince(since, pageBytes, query.get("protocol") === "3");
   if (more) flags |= SyncFlags.more;
   const version = entries.length > 0 ? (entries[entries.length - 1] as { version: number }).version : since;
   const body = encodeSyncPage({ flags, epoch: opts.epoch, version, entries });
