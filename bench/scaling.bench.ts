@@ -389,58 +389,65 @@ const [small, mid] = fits;
 const bytesPerBlock = big.coreBytes / Math.max(1, big.indexedBlocks);
 
 /**
- * The model. Ingest costs `ingestPerEvent` per block event (stored or removed). Publication
- * encodes a bucket only when a change can show in the rows it keeps (the core's gate,
- * filter/core/chunk-table.ts visible): a chunk that is kept, or one that sorts before the last
- * kept row. With every prompt unique, each kept row is replaced about once per lifetime of a
- * rank's cache (T = KV blocks / stored blocks per second: new shallow chunks enter, evicted ones
- * leave), so encodes per second are c · WAYS · B / T — independent of the fleet's size (measured
- * flat from 32 to 128 ranks) and inverse to how fast a cache turns over. Encoding a bucket reads
- * all of its chunk entries, so it costs p0 + p1 · (entries per bucket). A gateway receives the
- * buckets whose image changed, each as its patch (ops per encode fitted on the check run).
+ * The model, in two regimes by how full a bucket is. Ingest costs `ingestPerEvent` per block
+ * event (stored or removed). A bucket whose chunks' rows fit in its WAYS rows (it has room) is
+ * published from its changed chunks alone (filter/core/bucket-journal.ts publishChanges): a cost
+ * per chunk change, `perChange`, fitted on the fit runs, and sync bytes per chunk change,
+ * `syncPerChange` (a row put or drop with the bucket's framing). A full bucket is encoded whole
+ * when a change can show in its kept rows (the gate, filter/core/chunk-table.ts visible); the fit
+ * runs here have (almost) none, so that regime keeps the constants fitted in the round before
+ * segment rows, on fleets whose buckets were all full (docs/scaling.md): each kept row replaced
+ * FULL_C times per cache lifetime T, an encode costing FULL_P0 + FULL_P1 per chunk entry, FULL_OPS
+ * patch ops. The share of full buckets is the Poisson tail P(rows ≥ WAYS) at the mean rows per
+ * bucket (one row per chunk entry: unique prompts, one holder each).
  */
+const FULL_C = 1.94;
+const FULL_P0 = 0.5e-6;
+const FULL_P1 = 0.35e-6;
+const FULL_OPS = 1.29;
 const events = (r: RunResult) => r.storedPerS + r.removedPerS;
 const entriesPerBucket = (r: RunResult) => r.chunks / BUCKETS;
 /** Seconds a rank's KV cache lasts at its store rate. */
 const lifetime = (storedPerRank: number) => KV_BLOCKS_PER_RANK / storedPerRank;
-const cOf = (r: RunResult) => (r.encodedPerS * lifetime(r.storedPerS / r.ranks)) / (WAYS * BUCKETS);
-const c = (cOf(small) + cOf(mid)) / 2;
-const ingestPerEvent = (small.ingestCpuPerS / events(small) + mid.ingestCpuPerS / events(mid)) / 2;
-const perBucket = (r: RunResult) => r.publishCpuPerS / r.encodedPerS;
-// Under noise the two runs can give the per-entry part a negative slope, which would extrapolate
-// to negative CPU. Then the per-bucket cost is taken as flat, the two runs' mean.
-const slope = (perBucket(mid) - perBucket(small)) / (entriesPerBucket(mid) - entriesPerBucket(small));
-const p1 = Math.max(0, slope);
-const p0 =
-  slope >= 0 ? perBucket(small) - p1 * entriesPerBucket(small) : (perBucket(small) + perBucket(mid)) / 2;
 const chunksPerBlock = big.chunks / Math.max(1, big.indexedBlocks);
+const chunkChanges = (r: RunResult) => events(r) * chunksPerBlock;
+const ingestPerEvent = (small.ingestCpuPerS / events(small) + mid.ingestCpuPerS / events(mid)) / 2;
+const perChange = (small.publishCpuPerS / chunkChanges(small) + mid.publishCpuPerS / chunkChanges(mid)) / 2;
+const syncPerChange = (small.syncBytesPerS / chunkChanges(small) + mid.syncBytesPerS / chunkChanges(mid)) / 2;
 /** Framing of one sync entry: key (`kvr.b.` + ≤ 5 digits), its lengths, a patch's header. */
 const ENTRY_FRAMING = 11 + 6 + 4;
-/** A row is 16 bytes whatever the fleet (a chunk on one slot: one row). */
-const rowBytes = (_ranks: number) => BUCKET_ROW_BYTES;
 /** Distinct buckets among `n` encodes spread over the cache. */
 const distinct = (n: number) => BUCKETS * (1 - Math.exp(-n / BUCKETS));
-/** Patch ops (puts of a row or drops) per encode, from the check run's sync. */
-const opsPerEncode =
-  Math.max(0, big.syncBytesPerS - (big.dirtyKeysPerPoll * 1000 * ENTRY_FRAMING) / POLL_MS) /
-  (1 + rowBytes(big.ranks)) /
-  big.encodedPerS;
+/** P(X ≥ k) for X ~ Poisson(mean): the share of buckets with at least k rows. */
+function poissonTail(mean: number, k: number): number {
+  let term = Math.exp(-mean);
+  let below = 0;
+  for (let i = 0; i < k; i++) {
+    below += term;
+    term *= mean / (i + 1);
+  }
+  return Math.max(0, 1 - below);
+}
 function predict(ranks: number, storedPerRank: number, entries: number) {
-  const encodedPerS = Math.min((BUCKETS * 1000) / STEP_MS, (c * WAYS * BUCKETS) / lifetime(storedPerRank));
-  const keysPerPoll = distinct((encodedPerS * POLL_MS) / 1000);
-  // A dirty bucket's entry is its patch, or its image when the patch would not be smaller.
-  const opsPerBucket = (opsPerEncode * encodedPerS * POLL_MS) / 1000 / Math.max(1, keysPerPoll);
-  const patchBytes = Math.min(opsPerBucket * (1 + rowBytes(ranks)), fullBucketBytes(ranks));
+  const full = poissonTail(entries, WAYS);
+  const changesPerS = 2 * ranks * storedPerRank * chunksPerBlock;
+  const fullEncodesPerS = Math.min(
+    (BUCKETS * full * 1000) / STEP_MS,
+    (FULL_C * WAYS * BUCKETS * full) / lifetime(storedPerRank),
+  );
+  const keysPerPoll = distinct((fullEncodesPerS * POLL_MS) / 1000);
+  const fullPatch = Math.min(FULL_OPS * (1 + BUCKET_ROW_BYTES), fullBucketBytes());
   return {
-    syncPerS: (keysPerPoll * (ENTRY_FRAMING + patchBytes) * 1000) / POLL_MS,
+    full,
+    syncPerS:
+      (1 - full) * changesPerS * syncPerChange + (keysPerPoll * (ENTRY_FRAMING + fullPatch) * 1000) / POLL_MS,
     ingestCpu: 2 * ranks * storedPerRank * ingestPerEvent,
-    publishCpu: encodedPerS * (p0 + p1 * entries),
-    encodedPerS,
-    pollBound: (keysPerPoll * fullBucketBytes(ranks) * 1000) / POLL_MS,
+    publishCpu: (1 - full) * changesPerS * perChange + fullEncodesPerS * (FULL_P0 + FULL_P1 * entries),
+    pollBound: (distinct((changesPerS * POLL_MS) / 1000) * fullBucketBytes() * 1000) / POLL_MS,
   };
 }
 /** A full bucket's image with the key and sync framing. */
-function fullBucketBytes(_ranks: number): number {
+function fullBucketBytes(): number {
   return BUCKET_HEADER_BYTES + WAYS * BUCKET_ROW_BYTES + 12;
 }
 const check = predict(big.ranks, big.storedPerS / big.ranks, entriesPerBucket(big));
@@ -464,7 +471,7 @@ for (const rate of RATES)
     const entries = (indexed * chunksPerBlock) / BUCKETS;
     const f = predict(ranks, rate.storedPerRank, entries);
     fleetRows.push(
-      `| ${rate.name} | ${engines} × 8 | ${fmt(ev)} | ${fmt(f.ingestCpu, 1)} | ${fmt(f.publishCpu, 1)} | ${fmt((indexed * bytesPerBlock) / 2 ** 30, 1)} GiB | ${fmt(entries, 1)} (${fmt(Math.min(100, (WAYS / entries) * 100))} % shown) | ${mib(f.syncPerS)}/s (whole images ≤ ${mib(f.pollBound)}/s) | ${mib(BUCKETS * fullBucketBytes(ranks))} |`,
+      `| ${rate.name} | ${engines} × 8 | ${fmt(ev)} | ${fmt(f.ingestCpu, 1)} | ${fmt(f.publishCpu, 1)} | ${fmt((indexed * bytesPerBlock) / 2 ** 30, 1)} GiB | ${fmt(entries, 1)} (${pct(f.full)} full; ${fmt(Math.min(100, (WAYS / entries) * 100))} % shown) | ${mib(f.syncPerS)}/s (whole images ≤ ${mib(f.pollBound)}/s) | ${mib(BUCKETS * Math.min(fullBucketBytes(), BUCKET_HEADER_BYTES + 12 + entries * BUCKET_ROW_BYTES))} |`,
     );
   }
 
@@ -487,10 +494,10 @@ for (const [name, r] of [
   );
 lines.push("");
 lines.push(
-  `Model (fitted on the ${small.ranks}- and ${mid.ranks}-rank runs): ingest ${fmt(ingestPerEvent * 1e6, 2)} µs CPU per block event; each kept row is re-encoded ${fmt(c, 2)} times per cache lifetime (encodes/s = c · ${WAYS} · ${BUCKETS} / lifetime); encoding a dirty bucket costs ${fmt(p0 * 1e6, 1)} µs + ${fmt(p1 * 1e6, 2)} µs per chunk entry in it; ${fmt(chunksPerBlock, 2)} chunk entries per indexed block.`,
+  `Model (fitted on the ${small.ranks}- and ${mid.ranks}-rank runs): ingest ${fmt(ingestPerEvent * 1e6, 2)} µs CPU per block event; ${fmt(chunksPerBlock, 2)} chunk entries per indexed block; a bucket with room is published at ${fmt(perChange * 1e6, 2)} µs and ${fmt(syncPerChange, 1)} sync bytes per chunk change; a full bucket (the Poisson tail of rows ≥ ${WAYS}) as before segment rows: each kept row re-encoded ${FULL_C} times per cache lifetime, ${FULL_P0 * 1e6} µs + ${FULL_P1 * 1e6} µs per chunk entry an encode, ${FULL_OPS} patch ops (docs/scaling.md).`,
 );
 lines.push(
-  `Check at ${big.ranks} ranks: predicted ${fmt(predictedCpu, 2)} CPU-s per second (ingest ${fmt(check.ingestCpu, 2)}, publication ${fmt(check.publishCpu, 2)}), simulated ${fmt(big.cpuPerVirtualS, 2)} (ingest ${fmt(big.ingestCpuPerS, 2)}, publication ${fmt(big.publishCpuPerS, 2)}): ratio ${fmt(big.cpuPerVirtualS / predictedCpu, 2)}; ${fmt(check.encodedPerS)} buckets encoded per second predicted, ${fmt(big.encodedPerS)} simulated; sync to one gateway ${mib(big.syncBytesPerS)}/s simulated, ${mib(check.syncPerS)}/s predicted (${fmt(opsPerEncode, 2)} patch ops per encode, fitted on this run), against ${mib(check.pollBound)}/s for whole images of every dirtied bucket.`,
+  `Check at ${big.ranks} ranks (${pct(check.full)} of buckets full): predicted ${fmt(predictedCpu, 2)} CPU-s per second (ingest ${fmt(check.ingestCpu, 2)}, publication ${fmt(check.publishCpu, 2)}), simulated ${fmt(big.cpuPerVirtualS, 2)} (ingest ${fmt(big.ingestCpuPerS, 2)}, publication ${fmt(big.publishCpuPerS, 2)}): ratio ${fmt(big.cpuPerVirtualS / predictedCpu, 2)}; sync to one gateway ${mib(big.syncBytesPerS)}/s simulated, ${mib(check.syncPerS)}/s predicted, against ${mib(check.pollBound)}/s for whole images of every dirtied bucket.`,
 );
 lines.push(
   `Core memory per indexed block at ${big.ranks} ranks: ${fmt(bytesPerBlock)} bytes (the core's whole linear memory after the run / indexed blocks: an upper bound, tables at their grown size included).`,
