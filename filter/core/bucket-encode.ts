@@ -133,6 +133,16 @@ function collect(t: ChunkTable, r: usize, tier: u32, limit: u32, spec: usize, sp
   return segCount;
 }
 
+/** Writes the row of the collected group's k-th segment (segList order) at `row`. */
+function writeRow(row: usize, hash: u64, depth: u16, tier: u32, k: i32): void {
+  const s = unchecked(segList[k]);
+  store<u64>(row, hash);
+  store<u16>(row, depth, 8);
+  store<u8>(row, <u8>tier, 10);
+  store<u8>(row, <u8>s, 11);
+  store<u32>(row, unchecked(segBits[s]), 12);
+}
+
 /**
  * Inserts group (ref, tier) of `rows` rows among the `n` kept ones in keep order, then lets go of
  * the groups at the tail that lie wholly past the first `ways` rows; returns the new group count.
@@ -212,12 +222,7 @@ export function encodeBucketImage(
     const depth = <u16>t.depthAt(r);
     const segs = collect(t, r, tier, limit, spec, specCount);
     for (let k = 0; k < segs && written < count; k++) {
-      const s = unchecked(segList[k]);
-      store<u64>(row, hash);
-      store<u16>(row, depth, 8);
-      store<u8>(row, <u8>tier, 10);
-      store<u8>(row, <u8>s, 11);
-      store<u32>(row, unchecked(segBits[s]), 12);
+      writeRow(row, hash, depth, tier, k);
       row += <usize>ROW_BYTES;
       written++;
     }
@@ -272,12 +277,7 @@ export function appendChunkRows(t: ChunkTable, hash: u64, slotWords: i32, out: B
     out.reserve(segs * ROW_BYTES);
     let row = out.ptr + <usize>out.len;
     for (let k = 0; k < segs; k++) {
-      const s = unchecked(segList[k]);
-      store<u64>(row, hash);
-      store<u16>(row, depth, 8);
-      store<u8>(row, <u8>tier, 10);
-      store<u8>(row, <u8>s, 11);
-      store<u32>(row, unchecked(segBits[s]), 12);
+      writeRow(row, hash, depth, tier, k);
       row += <usize>ROW_BYTES;
     }
     out.len += segs * ROW_BYTES;

@@ -15,7 +15,7 @@
 // would not be smaller than the image, gets the image: only bytes are at stake, never
 // correctness, so the ring's size is a trade of memory for sync volume.
 import { appendChunkRows, encodeBucketImage, gateKept, ROW_BYTES } from "./bucket-encode";
-import { applyBucketPatch, diffBucket, PATCH_HEADER } from "./bucket-patch";
+import { appendDrop, appendPut, applyBucketPatch, diffBucket, PATCH_HEADER } from "./bucket-patch";
 import { ByteBuf } from "./byte-buf";
 import { ChunkTable } from "./chunk-table";
 
@@ -40,10 +40,6 @@ const changedHashes = new StaticArray<u64>(MAX_CHANGED);
 const patchBuf = new ByteBuf(256);
 const patchedBuf = new ByteBuf(256);
 const joinAt = new StaticArray<u64>(MAX_JOIN);
-
-const OP_PUT: u8 = 1;
-const OP_DROP: u8 = 2;
-const DROP_BYTES: i32 = 11;
 
 /** Index of the row with (tier, segment) `key` among `m` rows at p (no header), or -1. */
 function rowWith(p: usize, m: i32, key: u16): i32 {
@@ -226,12 +222,7 @@ export class BucketJournal {
         if (load<u64>(row) !== h) continue;
         const key = load<u16>(row, 10);
         if (rowWith(fresh, m, key) >= 0) continue;
-        patch.reserve(DROP_BYTES);
-        const o = patch.ptr + <usize>patch.len;
-        store<u8>(o, OP_DROP);
-        store<u64>(o, h, 1);
-        store<u16>(o, key, 9);
-        patch.len += DROP_BYTES;
+        appendDrop(patch, h, key);
         ops++;
         rows--;
       }
@@ -243,11 +234,7 @@ export class BucketJournal {
           memory.compare(row, held + <usize>(IMAGE_HEADER + i * ROW_BYTES), <usize>ROW_BYTES) === 0
         )
           continue;
-        patch.reserve(1 + ROW_BYTES);
-        const o = patch.ptr + <usize>patch.len;
-        store<u8>(o, OP_PUT);
-        memory.copy(o + 1, row, <usize>ROW_BYTES);
-        patch.len += 1 + ROW_BYTES;
+        appendPut(patch, row);
         ops++;
         if (i < 0) rows++;
       }

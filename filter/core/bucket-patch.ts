@@ -44,6 +44,25 @@ function findRow(ptr: usize, n: i32, hash: u64, key: u16): i32 {
   return -1;
 }
 
+/** Appends a drop of row (hash, key: tier and segment as the u16 at 10) to the patch in `out`. */
+export function appendDrop(out: ByteBuf, hash: u64, key: u16): void {
+  out.reserve(DROP_BYTES);
+  const o = out.ptr + <usize>out.len;
+  store<u8>(o, OP_DROP);
+  store<u64>(o, hash, 1);
+  store<u16>(o, key, 9);
+  out.len += DROP_BYTES;
+}
+
+/** Appends a put of the 16-byte row at `row` to the patch in `out`. */
+export function appendPut(out: ByteBuf, row: usize): void {
+  out.reserve(PUT_BYTES);
+  const o = out.ptr + <usize>out.len;
+  store<u8>(o, OP_PUT);
+  memory.copy(o + 1, row, <usize>ROW);
+  out.len += PUT_BYTES;
+}
+
 /**
  * The ops that turn image `old` into one with `fresh`'s rows (either may be absent: len 0),
  * written to `out`; returns the patch length, 0 when nothing changed, or a PATCH_ERR_* code.
@@ -61,23 +80,14 @@ export function diffBucket(old: usize, oldLen: i32, fresh: usize, freshLen: i32,
     const hash = load<u64>(row);
     const key = load<u16>(row, 10);
     if (findRow(fresh, m, hash, key) >= 0) continue;
-    out.reserve(DROP_BYTES);
-    const o = out.ptr + <usize>out.len;
-    store<u8>(o, OP_DROP);
-    store<u64>(o, hash, 1);
-    store<u16>(o, key, 9);
-    out.len += DROP_BYTES;
+    appendDrop(out, hash, key);
     ops++;
   }
   for (let j = 0; j < m; j++) {
     const row = fresh + <usize>(IMAGE_HEADER + j * ROW);
     const i = findRow(old, n, load<u64>(row), load<u16>(row, 10));
     if (i >= 0 && memory.compare(row, old + <usize>(IMAGE_HEADER + i * ROW), <usize>ROW) === 0) continue;
-    out.reserve(PUT_BYTES);
-    const o = out.ptr + <usize>out.len;
-    store<u8>(o, OP_PUT);
-    memory.copy(o + 1, row, <usize>ROW);
-    out.len += PUT_BYTES;
+    appendPut(out, row);
     ops++;
   }
   if (ops === 0) {
