@@ -237,6 +237,11 @@ export function tokenTableFlagsPtr(id: i32): usize {
   return changetype<TokenTable>(unchecked(tokenTables[id])).flags;
 }
 
+/** Readies a token table for use once its bytes, offsets and flags are written (TokenTable.seal). */
+export function tokenTableSeal(id: i32): void {
+  changetype<TokenTable>(unchecked(tokenTables[id])).seal();
+}
+
 export function blockCopiesIo(id: i32, ptr: usize, n: i32, tier: u32, nowMs: f64): i32 {
   resetStats();
   return blockTable(id).storeCopies(ptr, n, tier, nowMs, stats);

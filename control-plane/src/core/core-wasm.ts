@@ -118,6 +118,7 @@ export interface CoreExports {
   tokenTableBytesPtr(id: number): number;
   tokenTableOffsetsPtr(id: number): number;
   tokenTableFlagsPtr(id: number): number;
+  tokenTableSeal(id: number): void;
   blockCopiesIo(id: number, ptr: number, n: number, tier: number, nowMs: number): number;
   blockRemoveIo(id: number, ptr: number, n: number, tier: number): void;
   blockClear(id: number): void;
