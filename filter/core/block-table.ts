@@ -28,7 +28,7 @@
 // stored goes first; storing a block again, on any tier, refreshes it).
 
 import { BlockMap } from "./block-map";
-import { ByteBuf } from "./byte-buf";
+import { ByteBuf, copyShort } from "./byte-buf";
 import { ChunkTable } from "./chunk-table";
 import { SEQUENCE_START, TokenTable } from "./token-table";
 import { xxhFinish, xxhStart, xxhStripes } from "./xxh64-stream";
@@ -51,6 +51,11 @@ const STRIPE: u32 = 32;
 const STATE_BYTES: usize = 32;
 /** The accumulators of the chunk being hashed. */
 const state = heap.alloc(STATE_BYTES);
+/** Chunks a store completed and has not yet added to the chunk table: hash u64, depth u32, 0 u32. */
+const pending = new ByteBuf(256);
+const PENDING_BYTES: i32 = 16;
+/** Where touch loads go (a global, so the optimizer keeps them). */
+export let touchSink: u32 = 0;
 
 /** Bytes a record keeps of its unfinished chunk of partialLen bytes (layout above). */
 function partialBytes(partialLen: u32): usize {
@@ -145,6 +150,26 @@ export class BlockTable {
     }
   }
 
+  /**
+   * Adds the chunks store() completed to the chunk table, in the order it completed them. Their
+   * map slots and bucket heads are touched first, so those cache misses overlap (most chunks are
+   * new: each would otherwise stall on its own); flushed before anything else in store() touches
+   * the chunk table, so the table sees the same sequence of changes as adding them one by one.
+   */
+  private flushChunks(tier: u32, nowMs: f64): void {
+    const n = pending.len / PENDING_BYTES;
+    if (n === 0) return;
+    const at = pending.ptr;
+    let sink: u32 = 0;
+    for (let k = 0; k < n; k++) sink ^= this.chunks.touch(load<u64>(at + <usize>(k * PENDING_BYTES)));
+    touchSink ^= sink;
+    for (let k = 0; k < n; k++) {
+      const p = at + <usize>(k * PENDING_BYTES);
+      this.chunks.add(load<u64>(p), load<u32>(p + 8), this.slot, tier, nowMs);
+    }
+    pending.len = 0;
+  }
+
   /** Adds the tier's copy of a known block (counted as a duplicate when already held). */
   addCopy(rec: usize, tier: u32, nowMs: f64, stats: CallStats): void {
     // Stored again: the most recently stored block now.
@@ -228,6 +253,7 @@ export class BlockTable {
     const lasts = lens + ((<usize>n) << 2);
     let bytes = lasts + ((<usize>n) << 2);
     const chunk = this.chunkSize;
+    pending.len = 0;
     for (let i = 0; i < n; i++) {
       const hash = load<u64>(hashes + ((<usize>i) << 3));
       let rec = this.map.get(hash);
@@ -238,20 +264,23 @@ export class BlockTable {
         scratch.len = 0;
         if (partialLen < STRIPE) {
           xxhStart(state, prev);
-          scratch.append(partial, <i32>partialLen);
+          scratch.appendShort(partial, <i32>partialLen);
         } else {
-          memory.copy(state, partial, STATE_BYTES);
+          copyShort(state, partial, STATE_BYTES);
           folded = partialLen & ~(STRIPE - 1);
-          scratch.append(partial + STATE_BYTES, <i32>(partialLen - folded));
+          scratch.appendShort(partial + STATE_BYTES, <i32>(partialLen - folded));
         }
         let last: u32;
         if (tokens !== null) {
           const ids = after + ((<usize>(i * blockSize)) << 2);
-          if (!tokens.append(ids, blockSize, previous, scratch)) return n - i;
+          if (!tokens.append(ids, blockSize, previous, scratch)) {
+            this.flushChunks(tier, nowMs);
+            return n - i;
+          }
           last = load<u32>(ids + ((<usize>(blockSize - 1)) << 2));
         } else {
           const len = load<u32>(lens + ((<usize>i) << 2));
-          scratch.append(bytes, <i32>len);
+          scratch.appendShort(bytes, <i32>len);
           bytes += len;
           last = load<u32>(lasts + ((<usize>i) << 2));
         }
@@ -282,7 +311,10 @@ export class BlockTable {
         const extra = extraBytes(count);
         const recSize = B_HEADER + extra + partialBytes(rest);
         // At the cap, the least recently stored block goes (after hashing: `partial` may lie in it).
-        if (this.map.size >= this.maxBlocks) this.evictOldest(stats);
+        if (this.map.size >= this.maxBlocks) {
+          this.flushChunks(tier, nowMs);
+          this.evictOldest(stats);
+        }
         rec = heap.alloc(recSize);
         this.recBytes += heapFootprint(recSize);
         store<u64>(rec + B_PREV, count > 0 ? load<u64>(hashOut.ptr + ((<usize>(count - 1)) << 3)) : prev);
@@ -291,22 +323,28 @@ export class BlockTable {
         store<u32>(rec + B_TIERS, 1 << tier);
         store<u32>(rec + B_NCHUNKS, count);
         store<u32>(rec + B_PARTIAL_LEN, rest);
-        memory.copy(rec + B_HEADER, hashOut.ptr, extra);
+        copyShort(rec + B_HEADER, hashOut.ptr, extra);
         let keep = rec + B_HEADER + extra;
         if (rest >= STRIPE) {
-          memory.copy(keep, state, STATE_BYTES);
+          copyShort(keep, state, STATE_BYTES);
           keep += STATE_BYTES;
         }
-        memory.copy(keep, scratch.ptr + <usize>(off + whole), <usize>tail);
+        copyShort(keep, scratch.ptr + <usize>(off + whole), <usize>tail);
         store<u64>(rec + B_HASH, hash);
         this.map.set(rec);
         this.link(rec);
-        for (let k: u32 = 0; k < count; k++)
-          this.chunks.add(load<u64>(hashOut.ptr + ((<usize>k) << 3)), depth + k + 1, this.slot, tier, nowMs);
+        pending.reserve(<i32>count * PENDING_BYTES);
+        for (let k: u32 = 0; k < count; k++) {
+          const p = pending.ptr + <usize>pending.len;
+          store<u64>(p, load<u64>(hashOut.ptr + ((<usize>k) << 3)));
+          store<u64>(p + 8, <u64>(depth + k + 1));
+          pending.len += PENDING_BYTES;
+        }
         stats.stored++;
         if (tier !== 0) stats.lowerTier++;
       } else {
         // A block we hold (same content by construction): maybe a copy on another tier.
+        this.flushChunks(tier, nowMs);
         this.addCopy(rec, tier, nowMs, stats);
         if (tokens === null) bytes += load<u32>(lens + ((<usize>i) << 2));
       }
@@ -316,6 +354,7 @@ export class BlockTable {
       partial = rec + B_HEADER + extraBytes(load<u32>(rec + B_NCHUNKS));
       previous = <i64>load<u32>(rec + B_LAST);
     }
+    this.flushChunks(tier, nowMs);
     return 0;
   }
 

@@ -71,16 +71,22 @@ export class TokenTable {
       this.dummy !== DUMMY_NONE &&
       (previous === SEQUENCE_START ||
         (always && (<u32>load<u8>(this.flags + <usize>previous) & TOKEN_SEGMENT_BOUNDARY) !== 0));
+    // Everything the loop reads lives in locals: fields and out's length would otherwise be
+    // reloaded after every store (the compiler cannot tell they do not alias the output).
     const entries = this.entries;
     const size = this.size;
+    const bytes = this.bytes;
+    let base = out.ptr;
+    let cap = <usize>out.cap;
+    let w = <usize>out.len;
     for (let i = 0; i < n; i++) {
       const id = load<u32>(ids + ((<usize>i) << 2));
       if (id >= size) return false;
       const entry = load<u64>(entries + ((<usize>id) << 3));
       const f = <u32>(entry >> 56);
       if ((f & TOKEN_VALID) === 0) return false;
-      let s = <u32>entry;
-      let len = <u32>(entry >> 32) & 0xffffff;
+      let s = <usize>(<u32>entry);
+      let len = <usize>(<u32>(entry >> 32) & 0xffffff);
       if (atSegmentStart && (f & TOKEN_SPACE_FIRST) !== 0) {
         s++;
         len--;
@@ -88,13 +94,17 @@ export class TokenTable {
       atSegmentStart = always && (f & TOKEN_SEGMENT_BOUNDARY) !== 0;
       // Tokens average ~4 bytes: one 8-byte word copies most of them (the bytes are padded,
       // and out keeps PAD bytes of room past the token), a call only the rare long one.
-      out.reserve(<i32>(len + <u32>PAD));
-      const dst = out.ptr + <usize>out.len;
-      const src = this.bytes + <usize>s;
-      if (len <= <u32>PAD) store<u64>(dst, load<u64>(src));
-      else memory.copy(dst, src, <usize>len);
-      out.len += <i32>len;
+      if (w + len + PAD > cap) {
+        out.len = <i32>w;
+        out.grow(<i32>(w + len + PAD));
+        base = out.ptr;
+        cap = <usize>out.cap;
+      }
+      if (len <= PAD) store<u64>(base + w, load<u64>(bytes + s));
+      else memory.copy(base + w, bytes + s, len);
+      w += len;
     }
+    out.len = <i32>w;
     return true;
   }
 }
