@@ -28,7 +28,7 @@
 // stored goes first; storing a block again, on any tier, refreshes it).
 
 import { BlockMap } from "./block-map";
-import { ByteBuf, copyShort } from "./byte-buf";
+import { ByteBuf } from "./byte-buf";
 import { ChunkTable } from "./chunk-table";
 import { SEQUENCE_START, TokenTable } from "./token-table";
 import { xxhFinish, xxhStart, xxhStripes } from "./xxh64-stream";
@@ -54,7 +54,7 @@ const state = heap.alloc(STATE_BYTES);
 /** Chunks a store completed and has not yet added to the chunk table: hash u64, depth u32, 0 u32. */
 const pending = new ByteBuf(256);
 const PENDING_BYTES: i32 = 16;
-/** Where touch loads go (a global, so the optimizer keeps them). */
+/** Where touch loads go (exported, so the optimizer keeps them). */
 export let touchSink: u32 = 0;
 
 /** Bytes a record keeps of its unfinished chunk of partialLen bytes (layout above). */
@@ -64,6 +64,35 @@ function partialBytes(partialLen: u32): usize {
 
 function extraBytes(nChunks: u32): usize {
   return nChunks > 1 ? (<usize>(nChunks - 1)) << 3 : 0;
+}
+
+/**
+ * Readies `state` and scratch to go on with a chain's chunk in progress (a record's partial
+ * chunk, layout above): its whole stripes already hashed (XXH64's accumulators), the bytes after
+ * them into scratch, where the block's bytes follow. Returns how many bytes the state folded.
+ */
+function resume(prev: u64, partial: usize, partialLen: u32, scratch: ByteBuf): u32 {
+  scratch.len = 0;
+  if (partialLen < STRIPE) {
+    xxhStart(state, prev);
+    scratch.appendShort(partial, <i32>partialLen);
+    return 0;
+  }
+  ByteBuf.copyShort(state, partial, STATE_BYTES);
+  const folded = partialLen & ~(STRIPE - 1);
+  scratch.appendShort(partial + STATE_BYTES, <i32>(partialLen - folded));
+  return folded;
+}
+
+/** Queues the `count` chunks at `hashOut` (depths from depth + 1) for flushChunks. */
+function queueChunks(hashOut: ByteBuf, count: u32, depth: u32): void {
+  pending.reserve(<i32>count * PENDING_BYTES);
+  for (let k: u32 = 0; k < count; k++) {
+    const p = pending.ptr + <usize>pending.len;
+    store<u64>(p, load<u64>(hashOut.ptr + ((<usize>k) << 3)));
+    store<u64>(p + 8, <u64>(depth + k + 1));
+    pending.len += PENDING_BYTES;
+  }
 }
 
 /** "No token" in lookup's answers. */
@@ -258,18 +287,7 @@ export class BlockTable {
       const hash = load<u64>(hashes + ((<usize>i) << 3));
       let rec = this.map.get(hash);
       if (rec === 0) {
-        // The chunk in progress goes on from the parent's state: its whole stripes already hashed
-        // (XXH64's accumulators into `state`), the bytes after them into scratch, then the block's.
-        let folded: u32 = 0;
-        scratch.len = 0;
-        if (partialLen < STRIPE) {
-          xxhStart(state, prev);
-          scratch.appendShort(partial, <i32>partialLen);
-        } else {
-          copyShort(state, partial, STATE_BYTES);
-          folded = partialLen & ~(STRIPE - 1);
-          scratch.appendShort(partial + STATE_BYTES, <i32>(partialLen - folded));
-        }
+        let folded = resume(prev, partial, partialLen, scratch);
         let last: u32;
         if (tokens !== null) {
           const ids = after + ((<usize>(i * blockSize)) << 2);
@@ -323,23 +341,17 @@ export class BlockTable {
         store<u32>(rec + B_TIERS, 1 << tier);
         store<u32>(rec + B_NCHUNKS, count);
         store<u32>(rec + B_PARTIAL_LEN, rest);
-        copyShort(rec + B_HEADER, hashOut.ptr, extra);
+        ByteBuf.copyShort(rec + B_HEADER, hashOut.ptr, extra);
         let keep = rec + B_HEADER + extra;
         if (rest >= STRIPE) {
-          copyShort(keep, state, STATE_BYTES);
+          ByteBuf.copyShort(keep, state, STATE_BYTES);
           keep += STATE_BYTES;
         }
-        copyShort(keep, scratch.ptr + <usize>(off + whole), <usize>tail);
+        ByteBuf.copyShort(keep, scratch.ptr + <usize>(off + whole), <usize>tail);
         store<u64>(rec + B_HASH, hash);
         this.map.set(rec);
         this.link(rec);
-        pending.reserve(<i32>count * PENDING_BYTES);
-        for (let k: u32 = 0; k < count; k++) {
-          const p = pending.ptr + <usize>pending.len;
-          store<u64>(p, load<u64>(hashOut.ptr + ((<usize>k) << 3)));
-          store<u64>(p + 8, <u64>(depth + k + 1));
-          pending.len += PENDING_BYTES;
-        }
+        queueChunks(hashOut, count, depth);
         stats.stored++;
         if (tier !== 0) stats.lowerTier++;
       } else {

@@ -22,7 +22,7 @@
 // UTF-8, malformed or trailing bytes — is refused and the JavaScript decoder takes the batch, so
 // the index result never depends on which path ran.
 import { BlockTable, CallStats, STORE_ORPHAN } from "./block-table";
-import { ByteBuf, copyShort } from "./byte-buf";
+import { ByteBuf } from "./byte-buf";
 import { rootHash } from "./chunk-hash";
 import { TokenTable } from "./token-table";
 import { utf8SeqLen } from "./utf8";
@@ -128,9 +128,13 @@ function need(n: usize): bool {
   return ok;
 }
 
+/** The big-endian integer of n = 1, 2, 4 or 8 bytes at pos (one load each: a hash is 8 of them). */
 function be(n: i32): u64 {
-  let v: u64 = 0;
-  for (let i = 0; i < n; i++) v = (v << 8) | <u64>load<u8>(pos + <usize>i);
+  let v: u64;
+  if (n === 8) v = bswap<u64>(load<u64>(pos));
+  else if (n === 4) v = <u64>bswap<u32>(load<u32>(pos));
+  else if (n === 2) v = <u64>bswap<u16>(load<u16>(pos));
+  else v = <u64>load<u8>(pos);
   pos += <usize>n;
   return v;
 }
@@ -614,7 +618,7 @@ function stageTokens(): bool {
   stagedTokens.reserve(<i32>(n << 2));
   const dst = stagedTokens.ptr;
   for (let i: i64 = 0; i < n; i++) {
-    // Inline the common case: a token id below 128 or a uint16/uint32 (msgspec's forms).
+    // Inline the common cases: a token id below 128, a uint16 or a uint32 (msgspec's forms).
     if (pos >= end) {
       ok = false;
       return false;
@@ -625,8 +629,11 @@ function stageTokens(): bool {
       pos++;
       id = b;
     } else if (b === 0xcd && end - pos >= 3) {
-      id = ((<u32>load<u8>(pos + 1)) << 8) | <u32>load<u8>(pos + 2);
+      id = <u32>bswap<u16>(load<u16>(pos + 1));
       pos += 3;
+    } else if (b === 0xce && end - pos >= 5) {
+      id = bswap<u32>(load<u32>(pos + 1));
+      pos += 5;
     } else {
       id = <u32>readUint(0xffffffff);
       if (!ok) return false;
@@ -698,7 +705,7 @@ function scanEvent(arrayLen: i64, mapLen: i64): bool {
   const n = hashCount;
   if (n < 0 || !ok) return false;
   plan.reserve(<i32>(P_HEADER + (n << 3)));
-  copyShort(plan.ptr + <usize>entry + P_HEADER, stagedHashes.ptr, <usize>(n << 3));
+  ByteBuf.copyShort(plan.ptr + <usize>entry + P_HEADER, stagedHashes.ptr, <usize>(n << 3));
   plan.len += <i32>(P_HEADER + (n << 3));
   const tier = mediumTier();
   if (tier < 0 || !mainGroup()) return false;
@@ -718,7 +725,7 @@ function scanEvent(arrayLen: i64, mapLen: i64): bool {
     const count = tokenCount;
     if (count < 0 || <u64>count !== <u64>n * blockSize) return false;
     plan.reserve(<i32>((count << 2) + 8));
-    copyShort(plan.ptr + <usize>plan.len, stagedTokens.ptr, <usize>(count << 2));
+    ByteBuf.copyShort(plan.ptr + <usize>plan.len, stagedTokens.ptr, <usize>(count << 2));
     plan.len += <i32>(count << 2);
     plan.len = (plan.len + 7) & ~7; // the next entry's hashes stay 8-aligned
     if (!readRootKey(hasParent === 0)) return false;
@@ -840,8 +847,8 @@ export function scanBatch(ptr: usize, len: i32): i32 {
   return scanEvents() ? 1 : 0;
 }
 
-/** Where touchPlan's loads go (a global, so the optimizer keeps them). */
-let planSink: u32 = 0;
+/** Where touchPlan's loads go (exported, so the optimizer keeps them). */
+export let planSink: u32 = 0;
 
 /**
  * Touches the block map slot of every hash the plan looks up, before applying it: those loads

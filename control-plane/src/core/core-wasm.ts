@@ -180,9 +180,11 @@ export class CoreModule {
     this.#ioPtr = this.ex.ioReserve(this.#ioCap);
   }
 
-  /** A byte view of linear memory, renewed when memory grew. */
+  /** A byte view of linear memory, renewed when memory grew. Growing detaches the old buffer,
+   * which empties its views: checking the view's length costs far less than asking the memory
+   * for its buffer (the ingest path reads views several times per batch). */
   get u8(): Uint8Array {
-    if (this.ex.memory.buffer !== this.#buffer) {
+    if (this.#u8.length === 0) {
       this.#buffer = this.ex.memory.buffer;
       this.#u8 = new Uint8Array(this.#buffer);
       this.#u64 = new BigUint64Array(this.#buffer);
