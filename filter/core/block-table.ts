@@ -114,6 +114,8 @@ export class CallStats {
   removed: i32 = 0;
   unknownRemovals: i32 = 0;
   evicted: i32 = 0;
+  /** Blocks the table holds after the call (so JavaScript need not make another call to ask). */
+  blocks: i32 = 0;
 }
 
 @unmanaged

@@ -128,7 +128,8 @@ export interface CoreExports {
   batchApply(
     id: number,
     tokensId: number,
-    root: bigint,
+    rootLo: number,
+    rootHi: number,
     modelPtr: number,
     modelLen: number,
     nowMs: number,

@@ -74,8 +74,9 @@ export function scannedRootKeys(): boolean {
   return (r[at + R_ROOT_KEYS] as number) > 0;
 }
 
-/** The orphan and undetokenizable block counts of the last applied batch. */
-export function appliedBatchDrops(): { orphans: number; undetokenizable: number } {
+/** Adds the orphan and undetokenizable block counts of the last applied batch to `stats`. */
+export function addAppliedBatchDrops(stats: { orphanBlocks: number; undetokenizableBlocks: number }): void {
   const { r, at } = results();
-  return { orphans: r[at + R_ORPHANS] as number, undetokenizable: r[at + R_UNDETOKENIZABLE] as number };
+  stats.orphanBlocks += r[at + R_ORPHANS] as number;
+  stats.undetokenizableBlocks += r[at + R_UNDETOKENIZABLE] as number;
 }
