@@ -51,9 +51,14 @@ const STRIPE: u32 = 32;
 const STATE_BYTES: usize = 32;
 /** The accumulators of the chunk being hashed. */
 const state = heap.alloc(STATE_BYTES);
-/** Chunks a store completed and has not yet added to the chunk table: hash u64, depth u32, 0 u32. */
-const pending = new ByteBuf(256);
+/**
+ * Chunks stores completed and have not yet added to the chunk table (flushChunks): hash u64,
+ * depth u32, tier u32. Empty at the end of every call from outside the core's ingest path.
+ */
+const pending = new ByteBuf(1024);
 const PENDING_BYTES: i32 = 16;
+/** The time of the stores whose chunks are pending (one call: one time). */
+let pendingNowMs: f64 = 0;
 /** Where touch loads go (exported, so the optimizer keeps them). */
 export let touchSink: u32 = 0;
 
@@ -84,15 +89,17 @@ function resume(prev: u64, partial: usize, partialLen: u32, scratch: ByteBuf): u
   return folded;
 }
 
-/** Queues the `count` chunks at `hashOut` (depths from depth + 1) for flushChunks. */
-function queueChunks(hashOut: ByteBuf, count: u32, depth: u32): void {
+/** Queues the `count` chunks at `hashOut` (depths from depth + 1, on `tier`) for flushChunks. */
+function queueChunks(hashOut: ByteBuf, count: u32, depth: u32, tier: u32, nowMs: f64): void {
   pending.reserve(<i32>count * PENDING_BYTES);
   for (let k: u32 = 0; k < count; k++) {
     const p = pending.ptr + <usize>pending.len;
     store<u64>(p, load<u64>(hashOut.ptr + ((<usize>k) << 3)));
-    store<u64>(p + 8, <u64>(depth + k + 1));
+    store<u32>(p + 8, depth + k + 1);
+    store<u32>(p + 12, tier);
     pending.len += PENDING_BYTES;
   }
+  pendingNowMs = nowMs;
 }
 
 /** "No token" in lookup's answers. */
@@ -182,23 +189,28 @@ export class BlockTable {
   }
 
   /**
-   * Adds the chunks store() completed to the chunk table, in the order it completed them. Their
-   * map slots and bucket heads are touched first, so those cache misses overlap (most chunks are
-   * new: each would otherwise stall on its own); flushed before anything else in store() touches
-   * the chunk table, so the table sees the same sequence of changes as adding them one by one.
+   * Adds the chunks stores completed to the chunk table, in the order they completed them. What
+   * adding them reads is touched first (their map slots, their bucket heads, then the records at
+   * those heads), so those cache misses overlap: most chunks are new, and each would otherwise
+   * stall on its own (issue 31). The batch fast path flushes once per batch, every other caller
+   * once per call; and before anything else changes the chunk table (eviction, another tier's
+   * copy, removals, clearing), so the table sees the same sequence of changes as adding them
+   * one by one.
    */
-  private flushChunks(tier: u32, nowMs: f64): void {
+  flushChunks(): void {
     const n = pending.len / PENDING_BYTES;
     if (n === 0) return;
     const at = pending.ptr;
+    const chunks = this.chunks;
     let sink: u32 = 0;
-    for (let k = 0; k < n; k++) sink ^= this.chunks.touch(load<u64>(at + <usize>(k * PENDING_BYTES)));
+    for (let k = 0; k < n; k++) sink ^= chunks.touch(load<u64>(at + <usize>(k * PENDING_BYTES)));
+    for (let k = 0; k < n; k++) sink ^= chunks.touchHead(load<u64>(at + <usize>(k * PENDING_BYTES)));
     touchSink ^= sink;
+    pending.len = 0; // before adding: nothing below queues more
     for (let k = 0; k < n; k++) {
       const p = at + <usize>(k * PENDING_BYTES);
-      this.chunks.add(load<u64>(p), load<u32>(p + 8), this.slot, tier, nowMs);
+      chunks.add(load<u64>(p), load<u32>(p + 8), this.slot, load<u32>(p + 12), pendingNowMs);
     }
-    pending.len = 0;
   }
 
   /** Adds the tier's copy of a known block (counted as a duplicate when already held). */
@@ -284,7 +296,6 @@ export class BlockTable {
     const lasts = lens + ((<usize>n) << 2);
     let bytes = lasts + ((<usize>n) << 2);
     const chunk = this.chunkSize;
-    pending.len = 0;
     for (let i = 0; i < n; i++) {
       const hash = load<u64>(hashes + ((<usize>i) << 3));
       let rec = this.map.get(hash);
@@ -293,10 +304,7 @@ export class BlockTable {
         let last: u32;
         if (tokens !== null) {
           const ids = after + ((<usize>(i * blockSize)) << 2);
-          if (!tokens.append(ids, blockSize, previous, scratch)) {
-            this.flushChunks(tier, nowMs);
-            return n - i;
-          }
+          if (!tokens.append(ids, blockSize, previous, scratch)) return n - i;
           last = load<u32>(ids + ((<usize>(blockSize - 1)) << 2));
         } else {
           const len = load<u32>(lens + ((<usize>i) << 2));
@@ -332,7 +340,7 @@ export class BlockTable {
         const recSize = B_HEADER + extra + partialBytes(rest);
         // At the cap, the least recently stored block goes (after hashing: `partial` may lie in it).
         if (this.map.size >= this.maxBlocks) {
-          this.flushChunks(tier, nowMs);
+          this.flushChunks();
           this.evictOldest(stats);
         }
         rec = heap.alloc(recSize);
@@ -353,12 +361,12 @@ export class BlockTable {
         store<u64>(rec + B_HASH, hash);
         this.map.set(rec);
         this.link(rec);
-        queueChunks(hashOut, count, depth);
+        queueChunks(hashOut, count, depth, tier, nowMs);
         stats.stored++;
         if (tier !== 0) stats.lowerTier++;
       } else {
         // A block we hold (same content by construction): maybe a copy on another tier.
-        this.flushChunks(tier, nowMs);
+        this.flushChunks();
         this.addCopy(rec, tier, nowMs, stats);
         if (tokens === null) bytes += load<u32>(lens + ((<usize>i) << 2));
       }
@@ -368,12 +376,12 @@ export class BlockTable {
       partial = rec + B_HEADER + extraBytes(load<u32>(rec + B_NCHUNKS));
       previous = <i64>load<u32>(rec + B_LAST);
     }
-    this.flushChunks(tier, nowMs);
     return 0;
   }
 
   /** Adds the tier's copy of each held block among n hashes (placeholder stores); returns how many were not held. */
   storeCopies(hashes: usize, n: i32, tier: u32, nowMs: f64, stats: CallStats): i32 {
+    this.flushChunks();
     let unresolved = 0;
     for (let i = 0; i < n; i++) {
       const rec = this.map.get(load<u64>(hashes + ((<usize>i) << 3)));
@@ -385,6 +393,7 @@ export class BlockTable {
 
   /** Removes the tier's copy of each of n blocks; a block goes when no tier holds it. */
   remove(hashes: usize, n: i32, tier: u32, stats: CallStats): void {
+    this.flushChunks();
     const bit: u32 = 1 << tier;
     for (let i = 0; i < n; i++) {
       const hash = load<u64>(hashes + ((<usize>i) << 3));
@@ -413,6 +422,8 @@ export class BlockTable {
 
   /** Drops every block, taking its copies out of the chunk table (withChunks) or not (the table is gone). */
   clear(withChunks: bool): void {
+    if (withChunks) this.flushChunks();
+    else pending.len = 0;
     const map = this.map;
     for (let i: u32 = 0; i < map.cap; i++) {
       const rec = map.recordAt(i);

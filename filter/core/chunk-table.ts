@@ -198,6 +198,12 @@ export class ChunkTable {
     return this.map.touch(hash) ^ load<u32>(this.heads + ((<usize>this.bucketOf(hash)) << 2));
   }
 
+  /** Loads the record at the head of `hash`'s bucket (adding links it there), to be thrown away: see touch. */
+  touchHead(hash: u64): u32 {
+    const first = load<u32>(this.heads + ((<usize>this.bucketOf(hash)) << 2));
+    return first === 0 ? 0 : load<u32>(this.rec(first) + R_PREV);
+  }
+
   /** Doubles the map, re-inserting the live records in slab order (u64-map.ts: sequential reads). */
   private growMap(): void {
     const map = this.map;

@@ -51,9 +51,15 @@ export function ingestOutPtr(): usize {
   return out.ptr;
 }
 
-/** The block count of table `id` into the counters, at the end of each call that changes it. */
+/**
+ * Ends each call that changes table `id`: the chunks its stores completed go to the chunk table
+ * (BlockTable.flushChunks: nothing stays pending between calls), and its block count goes into
+ * the counters.
+ */
 function counted<T>(id: i32, result: T): T {
-  stats.blocks = <i32>blockTable(id).map.size;
+  const table = blockTable(id);
+  table.flushChunks();
+  stats.blocks = <i32>table.map.size;
   return result;
 }
 

@@ -18,6 +18,8 @@ export const SEQUENCE_START: i64 = -1;
 
 /** Bytes past the table's end that a token's word copy may read (append). */
 const PAD: usize = 8;
+/** The most room append makes at once for its plain loop (a vocabulary of huge tokens takes the other). */
+const MAX_ROOM: u64 = 1 << 20;
 
 @unmanaged
 export class TokenTable {
@@ -30,6 +32,8 @@ export class TokenTable {
    * detokenizing the largest part of applying a batch (issue 31).
    */
   entries: usize = 0;
+  /** The longest token's byte length (seal): room for n tokens is known before copying any. */
+  maxLen: u32 = 0;
 
   constructor(
     public size: u32,
@@ -51,12 +55,35 @@ export class TokenTable {
       let f = <u64>load<u8>(this.flags + <usize>id);
       // A token of 16 MiB or more (none exists) or a span outside the bytes reads as unknown.
       if (e < s || e - s > 0xffffff || e > this.byteLen) f = 0;
+      else if ((f & TOKEN_VALID) !== 0 && e - s > this.maxLen) this.maxLen = e - s;
       store<u64>(this.entries + ((<usize>id) << 3), <u64>s | ((<u64>(e - s) & 0xffffff) << 32) | (f << 56));
     }
   }
 
   private known(id: u64): bool {
     return id < <u64>this.size && (<u32>load<u8>(this.flags + <usize>id) & TOKEN_VALID) !== 0;
+  }
+
+  /** append for a vocabulary without a dummy prefix, with room for n of the longest token made. */
+  private appendPlain(ids: usize, n: i32, out: ByteBuf): bool {
+    const entries = this.entries;
+    const size = this.size;
+    const bytes = this.bytes;
+    let dst = out.ptr + <usize>out.len;
+    const start = dst;
+    for (let i = 0; i < n; i++) {
+      const id = load<u32>(ids + ((<usize>i) << 2));
+      if (id >= size) return false;
+      const entry = load<u64>(entries + ((<usize>id) << 3));
+      if ((<u32>(entry >> 56) & TOKEN_VALID) === 0) return false;
+      const src = bytes + <usize>(<u32>entry);
+      const len = <usize>(<u32>(entry >> 32) & 0xffffff);
+      if (len <= PAD) store<u64>(dst, load<u64>(src));
+      else memory.copy(dst, src, len);
+      dst += len;
+    }
+    out.len += <i32>(dst - start);
+    return true;
   }
 
   /**
@@ -66,6 +93,13 @@ export class TokenTable {
    */
   append(ids: usize, n: i32, previous: i64, out: ByteBuf): bool {
     if (previous !== SEQUENCE_START && !this.known(<u64>previous)) return false;
+    // Byte-level vocabularies (Qwen, Llama 3) have no leading-space rule: a loop with nothing
+    // but the copy, its room made once.
+    const room = <u64>n * <u64>(this.maxLen + <u32>PAD);
+    if (this.dummy === DUMMY_NONE && room <= MAX_ROOM) {
+      out.reserve(<i32>room);
+      return this.appendPlain(ids, n, out);
+    }
     const always = this.dummy === DUMMY_ALWAYS;
     let atSegmentStart =
       this.dummy !== DUMMY_NONE &&
