@@ -595,17 +595,30 @@ function stageRootKey(): u32 {
   return <u32>at + 1;
 }
 
-/** Reads the array of integer hashes at pos into stagedHashes; false to refuse. */
+/** Reads the array of integer hashes at pos into stagedHashes; false to refuse. The loops below
+ * keep the read position in a local, not the global `pos`: a global lives in memory, and loading
+ * and storing it for every value made these loops the largest part of the walk (issue 31). */
 function stageHashes(): bool {
   const n = readHeader(false);
   if (n <= 0) return false; // empty stores are placeholders-in-waiting: the decoder's business
   stagedHashes.len = 0;
   stagedHashes.reserve(<i32>(n << 3));
   const dst = stagedHashes.ptr;
-  for (let i: i64 = 0; i < n; i++) {
+  const stop = end;
+  let p = pos;
+  for (let i: i32 = 0; i < <i32>n; i++) {
+    // Inline the common case: a uint64 (vLLM's hashes are 64-bit).
+    if (stop - p >= 9 && load<u8>(p) === 0xcf) {
+      store<u64>(dst + ((<usize>i) << 3), bswap<u64>(load<u64>(p + 1)));
+      p += 9;
+      continue;
+    }
+    pos = p;
     if (!readInt()) return false;
+    p = pos;
     store<u64>(dst + ((<usize>i) << 3), intValue);
   }
+  pos = p;
   hashCount = n;
   return true;
 }
@@ -617,29 +630,34 @@ function stageTokens(): bool {
   stagedTokens.len = 0;
   stagedTokens.reserve(<i32>(n << 2));
   const dst = stagedTokens.ptr;
-  for (let i: i64 = 0; i < n; i++) {
+  const stop = end;
+  let p = pos;
+  for (let i: i32 = 0; i < <i32>n; i++) {
     // Inline the common cases: a token id below 128, a uint16 or a uint32 (msgspec's forms).
-    if (pos >= end) {
+    if (p >= stop) {
       ok = false;
       return false;
     }
-    const b = <u32>load<u8>(pos);
+    const b = <u32>load<u8>(p);
     let id: u32;
     if (b < 0x80) {
-      pos++;
+      p++;
       id = b;
-    } else if (b === 0xcd && end - pos >= 3) {
-      id = <u32>bswap<u16>(load<u16>(pos + 1));
-      pos += 3;
-    } else if (b === 0xce && end - pos >= 5) {
-      id = bswap<u32>(load<u32>(pos + 1));
-      pos += 5;
+    } else if (b === 0xcd && stop - p >= 3) {
+      id = <u32>bswap<u16>(load<u16>(p + 1));
+      p += 3;
+    } else if (b === 0xce && stop - p >= 5) {
+      id = bswap<u32>(load<u32>(p + 1));
+      p += 5;
     } else {
+      pos = p;
       id = <u32>readUint(0xffffffff);
       if (!ok) return false;
+      p = pos;
     }
     store<u32>(dst + ((<usize>i) << 2), id);
   }
+  pos = p;
   tokenCount = n;
   return ok;
 }
