@@ -49,8 +49,12 @@ export class StreamHistory {
     }
     this.seqs[slot] = seq;
     this.lengths[slot] = payload.length;
-    // A copy of the head, so the ring never keeps a large payload alive.
-    this.heads.set(payload.subarray(0, HEAD_BYTES), slot * HEAD_BYTES);
+    // A copy of the head, so the ring never keeps a large payload alive (byte by byte: a
+    // subarray would be an object per batch).
+    const heads = this.heads;
+    const at = slot * HEAD_BYTES;
+    const n = Math.min(HEAD_BYTES, payload.length);
+    for (let i = 0; i < n; i++) heads[at + i] = payload[i] as number;
     this.newestSeq = seq;
     this.newestPayload = payload;
   }
