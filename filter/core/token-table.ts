@@ -16,13 +16,27 @@ export const DUMMY_ALWAYS: i32 = 2;
 /** `previous` at the start of a sequence. */
 export const SEQUENCE_START: i64 = -1;
 
-/** Bytes past the table's end that a token's word copy may read (append). */
-const PAD: usize = 8;
+/** Bytes past the table's end that a token's word copies may read, and past a token's end in
+ * the output that they may write (append): two 8-byte words. */
+const PAD: usize = 16;
 /** The most room append makes at once for its plain loop (a vocabulary of huge tokens takes the other). */
 const MAX_ROOM: u64 = 1 << 20;
 
 @unmanaged
 export class TokenTable {
+  /**
+   * Copies a token's bytes: one or two 8-byte words for all but the rare long token (tokens
+   * average ~4 bytes and seldom pass 16), a memory.copy call — a call out of Wasm — for that one.
+   */
+  @inline private static copyToken(dst: usize, src: usize, len: usize): void {
+    if (len > PAD) {
+      memory.copy(dst, src, len);
+      return;
+    }
+    store<u64>(dst, load<u64>(src));
+    if (len > 8) store<u64>(dst + 8, load<u64>(src + 8));
+  }
+
   bytes: usize;
   offsets: usize;
   flags: usize;
@@ -78,8 +92,7 @@ export class TokenTable {
       if ((<u32>(entry >> 56) & TOKEN_VALID) === 0) return false;
       const src = bytes + <usize>(<u32>entry);
       const len = <usize>(<u32>(entry >> 32) & 0xffffff);
-      if (len <= PAD) store<u64>(dst, load<u64>(src));
-      else memory.copy(dst, src, len);
+      TokenTable.copyToken(dst, src, len);
       dst += len;
     }
     out.len += <i32>(dst - start);
@@ -126,16 +139,14 @@ export class TokenTable {
         len--;
       }
       atSegmentStart = always && (f & TOKEN_SEGMENT_BOUNDARY) !== 0;
-      // Tokens average ~4 bytes: one 8-byte word copies most of them (the bytes are padded,
-      // and out keeps PAD bytes of room past the token), a call only the rare long one.
+      // The bytes are padded, and out keeps PAD bytes of room past the token (TokenTable.copyToken).
       if (w + len + PAD > cap) {
         out.len = <i32>w;
         out.grow(<i32>(w + len + PAD));
         base = out.ptr;
         cap = <usize>out.cap;
       }
-      if (len <= PAD) store<u64>(base + w, load<u64>(bytes + s));
-      else memory.copy(base + w, bytes + s, len);
+      TokenTable.copyToken(base + w, bytes + s, len);
       w += len;
     }
     out.len = <i32>w;
