@@ -58,11 +58,13 @@ export class TokenTable {
     memory.fill(this.bytes + <usize>byteLen, 0, PAD);
     this.offsets = heap.alloc((<usize>size + 1) << 2);
     this.flags = heap.alloc(<usize>size);
+    // Every id unknown until seal: a table used unsealed refuses tokens rather than misread them.
+    this.entries = heap.alloc((<usize>size) << 3);
+    memory.fill(this.entries, 0, (<usize>size) << 3);
   }
 
   /** Builds `entries` once the caller has filled bytes, offsets and flags. */
   seal(): void {
-    if (this.entries === 0) this.entries = heap.alloc((<usize>this.size) << 3);
     for (let id: u32 = 0; id < this.size; id++) {
       const s = load<u32>(this.offsets + ((<usize>id) << 2));
       const e = load<u32>(this.offsets + ((<usize>id + 1) << 2));
