@@ -15,6 +15,11 @@ const MIN_CAP: u32 = 16;
 /** The record's key (block-table.ts B_HASH). */
 const KEY_OFFSET: usize = 8;
 const FP_MASK: u32 = 15;
+/** Records whose keys grow() loads together before inserting them (see there). */
+const GROW_GROUP: u32 = 16;
+/** grow()'s gathered records and their keys. */
+const growRecs = heap.alloc(GROW_GROUP << 2);
+const growKeys = heap.alloc(GROW_GROUP << 3);
 
 @unmanaged
 export class BlockMap {
@@ -41,6 +46,14 @@ export class BlockMap {
 
   @inline private home(mixed: u64): u32 {
     return <u32>(mixed >> 32) & this.mask;
+  }
+
+  /**
+   * Loads key's home slot and returns it, to be thrown away: a caller about to look up many keys
+   * touches them all first, so their cache misses overlap instead of coming one at a time.
+   */
+  @inline touch(key: u64): u32 {
+    return load<u32>(this.vals + ((<usize>this.home(BlockMap.mix(key))) << 2));
   }
 
   /** The record of key, or 0. */
@@ -114,20 +127,41 @@ export class BlockMap {
     return true;
   }
 
+  /**
+   * Doubles the table. Every key must be read from its record, a cache miss each (records lie
+   * all over the heap), so the records go in groups: their keys are loaded in one loop, whose
+   * loads do not depend on each other and so overlap, then inserted.
+   */
   private grow(): void {
     const oldVals = this.vals;
     const oldCap = this.cap;
     this.alloc(oldCap << 1);
-    const mask = this.mask;
-    for (let i: u32 = 0; i < oldCap; i++) {
-      const v = load<u32>(oldVals + ((<usize>i) << 2));
-      if (v === 0) continue;
-      // Every key is distinct: straight to the first free slot from its home.
-      let j = this.home(BlockMap.mix(load<u64>(<usize>(v & ~FP_MASK) + KEY_OFFSET)));
-      while (load<u32>(this.vals + ((<usize>j) << 2)) !== 0) j = (j + 1) & mask;
-      store<u32>(this.vals + ((<usize>j) << 2), v);
+    let i: u32 = 0;
+    while (i < oldCap) {
+      let n: u32 = 0;
+      while (i < oldCap && n < GROW_GROUP) {
+        const v = load<u32>(oldVals + ((<usize>i) << 2));
+        i++;
+        if (v === 0) continue;
+        store<u32>(growRecs + ((<usize>n) << 2), v);
+        n++;
+      }
+      for (let k: u32 = 0; k < n; k++) {
+        const v = load<u32>(growRecs + ((<usize>k) << 2));
+        store<u64>(growKeys + ((<usize>k) << 3), load<u64>(<usize>(v & ~FP_MASK) + KEY_OFFSET));
+      }
+      for (let k: u32 = 0; k < n; k++)
+        this.place(load<u64>(growKeys + ((<usize>k) << 3)), load<u32>(growRecs + ((<usize>k) << 2)));
     }
     heap.free(oldVals);
+  }
+
+  /** Puts slot value v of a key known to be absent at the first free slot from its home. */
+  @inline private place(key: u64, v: u32): void {
+    const mask = this.mask;
+    let j = this.home(BlockMap.mix(key));
+    while (load<u32>(this.vals + ((<usize>j) << 2)) !== 0) j = (j + 1) & mask;
+    store<u32>(this.vals + ((<usize>j) << 2), v);
   }
 
   /** Empties the map and gives its memory back (down to the minimum size). */

@@ -51,6 +51,16 @@ const STRIPE: u32 = 32;
 const STATE_BYTES: usize = 32;
 /** The accumulators of the chunk being hashed. */
 const state = heap.alloc(STATE_BYTES);
+/**
+ * Chunks stores completed and have not yet added to the chunk table (flushChunks): hash u64,
+ * depth u32, tier u32. Empty at the end of every call from outside the core's ingest path.
+ */
+const pending = new ByteBuf(1024);
+const PENDING_BYTES: i32 = 16;
+/** The time of the stores whose chunks are pending (one call: one time). */
+let pendingNowMs: f64 = 0;
+/** Where touch loads go (exported, so the optimizer keeps them). */
+export let touchSink: u32 = 0;
 
 /** Bytes a record keeps of its unfinished chunk of partialLen bytes (layout above). */
 function partialBytes(partialLen: u32): usize {
@@ -59,6 +69,37 @@ function partialBytes(partialLen: u32): usize {
 
 function extraBytes(nChunks: u32): usize {
   return nChunks > 1 ? (<usize>(nChunks - 1)) << 3 : 0;
+}
+
+/**
+ * Readies `state` and scratch to go on with a chain's chunk in progress (a record's partial
+ * chunk, layout above): its whole stripes already hashed (XXH64's accumulators), the bytes after
+ * them into scratch, where the block's bytes follow. Returns how many bytes the state folded.
+ */
+function resume(prev: u64, partial: usize, partialLen: u32, scratch: ByteBuf): u32 {
+  scratch.len = 0;
+  if (partialLen < STRIPE) {
+    xxhStart(state, prev);
+    scratch.appendShort(partial, <i32>partialLen);
+    return 0;
+  }
+  ByteBuf.copyShort(state, partial, STATE_BYTES);
+  const folded = partialLen & ~(STRIPE - 1);
+  scratch.appendShort(partial + STATE_BYTES, <i32>(partialLen - folded));
+  return folded;
+}
+
+/** Queues the `count` chunks at `hashOut` (depths from depth + 1, on `tier`) for flushChunks. */
+function queueChunks(hashOut: ByteBuf, count: u32, depth: u32, tier: u32, nowMs: f64): void {
+  pending.reserve(<i32>count * PENDING_BYTES);
+  for (let k: u32 = 0; k < count; k++) {
+    const p = pending.ptr + <usize>pending.len;
+    store<u64>(p, load<u64>(hashOut.ptr + ((<usize>k) << 3)));
+    store<u32>(p + 8, depth + k + 1);
+    store<u32>(p + 12, tier);
+    pending.len += PENDING_BYTES;
+  }
+  pendingNowMs = nowMs;
 }
 
 /** "No token" in lookup's answers. */
@@ -80,6 +121,8 @@ export class CallStats {
   removed: i32 = 0;
   unknownRemovals: i32 = 0;
   evicted: i32 = 0;
+  /** Blocks the table holds after the call (so JavaScript need not make another call to ask). */
+  blocks: i32 = 0;
 }
 
 @unmanaged
@@ -142,6 +185,31 @@ export class BlockTable {
       const h = this.chunkAt(rec, k, n);
       if (add) this.chunks.add(h, first + k + 1, this.slot, tier, nowMs);
       else this.chunks.remove(h, this.slot, tier);
+    }
+  }
+
+  /**
+   * Adds the chunks stores completed to the chunk table, in the order they completed them. What
+   * adding them reads is touched first (their map slots, their bucket heads, then the records at
+   * those heads), so those cache misses overlap: most chunks are new, and each would otherwise
+   * stall on its own (issue 31). The batch fast path flushes once per batch, every other caller
+   * once per call; and before anything else changes the chunk table (eviction, another tier's
+   * copy, removals, clearing), so the table sees the same sequence of changes as adding them
+   * one by one.
+   */
+  flushChunks(): void {
+    const n = pending.len / PENDING_BYTES;
+    if (n === 0) return;
+    const at = pending.ptr;
+    const chunks = this.chunks;
+    let sink: u32 = 0;
+    for (let k = 0; k < n; k++) sink ^= chunks.touch(load<u64>(at + <usize>(k * PENDING_BYTES)));
+    for (let k = 0; k < n; k++) sink ^= chunks.touchHead(load<u64>(at + <usize>(k * PENDING_BYTES)));
+    touchSink ^= sink;
+    pending.len = 0; // before adding: nothing below queues more
+    for (let k = 0; k < n; k++) {
+      const p = at + <usize>(k * PENDING_BYTES);
+      chunks.add(load<u64>(p), load<u32>(p + 8), this.slot, load<u32>(p + 12), pendingNowMs);
     }
   }
 
@@ -232,18 +300,7 @@ export class BlockTable {
       const hash = load<u64>(hashes + ((<usize>i) << 3));
       let rec = this.map.get(hash);
       if (rec === 0) {
-        // The chunk in progress goes on from the parent's state: its whole stripes already hashed
-        // (XXH64's accumulators into `state`), the bytes after them into scratch, then the block's.
-        let folded: u32 = 0;
-        scratch.len = 0;
-        if (partialLen < STRIPE) {
-          xxhStart(state, prev);
-          scratch.append(partial, <i32>partialLen);
-        } else {
-          memory.copy(state, partial, STATE_BYTES);
-          folded = partialLen & ~(STRIPE - 1);
-          scratch.append(partial + STATE_BYTES, <i32>(partialLen - folded));
-        }
+        let folded = resume(prev, partial, partialLen, scratch);
         let last: u32;
         if (tokens !== null) {
           const ids = after + ((<usize>(i * blockSize)) << 2);
@@ -251,7 +308,7 @@ export class BlockTable {
           last = load<u32>(ids + ((<usize>(blockSize - 1)) << 2));
         } else {
           const len = load<u32>(lens + ((<usize>i) << 2));
-          scratch.append(bytes, <i32>len);
+          scratch.appendShort(bytes, <i32>len);
           bytes += len;
           last = load<u32>(lasts + ((<usize>i) << 2));
         }
@@ -282,7 +339,10 @@ export class BlockTable {
         const extra = extraBytes(count);
         const recSize = B_HEADER + extra + partialBytes(rest);
         // At the cap, the least recently stored block goes (after hashing: `partial` may lie in it).
-        if (this.map.size >= this.maxBlocks) this.evictOldest(stats);
+        if (this.map.size >= this.maxBlocks) {
+          this.flushChunks();
+          this.evictOldest(stats);
+        }
         rec = heap.alloc(recSize);
         this.recBytes += heapFootprint(recSize);
         store<u64>(rec + B_PREV, count > 0 ? load<u64>(hashOut.ptr + ((<usize>(count - 1)) << 3)) : prev);
@@ -291,22 +351,22 @@ export class BlockTable {
         store<u32>(rec + B_TIERS, 1 << tier);
         store<u32>(rec + B_NCHUNKS, count);
         store<u32>(rec + B_PARTIAL_LEN, rest);
-        memory.copy(rec + B_HEADER, hashOut.ptr, extra);
+        ByteBuf.copyShort(rec + B_HEADER, hashOut.ptr, extra);
         let keep = rec + B_HEADER + extra;
         if (rest >= STRIPE) {
-          memory.copy(keep, state, STATE_BYTES);
+          ByteBuf.copyShort(keep, state, STATE_BYTES);
           keep += STATE_BYTES;
         }
-        memory.copy(keep, scratch.ptr + <usize>(off + whole), <usize>tail);
+        ByteBuf.copyShort(keep, scratch.ptr + <usize>(off + whole), <usize>tail);
         store<u64>(rec + B_HASH, hash);
         this.map.set(rec);
         this.link(rec);
-        for (let k: u32 = 0; k < count; k++)
-          this.chunks.add(load<u64>(hashOut.ptr + ((<usize>k) << 3)), depth + k + 1, this.slot, tier, nowMs);
+        queueChunks(hashOut, count, depth, tier, nowMs);
         stats.stored++;
         if (tier !== 0) stats.lowerTier++;
       } else {
         // A block we hold (same content by construction): maybe a copy on another tier.
+        this.flushChunks();
         this.addCopy(rec, tier, nowMs, stats);
         if (tokens === null) bytes += load<u32>(lens + ((<usize>i) << 2));
       }
@@ -321,6 +381,7 @@ export class BlockTable {
 
   /** Adds the tier's copy of each held block among n hashes (placeholder stores); returns how many were not held. */
   storeCopies(hashes: usize, n: i32, tier: u32, nowMs: f64, stats: CallStats): i32 {
+    this.flushChunks();
     let unresolved = 0;
     for (let i = 0; i < n; i++) {
       const rec = this.map.get(load<u64>(hashes + ((<usize>i) << 3)));
@@ -332,6 +393,7 @@ export class BlockTable {
 
   /** Removes the tier's copy of each of n blocks; a block goes when no tier holds it. */
   remove(hashes: usize, n: i32, tier: u32, stats: CallStats): void {
+    this.flushChunks();
     const bit: u32 = 1 << tier;
     for (let i = 0; i < n; i++) {
       const hash = load<u64>(hashes + ((<usize>i) << 3));
@@ -360,6 +422,8 @@ export class BlockTable {
 
   /** Drops every block, taking its copies out of the chunk table (withChunks) or not (the table is gone). */
   clear(withChunks: bool): void {
+    if (withChunks) this.flushChunks();
+    else pending.len = 0;
     const map = this.map;
     for (let i: u32 = 0; i < map.cap; i++) {
       const rec = map.recordAt(i);

@@ -3,7 +3,8 @@
 // JavaScript face): chunk hash → the (slot, tier) holders with how many stored blocks on each
 // produced it, the chunk's depth and LRU stamp, and per bucket the list of its chunks, so a dirty
 // bucket is encoded without scanning the index. Lives in linear memory as fixed 56-byte records
-// in one slab (indices stay valid when it grows), found through a U64Map; no per-chunk object
+// in one slab (indices stay valid when it grows), found through a U64Map of refs whose keys are
+// the records' own hashes (u64-map.ts); no per-chunk object
 // and no BigInt key. Speculative routes stay in JavaScript (few, short-lived, keyed by gateway
 // reports); a record only carries a flag that some exist, so it is not dropped under them.
 import { ByteBuf } from "./byte-buf";
@@ -24,6 +25,8 @@ const INLINE: u32 = 2;
 export const RECORD_BYTES: u32 = 56;
 
 const FLAG_SPECULATED: u16 = 1;
+/** The record is on the free list (dropped): rehashing and dispose skip it. */
+const FLAG_FREE: u16 = 2;
 
 // Per-bucket gate (setGate): row groups kept u32 (GATE_OPEN: not gated; 0: room), the last kept row's depth u32,
 // tier u32, reserved u32, stamp f64, hash u64, then `gateWays` × the kept rows' chunk hashes u64.
@@ -47,7 +50,7 @@ function holderKey(slot: u32, tier: u32): u64 {
 
 @unmanaged
 export class ChunkTable {
-  map: U64Map = new U64Map();
+  map: U64Map = new U64Map(RECORD_BYTES, R_HASH);
   recs: usize = 0;
   recCap: u32 = 0;
   recTop: u32 = 0;
@@ -92,7 +95,7 @@ export class ChunkTable {
       const r = this.rec(ref);
       // Live records only: a dropped one (on the free list) already gave its holder array back.
       const ext = load<u32>(r + R_EXT);
-      if (ext !== 0 && this.map.get(load<u64>(r + R_HASH)) === ref) heap.free(<usize>ext);
+      if (ext !== 0 && (load<u16>(r + R_FLAGS) & FLAG_FREE) === 0) heap.free(<usize>ext);
     }
     heap.free(this.recs);
     heap.free(this.heads);
@@ -285,12 +288,40 @@ export class ChunkTable {
   }
 
   find(hash: u64): u32 {
-    return this.map.get(hash);
+    return this.map.get(hash, this.recs);
+  }
+
+  /**
+   * Loads what adding `hash` reads first (its map slot, its bucket's list head) and returns it,
+   * to be thrown away: a caller about to add many chunks touches them all first, so their cache
+   * misses overlap instead of coming one at a time.
+   */
+  touch(hash: u64): u32 {
+    return this.map.touch(hash) ^ load<u32>(this.heads + ((<usize>this.bucketOf(hash)) << 2));
+  }
+
+  /** Loads the record at the head of `hash`'s bucket (adding links it there), to be thrown away: see touch. */
+  touchHead(hash: u64): u32 {
+    const first = load<u32>(this.heads + ((<usize>this.bucketOf(hash)) << 2));
+    return first === 0 ? 0 : load<u32>(this.rec(first) + R_PREV);
+  }
+
+  /** Doubles the map, re-inserting the live records in slab order (u64-map.ts: sequential reads). */
+  private growMap(): void {
+    const map = this.map;
+    map.reset(map.cap << 1);
+    for (let ref: u32 = 1; ref <= this.recTop; ref++) {
+      const r = this.rec(ref);
+      if ((load<u16>(r + R_FLAGS) & FLAG_FREE) === 0) map.insertNew(load<u64>(r + R_HASH), ref);
+    }
   }
 
   /** The chunk's record, created (no holder, not dirty) when absent. */
   ensure(hash: u64, depth: u32, nowMs: f64): u32 {
-    let ref = this.map.get(hash);
+    // One probe finds the chunk or the slot a new one goes in.
+    if (this.map.full()) this.growMap();
+    const slot = this.map.slotOf(hash, this.recs);
+    let ref = this.map.refAt(slot);
     if (ref !== 0) return ref;
     if (this.freeHead !== 0) {
       ref = this.freeHead;
@@ -317,7 +348,7 @@ export class ChunkTable {
     store<u32>(r + R_PREV, 0);
     if (first !== 0) store<u32>(this.rec(first) + R_PREV, ref);
     store<u32>(head, ref);
-    this.map.set(hash, ref);
+    this.map.fill(slot, hash, ref);
     return ref;
   }
 
@@ -395,7 +426,7 @@ export class ChunkTable {
   }
 
   remove(hash: u64, slot: u32, tier: u32): void {
-    const ref = this.map.get(hash);
+    const ref = this.map.get(hash, this.recs);
     if (ref === 0) return;
     const r = this.rec(ref);
     const i = this.holderAt(r, slot, tier);
@@ -430,7 +461,8 @@ export class ChunkTable {
       heap.free(<usize>ext);
       this.extBytes -= (<usize>load<u32>(r + R_EXTCAP)) << 3;
     }
-    this.map.delete(hash);
+    this.map.delete(hash, this.recs);
+    store<u16>(r + R_FLAGS, FLAG_FREE);
     store<u32>(r + R_NEXT, this.freeHead);
     this.freeHead = ref;
     return true;

@@ -51,7 +51,20 @@ export function ingestOutPtr(): usize {
   return out.ptr;
 }
 
-/** Address of the last call's counters: stored, duplicates, lowerTier, removed, unknownRemovals, evicted (i32 each). */
+/**
+ * Ends each call that changes table `id`: the chunks its stores completed go to the chunk table
+ * (BlockTable.flushChunks: nothing stays pending between calls), and its block count goes into
+ * the counters.
+ */
+function counted<T>(id: i32, result: T): T {
+  const table = blockTable(id);
+  table.flushChunks();
+  stats.blocks = <i32>table.map.size;
+  return result;
+}
+
+/** Address of the last call's counters: stored, duplicates, lowerTier, removed, unknownRemovals,
+ * evicted, then the table's block count after the call (i32 each). */
 export function ingestStatsPtr(): usize {
   return changetype<usize>(stats);
 }
@@ -184,7 +197,10 @@ export function blockStoreIo(
   nowMs: f64,
 ): i32 {
   resetStats();
-  return blockTable(id).store(ptr, n, null, 0, tier, hasParent, parent, root, nowMs, scratch, hashOut, stats);
+  return counted(
+    id,
+    blockTable(id).store(ptr, n, null, 0, tier, hasParent, parent, root, nowMs, scratch, hashOut, stats),
+  );
 }
 
 /** BlockTable.store with token ids, detokenized here through token table `tokensId`. */
@@ -202,19 +218,22 @@ export function blockStoreTokensIo(
 ): i32 {
   resetStats();
   const tokens = changetype<TokenTable>(unchecked(tokenTables[tokensId]));
-  return blockTable(id).store(
-    ptr,
-    n,
-    tokens,
-    blockSize,
-    tier,
-    hasParent,
-    parent,
-    root,
-    nowMs,
-    scratch,
-    hashOut,
-    stats,
+  return counted(
+    id,
+    blockTable(id).store(
+      ptr,
+      n,
+      tokens,
+      blockSize,
+      tier,
+      hasParent,
+      parent,
+      root,
+      nowMs,
+      scratch,
+      hashOut,
+      stats,
+    ),
   );
 }
 
@@ -237,14 +256,20 @@ export function tokenTableFlagsPtr(id: i32): usize {
   return changetype<TokenTable>(unchecked(tokenTables[id])).flags;
 }
 
+/** Readies a token table for use once its bytes, offsets and flags are written (TokenTable.seal). */
+export function tokenTableSeal(id: i32): void {
+  changetype<TokenTable>(unchecked(tokenTables[id])).seal();
+}
+
 export function blockCopiesIo(id: i32, ptr: usize, n: i32, tier: u32, nowMs: f64): i32 {
   resetStats();
-  return blockTable(id).storeCopies(ptr, n, tier, nowMs, stats);
+  return counted(id, blockTable(id).storeCopies(ptr, n, tier, nowMs, stats));
 }
 
 export function blockRemoveIo(id: i32, ptr: usize, n: i32, tier: u32): void {
   resetStats();
   blockTable(id).remove(ptr, n, tier, stats);
+  counted(id, 0);
 }
 
 export function blockClear(id: i32): void {
@@ -265,20 +290,24 @@ export function batchScanIo(ptr: usize, len: i32): i32 {
 
 /**
  * Applies the last accepted scan to block table `id`, detokenizing through `tokensId`; counters
- * at ingestStatsPtr. `root` is the slot's plain h0; the model's UTF-8 at [modelPtr, +modelLen)
- * seeds LoRA and salted roots (needed only when the scan staged some: modelLen 0 otherwise).
+ * at ingestStatsPtr. The slot's plain h0 comes as two u32 halves (a BigInt argument costs a
+ * conversion per batch); the model's UTF-8 at [modelPtr, +modelLen) seeds LoRA and salted roots
+ * (needed only when the scan staged some: modelLen 0 otherwise).
  */
 export function batchApply(
   id: i32,
   tokensId: i32,
-  root: u64,
+  rootLo: u32,
+  rootHi: u32,
   modelPtr: usize,
   modelLen: i32,
   nowMs: f64,
 ): void {
   resetStats();
   const tokens = changetype<TokenTable>(unchecked(tokenTables[tokensId]));
+  const root = ((<u64>rootHi) << 32) | <u64>rootLo;
   applyBatch(blockTable(id), tokens, root, modelPtr, modelLen, nowMs, scratch, hashOut, stats);
+  counted(id, 0);
 }
 
 const patchBuf = new ByteBuf(256);

@@ -128,9 +128,13 @@ function need(n: usize): bool {
   return ok;
 }
 
+/** The big-endian integer of n = 1, 2, 4 or 8 bytes at pos (one load each: a hash is 8 of them). */
 function be(n: i32): u64 {
-  let v: u64 = 0;
-  for (let i = 0; i < n; i++) v = (v << 8) | <u64>load<u8>(pos + <usize>i);
+  let v: u64;
+  if (n === 8) v = bswap<u64>(load<u64>(pos));
+  else if (n === 4) v = <u64>bswap<u32>(load<u32>(pos));
+  else if (n === 2) v = <u64>bswap<u16>(load<u16>(pos));
+  else v = <u64>load<u8>(pos);
   pos += <usize>n;
   return v;
 }
@@ -591,17 +595,30 @@ function stageRootKey(): u32 {
   return <u32>at + 1;
 }
 
-/** Reads the array of integer hashes at pos into stagedHashes; false to refuse. */
+/** Reads the array of integer hashes at pos into stagedHashes; false to refuse. The loops below
+ * keep the read position in a local, not the global `pos`: a global lives in memory, and loading
+ * and storing it for every value made these loops the largest part of the walk (issue 31). */
 function stageHashes(): bool {
   const n = readHeader(false);
   if (n <= 0) return false; // empty stores are placeholders-in-waiting: the decoder's business
   stagedHashes.len = 0;
   stagedHashes.reserve(<i32>(n << 3));
   const dst = stagedHashes.ptr;
-  for (let i: i64 = 0; i < n; i++) {
+  const stop = end;
+  let p = pos;
+  for (let i: i32 = 0; i < <i32>n; i++) {
+    // Inline the common case: a uint64 (vLLM's hashes are 64-bit).
+    if (stop - p >= 9 && load<u8>(p) === 0xcf) {
+      store<u64>(dst + ((<usize>i) << 3), bswap<u64>(load<u64>(p + 1)));
+      p += 9;
+      continue;
+    }
+    pos = p;
     if (!readInt()) return false;
+    p = pos;
     store<u64>(dst + ((<usize>i) << 3), intValue);
   }
+  pos = p;
   hashCount = n;
   return true;
 }
@@ -613,26 +630,34 @@ function stageTokens(): bool {
   stagedTokens.len = 0;
   stagedTokens.reserve(<i32>(n << 2));
   const dst = stagedTokens.ptr;
-  for (let i: i64 = 0; i < n; i++) {
-    // Inline the common case: a token id below 128 or a uint16/uint32 (msgspec's forms).
-    if (pos >= end) {
+  const stop = end;
+  let p = pos;
+  for (let i: i32 = 0; i < <i32>n; i++) {
+    // Inline the common cases: a token id below 128, a uint16 or a uint32 (msgspec's forms).
+    if (p >= stop) {
       ok = false;
       return false;
     }
-    const b = <u32>load<u8>(pos);
+    const b = <u32>load<u8>(p);
     let id: u32;
     if (b < 0x80) {
-      pos++;
+      p++;
       id = b;
-    } else if (b === 0xcd && end - pos >= 3) {
-      id = ((<u32>load<u8>(pos + 1)) << 8) | <u32>load<u8>(pos + 2);
-      pos += 3;
+    } else if (b === 0xcd && stop - p >= 3) {
+      id = <u32>bswap<u16>(load<u16>(p + 1));
+      p += 3;
+    } else if (b === 0xce && stop - p >= 5) {
+      id = bswap<u32>(load<u32>(p + 1));
+      p += 5;
     } else {
+      pos = p;
       id = <u32>readUint(0xffffffff);
       if (!ok) return false;
+      p = pos;
     }
     store<u32>(dst + ((<usize>i) << 2), id);
   }
+  pos = p;
   tokenCount = n;
   return ok;
 }
@@ -698,7 +723,7 @@ function scanEvent(arrayLen: i64, mapLen: i64): bool {
   const n = hashCount;
   if (n < 0 || !ok) return false;
   plan.reserve(<i32>(P_HEADER + (n << 3)));
-  memory.copy(plan.ptr + <usize>entry + P_HEADER, stagedHashes.ptr, <usize>(n << 3));
+  ByteBuf.copyShort(plan.ptr + <usize>entry + P_HEADER, stagedHashes.ptr, <usize>(n << 3));
   plan.len += <i32>(P_HEADER + (n << 3));
   const tier = mediumTier();
   if (tier < 0 || !mainGroup()) return false;
@@ -718,7 +743,7 @@ function scanEvent(arrayLen: i64, mapLen: i64): bool {
     const count = tokenCount;
     if (count < 0 || <u64>count !== <u64>n * blockSize) return false;
     plan.reserve(<i32>((count << 2) + 8));
-    memory.copy(plan.ptr + <usize>plan.len, stagedTokens.ptr, <usize>(count << 2));
+    ByteBuf.copyShort(plan.ptr + <usize>plan.len, stagedTokens.ptr, <usize>(count << 2));
     plan.len += <i32>(count << 2);
     plan.len = (plan.len + 7) & ~7; // the next entry's hashes stay 8-aligned
     if (!readRootKey(hasParent === 0)) return false;
@@ -840,6 +865,36 @@ export function scanBatch(ptr: usize, len: i32): i32 {
   return scanEvents() ? 1 : 0;
 }
 
+/** Where touchPlan's loads go (exported, so the optimizer keeps them). */
+export let planSink: u32 = 0;
+
+/**
+ * Touches the block map slot of every hash the plan looks up, before applying it: those loads
+ * do not depend on each other, so their cache misses overlap here, where inside store each
+ * would stall on its own (the new blocks of a batch all miss the map: issue 31).
+ */
+function touchPlan(table: BlockTable): void {
+  const map = table.map;
+  let sink: u32 = 0;
+  let e = plan.ptr;
+  const stop = plan.ptr + <usize>plan.len;
+  while (e < stop) {
+    const kind = load<u32>(e);
+    if (kind === K_CLEARED) {
+      e += P_HEADER;
+      continue;
+    }
+    const n = <i32>load<u32>(e + 8);
+    const hashes = e + P_HEADER;
+    if (kind === K_STORED && load<u32>(e + 24) !== 0) sink ^= map.touch(load<u64>(e + 16));
+    for (let i = 0; i < n; i++) sink ^= map.touch(load<u64>(hashes + ((<usize>i) << 3)));
+    let next = hashes + ((<usize>n) << 3);
+    if (kind === K_STORED) next += (((<usize>(n * <i32>load<u32>(e + 12))) << 2) + 7) & ~(<usize>7);
+    e = next;
+  }
+  planSink ^= sink;
+}
+
 /**
  * Runs the plan of the last accepted scan on `table`; counters accumulate in `stats` and the
  * results. `root` is the slot's plain h0; the model's bytes at [model, model + modelLen) seed
@@ -856,6 +911,7 @@ export function applyBatch(
   hashOut: ByteBuf,
   stats: CallStats,
 ): void {
+  touchPlan(table);
   let p = plan.ptr;
   const stop = plan.ptr + <usize>plan.len;
   while (p < stop) {

@@ -16,24 +16,89 @@ export const DUMMY_ALWAYS: i32 = 2;
 /** `previous` at the start of a sequence. */
 export const SEQUENCE_START: i64 = -1;
 
+/** Bytes past the table's end that a token's word copies may read, and past a token's end in
+ * the output that they may write (append): two 8-byte words. */
+const PAD: usize = 16;
+/** The most room append makes at once for its plain loop (a vocabulary of huge tokens takes the other). */
+const MAX_ROOM: u64 = 1 << 20;
+
 @unmanaged
 export class TokenTable {
+  /**
+   * Copies a token's bytes: one or two 8-byte words for all but the rare long token (tokens
+   * average ~4 bytes and seldom pass 16), a memory.copy call — a call out of Wasm — for that one.
+   */
+  @inline private static copyToken(dst: usize, src: usize, len: usize): void {
+    if (len > PAD) {
+      memory.copy(dst, src, len);
+      return;
+    }
+    store<u64>(dst, load<u64>(src));
+    if (len > 8) store<u64>(dst + 8, load<u64>(src + 8));
+  }
+
   bytes: usize;
   offsets: usize;
   flags: usize;
+  /**
+   * Per id, what append needs in one load (seal builds it from offsets and flags): start u32,
+   * length u24, flags u8. Reading three tables per token (two offsets and a flag byte) made
+   * detokenizing the largest part of applying a batch (issue 31).
+   */
+  entries: usize = 0;
+  /** The longest token's byte length (seal): room for n tokens is known before copying any. */
+  maxLen: u32 = 0;
 
   constructor(
     public size: u32,
     public byteLen: u32,
     public dummy: i32,
   ) {
-    this.bytes = heap.alloc(<usize>byteLen);
+    this.bytes = heap.alloc(<usize>byteLen + PAD);
+    memory.fill(this.bytes + <usize>byteLen, 0, PAD);
     this.offsets = heap.alloc((<usize>size + 1) << 2);
     this.flags = heap.alloc(<usize>size);
+    // Every id unknown until seal: a table used unsealed refuses tokens rather than misread them.
+    this.entries = heap.alloc((<usize>size) << 3);
+    memory.fill(this.entries, 0, (<usize>size) << 3);
+  }
+
+  /** Builds `entries` once the caller has filled bytes, offsets and flags. */
+  seal(): void {
+    for (let id: u32 = 0; id < this.size; id++) {
+      const s = load<u32>(this.offsets + ((<usize>id) << 2));
+      const e = load<u32>(this.offsets + ((<usize>id + 1) << 2));
+      let f = <u64>load<u8>(this.flags + <usize>id);
+      // A token of 16 MiB or more (none exists) or a span outside the bytes reads as unknown.
+      if (e < s || e - s > 0xffffff || e > this.byteLen) f = 0;
+      else if ((f & TOKEN_VALID) !== 0 && e - s > this.maxLen) this.maxLen = e - s;
+      store<u64>(this.entries + ((<usize>id) << 3), <u64>s | ((<u64>(e - s) & 0xffffff) << 32) | (f << 56));
+    }
   }
 
   private known(id: u64): bool {
     return id < <u64>this.size && (<u32>load<u8>(this.flags + <usize>id) & TOKEN_VALID) !== 0;
+  }
+
+  /** append for a vocabulary without a dummy prefix, with room for n of the longest token made. */
+  private appendPlain(ids: usize, n: i32, out: ByteBuf): bool {
+    const entries = this.entries;
+    const size = this.size;
+    const bytes = this.bytes;
+    let dst = out.ptr + <usize>out.len;
+    const start = dst;
+    for (let i = 0; i < n; i++) {
+      const id = load<u32>(ids + ((<usize>i) << 2));
+      if (id >= size) return false;
+      const entry = load<u64>(entries + ((<usize>id) << 3));
+      if ((<u32>(entry >> 56) & TOKEN_VALID) === 0) return false;
+      const src = bytes + <usize>(<u32>entry);
+      const len = <usize>(<u32>(entry >> 32) & 0xffffff);
+      TokenTable.copyToken(dst, src, len);
+      dst += len;
+    }
+    out.len += <i32>(dst - start);
+    return true;
   }
 
   /**
@@ -43,28 +108,50 @@ export class TokenTable {
    */
   append(ids: usize, n: i32, previous: i64, out: ByteBuf): bool {
     if (previous !== SEQUENCE_START && !this.known(<u64>previous)) return false;
+    // Byte-level vocabularies (Qwen, Llama 3) have no leading-space rule: a loop with nothing
+    // but the copy, its room made once.
+    const room = <u64>n * <u64>(this.maxLen + <u32>PAD);
+    if (this.dummy === DUMMY_NONE && room <= MAX_ROOM) {
+      out.reserve(<i32>room);
+      return this.appendPlain(ids, n, out);
+    }
     const always = this.dummy === DUMMY_ALWAYS;
     let atSegmentStart =
       this.dummy !== DUMMY_NONE &&
       (previous === SEQUENCE_START ||
         (always && (<u32>load<u8>(this.flags + <usize>previous) & TOKEN_SEGMENT_BOUNDARY) !== 0));
+    // Everything the loop reads lives in locals: fields and out's length would otherwise be
+    // reloaded after every store (the compiler cannot tell they do not alias the output).
+    const entries = this.entries;
+    const size = this.size;
+    const bytes = this.bytes;
+    let base = out.ptr;
+    let cap = <usize>out.cap;
+    let w = <usize>out.len;
     for (let i = 0; i < n; i++) {
       const id = load<u32>(ids + ((<usize>i) << 2));
-      if (id >= this.size) return false;
-      const f = <u32>load<u8>(this.flags + <usize>id);
+      if (id >= size) return false;
+      const entry = load<u64>(entries + ((<usize>id) << 3));
+      const f = <u32>(entry >> 56);
       if ((f & TOKEN_VALID) === 0) return false;
-      let s = load<u32>(this.offsets + ((<usize>id) << 2));
-      const e = load<u32>(this.offsets + ((<usize>id + 1) << 2));
-      if (atSegmentStart && (f & TOKEN_SPACE_FIRST) !== 0) s++;
+      let s = <usize>(<u32>entry);
+      let len = <usize>(<u32>(entry >> 32) & 0xffffff);
+      if (atSegmentStart && (f & TOKEN_SPACE_FIRST) !== 0) {
+        s++;
+        len--;
+      }
       atSegmentStart = always && (f & TOKEN_SEGMENT_BOUNDARY) !== 0;
-      // Tokens average ~4 bytes: a byte loop beats memory.copy's fixed cost at that size.
-      const len = <i32>(e - s);
-      out.reserve(len);
-      const src = this.bytes + <usize>s;
-      const dst = out.ptr + <usize>out.len;
-      for (let k = 0; k < len; k++) store<u8>(dst + <usize>k, load<u8>(src + <usize>k));
-      out.len += len;
+      // The bytes are padded, and out keeps PAD bytes of room past the token (TokenTable.copyToken).
+      if (w + len + PAD > cap) {
+        out.len = <i32>w;
+        out.grow(<i32>(w + len + PAD));
+        base = out.ptr;
+        cap = <usize>out.cap;
+      }
+      TokenTable.copyToken(base + w, bytes + s, len);
+      w += len;
     }
+    out.len = <i32>w;
     return true;
   }
 }

@@ -1,93 +1,131 @@
 // biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
-// u64 → u32 open addressing (linear probing, backward-shift deletion: no tombstones, so a long
-// churn of inserts and removals never degrades probes). The value 0 means "empty slot", so
-// callers store pointers or index + 1. Keys are mixed (Fibonacci hashing) before probing:
-// engine block hashes can be sequential (hash = base + i), which would cluster otherwise.
+// u64 key → record ref (1-based index into a slab of fixed-size records that hold their own key),
+// for the chunk table (chunk-table.ts). Open addressing over u32 slots: the ref in the low 28
+// bits, 4 bits of the key's mix in the high 4 (a fingerprint), 0 for an empty slot. A probe reads
+// a record's key only when the fingerprint matches, so a key the map lacks — every new chunk —
+// costs one cache miss (its slot) instead of two (a value array and a key array), and the map
+// holds 4 bytes a slot instead of 12 (issue 31: the chunk map was a large part of applying a batch).
 //
-// Unmanaged and heap-allocated: the control plane's index lives here for the process's life,
-// and keeping it out of the GC keeps per-entry cost at 12 bytes a slot. (Maps whose values are
-// records holding their own key are block-map.ts's, with a fingerprint per slot.)
+// The slab moves when it grows, so every call takes its current address. Growth is the caller's:
+// it knows which records are live, and re-inserting them in slab order reads keys sequentially
+// (rehashing in slot order would read one random record per key). Linear probing, backward-shift
+// deletion (no tombstones, so a long churn of inserts and removals never degrades probes),
+// Fibonacci mixing: engine block hashes can be sequential, and chunk hashes come from them.
+//
+// Refs must stay below 2^28: a slab of 2^28 records is larger than a 32-bit memory can hold.
 
 const MIN_CAP: u32 = 16;
+const REF_MASK: u32 = 0x0fffffff;
+const FP_SHIFT: u32 = 28;
 
 @unmanaged
 export class U64Map {
-  keys: usize = 0;
   vals: usize = 0;
   cap: u32 = 0;
   mask: u32 = 0;
   size: u32 = 0;
 
-  constructor() {
+  /** Records are `stride` bytes with their u64 key at `keyOffset`. */
+  constructor(
+    public stride: usize,
+    public keyOffset: usize,
+  ) {
     this.alloc(MIN_CAP);
   }
 
   private alloc(cap: u32): void {
-    this.keys = heap.alloc((<usize>cap) << 3);
     this.vals = heap.alloc((<usize>cap) << 2);
     memory.fill(this.vals, 0, (<usize>cap) << 2);
     this.cap = cap;
     this.mask = cap - 1;
   }
 
-  @inline home(key: u64): u32 {
-    return <u32>((key * 0x9e3779b97f4a7c15) >> 32) & this.mask;
+  /** The mixed key: its high 32 bits pick the home slot, its low 4 the fingerprint. */
+  @inline private static mix(key: u64): u64 {
+    return key * 0x9e3779b97f4a7c15;
   }
 
-  /** The value of key, or 0. */
-  get(key: u64): u32 {
-    let i = this.home(key);
+  @inline private static fp(mixed: u64): u32 {
+    return (<u32>mixed & 15) << FP_SHIFT;
+  }
+
+  @inline private home(mixed: u64): u32 {
+    return <u32>(mixed >> 32) & this.mask;
+  }
+
+  @inline private keyOf(recs: usize, ref: u32): u64 {
+    return load<u64>(recs + <usize>(ref - 1) * this.stride + this.keyOffset);
+  }
+
+  /** Loads key's home slot and returns it, to be thrown away (BlockMap.touch: overlapping misses). */
+  @inline touch(key: u64): u32 {
+    return load<u32>(this.vals + ((<usize>this.home(U64Map.mix(key))) << 2));
+  }
+
+  /** The slot holding key, or the empty slot where it would go (refAt tells which). */
+  slotOf(key: u64, recs: usize): u32 {
+    const mixed = U64Map.mix(key);
+    const fp = U64Map.fp(mixed);
+    let i = this.home(mixed);
     while (true) {
       const v = load<u32>(this.vals + ((<usize>i) << 2));
-      if (v === 0) return 0;
-      if (this.keyAt(i) === key) return v;
+      if (v === 0) return i;
+      if ((v & ~REF_MASK) === fp && this.keyOf(recs, v & REF_MASK) === key) return i;
       i = (i + 1) & this.mask;
     }
   }
 
-  /** Inserts or overwrites (value ≠ 0). */
-  set(key: u64, value: u32): void {
-    // Grow at 70% load: linear probing stays short, and the table costs ~20 bytes an entry.
-    if ((this.size + 1) * 10 > this.cap * 7) this.grow();
-    let i = this.home(key);
-    while (true) {
-      const at = this.vals + ((<usize>i) << 2);
-      const v = load<u32>(at);
-      if (v === 0) {
-        store<u64>(this.keys + ((<usize>i) << 3), key);
-        store<u32>(at, value);
-        this.size++;
-        return;
-      }
-      if (this.keyAt(i) === key) {
-        store<u32>(at, value);
-        return;
-      }
-      i = (i + 1) & this.mask;
-    }
+  /** Slot i's ref (0: empty), for slotOf's answer and for iteration over 0 ≤ i < cap. */
+  @inline refAt(i: u32): u32 {
+    return load<u32>(this.vals + ((<usize>i) << 2)) & REF_MASK;
   }
 
-  /** Removes key; false when it was absent. */
-  delete(key: u64): bool {
+  /** The ref of key, or 0. */
+  get(key: u64, recs: usize): u32 {
+    return this.refAt(this.slotOf(key, recs));
+  }
+
+  /** Whether one more key needs a larger table first (growth at 70 % load keeps probes short). */
+  @inline full(): bool {
+    return (this.size + 1) * 10 > this.cap * 7;
+  }
+
+  /** Puts `ref` for `key` in the empty slot slotOf found (no growth: check full() before slotOf). */
+  fill(slot: u32, key: u64, ref: u32): void {
+    store<u32>(this.vals + ((<usize>slot) << 2), ref | U64Map.fp(U64Map.mix(key)));
+    this.size++;
+  }
+
+  /** Inserts a key known to be absent, without reading any record (rebuilding after reset). */
+  insertNew(key: u64, ref: u32): void {
+    const mixed = U64Map.mix(key);
+    let i = this.home(mixed);
+    while (load<u32>(this.vals + ((<usize>i) << 2)) !== 0) i = (i + 1) & this.mask;
+    store<u32>(this.vals + ((<usize>i) << 2), ref | U64Map.fp(mixed));
+    this.size++;
+  }
+
+  /** Empties the map at `cap` slots (a power of two): the caller re-inserts its live records. */
+  reset(cap: u32): void {
+    heap.free(this.vals);
+    this.alloc(cap < MIN_CAP ? MIN_CAP : cap);
+    this.size = 0;
+  }
+
+  /** Removes key; false when it was absent. The record must still hold its key. */
+  delete(key: u64, recs: usize): bool {
     const mask = this.mask;
-    let i = this.home(key);
-    while (true) {
-      const v = load<u32>(this.vals + ((<usize>i) << 2));
-      if (v === 0) return false;
-      if (this.keyAt(i) === key) break;
-      i = (i + 1) & mask;
-    }
+    const i = this.slotOf(key, recs);
+    if (load<u32>(this.vals + ((<usize>i) << 2)) === 0) return false;
     // Backward shift: pull later members of the run into the hole when their home allows it.
     let hole = i;
     let j = (i + 1) & mask;
     while (true) {
       const v = load<u32>(this.vals + ((<usize>j) << 2));
       if (v === 0) break;
-      const k = this.keyAt(j);
-      const h = this.home(k);
-      // k may move to the hole unless its home lies cyclically in (hole, j].
+      const h = this.home(U64Map.mix(this.keyOf(recs, v & REF_MASK)));
+      // The member may move to the hole unless its home lies cyclically in (hole, j].
       if (((j - h) & mask) >= ((j - hole) & mask)) {
-        store<u64>(this.keys + ((<usize>hole) << 3), k);
         store<u32>(this.vals + ((<usize>hole) << 2), v);
         hole = j;
       }
@@ -98,46 +136,14 @@ export class U64Map {
     return true;
   }
 
-  private grow(): void {
-    const oldKeys = this.keys;
-    const oldVals = this.vals;
-    const oldCap = this.cap;
-    this.alloc(oldCap << 1);
-    this.size = 0;
-    for (let i: u32 = 0; i < oldCap; i++) {
-      const v = load<u32>(oldVals + ((<usize>i) << 2));
-      if (v !== 0) this.set(load<u64>(oldKeys + ((<usize>i) << 3)), v);
-    }
-    heap.free(oldKeys);
-    heap.free(oldVals);
-  }
-
-  /** Empties the map and gives its memory back (down to the minimum size). */
-  clear(): void {
-    heap.free(this.keys);
-    heap.free(this.vals);
-    this.alloc(MIN_CAP);
-    this.size = 0;
-  }
-
   /** Gives back the map's memory, itself included. */
   dispose(): void {
-    heap.free(this.keys);
     heap.free(this.vals);
     heap.free(changetype<usize>(this));
   }
 
-  /** Slot i's value (0: empty) and key, for iteration over 0 ≤ i < cap. */
-  @inline valueAt(i: u32): u32 {
-    return load<u32>(this.vals + ((<usize>i) << 2));
-  }
-
-  @inline keyAt(i: u32): u64 {
-    return load<u64>(this.keys + ((<usize>i) << 3));
-  }
-
-  /** Bytes held (both arrays). */
+  /** Bytes held. */
   get bytes(): usize {
-    return <usize>this.cap * 12;
+    return (<usize>this.cap) << 2;
   }
 }

@@ -118,6 +118,7 @@ export interface CoreExports {
   tokenTableBytesPtr(id: number): number;
   tokenTableOffsetsPtr(id: number): number;
   tokenTableFlagsPtr(id: number): number;
+  tokenTableSeal(id: number): void;
   blockCopiesIo(id: number, ptr: number, n: number, tier: number, nowMs: number): number;
   blockRemoveIo(id: number, ptr: number, n: number, tier: number): void;
   blockClear(id: number): void;
@@ -127,7 +128,8 @@ export interface CoreExports {
   batchApply(
     id: number,
     tokensId: number,
-    root: bigint,
+    rootLo: number,
+    rootHi: number,
     modelPtr: number,
     modelLen: number,
     nowMs: number,
@@ -179,9 +181,11 @@ export class CoreModule {
     this.#ioPtr = this.ex.ioReserve(this.#ioCap);
   }
 
-  /** A byte view of linear memory, renewed when memory grew. */
+  /** A byte view of linear memory, renewed when memory grew. Growing detaches the old buffer,
+   * which empties its views: checking the view's length costs far less than asking the memory
+   * for its buffer (the ingest path reads views several times per batch). */
   get u8(): Uint8Array {
-    if (this.ex.memory.buffer !== this.#buffer) {
+    if (this.#u8.length === 0) {
       this.#buffer = this.ex.memory.buffer;
       this.#u8 = new Uint8Array(this.#buffer);
       this.#u64 = new BigUint64Array(this.#buffer);

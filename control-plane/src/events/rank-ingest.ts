@@ -157,9 +157,10 @@ export class RankIngest {
   }
 
   private topicMatches(topic: Buffer): boolean {
-    // compare() on a range: no view allocated per message.
+    // compare() on a range: no view allocated per message; none at all for the empty prefix
+    // (subscribed to everything), which every message matches.
     const n = this.topic.length;
-    return topic.length >= n && this.topic.compare(topic, 0, n) === 0;
+    return n === 0 || (topic.length >= n && this.topic.compare(topic, 0, n) === 0);
   }
 
   private enqueue(q: Queued): void {

@@ -23,36 +23,57 @@ export type Verdict =
   /** Everything it holds is newer than what we remember: too much was missed to tell. */
   | "unknown";
 
-interface Fingerprint {
-  seq: number;
-  length: number;
-  head: Buffer;
-}
-
+/**
+ * The fingerprints live in preallocated rings (sequence, length, the first HEAD_BYTES bytes), so
+ * remembering a batch allocates nothing: this runs once per batch on the ingest path, where a
+ * Buffer and an object per batch, and shifting an array, were measurable (issue 31).
+ */
 export class StreamHistory {
-  private ring: Fingerprint[] = [];
-  private newest: { seq: number; payload: Buffer } | null = null;
+  private readonly seqs = new Float64Array(HISTORY_BATCHES);
+  private readonly lengths = new Float64Array(HISTORY_BATCHES);
+  private readonly heads = new Uint8Array(HISTORY_BATCHES * HEAD_BYTES);
+  /** Ring slot of the oldest fingerprint, and how many there are. */
+  private start = 0;
+  private count = 0;
+  private newestSeq = -1;
+  private newestPayload: Buffer | null = null;
 
   add(seq: number, payload: Buffer): void {
-    // A copy of the head, so the ring never keeps a large payload alive.
-    this.ring.push({ seq, length: payload.length, head: Buffer.from(payload.subarray(0, HEAD_BYTES)) });
-    if (this.ring.length > HISTORY_BATCHES) this.ring.shift();
-    this.newest = { seq, payload };
+    let slot: number;
+    if (this.count < HISTORY_BATCHES) {
+      slot = (this.start + this.count) % HISTORY_BATCHES;
+      this.count++;
+    } else {
+      slot = this.start;
+      this.start = (this.start + 1) % HISTORY_BATCHES;
+    }
+    this.seqs[slot] = seq;
+    this.lengths[slot] = payload.length;
+    // A copy of the head, so the ring never keeps a large payload alive (byte by byte: a
+    // subarray would be an object per batch).
+    const heads = this.heads;
+    const at = slot * HEAD_BYTES;
+    const n = Math.min(HEAD_BYTES, payload.length);
+    for (let i = 0; i < n; i++) heads[at + i] = payload[i] as number;
+    this.newestSeq = seq;
+    this.newestPayload = payload;
   }
 
   clear(): void {
-    this.ring = [];
-    this.newest = null;
+    this.start = 0;
+    this.count = 0;
+    this.newestSeq = -1;
+    this.newestPayload = null;
   }
 
   /** The oldest sequence remembered; null when empty. */
   get oldest(): number | null {
-    return this.ring[0]?.seq ?? null;
+    return this.count === 0 ? null : (this.seqs[this.start] as number);
   }
 
   /** The newest batch applied, whole (a redelivery of it must be identical). */
   get last(): { seq: number; payload: Buffer } | null {
-    return this.newest;
+    return this.newestPayload === null ? null : { seq: this.newestSeq, payload: this.newestPayload };
   }
 
   /**
@@ -78,11 +99,14 @@ export class StreamHistory {
 
   /** true / false when `seq` is remembered and `payload` is / is not that batch; null otherwise. */
   matches(seq: number, payload: Buffer): boolean | null {
-    if (this.newest?.seq === seq) return this.newest.payload.equals(payload);
-    for (let i = this.ring.length - 1; i >= 0; i--) {
-      const f = this.ring[i] as Fingerprint;
-      if (f.seq !== seq) continue;
-      return f.length === payload.length && f.head.equals(payload.subarray(0, HEAD_BYTES));
+    if (this.newestPayload !== null && this.newestSeq === seq) return this.newestPayload.equals(payload);
+    for (let i = this.count - 1; i >= 0; i--) {
+      const slot = (this.start + i) % HISTORY_BATCHES;
+      if (this.seqs[slot] !== seq) continue;
+      if (this.lengths[slot] !== payload.length) return false;
+      const n = Math.min(HEAD_BYTES, payload.length);
+      const head = this.heads.subarray(slot * HEAD_BYTES, slot * HEAD_BYTES + n);
+      return Buffer.compare(head, payload.subarray(0, n)) === 0;
     }
     return null;
   }

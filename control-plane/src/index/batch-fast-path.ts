@@ -43,14 +43,16 @@ export function scanBatchPayload(payload: Uint8Array): ScannedBatch | null {
   c.u8.set(payload, ptr);
   if (c.ex.batchScanIo(ptr, payload.length) === 0) return null;
   const { r, at } = results();
-  const storedByMedium: Record<string, number> = {};
-  let storedBlocks = 0;
-  for (let m = 0; m < MEDIA.length; m++) {
-    const n = r[at + R_STORED_BY_MEDIUM + m] as number;
-    if (n === 0) continue;
-    storedByMedium[MEDIA[m] as string] = n;
-    storedBlocks += n;
-  }
+  const gpu = r[at + R_STORED_BY_MEDIUM] as number;
+  const offGpu = (r[at + R_STORED_BY_MEDIUM + 1] as number) + (r[at + R_STORED_BY_MEDIUM + 2] as number);
+  // The common batch, every block on the GPU, as a literal (one fixed shape, no keyed stores).
+  const storedByMedium: Record<string, number> = offGpu === 0 ? (gpu === 0 ? {} : { GPU: gpu }) : {};
+  if (offGpu !== 0)
+    for (let m = 0; m < MEDIA.length; m++) {
+      const n = r[at + R_STORED_BY_MEDIUM + m] as number;
+      if (n !== 0) storedByMedium[MEDIA[m] as string] = n;
+    }
+  const storedBlocks = gpu + offGpu;
   const rank = r[at + R_RANK] as number;
   return {
     ts: r[at + R_TS] as number,
@@ -72,8 +74,9 @@ export function scannedRootKeys(): boolean {
   return (r[at + R_ROOT_KEYS] as number) > 0;
 }
 
-/** The orphan and undetokenizable block counts of the last applied batch. */
-export function appliedBatchDrops(): { orphans: number; undetokenizable: number } {
+/** Adds the orphan and undetokenizable block counts of the last applied batch to `stats`. */
+export function addAppliedBatchDrops(stats: { orphanBlocks: number; undetokenizableBlocks: number }): void {
   const { r, at } = results();
-  return { orphans: r[at + R_ORPHANS] as number, undetokenizable: r[at + R_UNDETOKENIZABLE] as number };
+  stats.orphanBlocks += r[at + R_ORPHANS] as number;
+  stats.undetokenizableBlocks += r[at + R_UNDETOKENIZABLE] as number;
 }

@@ -17,6 +17,7 @@ export function coreTokenTable(table: TokenBytesTable): number {
   c.u8.set(table.bytes, c.ex.tokenTableBytesPtr(id));
   c.u32view.set(table.offsets.subarray(0, table.size + 1), c.ex.tokenTableOffsetsPtr(id) >>> 2);
   c.u8.set(table.flags.subarray(0, table.size), c.ex.tokenTableFlagsPtr(id));
+  c.ex.tokenTableSeal(id);
   loaded.set(table, id);
   return id;
 }

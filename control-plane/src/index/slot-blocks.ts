@@ -20,7 +20,7 @@ import { core } from "../core/core-wasm.ts";
 import { SEQUENCE_START } from "../tokens/detokenize.ts";
 import type { TokenBytesTable } from "../tokens/token-bytes-table.ts";
 import type { BlockRemoved, BlockStored } from "../vocabulary/kv-events.ts";
-import { appliedBatchDrops, scannedRootKeys } from "./batch-fast-path.ts";
+import { addAppliedBatchDrops, scannedRootKeys } from "./batch-fast-path.ts";
 import type { ChunkIndex } from "./chunk-index.ts";
 import { coreTokenTable } from "./core-token-table.ts";
 import { type Tier, tierOfMedium } from "./tier.ts";
@@ -88,8 +88,8 @@ export class SlotBlocks {
   readonly #table: number;
   /** The core's copy of the vocabulary (core-token-table.ts), or null: detokenize in JavaScript. */
   readonly #tokens: number | null;
-  /** h0 of a chain stored without LoRA or salt, for the batch fast path. */
-  #plainRoot: bigint | null = null;
+  /** h0 of a chain stored without LoRA or salt, for the batch fast path, as u32 halves. */
+  #plainRoot: [lo: number, hi: number] | null = null;
   /** The model's UTF-8: the core's fast path hashes LoRA and salted roots from it
    * (rootHash's layout, kvroute-core.ts; the equivalence test holds it to hasher.rootHash). */
   #modelBytes: Uint8Array | null = null;
@@ -149,7 +149,7 @@ export class SlotBlocks {
     s.removedBlocks += v[at + 3] as number;
     s.unknownRemovals += v[at + 4] as number;
     s.evictedBlocks += v[at + 5] as number;
-    s.blocks = this.blockCount;
+    s.blocks = v[at + 6] as number;
   }
 
   stored(event: BlockStored, nowMs: number): void {
@@ -281,7 +281,10 @@ export class SlotBlocks {
 
   /** Computes what applyScannedBatch needs before a payload goes into the I/O region (rootHash uses it). */
   prepareBatch(): void {
-    this.#plainRoot ??= this.hasher.rootHash(this.model, "", "");
+    if (this.#plainRoot === null) {
+      const root = this.hasher.rootHash(this.model, "", "");
+      this.#plainRoot = [Number(root & 0xffffffffn), Number(root >> 32n)];
+    }
   }
 
   /** Applies the batch the core's fast path scanned last (batch-fast-path.ts); prepareBatch() first. */
@@ -295,11 +298,10 @@ export class SlotBlocks {
       [modelLen = 0] = this.#core.writeIo(this.#modelBytes);
       modelPtr = this.#core.io(modelLen);
     }
-    this.#core.ex.batchApply(this.#table, this.#tokens, this.#plainRoot, modelPtr, modelLen, nowMs);
+    const [lo, hi] = this.#plainRoot;
+    this.#core.ex.batchApply(this.#table, this.#tokens, lo, hi, modelPtr, modelLen, nowMs);
     this.#count();
-    const drops = appliedBatchDrops();
-    this.stats.orphanBlocks += drops.orphans;
-    this.stats.undetokenizableBlocks += drops.undetokenizable;
+    addAppliedBatchDrops(this.stats);
   }
 
   /** Removes the copy on the event's medium; the block stays while another tier holds it. */
