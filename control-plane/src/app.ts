@@ -222,6 +222,7 @@ function buildModel(cfg: Config, opts: ControlPlaneOptions, logger: Logger): Mod
     index: new PrefixIndex({
       buckets: cfg.cache.buckets,
       ways: cfg.cache.ways,
+      fullWays: cfg.cache.fullWays,
       maxSlots,
       maxBlocksPerSlot: cfg.cache.maxBlocksPerSlot,
     }),

@@ -34,6 +34,8 @@ const keptRows = new StaticArray<i32>(MAX_ROWS + 1);
 const segBits = new StaticArray<u32>(<i32>MAX_SEGMENTS);
 const segList = new StaticArray<u32>(<i32>MAX_SEGMENTS);
 let segCount: i32 = 0;
+/** The rows the last encode could keep (its bucket's ChunkTable.rowLimit), for gateKept. */
+let keptLimit: i32 = 0;
 
 /** Is row (a, ta) kept before row (b, tb)? */
 function before(t: ChunkTable, a: u32, ta: u32, b: u32, tb: u32): bool {
@@ -186,6 +188,9 @@ export function encodeBucketImage(
 ): i32 {
   if (ways < 1 || ways > MAX_ROWS || slotWords < 1 || slotWords > 1024 || specCount < 0) return -1;
   const limit = min((<u32>slotWords) << 6, MAX_SEGMENTS * SEGMENT_SLOTS);
+  // A bucket in full mode shows fewer rows (ChunkTable.setRowLimits).
+  ways = t.rowLimit(bucket, ways);
+  keptLimit = ways;
   let n = 0;
   keptTotal = 0;
   let ref = t.firstIn(bucket);
@@ -237,14 +242,14 @@ export function encodeBucketImage(
  * Reads the encoder's kept groups, so it must follow that encode.
  */
 export function gateKept(t: ChunkTable, b: u32, ways: i32): void {
-  // Fewer rows than `ways`: the bucket has room, every change can show.
-  if (keptTotal < ways) {
+  // Fewer rows than the encode could keep: the bucket has room, every change can show.
+  if (keptTotal < keptLimit) {
     t.setGate(b, ways, 0, 0, 0, 0, 0);
     return;
   }
   let n = 0;
   let rows = 0;
-  while (rows < ways) rows += unchecked(keptRows[n++]);
+  while (rows < keptLimit) rows += unchecked(keptRows[n++]);
   const last = t.rec(unchecked(keptRef[n - 1]));
   const kept = t.setGate(
     b,

@@ -82,6 +82,8 @@ export class BucketJournal {
     public ways: i32,
     public slotWords: i32,
     public cap: u64,
+    /** Rows a bucket in full mode shows (ChunkTable.setRowLimits). */
+    public fullRows: i32,
   ) {
     this.stride = IMAGE_HEADER + ways * ROW_BYTES;
     const n = <usize>buckets;
@@ -132,6 +134,7 @@ export class BucketJournal {
    */
   publishDirty(t: ChunkTable, dirty: usize, n: i32, spec: usize, specCount: i32, firstVersion: f64): i32 {
     this.changed.len = 0;
+    t.setRowLimits(this.ways, this.fullRows);
     let version = firstVersion;
     let s = 0;
     for (let i = 0; i < n; i++) {
@@ -240,7 +243,7 @@ export class BucketJournal {
       }
     }
     if (ops === 0) return 0;
-    if (rows >= this.ways || <u32>ops > MAX_OPS) return -1;
+    if (rows >= t.rowLimit(b, this.ways) || <u32>ops > MAX_OPS) return -1;
     store<u16>(patch.ptr, 0);
     store<u16>(patch.ptr, <u16>ops, 2);
     const len = applyBucketPatch(held, heldLen, patch.ptr, patch.len, patchedBuf);

@@ -73,6 +73,13 @@ export class ChunkTable {
   changes: ByteBuf = new ByteBuf(1024);
   changeHeads: usize;
   fullBits: usize;
+  /** Chunks per bucket (u32 each): what decides a bucket's full mode. */
+  counts: usize;
+  /** Per bucket: in full mode (rowLimit), one bit each. */
+  modeBits: usize;
+  /** setRowLimits: the rows a bucket shows while its chunks fit (0: no modes), and when full. */
+  modeWays: i32 = 0;
+  fullRows: i32 = 0;
 
   constructor(public buckets: u32) {
     this.mask = buckets - 1;
@@ -85,6 +92,10 @@ export class ChunkTable {
     memory.fill(this.fullBits, 0, bits);
     this.changeHeads = heap.alloc((<usize>buckets) << 2);
     memory.fill(this.changeHeads, 0, (<usize>buckets) << 2);
+    this.counts = heap.alloc((<usize>buckets) << 2);
+    memory.fill(this.counts, 0, (<usize>buckets) << 2);
+    this.modeBits = heap.alloc(bits);
+    memory.fill(this.modeBits, 0, bits);
     this.recCap = 64;
     this.recs = heap.alloc(<usize>this.recCap * RECORD_BYTES);
   }
@@ -102,6 +113,8 @@ export class ChunkTable {
     heap.free(this.dirtyBits);
     heap.free(this.fullBits);
     heap.free(this.changeHeads);
+    heap.free(this.counts);
+    heap.free(this.modeBits);
     heap.free(this.changes.ptr);
     heap.free(changetype<usize>(this.changes));
     if (this.gates !== 0) heap.free(this.gates);
@@ -128,9 +141,61 @@ export class ChunkTable {
       this.map.bytes +
       <usize>this.recCap * RECORD_BYTES +
       this.extBytes +
-      ((<usize>this.buckets) << 3) +
+      ((<usize>this.buckets) << 4) +
       <usize>this.changes.cap
     );
+  }
+
+  /**
+   * The rows publication may show per bucket: all of a bucket's rows up to `ways` while it indexes
+   * at most `ways` chunks, and only its first `fullRows` (the keep order's) once it indexes more —
+   * until it is down to `ways` / 2 chunks (hysteresis: a bucket near the edge does not flip on
+   * every change). Why: a full bucket re-encodes whenever a change reaches its shown rows, about
+   * twice per shown row and cache lifetime, walking every chunk it indexes; showing 60 rows of a
+   * full bucket cost 7.5× what 8 did (docs/scaling.md), for a view that shows its shallowest
+   * chunks either way. A change of limits puts every bucket in the mode its count says.
+   */
+  setRowLimits(ways: i32, fullRows: i32): void {
+    if (ways === this.modeWays && fullRows === this.fullRows) return;
+    this.modeWays = ways;
+    this.fullRows = fullRows;
+    for (let b: u32 = 0; b < this.buckets; b++) {
+      const full = load<u32>(this.counts + ((<usize>b) << 2)) > <u32>ways;
+      if (full !== this.inFullMode(b)) {
+        this.setMode(b, full);
+        if (fullRows < ways) this.markDirty(b);
+      }
+    }
+  }
+
+  /** The rows bucket b's image may hold: `ways`, or the full mode's row count. */
+  rowLimit(b: u32, ways: i32): i32 {
+    if (this.modeWays === 0 || !this.inFullMode(b)) return ways;
+    return this.fullRows < ways ? this.fullRows : ways;
+  }
+
+  @inline private inFullMode(b: u32): bool {
+    return (load<u8>(this.modeBits + (<usize>b >> 3)) & (<u8>1 << <u8>(b & 7))) !== 0;
+  }
+
+  private setMode(b: u32, full: bool): void {
+    const at = this.modeBits + (<usize>b >> 3);
+    const bit = <u8>1 << <u8>(b & 7);
+    store<u8>(at, full ? load<u8>(at) | bit : load<u8>(at) & ~bit);
+  }
+
+  /** Counts a chunk into or out of bucket b, switching its mode (and dirtying it) at the edges. */
+  private countIn(b: u32, delta: i32): void {
+    const at = this.counts + ((<usize>b) << 2);
+    const m = <i32>load<u32>(at) + delta;
+    store<u32>(at, <u32>m);
+    const ways = this.modeWays;
+    if (ways === 0) return;
+    if (delta > 0 ? m === ways + 1 && !this.inFullMode(b) : m === ways >> 1 && this.inFullMode(b)) {
+      this.setMode(b, delta > 0);
+      // The rows it may show changed (none when full mode shows as many).
+      if (this.fullRows < ways) this.markDirty(b);
+    }
   }
 
   /** Dirties the bucket for a whole encode at the next publication. */
@@ -349,6 +414,7 @@ export class ChunkTable {
     if (first !== 0) store<u32>(this.rec(first) + R_PREV, ref);
     store<u32>(head, ref);
     this.map.fill(slot, hash, ref);
+    this.countIn(this.bucketOf(hash), 1);
     return ref;
   }
 
@@ -462,6 +528,7 @@ export class ChunkTable {
       this.extBytes -= (<usize>load<u32>(r + R_EXTCAP)) << 3;
     }
     this.map.delete(hash, this.recs);
+    this.countIn(this.bucketOf(hash), -1);
     store<u16>(r + R_FLAGS, FLAG_FREE);
     store<u32>(r + R_NEXT, this.freeHead);
     this.freeHead = ref;

@@ -120,6 +120,11 @@ export function chunkHolderCount(id: i32, hash: u64, slot: u32, tier: u32): u32 
   return i < 0 ? 0 : <u32>(load<u64>(t.holders(r) + ((<usize>i) << 3)) >> 32);
 }
 
+/** The rows the table's buckets may show, in full mode and not (ChunkTable.setRowLimits). */
+export function chunkSetRowLimits(id: i32, ways: i32, fullRows: i32): void {
+  chunkTable(id).setRowLimits(ways, fullRows);
+}
+
 export function chunkMarkDirty(id: i32, bucket: u32): void {
   chunkTable(id).markDirty(bucket);
 }
@@ -344,11 +349,15 @@ function journal(id: i32): BucketJournal {
   return changetype<BucketJournal>(unchecked(journals[id]));
 }
 
-/** A journal for `buckets` images of `ways` rows × `slotWords`, with a patch ring of `ringBytes`. */
-export function journalNew(buckets: u32, ways: i32, slotWords: i32, ringBytes: f64): i32 {
+/**
+ * A journal for `buckets` images of `ways` rows (`fullRows` for a bucket in full mode, ChunkTable
+ * setRowLimits) and slots of `slotWords` × 64, with a patch ring of `ringBytes`.
+ */
+export function journalNew(buckets: u32, ways: i32, slotWords: i32, ringBytes: f64, fullRows: i32): i32 {
   if (ways < 1 || ways > MAX_ROWS || slotWords < 1 || slotWords > 1024 || ringBytes < 64) return -1;
+  if (fullRows < 1 || fullRows > ways) return -1;
   const id = freeId(journals);
-  journals[id] = changetype<usize>(new BucketJournal(buckets, ways, slotWords, <u64>ringBytes));
+  journals[id] = changetype<usize>(new BucketJournal(buckets, ways, slotWords, <u64>ringBytes, fullRows));
   return id;
 }
 

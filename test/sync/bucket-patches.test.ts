@@ -55,13 +55,16 @@ describe("bucket patches", () => {
         fc.array(step, { maxLength: 200 }),
         fc.integer({ min: 60, max: 4000 }),
         fc.integer({ min: 64, max: 1024 }),
-        (steps, pageBytes, journalBytes) => {
+        // Buckets that index more than WAYS chunks show 2 rows (full mode), or all WAYS.
+        fc.constantFrom(2, WAYS),
+        (steps, pageBytes, journalBytes, fullWays) => {
           const index = new ChunkIndex(BUCKETS);
           const published = new PublishedBuckets(core(), index, {
             buckets: BUCKETS,
             ways: WAYS,
             slotWords: SLOT_WORDS,
             journalBytes,
+            fullWays,
           });
           const log = new SyncLog();
           log.attach(published);

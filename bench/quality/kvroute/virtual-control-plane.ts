@@ -150,6 +150,7 @@ export class VirtualControlPlane {
     this.index = new PrefixIndex({
       buckets: this.cfg.cache.buckets,
       ways: this.cfg.cache.ways,
+      fullWays: this.cfg.cache.fullWays,
       maxSlots: MAX_SLOTS,
       now: clock,
     });

@@ -380,6 +380,12 @@ const cacheSchema = z.strictObject({
     .default(65536),
   /** Rows per bucket image (16 bytes each: a chunk's slots on one tier within one 32-slot segment). */
   ways: z.number().int().min(1).max(4096).default(60),
+  /**
+   * Rows a bucket shows once it indexes more than `ways` chunks (until it is down to ways / 2):
+   * its shallowest. A full bucket is re-encoded about twice per shown row and cache lifetime, so
+   * this bounds publication in fleets whose buckets fill (docs/scaling.md). At most `ways`.
+   */
+  fullWays: z.number().int().min(1).max(4096).default(8),
   /** How long a speculative route (written by the filter at routing time) counts. */
   speculativeTtlMs: z.number().int().min(100).max(600_000).default(2000),
   /** KV blocks indexed per slot at most: past it the least recently stored go (bounds memory). */

@@ -63,7 +63,8 @@ export interface CoreExports {
   bucketPatchIo(imagePtr: number, imageLen: number, patchPtr: number, patchLen: number): number;
   patchedLen(): number;
   // The published buckets (filter/core/bucket-journal.ts).
-  journalNew(buckets: number, ways: number, slotWords: number, ringBytes: number): number;
+  chunkSetRowLimits(id: number, ways: number, fullRows: number): void;
+  journalNew(buckets: number, ways: number, slotWords: number, ringBytes: number, fullRows: number): number;
   journalFree(id: number): void;
   journalPublishIo(
     id: number,

@@ -20,6 +20,8 @@ import { type ChunkHasher, type Detokenize, SlotBlocks } from "./slot-blocks.ts"
 export interface PrefixIndexOptions {
   buckets: number;
   ways: number;
+  /** Rows a bucket indexing more than `ways` chunks shows (published-buckets.ts; default 8). */
+  fullWays?: number;
   /** Size of the slot table: fixes the bitmap width of every bucket image. */
   maxSlots: number;
   /** Blocks each slot indexes at most (slot-blocks.ts; default DEFAULT_MAX_BLOCKS_PER_SLOT). */
@@ -148,6 +150,7 @@ export class PrefixIndex implements EventSink {
       ways: this.opts.ways,
       slotWords: this.slotWords,
       journalBytes: this.opts.journalBytes,
+      fullWays: this.opts.fullWays,
     });
     return this.#published;
   }

@@ -19,6 +19,9 @@ export function bucketKey(bucket: number): string {
   return key;
 }
 
+/** The rows a full bucket shows unless configured (cache.fullWays). */
+export const DEFAULT_FULL_WAYS = 8;
+
 export interface PublishedBucketsOptions {
   buckets: number;
   ways: number;
@@ -29,6 +32,8 @@ export interface PublishedBucketsOptions {
    * what the earlier rule kept (a key's patches while together smaller than its value).
    */
   journalBytes?: number;
+  /** Rows a bucket that indexes more than `ways` chunks shows (filter/core/chunk-table.ts setRowLimits; default min(8, ways)). */
+  fullWays?: number;
 }
 
 /**
@@ -54,9 +59,12 @@ export class PublishedBuckets {
     this.count = opts.buckets;
     const imageBytes = opts.buckets * (BUCKET_HEADER_BYTES + opts.ways * BUCKET_ROW_BYTES);
     const ring = opts.journalBytes ?? Math.min(32 << 20, Math.max(64 << 10, imageBytes));
-    this.#id = core.ex.journalNew(opts.buckets, opts.ways, opts.slotWords, ring);
+    const fullWays = Math.min(opts.fullWays ?? DEFAULT_FULL_WAYS, opts.ways);
+    this.#id = core.ex.journalNew(opts.buckets, opts.ways, opts.slotWords, ring, fullWays);
     if (this.#id < 0)
       throw new Error(`cannot publish buckets of ${opts.ways} ways × ${opts.slotWords} slot words`);
+    // Before the first publication, so it already shows each bucket's rows in its mode.
+    core.ex.chunkSetRowLimits(chunks.tableId, opts.ways, fullWays);
     journals.register(this, { core, id: this.#id }, this);
   }
 
