@@ -15,9 +15,10 @@
 // routing cost (route-decision.ts), with "others" the distinct other adapters either signal shows:
 //   0                 the engine runs the adapter there, or the gateway has requests of it in
 //                     flight there and the others leave it a place
-//   loadCost × (1 + ROOM_RISK × others / max_loras)
-//                     the slot has room for another adapter; the last places cost more, as other
-//                     gateways (seen only through the list) may be taking them at this moment
+//   loadCost          the slot has room for another adapter
+//   loadCost × (1 + LAST_PLACE)
+//                     … but only one place: other gateways (seen only through the list) may be
+//                     taking it at this moment
 //   loadCost          the gateway has requests of it in flight there but the others fill every
 //                     place (they wait there for one), or the list is truncated and may hold it
 //   fullCost          max_loras other adapters are active there
@@ -46,12 +47,13 @@ import { CfgImage, LOAD_ADAPTER_IDS, LoadImage, SlotsImage } from "./cache-image
  */
 const HOME_SPREAD: f64 = 4;
 /**
- * What a slot's filled places add to loading an adapter into one of its free ones, in loads at a
- * full-but-one slot: other gateways' requests of the last few hundred ms are in no signal, and the
- * last free place is the one they may be taking. Measured on the LoRA bench's development seeds
+ * What loading an adapter into a slot's last free place adds, in loads: other gateways' requests
+ * of the last few hundred ms are in neither signal, and the last free place is the one they may
+ * be taking at this moment. Only the last: pricing every filled place spread adapters over more
+ * slots where places are many, for no gain. Measured on the LoRA bench's development seeds
  * (docs/operations.md).
  */
-const ROOM_RISK: f64 = 2;
+const LAST_PLACE: f64 = 1;
 /** (slot, adapter) pairs with requests in flight one VM tracks; beyond, a request is not counted. */
 export const OWN_FLIGHTS: i32 = 256;
 /** The other VMs' flights one VM reads from the board, all of them together (its arrays grow to it). */
@@ -256,7 +258,8 @@ export class LoraAffinity {
     // max_loras its requests wait for one there like any other adapter's.
     if (inFlight) return others < max ? 0 : <f64>cfg.loraLoadCost;
     const order = <f64>cfg.loraLoadCost * HOME_SPREAD * home;
-    if (others < max) return <f64>cfg.loraLoadCost * (1 + (ROOM_RISK * <f64>others) / <f64>max) + order;
+    if (others + 1 < max) return <f64>cfg.loraLoadCost + order;
+    if (others < max) return <f64>cfg.loraLoadCost * (1 + LAST_PLACE) + order;
     // A truncated list may hold the adapter among the unnamed: no worse than a load.
     if (<u32>listed < active) return <f64>cfg.loraLoadCost + order;
     return <f64>cfg.loraFullCost + order;

@@ -78,13 +78,13 @@ const find = (model: string) => {
 };
 const cost = (adapter: number, slot: number, now = 1000n) => route.loraCostIo(1, adapter, slot, now);
 /** A slot that must load the adapter: the load (or full) cost plus its place in the adapter's home
- * order, up to 4 loads (HOME_SPREAD in lora-affinity.ts); a load costs 2 loads more at a slot whose
- * other adapters fill all its places but one (ROOM_RISK × others / max_loras). */
+ * order, up to 4 loads (HOME_SPREAD in lora-affinity.ts); a load into a slot's last free place
+ * costs one load more (LAST_PLACE). */
 const LOAD = 300;
 const FULL = 5000;
 const home = (adapter: number, slot: number) => LOAD * 4 * route.loraHomeIo(1, adapter, slot);
 const load = (adapter: number, slot: number, others = 0, max = 2) =>
-  LOAD * (1 + (2 * others) / max) + home(adapter, slot);
+  LOAD * (others + 1 === max ? 2 : 1) + home(adapter, slot);
 const full = (adapter: number, slot: number) => FULL + home(adapter, slot);
 const SQL = 0;
 const CHAT = 1;
