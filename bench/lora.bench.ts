@@ -11,7 +11,7 @@
 // seed by seed with the exact Wilcoxon signed-rank test (paired.ts) on TTFT p90 and p99. Reported
 // per rate and router: medians over seeds of TTFT, cached share of the prompt, adapter loads.
 //   tsx bench/lora.bench.ts [--quick] [--max-loras=N] [--seeds=1,2,…] [--profile=a,b]
-//                           [--rates=16,32,…] [--only=kvroute,gaie-lora]
+//                           [--rates=16,32,…] [--only=kvroute,gaie-lora] [--gateways=G] [--threads=T]
 // and, to explore (on development seeds, --seeds=1,2,3,…), a second kvroute row with
 // --kvroute-load-ms=MS (scrape period), --lora-load-cost=T, --lora-full-cost=T (routing.lora).
 import type { Engine } from "../control-plane/sim/engine.ts";
@@ -47,8 +47,19 @@ const tok = benchTokenizer();
 const shape = benchConfig(QUICK, SEEDS[0] as number, 50).cluster;
 const adapters = adapterNames(LORA_DEFAULTS.adapters);
 // kvroute learns the adapters from its configuration here (the bench has no /v1/models).
+/** --gateways=G, --threads=T: kvroute's deployment (default the harness's, 2 × 4); an exploration. */
+const deployment = {
+  ...(arg("gateways") !== undefined ? { gateways: flag("gateways", 2) } : {}),
+  ...(arg("threads") !== undefined ? { threadsPerGateway: flag("threads", 4) } : {}),
+};
 const kvroute = kvroutePolicy(
-  { workers: shape.workers, ranksPerWorker: shape.ranksPerWorker, speculative: true, pool: { adapters } },
+  {
+    workers: shape.workers,
+    ranksPerWorker: shape.ranksPerWorker,
+    speculative: true,
+    pool: { adapters },
+    ...deployment,
+  },
   "kvroute",
 );
 // Variants from the command line (explorations): --kvroute-load-ms, --lora-load-cost, --lora-full-cost.
@@ -198,6 +209,7 @@ Policies: ${policies.map((p) => `**${p.name}**: ${p.describe}`).join(" · ")}
 ${sections.join("\n")}`;
 /** A run narrowed from the command line is an exploration: it does not replace the report. */
 const exploring =
-  ["seeds", "rates", "profile", "only"].some((n) => arg(n) !== undefined) || policies.includes(variant);
+  ["seeds", "rates", "profile", "only", "gateways", "threads"].some((n) => arg(n) !== undefined) ||
+  policies.includes(variant);
 const name = `lora${QUICK ? "-quick" : ""}${MAX_LORAS === 4 ? "" : `-max-loras-${MAX_LORAS}`}${exploring ? "-explore" : ""}`;
 process.stdout.write(`\nwritten to ${writeResult(name, md)}\n`);

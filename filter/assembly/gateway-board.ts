@@ -1,7 +1,7 @@
 // This VM's side of the gateway board `kvr.gwb` (filter/core/gateway-board.ts has the layout): one
 // shared-data read brings what the gateway's other VMs did since this VM last looked — their
-// unanswered requests, the routes they took, the buckets the leader's sync rewrote — and one CAS
-// write publishes this VM's. A decision reads it once and writes it once; so does a request's end
+// unanswered requests, their LoRA requests in flight, the routes they took, the buckets the
+// leader's sync rewrote — and one CAS write publishes this VM's. A decision reads it once and writes it once; so does a request's end
 // and every tick. A lost CAS race keeps this VM's records for its next write (the next read brings
 // the fresh cas); nothing is retried on the request path.
 import { ByteBuf } from "../core/byte-buf";
@@ -9,6 +9,9 @@ import {
   BoardEdit,
   BoardView,
   CHANGE_RING,
+  FLIGHT_ENTRY,
+  flightEntry,
+  nextFlights,
   nextSection,
   ROUTE_RING,
   ROUTE_SESSION,
@@ -20,6 +23,7 @@ import {
   trimRoutes,
   writeBoard,
 } from "../core/gateway-board";
+import { LoraAffinity } from "../core/lora-affinity";
 import { LocalQueue } from "../core/queued-work";
 import { RouteCells } from "../core/route-cells";
 import { CachedBuckets } from "./bucket-cache";
@@ -52,6 +56,7 @@ export class GatewayBoard {
     private buckets: CachedBuckets,
     private speculative: RouteCells,
     private sessions: RouteCells,
+    private lora: LoraAffinity,
   ) {}
 
   /**
@@ -87,6 +92,11 @@ export class GatewayBoard {
     e.queue = queue;
     e.now = now;
     e.freshMs = freshMs;
+    const flights = this.lora.flights;
+    e.flights.len = 0;
+    e.flights.reserve(flights * FLIGHT_ENTRY);
+    this.lora.encodeFlights(e.flights.ptr);
+    e.flights.len = flights * FLIGHT_ENTRY;
     trimRoutes(e.routes);
     writeBoard(this.view, e, this.out);
     this.current = false;
@@ -101,7 +111,7 @@ export class GatewayBoard {
     this.publishedThread = thread;
     const mine = this.published;
     mine.len = 0;
-    if (e.entriesAt >= 0) mine.append(this.out.ptr + <usize>e.entriesAt, this.out.len - e.entriesAt);
+    if (e.entriesAt >= 0) mine.append(this.out.ptr + <usize>e.entriesAt, e.entriesEnd - e.entriesAt);
     return true;
   }
 
@@ -159,6 +169,7 @@ export class GatewayBoard {
 
   private applySiblings(me: i32, queue: LocalQueue, freshMs: u64, now: u64): void {
     queue.clearGatewayView();
+    this.lora.clearSiblings();
     const b = this.view;
     const p = b.ptr;
     if (p === 0) return;
@@ -182,6 +193,18 @@ export class GatewayBoard {
         }
       }
       at = nextSection(p, at);
+    }
+    // The other VMs' LoRA requests in flight per (slot, adapter) (lora-affinity.ts).
+    let f = b.flightsAt;
+    for (let i = 0; i < b.flightCount; i++) {
+      if (sectionThread(p, f) !== me && sectionStamp(p, f) + freshMs >= now) {
+        const n = sectionCount(p, f);
+        for (let k = 0; k < n; k++) {
+          const e = flightEntry(p, f, k);
+          this.lora.addSibling(<i32>load<u16>(e), <i32>load<u16>(e, 2), load<u32>(e, 4));
+        }
+      }
+      f = nextFlights(p, f);
     }
   }
 }

@@ -50,7 +50,12 @@ export class VmState {
   private speculativeCells: RouteCells = new RouteCells();
   private sessionCells: RouteCells = new RouteCells();
   /** The gateway board (gateway-board.ts): what this gateway's VMs tell each other. */
-  board: GatewayBoard = new GatewayBoard(this.bucketCache, this.speculativeCells, this.sessionCells);
+  board: GatewayBoard = new GatewayBoard(
+    this.bucketCache,
+    this.speculativeCells,
+    this.sessionCells,
+    this.lora,
+  );
   /** This gateway's recent speculative routes and sessions; new ones go out with the next board write. */
   speculation: Speculation = new Speculation(this.speculativeCells, this.board.edit.routes);
   sessions: SessionTable = new SessionTable(this.sessionCells, this.fleetSessions, this.board.edit.routes);

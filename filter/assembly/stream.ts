@@ -141,6 +141,9 @@ export class KvrouteStream {
   private decoding: bool = false;
   /** Counted in vm.queue (queued-work.ts) until its first byte or its end. */
   private queued: bool = false;
+  /** Its LoRA adapter and slot while counted in vm.lora's requests in flight (adapter -1: not). */
+  private loraAdapter: i32 = -1;
+  private loraSlot: i32 = -1;
   private queueWindow: u32 = 0;
   private prefillQueueWindow: u32 = 0;
   private uncachedTokens: f64 = 0;
@@ -587,7 +590,12 @@ export class KvrouteStream {
     } else if (outcome === OUT_NO_SLOT) {
       this.failMode(!cfg.failClosed, "no healthy slot in the pool");
     } else if (adapter.adapter >= 0) {
-      vm.lora.routed(pool, adapter.adapter, d.slot, now, cfg.speculativeTtlMs);
+      // In flight until its end (lora-affinity.ts): the gateway's other VMs see it on the board
+      // from this decision's write.
+      if (vm.lora.started(adapter.adapter, d.slot)) {
+        this.loraAdapter = adapter.adapter;
+        this.loraSlot = d.slot;
+      }
     }
     return outcome;
   }
@@ -916,6 +924,11 @@ export class KvrouteStream {
       const load = cache.load;
       this.queueWindow = q.add(served, load === null ? 0 : loadSignature(load, served), tokens);
     }
+    if (this.loraAdapter >= 0) {
+      vm.lora.ended(this.loraAdapter, this.loraSlot);
+      this.loraAdapter = vm.lora.started(this.loraAdapter, served) ? this.loraAdapter : -1;
+      this.loraSlot = served;
+    }
     this.slot = served;
   }
 
@@ -953,6 +966,12 @@ export class KvrouteStream {
   }
 
   private report(): void {
+    // No longer in flight: the other VMs see it with this VM's next board write (this end's, when
+    // it makes one, else the next decision's or tick's).
+    if (this.loraAdapter >= 0) {
+      vm.lora.ended(this.loraAdapter, this.loraSlot);
+      this.loraAdapter = -1;
+    }
     // The other VMs stop counting it at once: the end's one board read and write.
     if (this.leaveQueue()) vm.publishEnd(nowMs());
     // 0 = the upstream never answered (reset, refused): counts against the slot's health.

@@ -1,6 +1,7 @@
 // The gateway board `kvr.gwb` (docs/wire-format.md §4.5): the one shared-data value a decision
 // reads. It carries what one gateway's VMs must learn from each other between ticks — each VM's
-// unanswered requests per slot, the routes they just took (speculative prefixes and sessions),
+// unanswered requests per slot, its LoRA requests in flight per (slot, adapter), the routes they
+// just took (speculative prefixes and sessions),
 // the leader's reported in-flight share, and which prefix-index buckets the leader's last sync
 // pages rewrote (so a VM re-reads only those of its cached buckets). Every VM rewrites it by CAS,
 // replacing its own section and appending its records to the rings; a lost race keeps the
@@ -9,13 +10,18 @@
 // Layout (little-endian):
 //   0  magic "KVGB" u32 · version u16 · reserved u16
 //   8  change records appended ever u64 · 16 route records appended ever u64
-//   24 reported stamp u64 (ms) · 32 reported count u16 · VM count u16 · reserved u32
+//   24 reported stamp u64 (ms) · 32 reported count u16 · VM count u16 · flight section count u16
+//      · reserved u16
 //   40 change ring: CHANGE_RING × u32 (record n at n % CHANGE_RING): a bucket index
 //   then route ring: ROUTE_RING × 24 bytes (record n at n % ROUTE_RING): hash u64, expiry u64
 //      (ms), depth u32, slot u16, kind u16 (0 speculative prefix, 1 session)
 //   then reported: count × (slot u16, requests u32)
 //   then VM sections: thread u16, entry count u16, reserved u32, stamp u64 (ms), entries × 18:
 //      slot u16, unanswered u32, their uncached tokens u32, unanswered unseen u32, decoding unseen u32
+//   then flight sections: thread u16, entry count u16, reserved u32, stamp u64 (ms), entries × 8:
+//      slot u16, adapter u16 (id in the slot's pool's adapter table), requests in flight u32
+// The flight sections come last, after a count in what was a reserved field, so a build that
+// knows none reads the rest as before (and its writes drop them: the count it writes is 0).
 import { ByteBuf } from "./byte-buf";
 import { LocalQueue, ReportedMax } from "./queued-work";
 
@@ -27,6 +33,7 @@ export const ROUTE_BYTES: i32 = 24;
 export const ROUTE_SPECULATIVE: u16 = 0;
 export const ROUTE_SESSION: u16 = 1;
 export const VM_ENTRY: i32 = 18;
+export const FLIGHT_ENTRY: i32 = 8;
 const VM_HEADER: i32 = 16;
 const HEADER: i32 = 40;
 const CHANGES_AT: i32 = HEADER;
@@ -44,6 +51,9 @@ export class BoardView {
   vmCount: i32 = 0;
   /** Offset of the VM sections. */
   sectionsAt: i32 = 0;
+  /** Flight sections (0 when their count or sizes do not fit: they are ignored) and their offset. */
+  flightCount: i32 = 0;
+  flightsAt: i32 = 0;
 
   /** False (and an empty view) when p is not a whole board of this version. */
   open(p: usize, len: i32): bool {
@@ -55,6 +65,8 @@ export class BoardView {
     this.reportedCount = 0;
     this.vmCount = 0;
     this.sectionsAt = BOARD_FIXED;
+    this.flightCount = 0;
+    this.flightsAt = BOARD_FIXED;
     if (p === 0 || len < BOARD_FIXED) return false;
     if (load<u32>(p) !== BOARD_MAGIC || load<u16>(p, 4) !== BOARD_VERSION) return false;
     const reported = <i32>load<u16>(p, 32);
@@ -76,6 +88,17 @@ export class BoardView {
     this.reportedCount = reported;
     this.vmCount = vms;
     this.sectionsAt = sectionsAt;
+    this.flightsAt = at;
+    // Flight sections that do not fit are ignored, not the board: they only refine adapter costs.
+    const flights = <i32>load<u16>(p, 36);
+    let f = at;
+    let whole = true;
+    for (let i = 0; i < flights && whole; i++) {
+      if (f + VM_HEADER > len) whole = false;
+      else f += VM_HEADER + <i32>load<u16>(p + <usize>f, 2) * FLIGHT_ENTRY;
+      if (f > len) whole = false;
+    }
+    this.flightCount = whole ? flights : 0;
     return true;
   }
 
@@ -113,6 +136,13 @@ export function sectionEntry(p: usize, at: i32, e: i32): usize {
 export function nextSection(p: usize, at: i32): i32 {
   return at + VM_HEADER + sectionCount(p, at) * VM_ENTRY;
 }
+/** Flight sections share the VM sections' header (sectionThread, sectionCount, sectionStamp). */
+export function flightEntry(p: usize, at: i32, e: i32): usize {
+  return p + <usize>(at + VM_HEADER + e * FLIGHT_ENTRY);
+}
+export function nextFlights(p: usize, at: i32): i32 {
+  return at + VM_HEADER + sectionCount(p, at) * FLIGHT_ENTRY;
+}
 
 /** What one VM adds when it rewrites the board. */
 export class BoardEdit {
@@ -129,8 +159,11 @@ export class BoardEdit {
   changeFlood: bool = false;
   /** The leader's reported share to publish (null: keep the board's). */
   reported: ReportedMax | null = null;
-  /** Set by writeBoard: where in its output the editor's own section's entries begin (-1: none). */
+  /** This VM's LoRA requests in flight: FLIGHT_ENTRY bytes each (slot u16, adapter u16, requests u32). */
+  flights: ByteBuf = new ByteBuf(FLIGHT_ENTRY * 16);
+  /** Set by writeBoard: where in its output the editor's own section's entries begin and end (-1: none). */
   entriesAt: i32 = -1;
+  entriesEnd: i32 = -1;
 
   clearRecords(): void {
     this.routes.len = 0;
@@ -148,12 +181,15 @@ export function writeBoard(src: BoardView, edit: BoardEdit, out: ByteBuf): void 
   const p = src.ptr;
   const q = edit.queue;
   const mine = edit.thread >= 0 && q !== null ? entriesOf(q) : 0;
+  const flights = edit.thread >= 0 ? edit.flights.len / FLIGHT_ENTRY : 0;
   out.len = 0;
   out.reserve(
     src.len +
       BOARD_FIXED +
       VM_HEADER +
       mine * VM_ENTRY +
+      VM_HEADER +
+      flights * FLIGHT_ENTRY +
       (edit.reported !== null ? edit.reported!.slots * 6 : 0),
   );
   const o = out.ptr;
@@ -200,13 +236,37 @@ export function writeBoard(src: BoardView, edit: BoardEdit, out: ByteBuf): void 
     s = next;
   }
   edit.entriesAt = -1;
+  edit.entriesEnd = -1;
   if (edit.thread >= 0 && q !== null) {
     edit.entriesAt = at + VM_HEADER;
     at = writeSection(o, at, edit.thread, edit.now, q);
+    edit.entriesEnd = at;
     vms++;
   }
   store<u16>(o, <u16>vms, 34);
-  store<u32>(o, 0, 36);
+  // The flight sections: the other fresh VMs' as they were, then this VM's (none when it has none).
+  let fs = 0;
+  let f = src.flightsAt;
+  for (let i = 0; i < src.flightCount; i++) {
+    const next = nextFlights(p, f);
+    if (sectionThread(p, f) !== edit.thread && sectionStamp(p, f) + edit.freshMs >= edit.now) {
+      memory.copy(o + <usize>at, p + <usize>f, <usize>(next - f));
+      at += next - f;
+      fs++;
+    }
+    f = next;
+  }
+  if (flights > 0 && flights <= 0xffff) {
+    store<u16>(o + <usize>at, <u16>edit.thread);
+    store<u16>(o + <usize>at, <u16>flights, 2);
+    store<u32>(o + <usize>at, 0, 4);
+    store<u64>(o + <usize>at, edit.now, 8);
+    memory.copy(o + <usize>(at + VM_HEADER), edit.flights.ptr, <usize>(flights * FLIGHT_ENTRY));
+    at += VM_HEADER + flights * FLIGHT_ENTRY;
+    fs++;
+  }
+  store<u16>(o, <u16>fs, 36);
+  store<u16>(o, 0, 38);
   out.len = at;
 }
 

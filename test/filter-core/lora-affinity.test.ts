@@ -1,7 +1,9 @@
 // LoRA adapters in the shared-data images and the filter's adapter cost (filter/core/lora-affinity.ts),
 // through build/kvroute-core.wasm: kvr.cfg carries each pool's adapter table, kvr.load each slot's
 // active adapters as ids into it; a slot running the adapter costs nothing, one with room a load
-// (also when the adapter only waits there), a full one more, and an image without LoRA fields (stride 16, protocol 2) changes nothing.
+// (more for its last places; also when the adapter only waits there), a full one more; this VM's
+// requests in flight hold places as the list does; and an image without LoRA fields (stride 16,
+// protocol 2) changes nothing.
 import { beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
 import { AdapterCatalog } from "../../control-plane/src/model/adapter-catalog.ts";
@@ -76,11 +78,13 @@ const find = (model: string) => {
 };
 const cost = (adapter: number, slot: number, now = 1000n) => route.loraCostIo(1, adapter, slot, now);
 /** A slot that must load the adapter: the load (or full) cost plus its place in the adapter's home
- * order, up to 4 loads (HOME_SPREAD in lora-affinity.ts). */
+ * order, up to 4 loads (HOME_SPREAD in lora-affinity.ts); a load into a slot's last free place
+ * costs one load more (LAST_PLACE). */
 const LOAD = 300;
 const FULL = 5000;
 const home = (adapter: number, slot: number) => LOAD * 4 * route.loraHomeIo(1, adapter, slot);
-const load = (adapter: number, slot: number) => LOAD + home(adapter, slot);
+const load = (adapter: number, slot: number, others = 0, max = 2) =>
+  LOAD * (others + 1 === max ? 2 : 1) + home(adapter, slot);
 const full = (adapter: number, slot: number) => FULL + home(adapter, slot);
 const SQL = 0;
 const CHAT = 1;
@@ -162,7 +166,7 @@ describe("the adapter cost", () => {
       { maxLoras: 2, running: ["chat", "legal"], waiting: [] },
       null,
     ]);
-    expect([1, 2, 3, 4].map((s) => cost(SQL, s))).toEqual([0, load(SQL, 2), full(SQL, 3), 0]);
+    expect([1, 2, 3, 4].map((s) => cost(SQL, s))).toEqual([0, load(SQL, 2, 1), full(SQL, 3), 0]);
     // Only waiting there: queued for a place, judged by what the other adapters take.
     publish([
       null,
@@ -171,12 +175,12 @@ describe("the adapter cost", () => {
       null,
       null,
     ]);
-    expect([cost(SQL, 1), cost(SQL, 2)]).toEqual([full(SQL, 1), load(SQL, 2)]);
+    expect([cost(SQL, 1), cost(SQL, 2)]).toEqual([full(SQL, 1), load(SQL, 2, 1)]);
     expect([cost(LEGAL, 1), cost(LEGAL, 2)]).toEqual([full(LEGAL, 1), full(LEGAL, 2)]);
     expect(cost(CHAT, 1)).toBe(0);
   });
 
-  it("counts this VM's recent routes as active until their TTL, never more than max_loras", () => {
+  it("counts this VM's requests in flight as active, whatever the time, with the list's adapters", () => {
     publish([
       null,
       { maxLoras: 2, running: [], waiting: [] },
@@ -184,18 +188,32 @@ describe("the adapter cost", () => {
       null,
       null,
     ]);
+    // loraRoutedIo: a request the filter routed and has not ended (the probe cannot end it).
     route.loraRoutedIo(1, SQL, 1, 1000n, 500);
     expect(cost(SQL, 1, 1200n)).toBe(0);
-    expect(cost(SQL, 1, 1500n)).toBe(load(SQL, 1)); // expired
-    // Slot 2 runs chat; a recent route of sql fills its second adapter place.
+    expect(cost(SQL, 1, 60_000n)).toBe(0); // no TTL: in flight until its end
+    expect(cost(LEGAL, 1)).toBe(load(LEGAL, 1, 1));
+    // Slot 2 runs chat; a request of sql in flight there fills its second adapter place.
     route.loraRoutedIo(1, SQL, 2, 1000n, 500);
     route.loraRoutedIo(1, SQL, 2, 1001n, 500);
-    expect(cost(LEGAL, 2, 1200n)).toBe(full(LEGAL, 2));
-    expect(cost(CHAT, 2, 1200n)).toBe(0);
-    // A route of the same adapter the metric already lists is not a second adapter.
+    expect(cost(LEGAL, 2)).toBe(full(LEGAL, 2));
+    expect(cost(CHAT, 2)).toBe(0);
+    // A request of the adapter the list names already is not a second adapter.
     route.loraResetIo();
     route.loraRoutedIo(1, CHAT, 2, 1000n, 500);
-    expect(cost(LEGAL, 2, 1200n)).toBe(load(LEGAL, 2));
+    expect(cost(LEGAL, 2)).toBe(load(LEGAL, 2, 1));
+    // In flight where the others fill every place: its requests wait there, a load like elsewhere.
+    route.loraResetIo();
+    publish([
+      null,
+      { maxLoras: 1, running: ["chat"], waiting: [] },
+      { maxLoras: 1, running: [], waiting: [] },
+      null,
+      null,
+    ]);
+    route.loraRoutedIo(1, SQL, 1, 1000n, 500);
+    expect(cost(SQL, 1)).toBe(LOAD);
+    expect(cost(SQL, 2)).toBe(load(SQL, 2, 0, 1));
   });
 
   it("orders the slots that must load an adapter by their place in the pool, rotated by the adapter", () => {

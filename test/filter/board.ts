@@ -1,6 +1,6 @@
 // Reads the gateway board `kvr.gwb` (filter/core/gateway-board.ts, docs/wire-format.md §4.5) the
-// way an operator's tool would: each VM's section (its unanswered requests per slot) and the rings'
-// counters. Independent of the filter's code: the layout is the documented one.
+// way an operator's tool would: each VM's section (its unanswered requests per slot), its flight
+// section (its LoRA requests in flight per slot and adapter) and the rings' counters. Independent of the filter's code: the layout is the documented one.
 
 /** One VM's published requests at one slot. */
 export interface BoardEntry {
@@ -17,11 +17,25 @@ export interface BoardSection {
   entries: BoardEntry[];
 }
 
+/** One VM's LoRA requests in flight at one slot, of one adapter (an id in the slot's pool's table). */
+export interface BoardFlight {
+  slot: number;
+  adapter: number;
+  requests: number;
+}
+
+export interface FlightSection {
+  thread: number;
+  stamp: bigint;
+  flights: BoardFlight[];
+}
+
 export interface Board {
   changeSeq: bigint;
   routeSeq: bigint;
   reported: Map<number, number>;
   sections: BoardSection[];
+  flightSections: FlightSection[];
 }
 
 const FIXED = 40 + 256 * 4 + 128 * 24;
@@ -58,7 +72,38 @@ export function readBoard(host: SharedDataReader): Board | null {
     sections.push({ thread: b.readUInt16LE(at), stamp: b.readBigUInt64LE(at + 8), entries });
     at += 16 + count * 18;
   }
-  return { changeSeq: b.readBigUInt64LE(8), routeSeq: b.readBigUInt64LE(16), reported, sections };
+  const flightSections: FlightSection[] = [];
+  for (let i = 0; i < b.readUInt16LE(36); i++) {
+    const count = b.readUInt16LE(at + 2);
+    const flights: BoardFlight[] = [];
+    for (let e = 0; e < count; e++) {
+      const p = at + 16 + e * 8;
+      flights.push({
+        slot: b.readUInt16LE(p),
+        adapter: b.readUInt16LE(p + 2),
+        requests: b.readUInt32LE(p + 4),
+      });
+    }
+    flightSections.push({ thread: b.readUInt16LE(at), stamp: b.readBigUInt64LE(at + 8), flights });
+    at += 16 + count * 8;
+  }
+  if (at !== b.length) throw new Error(`kvr.gwb has ${b.length - at} bytes after its sections`);
+  return {
+    changeSeq: b.readBigUInt64LE(8),
+    routeSeq: b.readBigUInt64LE(16),
+    reported,
+    sections,
+    flightSections,
+  };
+}
+
+/** Every VM's LoRA requests in flight as "slot:adapter" → requests, summed over the VMs. */
+export function boardFlights(host: SharedDataReader): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const s of readBoard(host)?.flightSections ?? [])
+    for (const f of s.flights)
+      m.set(`${f.slot}:${f.adapter}`, (m.get(`${f.slot}:${f.adapter}`) ?? 0) + f.requests);
+  return m;
 }
 
 /** Sum of `field` over every VM section's entries (at `slot` when given). */
