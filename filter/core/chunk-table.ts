@@ -175,12 +175,12 @@ export class ChunkTable {
   }
 
   @inline private inFullMode(b: u32): bool {
-    return (load<u8>(this.modeBits + (<usize>b >> 3)) & (<u8>1 << <u8>(b & 7))) !== 0;
+    return (load<u8>(this.modeBits + (<usize>b >> 3)) & ((<u8>1) << (<u8>(b & 7)))) !== 0;
   }
 
   private setMode(b: u32, full: bool): void {
     const at = this.modeBits + (<usize>b >> 3);
-    const bit = <u8>1 << <u8>(b & 7);
+    const bit = (<u8>1) << (<u8>(b & 7));
     store<u8>(at, full ? load<u8>(at) | bit : load<u8>(at) & ~bit);
   }
 

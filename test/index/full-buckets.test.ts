@@ -16,7 +16,12 @@ let published: PublishedBuckets;
 /** One bucket; chunk c at depth c, on slot c (so the keep order is 1, 2, 3, …). */
 function start(): void {
   index = new ChunkIndex(1);
-  published = new PublishedBuckets(core(), index, { buckets: 1, ways: WAYS, slotWords: 1, fullWays: FULL_WAYS });
+  published = new PublishedBuckets(core(), index, {
+    buckets: 1,
+    ways: WAYS,
+    slotWords: 1,
+    fullWays: FULL_WAYS,
+  });
 }
 const add = (c: number) => index.add(BigInt(c), c, c, 100);
 const remove = (c: number) => index.remove(BigInt(c), c);
@@ -57,7 +62,12 @@ describe("full buckets", () => {
   it("take their mode from the chunks indexed before the first publication", () => {
     index = new ChunkIndex(1);
     for (let c = 1; c <= WAYS + 3; c++) add(c);
-    published = new PublishedBuckets(core(), index, { buckets: 1, ways: WAYS, slotWords: 1, fullWays: FULL_WAYS });
+    published = new PublishedBuckets(core(), index, {
+      buckets: 1,
+      ways: WAYS,
+      slotWords: 1,
+      fullWays: FULL_WAYS,
+    });
     index.markDirty(0);
     expect(shown().sort()).toEqual([1n, 2n]);
   });
