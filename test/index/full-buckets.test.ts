@@ -1,5 +1,5 @@
 // A bucket that indexes more chunks than `ways` shows only its first `fullWays` rows (the keep
-// order's shallowest) until it is down to ways / 2 chunks (filter/core/chunk-table.ts
+// order's shallowest) until it is down to ways − max(1, ways / 8) chunks (filter/core/chunk-table.ts
 // setRowLimits): a full bucket re-encodes about twice per shown row and cache lifetime, so this
 // bounds publication where buckets fill (docs/scaling.md).
 import { afterEach, describe, expect, it } from "vitest";
@@ -48,15 +48,15 @@ describe("full buckets", () => {
     expect(index.takeDirty()).toEqual([]);
   });
 
-  it("stay in full mode down to ways / 2 chunks, then show every row again", () => {
+  it("stay in full mode down to ways − max(1, ways / 8) chunks, then show every row again", () => {
     start();
     for (let c = 1; c <= WAYS + 1; c++) add(c);
     expect(shown().sort()).toEqual([1n, 2n]);
-    // 7 → 4 chunks: still more than ways / 2.
-    for (const c of [7, 6, 5]) remove(c);
+    // 7 → 6 chunks: back within `ways`, but not below the band.
+    remove(7);
     expect(shown().sort()).toEqual([1n, 2n]);
-    remove(4);
-    expect(shown().sort()).toEqual([1n, 2n, 3n]);
+    remove(6);
+    expect(shown().sort()).toEqual([1n, 2n, 3n, 4n, 5n]);
   });
 
   it("take their mode from the chunks indexed before the first publication", () => {
