@@ -48,10 +48,10 @@ function holderKey(slot: u32, tier: u32): u64 {
   return <u64>(slot & 0xffff) | ((<u64>(tier & 0xff)) << 16);
 }
 
-/** The chunk count at which a bucket in full mode shows every row again: ways less a band of ways / 8. */
-function fullModeExit(ways: i32): i32 {
-  const band = ways >> 3;
-  return ways - (band > 1 ? band : 1);
+/** The chunk count past which a bucket goes to full mode: `ways` and a band of ways / 4. */
+function fullModeEntry(ways: i32): i32 {
+  const band = ways >> 2;
+  return ways + (band > 1 ? band : 1);
 }
 
 @unmanaged
@@ -153,12 +153,11 @@ export class ChunkTable {
   }
 
   /**
-   * The rows publication may show per bucket: all of a bucket's rows up to `ways` while it indexes
-   * at most `ways` chunks, and only its first `fullRows` (the keep order's) once it indexes more —
-   * until it is down to fullModeExit(ways) chunks (a band of ways / 8: a bucket at the edge does
-   * not flip on every change, and one that went over once comes back when the fleet's buckets
-   * hold fewer chunks on average; with ways / 2 the buckets of a 128-rank fleet, 43 chunks on
-   * average, stayed full once over 60, and the view lost 4–6 % of requests). Why: a full bucket re-encodes whenever a change reaches its shown rows, about
+   * The rows publication may show per bucket: its first `ways` rows (the keep order's), and only
+   * its first `fullRows` once it indexes more than fullModeEntry(ways) chunks — until it is down to
+   * `ways` chunks again. The band of ways / 4 keeps full mode to fleets whose buckets are full on
+   * average: at 128 ranks (43 chunks a bucket on average) the ~1 % of buckets over 60 lose only
+   * their deepest rows, where showing them 8 rows lost 4–6 % of the view's requests. Why: a full bucket re-encodes whenever a change reaches its shown rows, about
    * twice per shown row and cache lifetime, walking every chunk it indexes; showing 60 rows of a
    * full bucket cost 7.5× what 8 did (docs/scaling.md), for a view that shows its shallowest
    * chunks either way. A change of limits puts every bucket in the mode its count says.
@@ -168,7 +167,7 @@ export class ChunkTable {
     this.modeWays = ways;
     this.fullRows = fullRows;
     for (let b: u32 = 0; b < this.buckets; b++) {
-      const full = load<u32>(this.counts + ((<usize>b) << 2)) > <u32>ways;
+      const full = load<u32>(this.counts + ((<usize>b) << 2)) > <u32>fullModeEntry(ways);
       if (full !== this.inFullMode(b)) {
         this.setMode(b, full);
         if (fullRows < ways) this.markDirty(b);
@@ -199,7 +198,7 @@ export class ChunkTable {
     store<u32>(at, <u32>m);
     const ways = this.modeWays;
     if (ways === 0) return;
-    if (delta > 0 ? m === ways + 1 && !this.inFullMode(b) : m === fullModeExit(ways) && this.inFullMode(b)) {
+    if (delta > 0 ? m === fullModeEntry(ways) + 1 && !this.inFullMode(b) : m === ways && this.inFullMode(b)) {
       this.setMode(b, delta > 0);
       // The rows it may show changed (none when full mode shows as many).
       if (this.fullRows < ways) this.markDirty(b);

@@ -1,5 +1,5 @@
-// A bucket that indexes more chunks than `ways` shows only its first `fullWays` rows (the keep
-// order's shallowest) until it is down to ways − max(1, ways / 8) chunks (filter/core/chunk-table.ts
+// A bucket that indexes more than ways + max(1, ways / 4) chunks shows only its first `fullWays`
+// rows (the keep order's shallowest) until it is down to `ways` chunks (filter/core/chunk-table.ts
 // setRowLimits): a full bucket re-encodes about twice per shown row and cache lifetime, so this
 // bounds publication where buckets fill (docs/scaling.md).
 import { afterEach, describe, expect, it } from "vitest";
@@ -37,26 +37,26 @@ afterEach(() => {
 });
 
 describe("full buckets", () => {
-  it("show every row while the bucket indexes at most `ways` chunks, the first fullWays once it indexes more", () => {
+  it("show the first `ways` rows up to ways + ways / 4 chunks, the first fullWays beyond", () => {
     start();
-    for (let c = 1; c <= WAYS; c++) add(c);
+    for (let c = 1; c <= WAYS + 1; c++) add(c);
     expect(shown().sort()).toEqual([1n, 2n, 3n, 4n, 5n, 6n]);
-    add(7);
+    add(8);
     expect(shown().sort()).toEqual([1n, 2n]);
     // A deeper chunk's change does not reach the shown rows: the bucket stays clean.
-    add(8);
+    add(9);
     expect(index.takeDirty()).toEqual([]);
   });
 
-  it("stay in full mode down to ways − max(1, ways / 8) chunks, then show every row again", () => {
+  it("stay in full mode down to `ways` chunks, then show `ways` rows again", () => {
     start();
-    for (let c = 1; c <= WAYS + 1; c++) add(c);
+    for (let c = 1; c <= WAYS + 2; c++) add(c);
     expect(shown().sort()).toEqual([1n, 2n]);
-    // 7 → 6 chunks: back within `ways`, but not below the band.
+    // 8 → 7 chunks: below the entry, not yet within `ways`.
+    remove(8);
+    expect(shown().sort()).toEqual([1n, 2n]);
     remove(7);
-    expect(shown().sort()).toEqual([1n, 2n]);
-    remove(6);
-    expect(shown().sort()).toEqual([1n, 2n, 3n, 4n, 5n]);
+    expect(shown().sort()).toEqual([1n, 2n, 3n, 4n, 5n, 6n]);
   });
 
   it("take their mode from the chunks indexed before the first publication", () => {

@@ -381,7 +381,7 @@ const cacheSchema = z.strictObject({
   /** Rows per bucket image (16 bytes each: a chunk's slots on one tier within one 32-slot segment). */
   ways: z.number().int().min(1).max(4096).default(60),
   /**
-   * Rows a bucket shows once it indexes more than `ways` chunks (until it is down to ways − ways / 8):
+   * Rows a bucket shows once it indexes more than `ways` chunks (more than ways + ways / 4, until it is down to `ways`):
    * its shallowest. A full bucket is re-encoded about twice per shown row and cache lifetime, so
    * this bounds publication in fleets whose buckets fill (docs/scaling.md). At most `ways`.
    */
