@@ -61,6 +61,9 @@ export const PEER_EXCEPT = ["bench/quality/policies/kvroute.ts"];
 export const SUBJECT_SOURCES = [
   // The build the kvroute policy runs (KVROUTE_BENCH_FILTER_WASM names another than build/'s).
   FILTER_WASM,
+  // The control plane's routing core (its index, publication and bucket images): the virtual
+  // control plane runs it, and its sources (filter/core) are not all in the filter build.
+  "build/kvroute-core.wasm",
   "bench/quality/policies/kvroute.ts",
   "bench/quality/kvroute",
   "control-plane/src",
