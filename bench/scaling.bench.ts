@@ -59,6 +59,10 @@ const MODEL = "Qwen/Qwen3-8B";
 const POLL_MS = 100;
 const BUCKETS = 1 << 16;
 const WAYS = arg("ways", 60);
+/** cache.fullWays: the rows a bucket past FULL_ENTRY chunks shows (filter/core/chunk-table.ts setRowLimits). */
+const FULL_WAYS = Math.min(arg("full-ways", 8), WAYS);
+/** The chunk count past which a bucket goes to full mode: ways and a band of ways / 4. */
+const FULL_ENTRY = WAYS + Math.max(1, WAYS >> 2);
 
 const pool = parseConfig({ pools: [{ name: "q", models: ["Qwen/Qwen3-8B"], tokenizer: QWEN }] }, "bench", {})
   .pools[0];
@@ -193,10 +197,21 @@ interface RunResult {
   viewSame: { llmd: number; chat: number };
 }
 
+/** The index of a run: the bench's geometry, a slot table of at least 256 slots. */
+function newIndex(ranks: number, now: () => number): PrefixIndex {
+  return new PrefixIndex({
+    buckets: BUCKETS,
+    ways: WAYS,
+    fullWays: FULL_WAYS,
+    maxSlots: Math.max(256, ranks),
+    now,
+  });
+}
+
 function run(ranks: number, seconds: number): RunResult {
   let now = 1.7e12;
   const clock = () => now;
-  const index = new PrefixIndex({ buckets: BUCKETS, ways: WAYS, maxSlots: Math.max(256, ranks), now: clock });
+  const index = newIndex(ranks, clock);
   const slots = new SlotTable(Math.max(256, ranks));
   const load = new LoadModel(2);
   const log = new SyncLog();
@@ -396,10 +411,10 @@ const bytesPerBlock = big.coreBytes / Math.max(1, big.indexedBlocks);
  * `syncPerChange` (a row put or drop with the bucket's framing). A full bucket is encoded whole
  * when a change can show in its kept rows (the gate, filter/core/chunk-table.ts visible); the fit
  * runs here have (almost) none, so that regime keeps the constants fitted in the round before
- * segment rows, on fleets whose buckets were all full (docs/scaling.md): each kept row replaced
+ * segment rows, on fleets whose buckets were all full (docs/scaling.md): each shown row replaced
  * FULL_C times per cache lifetime T, an encode costing FULL_P0 + FULL_P1 per chunk entry, FULL_OPS
- * patch ops. The share of full buckets is the Poisson tail P(rows ≥ WAYS) at the mean rows per
- * bucket (one row per chunk entry: unique prompts, one holder each).
+ * patch ops. A bucket past FULL_ENTRY chunks shows FULL_WAYS rows, one between WAYS and FULL_ENTRY
+ * WAYS (the Poisson tails at the mean chunks per bucket: unique prompts, one holder, one row each).
  */
 const FULL_C = 1.94;
 const FULL_P0 = 0.5e-6;
@@ -429,16 +444,22 @@ function poissonTail(mean: number, k: number): number {
   return Math.max(0, 1 - below);
 }
 function predict(ranks: number, storedPerRank: number, entries: number) {
-  const full = poissonTail(entries, WAYS);
+  const full = poissonTail(entries, WAYS + 1);
+  const fullMode = poissonTail(entries, FULL_ENTRY + 1);
   const changesPerS = 2 * ranks * storedPerRank * chunksPerBlock;
+  const shownRows = (full - fullMode) * WAYS + fullMode * FULL_WAYS;
   const fullEncodesPerS = Math.min(
     (BUCKETS * full * 1000) / STEP_MS,
-    (FULL_C * WAYS * BUCKETS * full) / lifetime(storedPerRank),
+    (FULL_C * shownRows * BUCKETS) / lifetime(storedPerRank),
   );
   const keysPerPoll = distinct((fullEncodesPerS * POLL_MS) / 1000);
   const fullPatch = Math.min(FULL_OPS * (1 + BUCKET_ROW_BYTES), fullBucketBytes());
+  // Rows a bucket shows on average: all its chunks' up to WAYS, FULL_WAYS in full mode.
+  const shown = (1 - fullMode) * Math.min(entries, WAYS) + fullMode * FULL_WAYS;
   return {
     full,
+    fullMode,
+    shown,
     syncPerS:
       (1 - full) * changesPerS * syncPerChange + (keysPerPoll * (ENTRY_FRAMING + fullPatch) * 1000) / POLL_MS,
     ingestCpu: 2 * ranks * storedPerRank * ingestPerEvent,
@@ -471,13 +492,13 @@ for (const rate of RATES)
     const entries = (indexed * chunksPerBlock) / BUCKETS;
     const f = predict(ranks, rate.storedPerRank, entries);
     fleetRows.push(
-      `| ${rate.name} | ${engines} × 8 | ${fmt(ev)} | ${fmt(f.ingestCpu, 1)} | ${fmt(f.publishCpu, 1)} | ${fmt((indexed * bytesPerBlock) / 2 ** 30, 1)} GiB | ${fmt(entries, 1)} (${pct(f.full)} full; ${fmt(Math.min(100, (WAYS / entries) * 100))} % shown) | ${mib(f.syncPerS)}/s (whole images ≤ ${mib(f.pollBound)}/s) | ${mib(BUCKETS * Math.min(fullBucketBytes(), BUCKET_HEADER_BYTES + 12 + entries * BUCKET_ROW_BYTES))} |`,
+      `| ${rate.name} | ${engines} × 8 | ${fmt(ev)} | ${fmt(f.ingestCpu, 1)} | ${fmt(f.publishCpu, 1)} | ${fmt((indexed * bytesPerBlock) / 2 ** 30, 1)} GiB | ${fmt(entries, 1)} (${pct(f.full)} over ${WAYS}, ${pct(f.fullMode)} showing ${FULL_WAYS}; ${fmt(Math.min(100, (f.shown / entries) * 100))} % shown) | ${mib(f.syncPerS)}/s (whole images ≤ ${mib(f.pollBound)}/s) | ${mib(BUCKETS * (BUCKET_HEADER_BYTES + 12 + f.shown * BUCKET_ROW_BYTES))} |`,
     );
   }
 
 const lines: string[] = [];
 lines.push(
-  `Each rank: ${fmt(MEASURED_RATE)} stored blocks/s (${MEASURED_RATE === BLOCKS_PER_RANK_S ? `8B on one H100 prefilling flat out: ${PREFILL_US_PER_TOKEN} µs per token` : "the llm-d benchmark's rate; the caches filled flat out first"}, ${BLOCK_TOKENS}-token blocks), KV cache ${fmt(KV_BLOCKS_PER_RANK)} blocks, then as many removed; unique prompts; ${SECONDS} virtual seconds measured once the caches are full; cache ${BUCKETS} × ${WAYS}; gateway polls every ${POLL_MS} ms.`,
+  `Each rank: ${fmt(MEASURED_RATE)} stored blocks/s (${MEASURED_RATE === BLOCKS_PER_RANK_S ? `8B on one H100 prefilling flat out: ${PREFILL_US_PER_TOKEN} µs per token` : "the llm-d benchmark's rate; the caches filled flat out first"}, ${BLOCK_TOKENS}-token blocks), KV cache ${fmt(KV_BLOCKS_PER_RANK)} blocks, then as many removed; unique prompts; ${SECONDS} virtual seconds measured once the caches are full; cache ${BUCKETS} × ${WAYS} rows (${FULL_WAYS} past ${FULL_ENTRY} chunks); gateway polls every ${POLL_MS} ms.`,
 );
 lines.push("");
 lines.push(
@@ -508,7 +529,7 @@ lines.push(
 );
 lines.push("");
 lines.push(
-  "| event rate | engines × ranks | block events/s | ingest CPU-s/s | publication CPU-s/s | index memory | chunk entries per bucket (share the cache shows) | sync per gateway | gateway shared data |",
+  "| event rate | engines × ranks | block events/s | ingest CPU-s/s | publication CPU-s/s | index memory | chunk rows per bucket (buckets over `ways`, in full mode; share the cache shows) | sync per gateway | gateway shared data |",
 );
 lines.push("|---|---|---:|---:|---:|---:|---:|---:|---:|");
 lines.push(...fleetRows);
