@@ -216,9 +216,9 @@ export function loraResetIo(): void {
   affinity = new LoraAffinity();
 }
 
-/** Records a route of (pool, adapter) to slot as the filter does after deciding. */
-export function loraRoutedIo(pool: i32, adapter: i32, slot: i32, nowMs: u64, ttlMs: u32): void {
-  affinity.routed(pool, adapter, slot, nowMs, ttlMs);
+/** A request of `adapter` (an id in its pool's table) routed to slot and not ended, as the filter counts it after deciding. */
+export function loraStartedIo(adapter: i32, slot: i32): void {
+  affinity.started(adapter, slot);
 }
 
 /** Slot s's place in the home order of (pool, adapter) (lora-affinity.ts), in [0, 1); -1 when s is

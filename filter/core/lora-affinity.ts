@@ -129,11 +129,6 @@ export class LoraAffinity {
     return true;
   }
 
-  /** The image probes' name for started() (filter/core/image-probes.ts: a route as the filter records it). */
-  routed(_pool: i32, adapter: i32, slot: i32, _nowMs: u64, _ttlMs: u32): void {
-    this.started(adapter, slot);
-  }
-
   /** A request started() with (adapter, slot) ended. */
   ended(adapter: i32, slot: i32): void {
     const n = this.ownCount;

@@ -18,7 +18,7 @@ interface RouteExports {
   loadAdapterIo(s: number, i: number): number;
   adapterFindIo(len: number): number;
   loraResetIo(): void;
-  loraRoutedIo(pool: number, adapter: number, slot: number, nowMs: bigint, ttlMs: number): void;
+  loraStartedIo(adapter: number, slot: number): void;
   loraCostIo(pool: number, adapter: number, slot: number, nowMs: bigint): number;
   loraHomeIo(pool: number, adapter: number, slot: number): number;
   walkIo(count: number, buckets: number, words: number, slotCount: number, totalLen: number): number;

@@ -188,19 +188,19 @@ describe("the adapter cost", () => {
       null,
       null,
     ]);
-    // loraRoutedIo: a request the filter routed and has not ended (the probe cannot end it).
-    route.loraRoutedIo(1, SQL, 1, 1000n, 500);
+    // loraStartedIo: a request the filter routed and has not ended (the probe cannot end it).
+    route.loraStartedIo(SQL, 1);
     expect(cost(SQL, 1, 1200n)).toBe(0);
     expect(cost(SQL, 1, 60_000n)).toBe(0); // no TTL: in flight until its end
     expect(cost(LEGAL, 1)).toBe(load(LEGAL, 1, 1));
     // Slot 2 runs chat; a request of sql in flight there fills its second adapter place.
-    route.loraRoutedIo(1, SQL, 2, 1000n, 500);
-    route.loraRoutedIo(1, SQL, 2, 1001n, 500);
+    route.loraStartedIo(SQL, 2);
+    route.loraStartedIo(SQL, 2);
     expect(cost(LEGAL, 2)).toBe(full(LEGAL, 2));
     expect(cost(CHAT, 2)).toBe(0);
     // A request of the adapter the list names already is not a second adapter.
     route.loraResetIo();
-    route.loraRoutedIo(1, CHAT, 2, 1000n, 500);
+    route.loraStartedIo(CHAT, 2);
     expect(cost(LEGAL, 2)).toBe(load(LEGAL, 2, 1));
     // In flight where the others fill every place: its requests wait there, a load like elsewhere.
     route.loraResetIo();
@@ -211,7 +211,7 @@ describe("the adapter cost", () => {
       null,
       null,
     ]);
-    route.loraRoutedIo(1, SQL, 1, 1000n, 500);
+    route.loraStartedIo(SQL, 1);
     expect(cost(SQL, 1)).toBe(LOAD);
     expect(cost(SQL, 2)).toBe(load(SQL, 2, 0, 1));
   });
