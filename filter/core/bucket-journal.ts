@@ -15,7 +15,7 @@
 // would not be smaller than the image, gets the image: only bytes are at stake, never
 // correctness, so the ring's size is a trade of memory for sync volume.
 import { appendChunkRows, encodeBucketImage, gateKept, ROW_BYTES } from "./bucket-encode";
-import { appendDrop, appendPut, applyBucketPatch, diffBucket, PATCH_HEADER } from "./bucket-patch";
+import { appendDrop, appendPut, applyBucketPatch, diffBucket, findRow, PATCH_HEADER } from "./bucket-patch";
 import { ByteBuf } from "./byte-buf";
 import { ChunkTable } from "./chunk-table";
 
@@ -44,15 +44,6 @@ const joinAt = new StaticArray<u64>(MAX_JOIN);
 /** Index of the row with (tier, segment) `key` among `m` rows at p (no header), or -1. */
 function rowWith(p: usize, m: i32, key: u16): i32 {
   for (let j = 0; j < m; j++) if (load<u16>(p + <usize>(j * ROW_BYTES), 10) === key) return j;
-  return -1;
-}
-
-/** Index of the row (hash, key) among the image's n rows, or -1. */
-function heldRowOf(image: usize, n: i32, hash: u64, key: u16): i32 {
-  for (let i = 0; i < n; i++) {
-    const row = image + <usize>(IMAGE_HEADER + i * ROW_BYTES);
-    if (load<u64>(row) === hash && load<u16>(row, 10) === key) return i;
-  }
   return -1;
 }
 
@@ -231,7 +222,7 @@ export class BucketJournal {
       }
       for (let j = 0; j < m; j++) {
         const row = fresh + <usize>(j * ROW_BYTES);
-        const i = heldRowOf(held, n, h, load<u16>(row, 10));
+        const i = findRow(held, n, h, load<u16>(row, 10));
         if (
           i >= 0 &&
           memory.compare(row, held + <usize>(IMAGE_HEADER + i * ROW_BYTES), <usize>ROW_BYTES) === 0

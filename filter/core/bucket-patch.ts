@@ -36,7 +36,7 @@ function rowsOf(ptr: usize, len: i32): i32 {
 }
 
 /** Index of the row with (hash, tier, segment) — the u16 at 10 — among the image's n rows, or -1. */
-function findRow(ptr: usize, n: i32, hash: u64, key: u16): i32 {
+export function findRow(ptr: usize, n: i32, hash: u64, key: u16): i32 {
   for (let i = 0; i < n; i++) {
     const row = ptr + <usize>(IMAGE_HEADER + i * ROW);
     if (load<u64>(row) === hash && load<u16>(row, 10) === key) return i;
