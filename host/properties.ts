@@ -95,10 +95,11 @@ function top(core: HostCore, stream: HttpStream | null, name: string): Value | u
   }
   if (!stream) return undefined;
   const info = stream.info;
-  const req = stream.requestHeadersForProperties();
-  const resp = stream.responseHeadersForProperties();
   switch (name) {
     case "request": {
+      // The header maps are copied only for the paths that read them, as Envoy looks up only
+      // the attribute a path names: metadata or upstream lookups cost no header copy.
+      const req = stream.requestHeadersForProperties();
       const m = new Map<string, Value>();
       const h = (k: string) => req?.find((e) => e[0] === k)?.[1];
       const path = h(":path");
@@ -129,6 +130,7 @@ function top(core: HostCore, stream: HttpStream | null, name: string): Value | u
       return m;
     }
     case "response": {
+      const resp = stream.responseHeadersForProperties();
       const m = new Map<string, Value>();
       if (info.responseCode !== undefined) m.set("code", BigInt(info.responseCode));
       if (info.responseCodeDetails !== undefined) m.set("code_details", info.responseCodeDetails);
