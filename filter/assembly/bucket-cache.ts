@@ -3,7 +3,7 @@
 // so a request whose walk touches buckets this VM already holds reads none. Direct-mapped by
 // bucket index, so the memory is bounded (CAPACITY images) and a lookup is one compare.
 import { BucketSource } from "../core/prefix-walk";
-import { OK, SharedBytes } from "./host";
+import { freeHostCopy, OK, SharedBytes } from "./host";
 
 const CAPACITY: i32 = 8192;
 const NONE: i32 = -1;
@@ -81,7 +81,7 @@ export class CachedBuckets extends BucketSource {
   private drop(at: i32): void {
     const p = this.ptrs[at];
     if (p === 0) return;
-    heap.free(p);
+    freeHostCopy(p);
     this.ptrs[at] = 0;
     this.lens[at] = 0;
   }

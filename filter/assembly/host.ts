@@ -30,9 +30,32 @@ const scratch64 = memory.data(8);
 // (HostBytes), a cold one copies them into a managed ArrayBuffer (takeOut).
 const hostOut = memory.data(8);
 
+// Large copies (request bodies, long answer chunks) take one reusable block instead of the heap:
+// a body block freed back to the heap was split by the small allocations that followed it, so
+// the next body did not fit and memory grew by up to a body per request before the heap settled
+// (8.6 bodies of 64 MiB in a burst). The block only grows, to the largest copy seen (at most
+// maxBodyBytes, which the VM must hold anyway), and a copy made while it is out takes the heap.
+const LARGE_COPY: usize = 16384;
+let spare: usize = 0;
+let spareSize: usize = 0;
+let spareOut = false;
+
 /** The module's allocator for the host's copies (exported as `malloc`, see index.ts). */
 export function hostMalloc(size: usize): usize {
-  return heap.alloc(size > 0 ? size : 1);
+  if (size < LARGE_COPY || spareOut) return heap.alloc(size > 0 ? size : 1);
+  if (spareSize < size) {
+    if (spare !== 0) heap.free(spare);
+    spare = heap.alloc(size);
+    spareSize = size;
+  }
+  spareOut = true;
+  return spare;
+}
+
+/** Frees a block hostMalloc returned. */
+export function freeHostCopy(p: usize): void {
+  if (p === spare) spareOut = false;
+  else heap.free(p);
 }
 
 function outPtr(): usize {
@@ -50,7 +73,7 @@ function takeOut(): ArrayBuffer {
   const b = new ArrayBuffer(p === 0 ? 0 : n);
   if (p !== 0) {
     memory.copy(changetype<usize>(b), p, <usize>n);
-    heap.free(p);
+    freeHostCopy(p);
   }
   return b;
 }
@@ -71,7 +94,7 @@ export class HostBytes {
   }
 
   release(): void {
-    if (this.ptr !== 0) heap.free(this.ptr);
+    if (this.ptr !== 0) freeHostCopy(this.ptr);
     this.ptr = 0;
     this.len = 0;
   }
@@ -122,7 +145,7 @@ function readHeader(map: u32, name: string): bool {
 export function hasHeader(map: u32, name: string): bool {
   if (!readHeader(map, name)) return false;
   const p = outPtr();
-  if (p !== 0) heap.free(p);
+  if (p !== 0) freeHostCopy(p);
   return true;
 }
 
