@@ -25,7 +25,8 @@ export class CachedBuckets extends BucketSource {
 
   fetch(i: u32): bool {
     const at = <i32>(i & <u32>(CAPACITY - 1));
-    if (this.index[at] !== <i32>i) {
+    // `at` is masked to the arrays' CAPACITY: unchecked reads are in bounds.
+    if (unchecked(this.index[at]) !== <i32>i) {
       const r = this.read;
       r.readKey(changetype<usize>(this.key), this.keyOf(i));
       this.drop(at);
@@ -40,10 +41,10 @@ export class CachedBuckets extends BucketSource {
         r.release();
       }
     }
-    const p = this.ptrs[at];
+    const p = unchecked(this.ptrs[at]);
     if (p === 0) return false;
     this.ptr = p;
-    this.len = this.lens[at];
+    this.len = unchecked(this.lens[at]);
     return true;
   }
 

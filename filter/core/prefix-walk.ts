@@ -124,7 +124,7 @@ export class PrefixWalk {
     this.hashes = hashes;
     this.buckets = buckets;
     this.source = source;
-    for (let i = 0; i < MEMO; i++) this.memoK[i] = 0;
+    memory.fill(changetype<usize>(this.memoK), 0, <usize>MEMO * 4);
     this.seen = 0;
 
     this.walk(TIERS - 1, this.depth, count, candidates);

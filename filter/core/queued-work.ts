@@ -137,7 +137,7 @@ export class LocalQueue {
 
   /** The slot's load now reads `sig`: on a change, the older window's requests are shown. */
   observe(slot: i32, sig: u64): void {
-    if (slot < 0 || slot >= this.pending.length || this.signature[slot] === sig) return;
+    if (slot < 0 || slot >= this.pending.length || unchecked(this.signature[slot]) === sig) return;
     this.signature[slot] = sig;
     this.window[slot]++;
     this.pendingBefore[slot] = this.pendingNow[slot];
@@ -155,7 +155,7 @@ export class LocalQueue {
     this.pending[slot]++;
     this.tokens[slot] += tokens;
     this.pendingNow[slot]++;
-    return this.window[slot];
+    return unchecked(this.window[slot]);
   }
 
   /**
@@ -183,7 +183,7 @@ export class LocalQueue {
   }
 
   private unanswer(slot: i32, window: u32, tokens: f64): bool {
-    if (slot < 0 || slot >= this.pending.length || this.pending[slot] === 0) return false;
+    if (slot < 0 || slot >= this.pending.length || unchecked(this.pending[slot]) === 0) return false;
     this.pending[slot]--;
     const left = this.tokens[slot] - tokens;
     this.tokens[slot] = this.pending[slot] === 0 || left < 0 ? 0 : left;
@@ -195,22 +195,22 @@ export class LocalQueue {
 
   /** Unanswered requests at `slot`. */
   countAt(slot: i32): f64 {
-    return slot >= 0 && slot < this.pending.length ? <f64>this.pending[slot] : 0;
+    return slot >= 0 && slot < this.pending.length ? <f64>unchecked(this.pending[slot]) : 0;
   }
 
   /** Their uncached prompt tokens. */
   tokensAt(slot: i32): f64 {
-    return slot >= 0 && slot < this.pending.length ? this.tokens[slot] : 0;
+    return slot >= 0 && slot < this.pending.length ? unchecked(this.tokens[slot]) : 0;
   }
 
   /** Unanswered requests at `slot` the engine's metrics may not show yet. */
   unseenPendingAt(slot: i32): u32 {
-    return slot >= 0 && slot < this.pending.length ? this.pendingNow[slot] + this.pendingBefore[slot] : 0;
+    return slot >= 0 && slot < this.pending.length ? unchecked(this.pendingNow[slot]) + unchecked(this.pendingBefore[slot]) : 0;
   }
 
   /** Decoding requests at `slot` the engine's metrics may not show yet. */
   unseenDecodingAt(slot: i32): u32 {
-    return slot >= 0 && slot < this.pending.length ? this.decodingNow[slot] + this.decodingBefore[slot] : 0;
+    return slot >= 0 && slot < this.pending.length ? unchecked(this.decodingNow[slot]) + unchecked(this.decodingBefore[slot]) : 0;
   }
 
   /** Unanswered requests at `slot` the last scrapes show (waiting or prefilling). */
@@ -251,7 +251,7 @@ export class LocalQueue {
   }
 
   gatewayReportedAt(slot: i32): f64 {
-    return slot >= 0 && slot < this.gatewayReported.length ? <f64>this.gatewayReported[slot] : 0;
+    return slot >= 0 && slot < this.gatewayReported.length ? <f64>unchecked(this.gatewayReported[slot]) : 0;
   }
 
   private has(slot: i32): bool {
@@ -260,12 +260,12 @@ export class LocalQueue {
 
   /** The gateway's unanswered requests at `slot` (this VM's and the others'). */
   gatewayCountAt(slot: i32): f64 {
-    return this.has(slot) ? <f64>this.pending[slot] + <f64>this.siblingsPending[slot] : 0;
+    return this.has(slot) ? <f64>unchecked(this.pending[slot]) + <f64>unchecked(this.siblingsPending[slot]) : 0;
   }
 
   /** Their uncached prompt tokens. */
   gatewayTokensAt(slot: i32): f64 {
-    return this.has(slot) ? this.tokens[slot] + this.siblingsTokens[slot] : 0;
+    return this.has(slot) ? unchecked(this.tokens[slot]) + unchecked(this.siblingsTokens[slot]) : 0;
   }
 
   /** The gateway (this VM and the others, as last read) has no unanswered request anywhere. */
@@ -285,12 +285,12 @@ export class LocalQueue {
 
   /** The gateway's unanswered requests at `slot` the engine's metrics may not show yet (this VM's and the others'). */
   gatewayUnseenAt(slot: i32): u32 {
-    return this.has(slot) ? this.unseenPendingAt(slot) + this.siblingsUnseen[slot] : 0;
+    return this.has(slot) ? this.unseenPendingAt(slot) + unchecked(this.siblingsUnseen[slot]) : 0;
   }
 
   /** The gateway's decoding requests at `slot` that the last scrape may not count as running. */
   unseenRunningAt(slot: i32): f64 {
-    return this.has(slot) ? <f64>this.unseenDecodingAt(slot) + <f64>this.siblingsDecoding[slot] : 0;
+    return this.has(slot) ? <f64>this.unseenDecodingAt(slot) + <f64>unchecked(this.siblingsDecoding[slot]) : 0;
   }
 }
 
