@@ -205,6 +205,32 @@ export function setHeader(map: u32, name: string, value: string): u32 {
   );
 }
 
+/** Sets a header to the `len` bytes at `ptr` (no string made); the status, never a trap. */
+export function setHeaderBytes(map: u32, name: string, ptr: usize, len: i32): u32 {
+  const k = nameBytes(name);
+  return imports.proxy_replace_header_map_value(
+    <imports.HeaderMapType>map,
+    changetype<usize>(k),
+    k.byteLength,
+    ptr,
+    len,
+  );
+}
+
+const digits = memory.data(24);
+
+/** Sets a header to `value` in decimal, written in place (no string made). */
+export function setHeaderNumber(map: u32, name: string, value: u64): u32 {
+  let n: i32 = 1;
+  for (let rest = value / 10; rest > 0; rest /= 10) n++;
+  let v = value;
+  for (let i = n - 1; i >= 0; i--) {
+    store<u8>(digits + <usize>i, <u8>(0x30 + <u32>(v % 10)));
+    v /= 10;
+  }
+  return setHeaderBytes(map, name, digits, n);
+}
+
 export function removeHeader(map: u32, name: string): u32 {
   const k = nameBytes(name);
   return imports.proxy_remove_header_map_value(
@@ -413,8 +439,12 @@ export function setTickMs(ms: u32): void {
 
 /** A property (NUL-separated path) as bytes, or null. */
 export function getProperty(path: string): ArrayBuffer | null {
-  const p = String.UTF8.encode(path);
-  const r = imports.proxy_get_property(changetype<usize>(p), p.byteLength, hostOut, hostOut + 4);
+  return getPropertyAt(String.UTF8.encode(path));
+}
+
+/** getProperty for a path already in bytes (a hot path's, encoded once). */
+export function getPropertyAt(path: ArrayBuffer): ArrayBuffer | null {
+  const r = imports.proxy_get_property(changetype<usize>(path), path.byteLength, hostOut, hostOut + 4);
   if (r !== OK) return null;
   return takeOut();
 }

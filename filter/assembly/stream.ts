@@ -64,6 +64,8 @@ import {
   removeHeader,
   sendJson,
   setHeader,
+  setHeaderBytes,
+  setHeaderNumber,
 } from "./host";
 import { stats } from "./metrics";
 import { sessionOutcome } from "./session";
@@ -105,6 +107,7 @@ const MAX_SPECULATIVE_CHUNKS: i32 = 256;
 const UPSTREAM_ADDRESS = "upstream\0address";
 
 const fallbackSlots = new StaticArray<i32>(<i32>MAX_DESTINATION_FALLBACKS);
+const DESTINATION = "x-gateway-destination-endpoint";
 /** Bitmap of the slots a subset hint allows (words × u64), reused per request. */
 const allowedBitmap = new ByteBuf(64);
 /** Idle response scanners (unmanaged, usage-scan.ts), reused by the next answers. */
@@ -720,7 +723,7 @@ export class KvrouteStream {
   private writeHeaders(engine: u8, dpMode: u8, flags: u8): void {
     const slots = cache.slots!;
     const s = this.slot;
-    setHeader(REQUEST_HEADERS, "x-gateway-destination-endpoint", this.destination(engine));
+    this.writeDestination(engine);
     const rank = slots.headerRank[s];
     if (engine === ENGINE_DYNAMO) {
       const legacy = (flags & POOL_DYNAMO_LEGACY) !== 0;
@@ -747,7 +750,7 @@ export class KvrouteStream {
     // vLLM (internal: global rank; hybrid: local index; external: none — the port is the rank)
     // and SGLang read the same header.
     if (rank >= 0 && !(engine !== ENGINE_SGLANG && dpMode === DP_EXTERNAL)) {
-      setHeader(REQUEST_HEADERS, "x-data-parallel-rank", rank.toString());
+      setHeaderNumber(REQUEST_HEADERS, "x-data-parallel-rank", <u64>rank);
     }
   }
 
@@ -755,15 +758,26 @@ export class KvrouteStream {
    * The chosen slot's ip:port, followed — when the plugin configuration asks for fallbacks — by
    * the next best endpoints of the pool that take the same rank headers (GAIE's ordered list,
    * walked by a gateway's retries). Dynamo's headers name the worker, so its list is one entry.
+   * Written from the slots image's address bytes: no string is made per request.
    */
-  private destination(engine: u8): string {
+  private writeDestination(engine: u8): void {
     const slots = cache.slots!;
-    let dest = slots.address[this.slot];
+    const first = slots.addressBytes[this.slot];
     const max = fallbackLimit(engine, vm.config.destinationFallbacks);
-    if (max === 0) return dest;
-    const n = vm.decider.fallbacks(slots, max, fallbackSlots);
-    for (let i = 0; i < n; i++) dest += `,${slots.address[fallbackSlots[i]]}`;
-    return dest;
+    const n = max === 0 ? 0 : vm.decider.fallbacks(slots, max, fallbackSlots);
+    if (n === 0) {
+      setHeaderBytes(REQUEST_HEADERS, DESTINATION, changetype<usize>(first), first.byteLength);
+      return;
+    }
+    const out = vm.message;
+    out.len = 0;
+    out.append(changetype<usize>(first), first.byteLength);
+    for (let i = 0; i < n; i++) {
+      const next = slots.addressBytes[fallbackSlots[i]];
+      out.appendByte(0x2c);
+      out.append(changetype<usize>(next), next.byteLength);
+    }
+    setHeaderBytes(REQUEST_HEADERS, DESTINATION, out.ptr, out.len);
   }
 
   /**

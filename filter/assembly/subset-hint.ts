@@ -6,13 +6,16 @@
 // (source/extensions/common/wasm/context.cc serializeValue, kList); a string value comes as its
 // bytes, which we read as a comma-separated list. The endpoint picker passes the ext_proc
 // request's metadata the same way.
-import { getProperty } from "./host";
+import { getPropertyAt } from "./host";
 
-const SUBSET_PATH = "metadata\0filter_metadata\0envoy.lb.subset_hint\0x-gateway-destination-endpoint-subset";
+// Read on every decision: encoded once.
+const SUBSET_PATH = String.UTF8.encode(
+  "metadata\0filter_metadata\0envoy.lb.subset_hint\0x-gateway-destination-endpoint-subset",
+);
 
 /** The allowed endpoints (ip:port), or null when the request carries no hint. */
 export function readSubsetHint(): string[] | null {
-  const v = getProperty(SUBSET_PATH);
+  const v = getPropertyAt(SUBSET_PATH);
   if (v === null) return null;
   const list = pairKeys(v);
   if (list !== null) return list;

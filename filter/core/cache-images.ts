@@ -241,6 +241,8 @@ export class SlotsImage {
   headerRank: StaticArray<i32> = new StaticArray<i32>(0);
   workerId: StaticArray<u64> = new StaticArray<u64>(0);
   address: string[] = [];
+  /** Each address's UTF-8 bytes, as the destination header carries them (decoded once per image). */
+  addressBytes: ArrayBuffer[] = [];
 
   @inline present(slot: i32): bool {
     return (this.flags[slot] & 1) !== 0;
@@ -272,7 +274,9 @@ export function decodeSlots(ptr: usize, len: i32, poolCount: i32): SlotsImage | 
     s.globalRank[i] = r.u32();
     s.headerRank[i] = r.i32();
     s.workerId[i] = r.u64();
-    s.address.push(r.str16());
+    const address = r.str16();
+    s.address.push(address);
+    s.addressBytes.push(String.UTF8.encode(address));
   }
   if (!finish(r)) return null;
   imageError = 0;

@@ -205,12 +205,16 @@ export class LocalQueue {
 
   /** Unanswered requests at `slot` the engine's metrics may not show yet. */
   unseenPendingAt(slot: i32): u32 {
-    return slot >= 0 && slot < this.pending.length ? unchecked(this.pendingNow[slot]) + unchecked(this.pendingBefore[slot]) : 0;
+    return slot >= 0 && slot < this.pending.length
+      ? unchecked(this.pendingNow[slot]) + unchecked(this.pendingBefore[slot])
+      : 0;
   }
 
   /** Decoding requests at `slot` the engine's metrics may not show yet. */
   unseenDecodingAt(slot: i32): u32 {
-    return slot >= 0 && slot < this.pending.length ? unchecked(this.decodingNow[slot]) + unchecked(this.decodingBefore[slot]) : 0;
+    return slot >= 0 && slot < this.pending.length
+      ? unchecked(this.decodingNow[slot]) + unchecked(this.decodingBefore[slot])
+      : 0;
   }
 
   /** Unanswered requests at `slot` the last scrapes show (waiting or prefilling). */
@@ -260,7 +264,9 @@ export class LocalQueue {
 
   /** The gateway's unanswered requests at `slot` (this VM's and the others'). */
   gatewayCountAt(slot: i32): f64 {
-    return this.has(slot) ? <f64>unchecked(this.pending[slot]) + <f64>unchecked(this.siblingsPending[slot]) : 0;
+    return this.has(slot)
+      ? <f64>unchecked(this.pending[slot]) + <f64>unchecked(this.siblingsPending[slot])
+      : 0;
   }
 
   /** Their uncached prompt tokens. */
@@ -290,7 +296,9 @@ export class LocalQueue {
 
   /** The gateway's decoding requests at `slot` that the last scrape may not count as running. */
   unseenRunningAt(slot: i32): f64 {
-    return this.has(slot) ? <f64>this.unseenDecodingAt(slot) + <f64>unchecked(this.siblingsDecoding[slot]) : 0;
+    return this.has(slot)
+      ? <f64>this.unseenDecodingAt(slot) + <f64>unchecked(this.siblingsDecoding[slot])
+      : 0;
   }
 }
 
