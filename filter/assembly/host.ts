@@ -30,23 +30,28 @@ const scratch64 = memory.data(8);
 // (HostBytes), a cold one copies them into a managed ArrayBuffer (takeOut).
 const hostOut = memory.data(8);
 
-// Large copies (request bodies, long answer chunks) take one reusable block instead of the heap:
-// a body block freed back to the heap was split by the small allocations that followed it, so
-// the next body did not fit and memory grew by up to a body per request before the heap settled
-// (8.6 bodies of 64 MiB in a burst). The block only grows, to the largest copy seen (at most
-// maxBodyBytes, which the VM must hold anyway), and a copy made while it is out takes the heap.
+// Bodies and answer chunks (readBuffer), and any copy of 16 KiB or more, take one reusable block
+// instead of the heap. A body block freed back to the heap was split by the small allocations
+// that followed it, so the next body did not fit and memory grew by up to a body per request
+// before the heap settled (8.6 bodies of 64 MiB in a burst); and an answer read chunk by chunk
+// paid a heap allocation and a free per chunk. The block only grows, to the largest copy seen
+// (at most maxBodyBytes, which the VM must hold anyway); a copy made while it is out (a kept
+// bucket image, say) takes the heap.
 const LARGE_COPY: usize = 16384;
 let spare: usize = 0;
 let spareSize: usize = 0;
 let spareOut = false;
+/** Set by readBuffer around its host call: the copy it asks for is read and released at once. */
+let transient = false;
 
 /** The module's allocator for the host's copies (exported as `malloc`, see index.ts). */
 export function hostMalloc(size: usize): usize {
-  if (size < LARGE_COPY || spareOut) return heap.alloc(size > 0 ? size : 1);
+  if (spareOut || (size < LARGE_COPY && !transient)) return heap.alloc(size > 0 ? size : 1);
   if (spareSize < size) {
     if (spare !== 0) heap.free(spare);
-    spare = heap.alloc(size);
-    spareSize = size;
+    const want = size > 256 ? size : 256;
+    spare = heap.alloc(want);
+    spareSize = want;
   }
   spareOut = true;
   return spare;
@@ -258,8 +263,10 @@ export function bufferSize(kind: u32): u32 {
 /** Bytes [start, start+length) of a buffer into `out`, read in place; false when unavailable. */
 export function readBuffer(kind: u32, start: u32, length: u32, out: HostBytes): bool {
   out.release();
-  if (imports.proxy_get_buffer_bytes(<imports.BufferType>kind, start, length, hostOut, hostOut + 4) !== OK)
-    return false;
+  transient = true;
+  const r = imports.proxy_get_buffer_bytes(<imports.BufferType>kind, start, length, hostOut, hostOut + 4);
+  transient = false;
+  if (r !== OK) return false;
   out.take();
   return true;
 }
