@@ -16,6 +16,7 @@ import {
   ROUTE_RING,
   ROUTE_SESSION,
   sectionCount,
+  sectionEntries,
   sectionEntry,
   sectionStamp,
   sectionThread,
@@ -46,6 +47,10 @@ export class GatewayBoard {
   private primed: bool = false;
   /** What this VM publishes next: its records and, on the leader, the reported share. */
   edit: BoardEdit = new BoardEdit();
+  /** This VM's section entries as its last landed write put them, and under which thread (-2: none yet). */
+  private published: ByteBuf = new ByteBuf(256);
+  private publishedThread: i32 = -2;
+  private entries: ByteBuf = new ByteBuf(256);
 
   constructor(
     private buckets: CachedBuckets,
@@ -102,7 +107,29 @@ export class GatewayBoard {
     this.seenRoute = load<u64>(this.out.ptr, 16);
     e.clearRecords();
     e.reported = null;
+    // What the other VMs now read of this VM: its section's entries, as the write just laid them out.
+    this.publishedThread = thread;
+    const mine = this.published;
+    mine.len = 0;
+    if (e.entriesAt >= 0) mine.append(this.out.ptr + <usize>e.entriesAt, e.entriesEnd - e.entriesAt);
     return true;
+  }
+
+  /**
+   * Whether a write now would show the other VMs anything new: records to append, a reported share,
+   * or a section that differs from the one this VM's last landed write left (a request's end that
+   * the engine's metrics already show changes none of its counts). The stamp is not compared: every
+   * tick refreshes it.
+   */
+  wouldChange(thread: i32, queue: LocalQueue): bool {
+    const e = this.edit;
+    if (e.routes.len !== 0 || e.changes.len !== 0 || e.changeFlood || e.reported !== null) return true;
+    if (thread !== this.publishedThread) return true;
+    if (thread < 0) return false;
+    const now = this.entries;
+    sectionEntries(queue, now);
+    const before = this.published;
+    return now.len !== before.len || memory.compare(now.ptr, before.ptr, <usize>now.len) !== 0;
   }
 
   private forgetAll(): void {

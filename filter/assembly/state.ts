@@ -110,6 +110,15 @@ export class VmState {
     return this.writeBoard(now);
   }
 
+  /**
+   * A request ended: published at once when the other VMs would see a difference, else nothing to
+   * do — an answered request the engine's metrics show already left every count on the board, so
+   * neither a read nor a write (docs/wire-format.md §4.5).
+   */
+  publishEnd(now: u64): void {
+    if (this.board.wouldChange(this.slot.holds(now) ? this.thread : -1, this.queue)) this.publishNow(now);
+  }
+
   /** kvr.load as this VM has it now: requests the engines' metrics show are no longer unseen. */
   observeLoad(load: LoadImage | null): void {
     if (load === null) return;

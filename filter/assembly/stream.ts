@@ -995,14 +995,14 @@ export class KvrouteStream {
   }
 
   private report(): void {
-    // No longer in flight: the other VMs see it with this VM's next board write — its next
-    // decision's or tick's (within tickMs). The end itself makes no shared-data call, so a
-    // request costs one board write, its decision's (docs/wire-format.md §4.5).
+    // No longer in flight: the other VMs see it with this VM's next board write (this end's, when
+    // it makes one, else the next decision's or tick's).
     if (this.loraAdapter >= 0) {
       vm.lora.ended(this.loraAdapter, this.loraSlot);
       this.loraAdapter = -1;
     }
-    this.leaveQueue();
+    // The other VMs stop counting it at once: the end's one board read and write.
+    if (this.leaveQueue()) vm.publishEnd(nowMs());
     // 0 = the upstream never answered (reset, refused): counts against the slot's health.
     if (this.slot >= 0 && (this.status === 0 || this.status === 502 || this.status === 503))
       stats.inc(stats.upstreamFailures);

@@ -161,6 +161,9 @@ export class BoardEdit {
   reported: ReportedMax | null = null;
   /** This VM's LoRA requests in flight: FLIGHT_ENTRY bytes each (slot u16, adapter u16, requests u32). */
   flights: ByteBuf = new ByteBuf(FLIGHT_ENTRY * 16);
+  /** Set by writeBoard: where in its output the editor's own section's entries begin and end (-1: none). */
+  entriesAt: i32 = -1;
+  entriesEnd: i32 = -1;
 
   clearRecords(): void {
     this.routes.len = 0;
@@ -232,8 +235,12 @@ export function writeBoard(src: BoardView, edit: BoardEdit, out: ByteBuf): void 
     }
     s = next;
   }
+  edit.entriesAt = -1;
+  edit.entriesEnd = -1;
   if (edit.thread >= 0 && q !== null) {
+    edit.entriesAt = at + VM_HEADER;
     at = writeSection(o, at, edit.thread, edit.now, q);
+    edit.entriesEnd = at;
     vms++;
   }
   store<u16>(o, <u16>vms, 34);
@@ -293,6 +300,16 @@ function appendRoutes(o: usize, edit: BoardEdit): void {
     seq++;
   }
   store<u64>(o, seq, 16);
+}
+
+/**
+ * The entries of a VM's section for `q` (VM_ENTRY bytes per slot with requests to publish, as
+ * writeSection lays them out, without the header) into `out`: what other VMs read of this VM.
+ */
+export function sectionEntries(q: LocalQueue, out: ByteBuf): void {
+  out.len = 0;
+  out.reserve(entriesOf(q) * VM_ENTRY);
+  out.len = writeEntries(out.ptr, 0, q);
 }
 
 /** Slots where the queue has requests to publish. */

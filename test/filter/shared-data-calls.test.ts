@@ -1,8 +1,8 @@
 // The request path's shared-data budget (docs/wire-format.md §4.5 "What a request reads and
 // writes"): a decision reads the gateway board and writes it once; the buckets its prefix walk
 // needs are read only when this VM does not hold them yet (or the board says the sync rewrote
-// them); a request's end makes no call: the other VMs stop counting it with this VM's next board
-// write (its next decision's or tick's, within tickMs). So a request costs one board write.
+// them); a request's end reads and writes the board once more, so the other VMs stop counting it —
+// unless nothing of it is still counted there (answered, and the engine's metrics show it).
 // Counted at the host's shared-data store, through the shipped module — not timed.
 import { afterEach, describe, expect, it } from "vitest";
 import { chat, type Routed, ShippedFilter } from "../filter-core/shipped-filter.ts";
@@ -54,7 +54,8 @@ describe("shared-data calls per request", () => {
     expect(first.calls.reads.some((k) => k.startsWith("kvr.b."))).toBe(true);
     expect(first.calls.writes).toEqual(["kvr.gwb"]);
     const end = counted(() => f.finish(first.result));
-    expect(end.calls).toEqual({ reads: [], writes: [] });
+    expect(end.calls.reads).toEqual(["kvr.gwb"]);
+    expect(end.calls.writes).toEqual(["kvr.gwb"]);
     // Another question after the same system prompt: the prompt's buckets are held, only its
     // new tail's may be read.
     const firstBuckets = first.calls.reads.filter((k) => k.startsWith("kvr.b.")).length;
@@ -92,28 +93,32 @@ describe("shared-data calls per request", () => {
     expect(again.calls.reads).toEqual(["kvr.gwb"]);
   });
 
-  it("a request's end makes no call; the VM's next write, a decision's or a tick's, takes it off the board", () => {
+  it("a request's end makes no call once the board counts nothing of it; one that is still counted is published", () => {
     f = new ShippedFilter();
-    const body = chat(SYSTEM, "a short answer");
+    const body = chat(SYSTEM, "a long answer");
     f.hold(body, 1);
     f.publish();
     f.tick();
-    const counts = () => boardSum(f.host, "unanswered") + boardSum(f.host, "decodingUnseen");
-    const early = f.route(body);
+    const r = f.route(body);
+    expect(r.slot).toBeGreaterThanOrEqual(0);
+    f.firstByte(r);
+    // Still unseen: the slot's load has not changed since the request was routed. Its end takes
+    // it off the board's decoding count: a read and a write.
+    const early = f.route(chat(SYSTEM, "a short answer"));
     f.firstByte(early);
-    expect(counts()).toBe(1);
-    // Unseen by the engine's metrics, so counted on the board: the end leaves it there.
-    const end = counted(() => f.finish(early));
-    expect(end.calls).toEqual({ reads: [], writes: [] });
-    expect(counts()).toBe(1);
-    // The next decision's one write carries the end with its own request: one counted, not two.
-    const next = counted(() => f.route(chat(SYSTEM, "next")));
-    expect(next.calls.writes).toEqual(["kvr.gwb"]);
-    expect(counts()).toBe(1);
-    expect(boardSum(f.host, "unanswered")).toBe(1);
-    f.finish(next.result);
-    // With no decision after it, the tick's write does.
     f.tick();
+    const counted1 = counted(() => f.finish(early));
+    expect(counted1.calls).toEqual({ reads: ["kvr.gwb"], writes: ["kvr.gwb"] });
+    // The engine's metrics change twice (the first scrape may predate the request): the long
+    // answer is shown there, so nothing of it is on the board any more, and a tick wrote that.
+    for (const running of [1, 2]) {
+      f.load.scraped(r.slot, { running, waiting: 0, kvUsage: 0.1 }, f.clock.now);
+      f.publishLoad();
+      f.tick();
+    }
+    const end = counted(() => f.finish(r));
+    expect(end.calls).toEqual({ reads: [], writes: [] });
+    // What the other VMs read is what the write would have said: this VM counts nothing.
     expect(boardSum(f.host, "unanswered") + boardSum(f.host, "decodingUnseen")).toBe(0);
   });
 
@@ -191,7 +196,6 @@ describe("a lost race on the board", () => {
     f.tick();
     expect(boardSum(f.host, "unanswered")).toBe(2);
     for (const r of routed) f.finish(r);
-    f.tick();
     expect(boardSum(f.host, "unanswered")).toBe(0);
   });
 });
