@@ -6,8 +6,8 @@
 // 1k/2k/8k/32k/128k-token chats whose system prompt the index holds on some slots. Timed around the
 // host call (so the host's own work, copying the body into the VM and serving the filter's host
 // calls, counts too), next to the filter's own timer (kvroute.decision_us, whole µs) and the
-// floor: copy + XXH64 of the same bytes in the core. Reported as p50/p99 and as a ratio; nothing is
-// asserted.
+// floors: copy + XXH64 of the same bytes in the core, and copy + the wire format's chunk chain
+// (§3: what any implementation must hash). Reported as p50/p99 and as ratios; nothing is asserted.
 //   tsx bench/decision.bench.ts [--quick] [--out=DIR]
 import { mkdirSync, writeFileSync } from "node:fs";
 import { parseConfig } from "../control-plane/src/config/load-config.ts";
@@ -21,9 +21,10 @@ import { loadPoolTokens } from "../control-plane/src/pools/pool-tokens.ts";
 import { encodeCfgImage, encodeLoadImage, encodeSlotsImage } from "../control-plane/src/publish/images.ts";
 import type { HeaderMap } from "../host/header-map.ts";
 import { createHost, headers } from "../host/host.ts";
+import { hostImports } from "../host/imports/index.ts";
 import type { SharedDataStore } from "../host/shared-data.ts";
 import type { FilterChainSink } from "../host/stream.ts";
-import type { WasmThread } from "../host/thread.ts";
+import { registerHostImports, type WasmThread } from "../host/thread.ts";
 import { median, RESULTS_DIR } from "./lib/results.ts";
 import { sample } from "./lib/timing.ts";
 import { renderPng } from "./quality/charts.ts";
@@ -81,11 +82,32 @@ const enc = new TextEncoder();
 const c = core();
 const fmt = (us: number) => (us < 10 ? us.toFixed(2) : us.toFixed(1));
 const rows: string[] = [];
+const callRows: string[] = [];
 const points: Array<{ tokens: number; series: string; us: number }> = [];
 const targets: Record<number, string> = { 2048: "≤ 25 µs", 32768: "≤ 250 µs" };
 
 /** Which part of a request runs now: the decision (on_request_body) or the rest (headers, answer). */
 let phase: "decision" | "rest" | "tick" = "rest";
+
+/**
+ * Every host call the filter makes in a decision, by ABI function (counted when `countCalls`):
+ * the host's own imports, each wrapped to count — the filter is the shipped module, unchanged.
+ */
+const decisionCalls = new Map<string, number>();
+let countCalls = false;
+registerHostImports((t) => {
+  const imports = hostImports(t) as Record<string, Record<string, unknown>>;
+  for (const mod of Object.values(imports))
+    for (const [name, f] of Object.entries(mod)) {
+      if (typeof f !== "function") continue;
+      const call = f as (...a: unknown[]) => unknown;
+      mod[name] = (...a: unknown[]) => {
+        if (countCalls && phase === "decision") decisionCalls.set(name, (decisionCalls.get(name) ?? 0) + 1);
+        return call(...a);
+      };
+    }
+  return imports as WebAssembly.Imports;
+});
 
 /**
  * Shared-data reads and writes one request makes (mean over 100), in its decision and in all of
@@ -259,6 +281,7 @@ for (const size of [1024, 2048, 8192, 32768, 131072]) {
   const p50s: number[] = [];
   const p99s: number[] = [];
   const floors: number[] = [];
+  const chainFloors: number[] = [];
   for (let rep = 0; rep < repeats; rep++) {
     for (let w = 0; w < 50; w++) decide(null);
     const times: number[] = [];
@@ -280,24 +303,44 @@ for (const size of [1024, 2048, 8192, 32768, 131072]) {
       c.ex.xxh64Io(b.length, 0n);
     });
     floors.push(floorRun.p50us);
+    let m = 0;
+    const chainRun = sample(ms, () => {
+      const b = bodies[m++ & 15] as Uint8Array;
+      const ptr = c.io(b.length);
+      c.u8.set(b, ptr);
+      c.ex.chunkFeedIo(0n, b.length, cfg.routing.chunkSize);
+    });
+    chainFloors.push(chainRun.p50us);
   }
   const own = host.histogram("kvroute.decision_us")?.values.map(Number) ?? [];
   phase = "tick";
   host.tick();
   phase = "rest";
   const calls = sharedDataCallsPerRequest(host.core.sharedData, () => decide(null));
+  decisionCalls.clear();
+  countCalls = true;
+  for (let k = 0; k < 100; k++) decide(null);
+  countCalls = false;
+  const hostCalls = [...decisionCalls.values()].reduce((a, b) => a + b, 0) / 100;
+  const byCall = [...decisionCalls.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, v]) => `${k.replace(/^proxy_/, "")} ${fmt(v / 100)}`)
+    .join(", ");
   const shownCalls = sharedDataCallsPerRequest(host.core.sharedData, () => decide(null, true));
   const ownP50 = median(own);
+  callRows.push(`| ${size} | ${byCall} |`);
   host.close();
   const p50 = median(p50s);
   const floor = median(floors);
+  const chainFloor = median(chainFloors);
   points.push(
     { tokens: size, series: "kvroute decision in the host (p50)", us: p50 },
     { tokens: size, series: "floor: copy + XXH64 (p50)", us: floor },
+    { tokens: size, series: "wire-format floor: copy + chunk chain (p50)", us: chainFloor },
   );
   const bytes = (bodies[0] as Uint8Array).length;
   rows.push(
-    `| ${size} | ${bytes} | ${fmt(p50)} | ${fmt(Math.min(...p50s))} – ${fmt(Math.max(...p50s))} | ${fmt(median(p99s))} | ${ownP50} | ${calls.decision.reads.toFixed(1)} / ${calls.decision.writes.toFixed(1)} | ${calls.request.reads.toFixed(1)} / ${calls.request.writes.toFixed(1)} | ${shownCalls.request.reads.toFixed(1)} / ${shownCalls.request.writes.toFixed(1)} | ${fmt(floor)} | ${(p50 / floor).toFixed(1)}× | ${targets[size] ?? ""} |`,
+    `| ${size} | ${bytes} | ${fmt(p50)} | ${fmt(Math.min(...p50s))} – ${fmt(Math.max(...p50s))} | ${fmt(median(p99s))} | ${ownP50} | ${calls.decision.reads.toFixed(1)} / ${calls.decision.writes.toFixed(1)} | ${calls.request.reads.toFixed(1)} / ${calls.request.writes.toFixed(1)} | ${shownCalls.request.reads.toFixed(1)} / ${shownCalls.request.writes.toFixed(1)} | ${fmt(hostCalls)} | ${fmt(floor)} | ${(p50 / floor).toFixed(1)}× | ${fmt(chainFloor)} | ${(p50 / chainFloor).toFixed(1)}× | ${targets[size] ?? ""} |`,
   );
 }
 // ---- the response path: reading the engine's served cached tokens (usage-scan.ts) ----------------
@@ -419,11 +462,17 @@ const responseTable = [
 console.log(responseTable);
 
 const table = [
-  `Per-request decision of the shipped filter (build/kvroute.wasm in the Node Proxy-Wasm host, V8), timed around on_request_body: body into the VM + the gateway board read + scan + render + hash + prefix walk over the buckets the VM holds + speculative lookup + score + headers + speculative record + the board written, 8 slots. Median over ${QUICK ? 3 : 5} runs; the p50 range is min – max over the runs; "filter's timer" is the filter's own kvroute.decision_us (whole µs, median over every decision; it includes the host calls the filter makes); "shared data" is the shared-data reads / writes of the decision and of the whole request, headers to answer (the board kvr.gwb read and written by the decision, and again by the request's end when the board still counts it: an answer at once, before the engine's metrics show the request; none when two scrapes have shown it, as for a streamed answer longer than two scrape periods — the ticks' own calls not counted; in Envoy each is a lookup or an update under the VM's shared-data lock, in this host a copy across the ABI).`,
+  `Per-request decision of the shipped filter (build/kvroute.wasm in the Node Proxy-Wasm host, V8), timed around on_request_body: body into the VM + the gateway board read + scan + render + hash + prefix walk over the buckets the VM holds + speculative lookup + score + headers + speculative record + the board written, 8 slots. Median over ${QUICK ? 3 : 5} runs; the p50 range is min – max over the runs; "filter's timer" is the filter's own kvroute.decision_us (whole µs, median over every decision; it includes the host calls the filter makes); "shared data" is the shared-data reads / writes of the decision and of the whole request, headers to answer (the board kvr.gwb read and written by the decision, and again by the request's end when the board still counts it: an answer at once, before the engine's metrics show the request; none when two scrapes have shown it, as for a streamed answer longer than two scrape periods — the ticks' own calls not counted; in Envoy each is a lookup or an update under the VM's shared-data lock, in this host a copy across the ABI); "host calls" counts every Proxy-Wasm call the decision makes. Two floors: copy + one XXH64 over the body (what copying and hashing the bytes costs at best), and the wire-format floor, copy + the chunk chain of docs/wire-format.md §3 over the same bytes (128-byte chunks, each seeded by the last: the hash every implementation of the format must compute, sequential by construction, so about 1.6 × the one-shot hash per byte).`,
   "",
-  "| tokens | body bytes | p50 µs | p50 min – max | p99 µs | filter's timer p50 µs | shared data, decision (reads / writes) | shared data, whole request answered at once | … answered after the engine's metrics showed it | floor p50 µs (copy + XXH64) | p50 / floor | DESIGN §9 target (p50) |",
-  "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
+  "| tokens | body bytes | p50 µs | p50 min – max | p99 µs | filter's timer p50 µs | shared data, decision (reads / writes) | shared data, whole request answered at once | … answered after the engine's metrics showed it | host calls, decision | floor p50 µs (copy + XXH64) | p50 / floor | wire-format floor p50 µs (copy + chunk chain) | p50 / wire-format floor | DESIGN §9 target (p50) |",
+  "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
   ...rows,
+  "",
+  "Host calls of one decision, by Proxy-Wasm function (mean over 100 decisions):",
+  "",
+  "| tokens | calls |",
+  "|---:|---|",
+  ...callRows,
 ].join("\n");
 console.log(table);
 mkdirSync(OUT, { recursive: true });
