@@ -98,6 +98,10 @@ export class Stats {
     incrementMetric(id, 1);
   }
 
+  @inline add(id: u32, n: i64): void {
+    incrementMetric(id, n);
+  }
+
   @inline record(id: u32, v: u64): void {
     recordMetric(id, v);
   }

@@ -7,7 +7,8 @@
 // thread adds at most one batch (two when Envoy's parallel threads overlap a drain), and a batch is
 // at most OUTBOX_BYTES: the queue holds at most 2 × VMs × OUTBOX_BYTES however long no leader
 // drains it. Records that do not fit in a full outbox are dropped and counted
-// (kvroute.reports.dropped); the report is best effort, routing never waits for it.
+// (kvroute.reports.dropped, added up and counted once per tick: a request that finds the outbox
+// full costs no host call); the report is best effort, routing never waits for it.
 import * as imports from "@gcoredev/proxy-wasm-sdk-as/assembly/imports";
 import { ByteBuf } from "../core/byte-buf";
 import { getShared, OK, SharedValue, setShared } from "./host";
@@ -24,6 +25,8 @@ export class ReportOutbox {
   private sent: bool = false;
   private sentAtDrain: u64 = 0;
   private read: SharedValue = new SharedValue();
+  /** Records dropped since the last tick, counted on the next. */
+  private dropped: i64 = 0;
 
   get bytes(): i32 {
     return this.buf.len;
@@ -32,7 +35,7 @@ export class ReportOutbox {
   /** Keeps one record (a queue message built by report-writer) for the next batch. */
   add(record: ByteBuf): void {
     if (this.buf.len + record.len > OUTBOX_BYTES) {
-      stats.inc(stats.reportsDropped);
+      this.dropped++;
       return;
     }
     this.buf.append(record.ptr, record.len);
@@ -40,6 +43,10 @@ export class ReportOutbox {
 
   /** On a tick: hands the outbox to the leader as one queue message, if the queue was drained. */
   flush(queue: u32): void {
+    if (this.dropped > 0) {
+      stats.add(stats.reportsDropped, this.dropped);
+      this.dropped = 0;
+    }
     if (this.buf.len === 0 || queue === 0) return;
     const drained = drainCount(this.read);
     if (this.sent && drained <= this.sentAtDrain) return;
