@@ -17,8 +17,13 @@ export class GuestMemory {
     private readonly malloc: (size: number) => number,
   ) {}
 
-  /** Views of the memory, made again only when memory.grow() replaced (detached) its ArrayBuffer. */
+  /**
+   * Views of the memory, made again only when memory.grow() replaced (detached) its ArrayBuffer:
+   * a detached buffer's byteLength reads 0, which is cheaper to test on every access than
+   * fetching memory.buffer (a getter into the engine).
+   */
   private fresh(): void {
+    if (this.buffer !== null && this.buffer.byteLength !== 0) return;
     const b = this.memory.buffer;
     if (b === this.buffer) return;
     this.buffer = b;
