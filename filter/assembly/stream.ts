@@ -108,9 +108,6 @@ const UPSTREAM_ADDRESS = "upstream\0address";
 
 const fallbackSlots = new StaticArray<i32>(<i32>MAX_DESTINATION_FALLBACKS);
 const DESTINATION = "x-gateway-destination-endpoint";
-/** kvroute.decision_us times one routed decision in this many (a power of two). */
-const DECISION_TIMER_EVERY: u32 = 16;
-let timedDecisions: u32 = 0;
 /** Bitmap of the slots a subset hint allows (words × u64), reused per request. */
 const allowedBitmap = new ByteBuf(64);
 /** Idle response scanners (unmanaged, usage-scan.ts), reused by the next answers. */
@@ -165,9 +162,7 @@ export class KvrouteStream {
   private subset: bool = false;
   /** The session's slot before this request (-1: none). */
   private remembered: i32 = -1;
-  /** A routed decision whose histograms are recorded at the end (recordDecision). */
-  private decided: bool = false;
-  /** Its time (µs) when it was one of the timed ones; -1: not timed. */
+  /** The routed decision's time (µs) until its stats are recorded at the end; -1: none to record. */
   private decisionUs: i64 = -1;
 
   onRequestHeaders(endOfStream: bool): u32 {
@@ -417,12 +412,8 @@ export class KvrouteStream {
     const outcome = this.score(cfg, slots, load, pool, bitmap, words, prompt, session, now);
     if (outcome === OUT_BAD_PIN || outcome === OUT_NO_SLOT) return;
     this.commit(cfg, load, pool, body, bodyLen, truncated, prompt, outcome, specDepth, session, now);
-    this.decided = true;
     vm.writeBoard(now);
-    // The decision-time histogram takes one decision in DECISION_TIMER_EVERY: its second clock
-    // read is a host call the other decisions skip, and a sample describes the distribution.
-    if ((timedDecisions++ & (DECISION_TIMER_EVERY - 1)) === 0)
-      this.decisionUs = <i64>((nowNs() - startedNs) / 1000);
+    this.decisionUs = <i64>((nowNs() - startedNs) / 1000);
   }
 
   /**
@@ -675,11 +666,10 @@ export class KvrouteStream {
    * (Its outcome counter is counted at once: dashboards and tests read it as the request routes.)
    */
   private recordDecision(): void {
-    if (!this.decided) return;
-    this.decided = false;
+    if (this.decisionUs < 0) return;
     const prompt = this.promptBytes;
     if (prompt > 0) stats.record(stats.cachedRatio, (<u64>this.cachedBytes * 1000) / <u64>prompt);
-    if (this.decisionUs >= 0) stats.record(stats.decisionUs, <u64>this.decisionUs);
+    stats.record(stats.decisionUs, <u64>this.decisionUs);
     this.decisionUs = -1;
   }
 
