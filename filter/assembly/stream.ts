@@ -162,8 +162,6 @@ export class KvrouteStream {
   private subset: bool = false;
   /** The session's slot before this request (-1: none). */
   private remembered: i32 = -1;
-  /** The routed decision's time (µs) until its stats are recorded at the end; -1: none to record. */
-  private decisionUs: i64 = -1;
 
   onRequestHeaders(endOfStream: bool): u32 {
     this.startMs = nowMs();
@@ -413,7 +411,7 @@ export class KvrouteStream {
     if (outcome === OUT_BAD_PIN || outcome === OUT_NO_SLOT) return;
     this.commit(cfg, load, pool, body, bodyLen, truncated, prompt, outcome, specDepth, session, now);
     vm.writeBoard(now);
-    this.decisionUs = <i64>((nowNs() - startedNs) / 1000);
+    stats.record(stats.decisionUs, (nowNs() - startedNs) / 1000);
   }
 
   /**
@@ -637,6 +635,7 @@ export class KvrouteStream {
     const cacheSlot = d.prefillSlot >= 0 ? d.prefillSlot : d.slot;
     if (session !== 0) this.rememberSession(session, this.remembered, cacheSlot, cfg.sessionTtlMs, now);
     this.countOutcome(outcome, specDepth > 0 && cacheSlot === vm.speculation.slot);
+    if (prompt > 0) stats.record(stats.cachedRatio, (<u64>this.cachedBytes * 1000) / <u64>prompt);
     const h = vm.hasher;
     if (h.hashCount > 0 && cfg.speculativeTtlMs > 0) {
       this.speculate(cacheSlot, cfg.speculativeTtlMs);
@@ -658,19 +657,6 @@ export class KvrouteStream {
       this.outcome = REPORT_LOAD_ONLY;
       stats.inc(stats.loadOnly);
     }
-  }
-
-  /**
-   * A routed decision's histograms — its cached share and its time — are recorded at the
-   * request's end rather than on the request path: two host calls the decision does not wait for.
-   * (Its outcome counter is counted at once: dashboards and tests read it as the request routes.)
-   */
-  private recordDecision(): void {
-    if (this.decisionUs < 0) return;
-    const prompt = this.promptBytes;
-    if (prompt > 0) stats.record(stats.cachedRatio, (<u64>this.cachedBytes * 1000) / <u64>prompt);
-    stats.record(stats.decisionUs, <u64>this.decisionUs);
-    this.decisionUs = -1;
   }
 
   /**
@@ -989,7 +975,6 @@ export class KvrouteStream {
     // happens before the path is even looked at, and the control plane's `rejected` count must
     // see it too.
     if (this.endpoint === 0 && this.outcome !== REPORT_REJECTED) return;
-    this.recordDecision();
     this.report();
     this.releaseUsageScan();
   }
