@@ -2,6 +2,7 @@
 // abort on any status other than Ok/NotFound (REFERENCE §5: a trap is an outage), so anything
 // that can legitimately fail here returns the status instead.
 import * as imports from "@gcoredev/proxy-wasm-sdk-as/assembly/imports";
+import { HeaderSnapshot } from "./header-snapshot";
 
 export const OK: u32 = 0;
 export const NOT_FOUND: u32 = 1;
@@ -132,6 +133,43 @@ function nameBytes(name: string): ArrayBuffer {
   return b;
 }
 
+// ---- the request's headers, read once per callback ----------------------------------------------
+// While a stream's snapshot is in use (useRequestHeaders, for the length of one callback), reads
+// of the request headers answer from it and a removal of a name it does not hold makes no call.
+
+let snapshot: HeaderSnapshot | null = null;
+
+/** Reads the request headers into `s` (one call); false when they could not be read or parsed. */
+export function snapshotRequestHeaders(s: HeaderSnapshot): bool {
+  releaseSnapshot(s);
+  if (imports.proxy_get_header_map_pairs(<imports.HeaderMapType>REQUEST_HEADERS, hostOut, hostOut + 4) !== OK)
+    return false;
+  const p = outPtr();
+  if (p === 0) {
+    s.parse(0, 0);
+    return false;
+  }
+  if (s.parse(p, outLen())) return true;
+  releaseSnapshot(s);
+  return false;
+}
+
+/** Frees the snapshot's block; reads go to the host again. */
+export function releaseSnapshot(s: HeaderSnapshot): void {
+  if (s.ptr !== 0) freeHostCopy(s.ptr);
+  s.clear();
+  if (snapshot === s) snapshot = null;
+}
+
+/** The snapshot request-header reads answer from until the next call (null: the host's map). */
+export function useRequestHeaders(s: HeaderSnapshot | null): void {
+  snapshot = s !== null && s.ptr !== 0 ? s : null;
+}
+
+function snapshotFor(map: u32): HeaderSnapshot | null {
+  return map === REQUEST_HEADERS ? snapshot : null;
+}
+
 /** Reads the header's value into the host's out slot; whether it is there. */
 function readHeader(map: u32, name: string): bool {
   const key = nameBytes(name);
@@ -148,6 +186,8 @@ function readHeader(map: u32, name: string): bool {
 
 /** Whether the header is present (its value is read and dropped, never copied). */
 export function hasHeader(map: u32, name: string): bool {
+  const snap = snapshotFor(map);
+  if (snap !== null) return snap.find(nameBytes(name), 0) >= 0;
   if (!readHeader(map, name)) return false;
   const p = outPtr();
   if (p !== 0) freeHostCopy(p);
@@ -156,7 +196,18 @@ export function hasHeader(map: u32, name: string): bool {
 
 /** The header's value; null when absent or when the map is no longer readable. */
 export function getHeader(map: u32, name: string): ArrayBuffer | null {
+  const snap = snapshotFor(map);
+  if (snap !== null) {
+    const i = snap.find(nameBytes(name), 0);
+    return i < 0 ? null : copyOf(snap.valuePtr(i), snap.valueLen(i));
+  }
   return readHeader(map, name) ? takeOut() : null;
+}
+
+function copyOf(p: usize, n: i32): ArrayBuffer {
+  const b = new ArrayBuffer(n);
+  memory.copy(changetype<usize>(b), p, <usize>n);
+  return b;
 }
 
 /**
@@ -166,6 +217,13 @@ export function getHeader(map: u32, name: string): ArrayBuffer | null {
  */
 export function getHeaderValues(map: u32, name: string): ArrayBuffer[] {
   const out = new Array<ArrayBuffer>(0);
+  const snap = snapshotFor(map);
+  if (snap !== null) {
+    const key = nameBytes(name);
+    for (let i = snap.find(key, 0); i >= 0; i = snap.find(key, i + 1))
+      out.push(copyOf(snap.valuePtr(i), snap.valueLen(i)));
+    return out;
+  }
   const r = imports.proxy_get_header_map_pairs(<imports.HeaderMapType>map, hostOut, hostOut + 4);
   if (r !== OK) return out;
   const raw = takeOut();
@@ -199,6 +257,7 @@ export function getHeaderString(map: u32, name: string): string | null {
 
 /** Sets (adds or replaces) a header; the status, never a trap. */
 export function setHeader(map: u32, name: string, value: string): u32 {
+  if (snapshotFor(map) !== null) snapshot = null;
   const k = nameBytes(name);
   const v = String.UTF8.encode(value);
   return imports.proxy_replace_header_map_value(
@@ -212,6 +271,8 @@ export function setHeader(map: u32, name: string, value: string): u32 {
 
 /** Sets a header to the `len` bytes at `ptr` (no string made); the status, never a trap. */
 export function setHeaderBytes(map: u32, name: string, ptr: usize, len: i32): u32 {
+  // A write the snapshot cannot follow: the host's map answers from now on.
+  if (snapshotFor(map) !== null) snapshot = null;
   const k = nameBytes(name);
   return imports.proxy_replace_header_map_value(
     <imports.HeaderMapType>map,
@@ -238,6 +299,12 @@ export function setHeaderNumber(map: u32, name: string, value: u64): u32 {
 
 export function removeHeader(map: u32, name: string): u32 {
   const k = nameBytes(name);
+  const snap = snapshotFor(map);
+  if (snap !== null) {
+    // Nothing to remove: no call. (Removing an absent header is OK in Envoy too.)
+    if (snap.find(k, 0) < 0) return OK;
+    snap.remove(k);
+  }
   return imports.proxy_remove_header_map_value(
     <imports.HeaderMapType>map,
     changetype<usize>(k),

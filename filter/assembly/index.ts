@@ -122,7 +122,7 @@ export function proxy_on_delete(id: u32): void {
     if (p !== null) vm.config = p.config;
     return;
   }
-  if (streams.has(id)) streams.get(id).releaseUsageScan();
+  if (streams.has(id)) streams.get(id).release();
   streams.delete(id);
   configs.delete(id);
   vm.waiting.delete(id);

@@ -46,6 +46,7 @@ import { servedSlot } from "../core/served-slot";
 import { dropSaturated, firstSlot } from "../core/shedding";
 import { UsageScan, usageModeOf } from "../core/usage-scan";
 import { cache } from "./cache-view";
+import { HeaderSnapshot } from "./header-snapshot";
 import {
   bufferSize,
   getHeader,
@@ -61,11 +62,14 @@ import {
   RESPONSE_BODY,
   RESPONSE_HEADERS,
   readBuffer,
+  releaseSnapshot,
   removeHeader,
   sendJson,
   setHeader,
   setHeaderBytes,
   setHeaderNumber,
+  snapshotRequestHeaders,
+  useRequestHeaders,
 } from "./host";
 import { stats } from "./metrics";
 import { sessionOutcome } from "./session";
@@ -162,8 +166,22 @@ export class KvrouteStream {
   private subset: bool = false;
   /** The session's slot before this request (-1: none). */
   private remembered: i32 = -1;
+  /** The request's headers, read once in on_request_headers, until the decision. */
+  private headers: HeaderSnapshot = new HeaderSnapshot();
 
   onRequestHeaders(endOfStream: bool): u32 {
+    // The request's headers are read once (header-snapshot.ts): every lookup below, and the
+    // decision's, answers from that copy.
+    const snap = this.headers;
+    snapshotRequestHeaders(snap);
+    useRequestHeaders(snap);
+    const status = this.requestHeaders(endOfStream);
+    useRequestHeaders(null);
+    if (this.routed || this.endpoint === 0) releaseSnapshot(snap);
+    return status;
+  }
+
+  private requestHeaders(endOfStream: bool): u32 {
     this.startMs = nowMs();
     for (let i = 0; i < ROUTING_HEADERS.length; i++) removeHeader(REQUEST_HEADERS, ROUTING_HEADERS[i]);
     if (!cache.ready) cache.refresh();
@@ -385,6 +403,13 @@ export class KvrouteStream {
    * request on the board (one write).
    */
   private route(body: usize, bodyLen: i32, truncated: bool = false): void {
+    useRequestHeaders(this.headers);
+    this.decide(body, bodyLen, truncated);
+    useRequestHeaders(null);
+    releaseSnapshot(this.headers);
+  }
+
+  private decide(body: usize, bodyLen: i32, truncated: bool): void {
     this.routed = true;
     const startedNs = nowNs();
     if (!cache.ready) cache.refresh();
@@ -901,6 +926,12 @@ export class KvrouteStream {
     const u = idleScans.length > 0 ? idleScans.pop() : new UsageScan();
     u.begin(mode, budget);
     this.usage = u;
+  }
+
+  /** Frees what the stream holds outside the GC (its header snapshot, its usage scanner). */
+  release(): void {
+    releaseSnapshot(this.headers);
+    this.releaseUsageScan();
   }
 
   /** Hands the usage scanner back to the pool (after the report, or when the stream is deleted). */
