@@ -1,0 +1,80 @@
+// The request path's host calls by Proxy-Wasm function, counted at the host's imports through the
+// shipped module (not timed): the headers phase reads the request's headers once and strips only
+// the routing headers a client actually sent; the decision reads no header of its own. A change
+// that brings back a call per header name fails here.
+import { afterEach, describe, expect, it } from "vitest";
+import { hostImports } from "../../host/imports/index.ts";
+import { registerHostImports } from "../../host/thread.ts";
+import { chat, ShippedFilter } from "../filter-core/shipped-filter.ts";
+
+const calls = new Map<string, number>();
+let counting = false;
+registerHostImports((t) => {
+  const imports = hostImports(t) as Record<string, Record<string, unknown>>;
+  for (const mod of Object.values(imports))
+    for (const [name, f] of Object.entries(mod)) {
+      if (typeof f !== "function") continue;
+      const call = f as (...a: unknown[]) => unknown;
+      mod[name] = (...a: unknown[]) => {
+        if (counting) calls.set(name, (calls.get(name) ?? 0) + 1);
+        return call(...a);
+      };
+    }
+  return imports as WebAssembly.Imports;
+});
+
+function counted<T>(run: () => T): { result: T; calls: Map<string, number> } {
+  calls.clear();
+  counting = true;
+  try {
+    return { result: run(), calls: new Map(calls) };
+  } finally {
+    counting = false;
+  }
+}
+
+const headerCalls = (c: Map<string, number>) =>
+  ["get_header_map_value", "get_header_map_pairs", "remove_header_map_value", "replace_header_map_value"]
+    .map((k) => `${k} ${c.get(`proxy_${k}`) ?? 0}`)
+    .join(", ");
+
+let f: ShippedFilter;
+afterEach(() => f?.close());
+
+const SYSTEM = "You are a careful assistant. ".repeat(40);
+
+describe("host calls per request", () => {
+  it("reads the request's headers once and writes only the destination and the rank", () => {
+    f = new ShippedFilter({ routing: { sessionHeader: "x-session-id" } });
+    f.hold(chat(SYSTEM, "q"), 1);
+    f.publish();
+    f.tick();
+    const { result, calls: c } = counted(() =>
+      f.route(chat(SYSTEM, "q"), { headers: [["x-session-id", "s-1"]] }),
+    );
+    expect(result.outcome).toBe("prefix_hit");
+    expect(headerCalls(c)).toBe(
+      "get_header_map_value 0, get_header_map_pairs 1, remove_header_map_value 0, replace_header_map_value 2",
+    );
+  });
+
+  it("strips a client's routing headers, one removal per header it sent", () => {
+    f = new ShippedFilter();
+    f.publish();
+    f.tick();
+    const { result, calls: c } = counted(() =>
+      f.route(chat(SYSTEM, "q"), {
+        headers: [
+          ["x-gateway-destination-endpoint", "169.254.169.254:80"],
+          ["x-dynamo-worker-instance-id", "7"],
+        ],
+      }),
+    );
+    expect(headerCalls(c)).toBe(
+      "get_header_map_value 0, get_header_map_pairs 1, remove_header_map_value 2, replace_header_map_value 2",
+    );
+    // Stripped, and kvroute's own destination written.
+    expect(result.forwarded?.get("x-gateway-destination-endpoint")).not.toBe("169.254.169.254:80");
+    expect(result.forwarded?.get("x-dynamo-worker-instance-id")).toBeUndefined();
+  });
+});
