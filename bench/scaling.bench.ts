@@ -24,6 +24,7 @@ import { newRankStats, ThrottledLog } from "../control-plane/src/events/stats.ts
 import { BUCKET_HEADER_BYTES, BUCKET_ROW_BYTES } from "../control-plane/src/index/bucket-image.ts";
 import { coreChunkHasher } from "../control-plane/src/index/core-hasher.ts";
 import { bucketKey, PrefixIndex } from "../control-plane/src/index/prefix-index.ts";
+import type { FullKeep } from "../control-plane/src/index/published-buckets.ts";
 import { LoadModel } from "../control-plane/src/model/slot-load.ts";
 import { SlotTable } from "../control-plane/src/model/slot-table.ts";
 import { loadPoolTokens } from "../control-plane/src/pools/pool-tokens.ts";
@@ -61,6 +62,8 @@ const BUCKETS = 1 << 16;
 const WAYS = arg("ways", 60);
 /** cache.fullWays: the rows a bucket past FULL_ENTRY chunks shows (filter/core/chunk-table.ts setRowLimits). */
 const FULL_WAYS = Math.min(arg("full-ways", 8), WAYS);
+/** cache.fullKeep: what a full bucket shows, its shallowest rows or its newest (`--full-keep=newest`). */
+const FULL_KEEP: FullKeep = process.argv.includes("--full-keep=newest") ? "newest" : "shallowest";
 /** The chunk count past which a bucket goes to full mode: ways and a band of ways / 4. */
 const FULL_ENTRY = WAYS + Math.max(1, WAYS >> 2);
 
@@ -203,6 +206,7 @@ function newIndex(ranks: number, now: () => number): PrefixIndex {
     buckets: BUCKETS,
     ways: WAYS,
     fullWays: FULL_WAYS,
+    fullKeep: FULL_KEEP,
     maxSlots: Math.max(256, ranks),
     now,
   });

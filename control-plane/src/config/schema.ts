@@ -386,6 +386,13 @@ const cacheSchema = z.strictObject({
    * this bounds publication in fleets whose buckets fill (docs/scaling.md). At most `ways`.
    */
   fullWays: z.number().int().min(1).max(4096).default(8),
+  /**
+   * What a full bucket shows: `shallowest` (its first chunks of prompts: the walk never misses a
+   * chunk 1) or `newest` (the most recently stored chunks, patched row by row: fleets past ~150
+   * full caches keep the prefixes requests reuse, docs/scaling.md). A bucket that is not full
+   * shows all its rows either way.
+   */
+  fullKeep: z.enum(["shallowest", "newest"]).default("shallowest"),
   /** How long a speculative route (written by the filter at routing time) counts. */
   speculativeTtlMs: z.number().int().min(100).max(600_000).default(2000),
   /** KV blocks indexed per slot at most: past it the least recently stored go (bounds memory). */

@@ -34,7 +34,12 @@ export interface PublishedBucketsOptions {
   journalBytes?: number;
   /** Rows a bucket that indexes more than `ways` chunks shows (filter/core/chunk-table.ts setRowLimits; default min(8, ways)). */
   fullWays?: number;
+  /** What such a full bucket keeps: its shallowest rows (the default) or its newest (cache.fullKeep). */
+  fullKeep?: FullKeep;
 }
+
+/** The keep rule of full buckets (docs/wire-format.md §4.4). */
+export type FullKeep = "shallowest" | "newest";
 
 /**
  * Frees a journal whose owner was collected without dispose(): its images and ring (tens of MiB
@@ -60,11 +65,12 @@ export class PublishedBuckets {
     const imageBytes = opts.buckets * (BUCKET_HEADER_BYTES + opts.ways * BUCKET_ROW_BYTES);
     const ring = opts.journalBytes ?? Math.min(32 << 20, Math.max(64 << 10, imageBytes));
     const fullWays = Math.min(opts.fullWays ?? DEFAULT_FULL_WAYS, opts.ways);
-    this.#id = core.ex.journalNew(opts.buckets, opts.ways, opts.slotWords, ring, fullWays);
+    const newest = opts.fullKeep === "newest" ? 1 : 0;
+    this.#id = core.ex.journalNew(opts.buckets, opts.ways, opts.slotWords, ring, fullWays, newest);
     if (this.#id < 0)
       throw new Error(`cannot publish buckets of ${opts.ways} ways × ${opts.slotWords} slot words`);
     // Before the first publication, so it already shows each bucket's rows in its mode.
-    core.ex.chunkSetRowLimits(chunks.tableId, opts.ways, fullWays);
+    core.ex.chunkSetRowLimits(chunks.tableId, opts.ways, fullWays, newest);
     journals.register(this, { core, id: this.#id }, this);
   }
 
