@@ -60,12 +60,12 @@ const MODEL = "Qwen/Qwen3-8B";
 const POLL_MS = 100;
 const BUCKETS = 1 << 16;
 const WAYS = arg("ways", 60);
+/** cache.fullKeep: what a full bucket shows, its newest rows (the default) or its shallowest (`--full-keep=shallowest`). */
+const FULL_KEEP: FullKeep = process.argv.includes("--full-keep=shallowest") ? "shallowest" : "newest";
 /** cache.fullWays: the rows a bucket past FULL_ENTRY chunks shows (filter/core/chunk-table.ts setRowLimits). */
-const FULL_WAYS = Math.min(arg("full-ways", 8), WAYS);
-/** cache.fullKeep: what a full bucket shows, its shallowest rows or its newest (`--full-keep=newest`). */
-const FULL_KEEP: FullKeep = process.argv.includes("--full-keep=newest") ? "newest" : "shallowest";
-/** The chunk count past which a bucket goes to full mode: ways and a band of ways / 4. */
-const FULL_ENTRY = WAYS + Math.max(1, WAYS >> 2);
+const FULL_WAYS = Math.min(arg("full-ways", FULL_KEEP === "newest" ? WAYS : 8), WAYS);
+/** The chunk count past which a bucket goes to full mode: ways when it keeps its newest, else ways and a band of ways / 4. */
+const FULL_ENTRY = FULL_KEEP === "newest" ? WAYS : WAYS + Math.max(1, WAYS >> 2);
 
 const pool = parseConfig({ pools: [{ name: "q", models: ["Qwen/Qwen3-8B"], tokenizer: QWEN }] }, "bench", {})
   .pools[0];

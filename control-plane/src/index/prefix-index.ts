@@ -20,9 +20,9 @@ import { type ChunkHasher, type Detokenize, SlotBlocks } from "./slot-blocks.ts"
 export interface PrefixIndexOptions {
   buckets: number;
   ways: number;
-  /** Rows a bucket indexing more than `ways` chunks shows (published-buckets.ts; default 8). */
+  /** Rows a full bucket shows (published-buckets.ts; default `ways` when it keeps its newest, else 8). */
   fullWays?: number;
-  /** What a full bucket keeps: its shallowest rows (default) or its newest (published-buckets.ts). */
+  /** What a full bucket keeps: its newest rows (default) or its shallowest (published-buckets.ts). */
   fullKeep?: FullKeep;
   /** Size of the slot table: fixes the bitmap width of every bucket image. */
   maxSlots: number;
