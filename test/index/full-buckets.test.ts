@@ -79,7 +79,12 @@ describe("full buckets that keep their newest rows (cache.fullKeep: newest)", ()
   /** One bucket of WAYS rows that shows all of them when full, keeping its newest. */
   function startNewest(): void {
     index = new ChunkIndex(1);
-    published = new PublishedBuckets(core(), index, { buckets: 1, ways: WAYS, slotWords: 1, fullKeep: "newest" });
+    published = new PublishedBuckets(core(), index, {
+      buckets: 1,
+      ways: WAYS,
+      slotWords: 1,
+      fullKeep: "newest",
+    });
   }
   /** Chunk c stored at `stampMs` on slot c % 4, at depth `depth`. */
   const store = (c: number, depth: number, stampMs: number) => index.add(BigInt(c), depth, c % 4, stampMs);
