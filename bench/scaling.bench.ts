@@ -421,6 +421,15 @@ const bytesPerBlock = big.coreBytes / Math.max(1, big.indexedBlocks);
  * WAYS (the Poisson tails at the mean chunks per bucket: unique prompts, one holder, one row each).
  */
 const FULL_C = 1.94;
+/**
+ * Full buckets that keep their newest rows (cache.fullKeep: newest, the default) are patched from
+ * their gate for each store that reaches them (every store: it is the newest) and left clean by
+ * removals (the oldest go): per stored chunk NEWEST_PER_STORE of CPU and NEWEST_SYNC_PER_STORE
+ * sync bytes, fitted on the 256-rank run at the llm-d rate (every bucket full; docs/scaling.md).
+ * No larger fleet fits a 32-bit core to check it on.
+ */
+const NEWEST_PER_STORE = 4.3e-6;
+const NEWEST_SYNC_PER_STORE = 47;
 const FULL_P0 = 0.5e-6;
 const FULL_P1 = 0.35e-6;
 const FULL_OPS = 1.29;
@@ -460,6 +469,23 @@ function predict(ranks: number, storedPerRank: number, entries: number) {
   const fullPatch = Math.min(FULL_OPS * (1 + BUCKET_ROW_BYTES), fullBucketBytes());
   // Rows a bucket shows on average: all its chunks' up to WAYS, FULL_WAYS in full mode.
   const shown = (1 - fullMode) * Math.min(entries, WAYS) + fullMode * FULL_WAYS;
+  if (FULL_KEEP === "newest") {
+    const fullStoresPerS = (full * changesPerS) / 2;
+    const pollBound = (distinct((changesPerS * POLL_MS) / 1000) * fullBucketBytes() * 1000) / POLL_MS;
+    return {
+      full,
+      fullMode: full,
+      shown: Math.min(entries, WAYS),
+      // A gateway behind by more patch bytes than a bucket's image gets the image instead.
+      syncPerS: Math.min(
+        pollBound,
+        (1 - full) * changesPerS * syncPerChange + fullStoresPerS * NEWEST_SYNC_PER_STORE,
+      ),
+      ingestCpu: 2 * ranks * storedPerRank * ingestPerEvent,
+      publishCpu: (1 - full) * changesPerS * perChange + fullStoresPerS * NEWEST_PER_STORE,
+      pollBound,
+    };
+  }
   return {
     full,
     fullMode,
@@ -519,7 +545,7 @@ for (const [name, r] of [
   );
 lines.push("");
 lines.push(
-  `Model (fitted on the ${small.ranks}- and ${mid.ranks}-rank runs): ingest ${fmt(ingestPerEvent * 1e6, 2)} µs CPU per block event; ${fmt(chunksPerBlock, 2)} chunk entries per indexed block; a bucket with room is published at ${fmt(perChange * 1e6, 2)} µs and ${fmt(syncPerChange, 1)} sync bytes per chunk change; a full bucket (the Poisson tail of rows ≥ ${WAYS}) as before segment rows: each kept row re-encoded ${FULL_C} times per cache lifetime, ${FULL_P0 * 1e6} µs + ${FULL_P1 * 1e6} µs per chunk entry an encode, ${FULL_OPS} patch ops (docs/scaling.md).`,
+  `Model (fitted on the ${small.ranks}- and ${mid.ranks}-rank runs): ingest ${fmt(ingestPerEvent * 1e6, 2)} µs CPU per block event; ${fmt(chunksPerBlock, 2)} chunk entries per indexed block; a bucket with room is published at ${fmt(perChange * 1e6, 2)} µs and ${fmt(syncPerChange, 1)} sync bytes per chunk change; a full bucket (the Poisson tail of rows ≥ ${WAYS}) ${FULL_KEEP === "newest" ? `keeps its newest rows: ${NEWEST_PER_STORE * 1e6} µs and ${NEWEST_SYNC_PER_STORE} sync bytes per chunk stored in it, fitted on 256 ranks at the llm-d rate` : `keeps its shallowest, as before segment rows: each kept row re-encoded ${FULL_C} times per cache lifetime, ${FULL_P0 * 1e6} µs + ${FULL_P1 * 1e6} µs per chunk entry an encode, ${FULL_OPS} patch ops`} (docs/scaling.md).`,
 );
 lines.push(
   `Check at ${big.ranks} ranks (${pct(check.full)} of buckets full): predicted ${fmt(predictedCpu, 2)} CPU-s per second (ingest ${fmt(check.ingestCpu, 2)}, publication ${fmt(check.publishCpu, 2)}), simulated ${fmt(big.cpuPerVirtualS, 2)} (ingest ${fmt(big.ingestCpuPerS, 2)}, publication ${fmt(big.publishCpuPerS, 2)}): ratio ${fmt(big.cpuPerVirtualS / predictedCpu, 2)}; sync to one gateway ${mib(big.syncBytesPerS)}/s simulated, ${mib(check.syncPerS)}/s predicted, against ${mib(check.pollBound)}/s for whole images of every dirtied bucket.`,
