@@ -164,13 +164,16 @@ export class ChunkTable {
 
   /**
    * The rows publication may show per bucket: its first `ways` rows (the keep order's), and only
-   * its first `fullRows` once it indexes more than fullModeEntry(ways) chunks — until it is down to
-   * `ways` chunks again. The band of ways / 4 keeps full mode to fleets whose buckets are full on
-   * average: at 128 ranks (43 chunks a bucket on average) the ~1 % of buckets over 60 lose only
-   * their deepest rows, where showing them 8 rows lost 4–6 % of the view's requests. Why: a full bucket re-encodes whenever a change reaches its shown rows, about
-   * twice per shown row and cache lifetime, walking every chunk it indexes; showing 60 rows of a
-   * full bucket cost 7.5× what 8 did (docs/scaling.md), for a view that shows its shallowest
-   * chunks either way. A change of limits puts every bucket in the mode its count says.
+   * its first `fullRows` once it is full — past fullEntry() chunks, until it is down to fullExit().
+   * `newest`: a full bucket keeps its most recently stored rows (newestFirst), full past `ways`
+   * chunks; publication patches it from its gate, so it may show all `ways` rows. Otherwise it
+   * keeps its shallowest, full past fullModeEntry(ways) chunks until it is down to `ways`: the band
+   * of ways / 4 keeps full mode to fleets whose buckets are full on average (at 128 ranks, 43
+   * chunks a bucket on average, the ~1 % of buckets over 60 lose only their deepest rows, where
+   * showing them 8 rows lost 4–6 % of the view's requests), and fullRows is small because such a
+   * bucket re-encodes whenever a change reaches its shown rows, about twice per shown row and
+   * cache lifetime, walking every chunk it indexes (60 rows cost 7.5× what 8 did,
+   * docs/scaling.md). A change of limits puts every bucket in the mode its count says.
    */
   setRowLimits(ways: i32, fullRows: i32, newest: bool = false): void {
     if (ways === this.modeWays && fullRows === this.fullRows && newest === this.keepNewest) return;
@@ -182,7 +185,8 @@ export class ChunkTable {
       const full = load<u32>(this.counts + ((<usize>b) << 2)) > <u32>this.fullEntry();
       if (full !== this.inFullMode(b)) {
         this.setMode(b, full);
-        if (fullRows < ways || newest) this.markDirty(b);
+        // Its rows change unless both modes show the same rows in the same order.
+        if (fullRows < ways || newest || reorder) this.markDirty(b);
       } else if (full && reorder) this.markDirty(b);
     }
   }
