@@ -1,7 +1,8 @@
 // The scaling model's measurements (docs/scaling.md): what one stored and one removed KV block
 // cost the control plane, what the routing cache costs a gateway, and a virtual-time run of many
 // simulated ranks that checks the extrapolation.
-//   npx tsx bench/scaling.bench.ts [--quick] [--ranks=256] [--seconds=12]
+//   npx tsx bench/scaling.bench.ts [--quick] [--ranks=256] [--seconds=12] [--rate=llm-d]
+//     [--ways=60] [--full-keep=shallowest] [--full-ways=8] [--view-age-ms=1000]
 //
 // Each rank prefills flat out: an 8B model on one H100 prefills one uncached token per 17.25 µs
 // (REFERENCE §6, llm-d's fit), so it stores 57,971 / 16 = 3,623 blocks a second, the most KV
