@@ -2,7 +2,7 @@
 // cost the control plane, what the routing cache costs a gateway, and a virtual-time run of many
 // simulated ranks that checks the extrapolation.
 //   npx tsx bench/scaling.bench.ts [--quick] [--ranks=256] [--seconds=12] [--rate=llm-d]
-//     [--ways=60] [--full-keep=shallowest] [--full-ways=8] [--view-age-ms=1000]
+//     [--ways=60] [--full-keep=shallowest] [--full-ways=8] [--view-age-ms=1000] [--view-follow-ms=2500]
 //
 // Each rank prefills flat out: an 8B model on one H100 prefills one uncached token per 17.25 µs
 // (REFERENCE §6, llm-d's fit), so it stores 57,971 / 16 = 3,623 blocks a second, the most KV
@@ -57,6 +57,12 @@ const CHAIN_BLOCKS = 64; // ~1k-token prompts
 const STEP_MS = 5;
 /** How long the fleet churns on (new prompts, evictions) between storing the view workload's prefixes and the requests for them. */
 const VIEW_AGE_MS = arg("view-age-ms", 1000);
+/**
+ * While the fleet churns on, llm-d's groups keep being asked: every VIEW_FOLLOW_MS each group's
+ * home ranks store one more question under its system prompt (`--view-follow-ms=2500`: llm-d's 60
+ * QPS over 150 groups; 0, the default: none). The system prompt is then in use, not stored again.
+ */
+const VIEW_FOLLOW_MS = arg("view-follow-ms", 0);
 const MODEL = "Qwen/Qwen3-8B";
 const POLL_MS = 100;
 const BUCKETS = 1 << 16;
@@ -342,16 +348,19 @@ function viewCheck(
   publisher: Publisher,
   tick: () => number,
 ): { llmd: number; chat: number } {
-  const { events, requests } = viewWorkload(ranks, detokenize as NonNullable<typeof detokenize>);
+  const { events, requests, followUp } = viewWorkload(ranks, detokenize as NonNullable<typeof detokenize>);
   let now = tick();
   for (const [rank, e] of events) sims[rank]?.ingest.onFrames(sims[rank].inject(e, now));
   publisher.publish(now);
+  let round = 0;
   for (let ms = 0; ms < VIEW_AGE_MS; ms += STEP_MS) {
     now = tick();
     for (const sim of sims) {
       const f = sim.step(STEP_MS, now);
       if (f !== null) sim.ingest.onFrames(f);
     }
+    if (VIEW_FOLLOW_MS > 0 && ms > 0 && ms % VIEW_FOLLOW_MS === 0)
+      for (const [rank, e] of followUp(round++)) sims[rank]?.ingest.onFrames(sims[rank].inject(e, now));
     publisher.publish(now);
   }
   const same = { llmd: 0, chat: 0 };

@@ -47,6 +47,12 @@ export const GATE_KEY_BYTES: i32 = 24;
 // The change log: per changed chunk of a bucket with room, {hash u64, previous entry of the same
 // bucket (index + 1; 0 none) u32, 0 u32}. Past MAX_CHANGES entries a change goes the full way.
 const CHANGE_BYTES: i32 = 16;
+/**
+ * A chunk whose chain a store continues gets a new stamp only when its own is older than this
+ * (refresh): a chain in steady use is walked once a second at most, and its stamps lag by at
+ * most that, far inside the view's horizon (docs/scaling.md).
+ */
+const REFRESH_MS: f64 = 1000;
 const MAX_CHANGES: i32 = 1 << 22;
 
 /** A holder: slot (16 bits) | tier (8 bits) << 16 | count (32 bits) << 32. */
@@ -611,6 +617,21 @@ export class ChunkTable {
     // A new holder changes the image; a repeat store only refreshes the LRU stamp, which
     // matters for eviction order, so it dirties the bucket too — when the publication can show it.
     this.touched(r);
+  }
+
+  /**
+   * A store continued the chain this chunk is on (block-table.ts refreshChain): its stamp becomes
+   * `nowMs` unless it is within REFRESH_MS of it already. False when it was (or the chunk is not
+   * indexed): the chain above it is as fresh, and the walk stops.
+   */
+  refresh(hash: u64, nowMs: f64): bool {
+    const ref = this.map.get(hash, this.recs);
+    if (ref === 0) return false;
+    const r = this.rec(ref);
+    if (load<f64>(r + R_STAMP) >= nowMs - REFRESH_MS) return false;
+    store<f64>(r + R_STAMP, nowMs);
+    this.touched(r);
+    return true;
   }
 
   remove(hash: u64, slot: u32, tier: u32): void {
