@@ -1,7 +1,8 @@
 // The scaling model's measurements (docs/scaling.md): what one stored and one removed KV block
 // cost the control plane, what the routing cache costs a gateway, and a virtual-time run of many
 // simulated ranks that checks the extrapolation.
-//   npx tsx bench/scaling.bench.ts [--quick] [--ranks=256] [--seconds=12]
+//   npx tsx bench/scaling.bench.ts [--quick] [--ranks=256] [--seconds=12] [--rate=llm-d]
+//     [--ways=60] [--full-keep=shallowest] [--full-ways=8] [--view-age-ms=1000] [--view-follow-ms=2500]
 //
 // Each rank prefills flat out: an 8B model on one H100 prefills one uncached token per 17.25 µs
 // (REFERENCE §6, llm-d's fit), so it stores 57,971 / 16 = 3,623 blocks a second, the most KV
@@ -24,6 +25,7 @@ import { newRankStats, ThrottledLog } from "../control-plane/src/events/stats.ts
 import { BUCKET_HEADER_BYTES, BUCKET_ROW_BYTES } from "../control-plane/src/index/bucket-image.ts";
 import { coreChunkHasher } from "../control-plane/src/index/core-hasher.ts";
 import { bucketKey, PrefixIndex } from "../control-plane/src/index/prefix-index.ts";
+import type { FullKeep } from "../control-plane/src/index/published-buckets.ts";
 import { LoadModel } from "../control-plane/src/model/slot-load.ts";
 import { SlotTable } from "../control-plane/src/model/slot-table.ts";
 import { loadPoolTokens } from "../control-plane/src/pools/pool-tokens.ts";
@@ -55,14 +57,22 @@ const CHAIN_BLOCKS = 64; // ~1k-token prompts
 const STEP_MS = 5;
 /** How long the fleet churns on (new prompts, evictions) between storing the view workload's prefixes and the requests for them. */
 const VIEW_AGE_MS = arg("view-age-ms", 1000);
+/**
+ * While the fleet churns on, llm-d's groups keep being asked: every VIEW_FOLLOW_MS each group's
+ * home ranks store one more question under its system prompt (`--view-follow-ms=2500`: llm-d's 60
+ * QPS over 150 groups; 0, the default: none). The system prompt is then in use, not stored again.
+ */
+const VIEW_FOLLOW_MS = arg("view-follow-ms", 0);
 const MODEL = "Qwen/Qwen3-8B";
 const POLL_MS = 100;
 const BUCKETS = 1 << 16;
 const WAYS = arg("ways", 60);
+/** cache.fullKeep: what a full bucket shows, its newest rows (the default) or its shallowest (`--full-keep=shallowest`). */
+const FULL_KEEP: FullKeep = process.argv.includes("--full-keep=shallowest") ? "shallowest" : "newest";
 /** cache.fullWays: the rows a bucket past FULL_ENTRY chunks shows (filter/core/chunk-table.ts setRowLimits). */
-const FULL_WAYS = Math.min(arg("full-ways", 8), WAYS);
-/** The chunk count past which a bucket goes to full mode: ways and a band of ways / 4. */
-const FULL_ENTRY = WAYS + Math.max(1, WAYS >> 2);
+const FULL_WAYS = Math.min(arg("full-ways", FULL_KEEP === "newest" ? WAYS : 8), WAYS);
+/** The chunk count past which a bucket goes to full mode: ways when it keeps its newest, else ways and a band of ways / 4. */
+const FULL_ENTRY = FULL_KEEP === "newest" ? WAYS : WAYS + Math.max(1, WAYS >> 2);
 
 const pool = parseConfig({ pools: [{ name: "q", models: ["Qwen/Qwen3-8B"], tokenizer: QWEN }] }, "bench", {})
   .pools[0];
@@ -203,6 +213,7 @@ function newIndex(ranks: number, now: () => number): PrefixIndex {
     buckets: BUCKETS,
     ways: WAYS,
     fullWays: FULL_WAYS,
+    fullKeep: FULL_KEEP,
     maxSlots: Math.max(256, ranks),
     now,
   });
@@ -337,16 +348,19 @@ function viewCheck(
   publisher: Publisher,
   tick: () => number,
 ): { llmd: number; chat: number } {
-  const { events, requests } = viewWorkload(ranks, detokenize as NonNullable<typeof detokenize>);
+  const { events, requests, followUp } = viewWorkload(ranks, detokenize as NonNullable<typeof detokenize>);
   let now = tick();
   for (const [rank, e] of events) sims[rank]?.ingest.onFrames(sims[rank].inject(e, now));
   publisher.publish(now);
+  let round = 0;
   for (let ms = 0; ms < VIEW_AGE_MS; ms += STEP_MS) {
     now = tick();
     for (const sim of sims) {
       const f = sim.step(STEP_MS, now);
       if (f !== null) sim.ingest.onFrames(f);
     }
+    if (VIEW_FOLLOW_MS > 0 && ms > 0 && ms % VIEW_FOLLOW_MS === 0)
+      for (const [rank, e] of followUp(round++)) sims[rank]?.ingest.onFrames(sims[rank].inject(e, now));
     publisher.publish(now);
   }
   const same = { llmd: 0, chat: 0 };
@@ -417,6 +431,15 @@ const bytesPerBlock = big.coreBytes / Math.max(1, big.indexedBlocks);
  * WAYS (the Poisson tails at the mean chunks per bucket: unique prompts, one holder, one row each).
  */
 const FULL_C = 1.94;
+/**
+ * Full buckets that keep their newest rows (cache.fullKeep: newest, the default) are patched from
+ * their gate for each store that reaches them (every store: it is the newest) and left clean by
+ * removals (the oldest go): per stored chunk NEWEST_PER_STORE of CPU and NEWEST_SYNC_PER_STORE
+ * sync bytes, fitted on the 256-rank run at the llm-d rate (every bucket full; docs/scaling.md).
+ * No larger fleet fits a 32-bit core to check it on.
+ */
+const NEWEST_PER_STORE = 4.3e-6;
+const NEWEST_SYNC_PER_STORE = 47;
 const FULL_P0 = 0.5e-6;
 const FULL_P1 = 0.35e-6;
 const FULL_OPS = 1.29;
@@ -456,6 +479,23 @@ function predict(ranks: number, storedPerRank: number, entries: number) {
   const fullPatch = Math.min(FULL_OPS * (1 + BUCKET_ROW_BYTES), fullBucketBytes());
   // Rows a bucket shows on average: all its chunks' up to WAYS, FULL_WAYS in full mode.
   const shown = (1 - fullMode) * Math.min(entries, WAYS) + fullMode * FULL_WAYS;
+  if (FULL_KEEP === "newest") {
+    const fullStoresPerS = (full * changesPerS) / 2;
+    const pollBound = (distinct((changesPerS * POLL_MS) / 1000) * fullBucketBytes() * 1000) / POLL_MS;
+    return {
+      full,
+      fullMode: full,
+      shown: Math.min(entries, WAYS),
+      // A gateway behind by more patch bytes than a bucket's image gets the image instead.
+      syncPerS: Math.min(
+        pollBound,
+        (1 - full) * changesPerS * syncPerChange + fullStoresPerS * NEWEST_SYNC_PER_STORE,
+      ),
+      ingestCpu: 2 * ranks * storedPerRank * ingestPerEvent,
+      publishCpu: (1 - full) * changesPerS * perChange + fullStoresPerS * NEWEST_PER_STORE,
+      pollBound,
+    };
+  }
   return {
     full,
     fullMode,
@@ -515,7 +555,7 @@ for (const [name, r] of [
   );
 lines.push("");
 lines.push(
-  `Model (fitted on the ${small.ranks}- and ${mid.ranks}-rank runs): ingest ${fmt(ingestPerEvent * 1e6, 2)} µs CPU per block event; ${fmt(chunksPerBlock, 2)} chunk entries per indexed block; a bucket with room is published at ${fmt(perChange * 1e6, 2)} µs and ${fmt(syncPerChange, 1)} sync bytes per chunk change; a full bucket (the Poisson tail of rows ≥ ${WAYS}) as before segment rows: each kept row re-encoded ${FULL_C} times per cache lifetime, ${FULL_P0 * 1e6} µs + ${FULL_P1 * 1e6} µs per chunk entry an encode, ${FULL_OPS} patch ops (docs/scaling.md).`,
+  `Model (fitted on the ${small.ranks}- and ${mid.ranks}-rank runs): ingest ${fmt(ingestPerEvent * 1e6, 2)} µs CPU per block event; ${fmt(chunksPerBlock, 2)} chunk entries per indexed block; a bucket with room is published at ${fmt(perChange * 1e6, 2)} µs and ${fmt(syncPerChange, 1)} sync bytes per chunk change; a full bucket (the Poisson tail of rows ≥ ${WAYS}) ${FULL_KEEP === "newest" ? `keeps its newest rows: ${fmt(NEWEST_PER_STORE * 1e6, 1)} µs and ${NEWEST_SYNC_PER_STORE} sync bytes per chunk stored in it, fitted on 256 ranks at the llm-d rate` : `keeps its shallowest, as before segment rows: each kept row re-encoded ${FULL_C} times per cache lifetime, ${FULL_P0 * 1e6} µs + ${FULL_P1 * 1e6} µs per chunk entry an encode, ${FULL_OPS} patch ops`} (docs/scaling.md).`,
 );
 lines.push(
   `Check at ${big.ranks} ranks (${pct(check.full)} of buckets full): predicted ${fmt(predictedCpu, 2)} CPU-s per second (ingest ${fmt(check.ingestCpu, 2)}, publication ${fmt(check.publishCpu, 2)}), simulated ${fmt(big.cpuPerVirtualS, 2)} (ingest ${fmt(big.ingestCpuPerS, 2)}, publication ${fmt(big.publishCpuPerS, 2)}): ratio ${fmt(big.cpuPerVirtualS / predictedCpu, 2)}; sync to one gateway ${mib(big.syncBytesPerS)}/s simulated, ${mib(check.syncPerS)}/s predicted, against ${mib(check.pollBound)}/s for whole images of every dirtied bucket.`,

@@ -104,15 +104,22 @@ function lcg(seed: number): () => number {
 export function viewWorkload(
   ranks: number,
   detokenize: Detokenize,
-): { events: Map<number, KvEvent[]>; requests: ViewRequest[] } {
+): {
+  events: Map<number, KvEvent[]>;
+  requests: ViewRequest[];
+  /** Round `r` of llm-d's traffic meanwhile: one more question per group, stored on its home ranks. */
+  followUp: (round: number) => Map<number, KvEvent[]>;
+} {
   const events = new Map<number, KvEvent[]>();
   const on = (rank: number, e: KvEvent[]) => events.set(rank, [...(events.get(rank) ?? []), ...e]);
   const requests: ViewRequest[] = [];
   const rnd = lcg(ranks);
+  const groupHomes: Array<{ homes: Set<number>; last: bigint }> = [];
   for (let g = 0; g < GROUPS; g++) {
     const system = blocks(KIND_SYSTEM, g, 0, SYSTEM_BLOCKS);
     const last = (system[system.length - 1] as Block).hash;
     const homes = g % 2 === 0 ? [rnd() % ranks, rnd() % ranks] : [rnd() % ranks];
+    groupHomes.push({ homes: new Set(homes), last });
     for (const rank of new Set(homes)) {
       on(rank, stored(system, null));
       for (let q = 0; q < CACHED_QUESTIONS; q++)
@@ -128,5 +135,14 @@ export function viewWorkload(
     const next = blocks(KIND_CHAT, c, turns * TURN_BLOCKS, TURN_BLOCKS);
     requests.push({ kind: "chat", stream: streamOf([...history, ...next], detokenize) });
   }
-  return { events, requests };
+  const followUp = (round: number) => {
+    const out = new Map<number, KvEvent[]>();
+    groupHomes.forEach(({ homes, last }, g) => {
+      // Question ids 10… are neither cached at the start (0, 1) nor asked (99).
+      const question = stored(blocks(KIND_QUESTION, g * 100 + 10 + (round % 80), 0, QUESTION_BLOCKS), last);
+      for (const rank of homes) out.set(rank, [...(out.get(rank) ?? []), ...question]);
+    });
+    return out;
+  };
+  return { events, requests, followUp };
 }

@@ -223,6 +223,7 @@ function buildModel(cfg: Config, opts: ControlPlaneOptions, logger: Logger): Mod
       buckets: cfg.cache.buckets,
       ways: cfg.cache.ways,
       fullWays: cfg.cache.fullWays,
+      fullKeep: cfg.cache.fullKeep,
       maxSlots,
       maxBlocksPerSlot: cfg.cache.maxBlocksPerSlot,
     }),

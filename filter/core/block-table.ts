@@ -14,7 +14,8 @@
 //   32 tiers u32 (bit t: a copy is on tier t)
 //   36 nChunks u32 (chunks completed inside this block)
 //   40 partialLen u32
-//   44 the block's chunk hashes but the last (which is `prev`), u64 × (nChunks - 1)
+//   44 parent u64 (the engine's hash of the block before it in its chain; 0 at a chain's start)
+//   52 the block's chunk hashes but the last (which is `prev`), u64 × (nChunks - 1)
 //   .. the unfinished chunk (partialLen bytes of it so far): under 32 bytes, its bytes; from 32
 //      on, XXH64's four accumulators over its whole 32-byte stripes (32 bytes, xxh64-stream.ts)
 //      and then the partialLen % 32 bytes after them — the stripes' bytes are not needed again,
@@ -42,7 +43,10 @@ const B_NEWER = 28;
 const B_TIERS = 32;
 const B_NCHUNKS = 36;
 const B_PARTIAL_LEN = 40;
-const B_HEADER: usize = 44;
+const B_PARENT = 44;
+const B_HEADER: usize = 52;
+/** Blocks a chain refresh walks up at most. */
+const MAX_REFRESH_BLOCKS: i32 = 1 << 16;
 export const TIER_COUNT: u32 = 3;
 
 /** Bytes of a record's chunk hashes kept besides `prev` (all but the last). */
@@ -177,6 +181,28 @@ export class BlockTable {
     return k === n - 1 ? load<u64>(rec + B_PREV) : load<u64>(rec + B_HEADER + ((<usize>k) << 3));
   }
 
+  /**
+   * A store continues the chain ending at block `rec`: the chain is in use, so its chunks' stamps
+   * become `nowMs` (ChunkTable.refresh), walking up from `rec` until a chunk stamped within
+   * REFRESH_MS (its ancestors were refreshed then too) or the chain's start. Why: a full bucket
+   * that keeps its newest rows shows what was stored recently, and a prefix requests keep
+   * extending — a system prompt and its questions — is stored once; without this it would leave
+   * the gateways' view one horizon after it was stored however often it is used
+   * (docs/scaling.md). A chain extended in steady use costs one lookup per store.
+   */
+  private refreshChain(rec: usize, nowMs: f64): void {
+    // Chunks still queued (flushChunks) are not indexed yet: the walk stops at them, and they
+    // are added with this store's time anyway.
+    for (let steps = 0; rec !== 0 && steps < MAX_REFRESH_BLOCKS; steps++) {
+      const n = load<u32>(rec + B_NCHUNKS);
+      // Deepest first: the first chunk found fresh ends the walk.
+      for (let k = <i32>n - 1; k >= 0; k--)
+        if (!this.chunks.refresh(this.chunkAt(rec, <u32>k, n), nowMs)) return;
+      const parent = load<u64>(rec + B_PARENT);
+      rec = parent === 0 ? 0 : this.map.get(parent);
+    }
+  }
+
   /** Adds (or, add = false, removes) the chunks of block `rec` for one tier. */
   private chunksOf(rec: usize, tier: u32, add: bool, nowMs: f64): void {
     const n = load<u32>(rec + B_NCHUNKS);
@@ -285,6 +311,7 @@ export class BlockTable {
     if (hasParent) {
       const p = this.map.get(parent);
       if (p === 0) return STORE_ORPHAN;
+      if (this.chunks.keepNewest) this.refreshChain(p, nowMs);
       prev = load<u64>(p + B_PREV);
       depth = load<u32>(p + B_DEPTH);
       partialLen = load<u32>(p + B_PARTIAL_LEN);
@@ -359,6 +386,10 @@ export class BlockTable {
         }
         ByteBuf.copyShort(keep, scratch.ptr + <usize>(off + whole), <usize>tail);
         store<u64>(rec + B_HASH, hash);
+        store<u64>(
+          rec + B_PARENT,
+          i > 0 ? load<u64>(hashes + ((<usize>(i - 1)) << 3)) : hasParent ? parent : 0,
+        );
         this.map.set(rec);
         this.link(rec);
         queueChunks(hashOut, count, depth, tier, nowMs);

@@ -12,9 +12,11 @@
 // size (a bitmap row cost 16 + slots/8: 116 bytes at 800 slots), and `ways` counts rows. The
 // groups are kept in order: the shallowest first, then the better tier, then the most recently
 // stored, then the smaller hash, a group's segments in ascending order — a total order over rows,
-// of which the image holds the first `ways` (the reference's sort-and-slice).
+// of which the image holds the first `ways` (the reference's sort-and-slice). A full bucket that
+// keeps its newest rows (ChunkTable.newestFirst) orders by the most recently stored first, then
+// the shallowest, the better tier, the smaller hash.
 import { ByteBuf } from "./byte-buf";
-import { ChunkTable } from "./chunk-table";
+import { ChunkTable, GATE_KEY_BYTES } from "./chunk-table";
 
 const TIERS: u32 = 3;
 const HEADER_BYTES: i32 = 4;
@@ -37,18 +39,51 @@ let segCount: i32 = 0;
 /** The rows the last encode could keep (its bucket's ChunkTable.rowLimit), for gateKept. */
 let keptLimit: i32 = 0;
 
+/** The order of the bucket being encoded: newest first (ChunkTable.newestFirst) or shallowest. */
+let newestOrder = false;
+
+/**
+ * Is group (depth da, tier ta, stamp sa, hash ha) kept before group b, in the shallowest-first
+ * order or (newest) the most-recently-stored-first one? Both end on the hash: a total order.
+ */
+export function keyBefore(
+  newest: bool,
+  da: u32,
+  ta: u32,
+  sa: f64,
+  ha: u64,
+  db: u32,
+  tb: u32,
+  sb: f64,
+  hb: u64,
+): bool {
+  if (newest) {
+    if (sa !== sb) return sa > sb;
+    if (da !== db) return da < db;
+    if (ta !== tb) return ta < tb;
+    return ha < hb;
+  }
+  if (da !== db) return da < db;
+  if (ta !== tb) return ta < tb;
+  if (sa !== sb) return sa > sb;
+  return ha < hb;
+}
+
 /** Is row (a, ta) kept before row (b, tb)? */
 function before(t: ChunkTable, a: u32, ta: u32, b: u32, tb: u32): bool {
   const ra = t.rec(a);
   const rb = t.rec(b);
-  const da = t.depthAt(ra);
-  const db = t.depthAt(rb);
-  if (da !== db) return da < db;
-  if (ta !== tb) return ta < tb;
-  const sa = t.stampAt(ra);
-  const sb = t.stampAt(rb);
-  if (sa !== sb) return sa > sb;
-  return t.hashAt(ra) < t.hashAt(rb);
+  return keyBefore(
+    newestOrder,
+    t.depthAt(ra),
+    ta,
+    t.stampAt(ra),
+    t.hashAt(ra),
+    t.depthAt(rb),
+    tb,
+    t.stampAt(rb),
+    t.hashAt(rb),
+  );
 }
 
 /** Is `slot` speculatively routed the chunk `hash`? (spec: `specCount` × {hash u64, slot u32, pad u32}) */
@@ -190,6 +225,7 @@ export function encodeBucketImage(
   const limit = min((<u32>slotWords) << 6, MAX_SEGMENTS * SEGMENT_SLOTS);
   // A bucket in full mode shows fewer rows (ChunkTable.setRowLimits).
   ways = t.rowLimit(bucket, ways);
+  newestOrder = t.newestFirst(bucket);
   keptLimit = ways;
   let n = 0;
   keptTotal = 0;
@@ -260,7 +296,26 @@ export function gateKept(t: ChunkTable, b: u32, ways: i32): void {
     t.stampAt(last),
     t.hashAt(last),
   );
-  for (let i = 0; i < n; i++) store<u64>(kept + ((<usize>i) << 3), t.hashAt(t.rec(unchecked(keptRef[i]))));
+  const entry = <usize>t.gateEntry;
+  let shown = 0;
+  for (let i = 0; i < n; i++) {
+    const r = t.rec(unchecked(keptRef[i]));
+    const e = kept + <usize>i * entry;
+    store<u64>(e, t.hashAt(r));
+    if (entry !== <usize>GATE_KEY_BYTES) continue;
+    // The group's key and the rows it shows (the last one's may be cut at the limit).
+    const rows = min(unchecked(keptRows[i]), keptLimit - shown);
+    shown += rows;
+    writeGateKey(e, t.stampAt(r), t.depthAt(r), unchecked(keptTier[i]), rows);
+  }
+}
+
+/** Writes a gate entry's key (after its hash): stamp f64, depth u32, rows shown u16, tier u8. */
+export function writeGateKey(e: usize, stamp: f64, depth: u32, tier: u32, rows: i32): void {
+  store<f64>(e, stamp, 8);
+  store<u32>(e, depth, 16);
+  store<u16>(e, <u16>rows, 20);
+  store<u8>(e, <u8>tier, 22);
 }
 
 /**

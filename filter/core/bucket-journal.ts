@@ -14,10 +14,18 @@
 // overwritten since ends it. A gateway the chain does not reach back to, or whose joined patch
 // would not be smaller than the image, gets the image: only bytes are at stake, never
 // correctness, so the ring's size is a trade of memory for sync volume.
-import { appendChunkRows, encodeBucketImage, gateKept, ROW_BYTES } from "./bucket-encode";
+import {
+  appendChunkRows,
+  encodeBucketImage,
+  gateKept,
+  keyBefore,
+  MAX_ROWS,
+  ROW_BYTES,
+  writeGateKey,
+} from "./bucket-encode";
 import { appendDrop, appendPut, applyBucketPatch, diffBucket, findRow, PATCH_HEADER } from "./bucket-patch";
 import { ByteBuf } from "./byte-buf";
-import { ChunkTable } from "./chunk-table";
+import { ChunkTable, GATE_KEY_BYTES } from "./chunk-table";
 
 const IMAGE_HEADER: i32 = 4;
 // Record: previous record of the bucket (logical position + 1; 0 none) u64, version f64,
@@ -40,6 +48,82 @@ const changedHashes = new StaticArray<u64>(MAX_CHANGED);
 const patchBuf = new ByteBuf(256);
 const patchedBuf = new ByteBuf(256);
 const joinAt = new StaticArray<u64>(MAX_JOIN);
+
+/** Changed chunks' row groups publishKept places at most; more go whole. */
+const MAX_FRESH: i32 = 1024;
+// publishKept's changed chunks' groups (rows at fFirst in chunkRows) and their keys, in key order.
+const fStamp = new StaticArray<f64>(MAX_FRESH);
+const fDepth = new StaticArray<u32>(MAX_FRESH);
+const fTier = new StaticArray<u32>(MAX_FRESH);
+const fHash = new StaticArray<u64>(MAX_FRESH);
+const fFirst = new StaticArray<i32>(MAX_FRESH);
+const fRows = new StaticArray<i32>(MAX_FRESH);
+const fOrder = new StaticArray<i32>(MAX_FRESH);
+// The groups the new image shows, in keep order: from the gate (index ≥ 0) or fresh (−1 − index),
+// and the rows each shows; then the new gate's entries, written before they replace the old.
+const shownSrc = new StaticArray<i32>(MAX_ROWS + 1);
+const shownTake = new StaticArray<i32>(MAX_ROWS + 1);
+const newGate = new ByteBuf(1024);
+
+function gateStamp(e: usize): f64 {
+  return load<f64>(e, 8);
+}
+function gateDepth(e: usize): u32 {
+  return load<u32>(e, 16);
+}
+function gateRows(e: usize): i32 {
+  return <i32>load<u16>(e, 20);
+}
+function gateTier(e: usize): u32 {
+  return <u32>load<u8>(e, 22);
+}
+
+/** Is fresh group i before fresh group j in the newest-first order? */
+function freshBefore(i: i32, j: i32): bool {
+  return keyBefore(
+    true,
+    unchecked(fDepth[i]),
+    unchecked(fTier[i]),
+    unchecked(fStamp[i]),
+    unchecked(fHash[i]),
+    unchecked(fDepth[j]),
+    unchecked(fTier[j]),
+    unchecked(fStamp[j]),
+    unchecked(fHash[j]),
+  );
+}
+
+/** Is gate entry e before fresh group j? */
+function gateBefore(e: usize, j: i32): bool {
+  return keyBefore(
+    true,
+    gateDepth(e),
+    gateTier(e),
+    gateStamp(e),
+    load<u64>(e),
+    unchecked(fDepth[j]),
+    unchecked(fTier[j]),
+    unchecked(fStamp[j]),
+    unchecked(fHash[j]),
+  );
+}
+
+/** Is `h` among the first `n` changed hashes? */
+function isChanged(h: u64, n: i32): bool {
+  for (let k = 0; k < n; k++) if (unchecked(changedHashes[k]) === h) return true;
+  return false;
+}
+
+/** How many rows of chunk h's group on key's tier have a lower segment than key's, among n at held. */
+function segmentRank(held: usize, n: i32, h: u64, key: u16): i32 {
+  let rank = 0;
+  for (let i = 0; i < n; i++) {
+    const row = held + <usize>(IMAGE_HEADER + i * ROW_BYTES);
+    const k = load<u16>(row, 10);
+    if (load<u64>(row) === h && (k & 0xff) === (key & 0xff) && k >> 8 < key >> 8) rank++;
+  }
+  return rank;
+}
 
 /** Index of the row with (tier, segment) `key` among `m` rows at p (no header), or -1. */
 function rowWith(p: usize, m: i32, key: u16): i32 {
@@ -75,6 +159,8 @@ export class BucketJournal {
     public cap: u64,
     /** Rows a bucket in full mode shows (ChunkTable.setRowLimits). */
     public fullRows: i32,
+    /** A bucket in full mode keeps its newest rows, not its shallowest (ChunkTable.setRowLimits). */
+    public fullNewest: bool = false,
   ) {
     this.stride = IMAGE_HEADER + ways * ROW_BYTES;
     const n = <usize>buckets;
@@ -125,7 +211,7 @@ export class BucketJournal {
    */
   publishDirty(t: ChunkTable, dirty: usize, n: i32, spec: usize, specCount: i32, firstVersion: f64): i32 {
     this.changed.len = 0;
-    t.setRowLimits(this.ways, this.fullRows);
+    t.setRowLimits(this.ways, this.fullRows, this.fullNewest);
     let version = firstVersion;
     let s = 0;
     for (let i = 0; i < n; i++) {
@@ -191,8 +277,8 @@ export class BucketJournal {
    * would fill up, so the keep rule and the gate must decide; or too much changed).
    */
   publishChanges(t: ChunkTable, b: u32, version: f64): i32 {
+    if (!t.hasRoom(b)) return t.patchesKept(b) ? this.publishKept(t, b, version) : -1;
     const held = this.image(b);
-    const heldLen = this.imageLen(b);
     const n = <i32>load<u16>(held, 2);
     const patch = patchBuf;
     patch.len = 0;
@@ -235,9 +321,19 @@ export class BucketJournal {
     }
     if (ops === 0) return 0;
     if (rows >= t.rowLimit(b, this.ways) || <u32>ops > MAX_OPS) return -1;
+    return this.commitPatch(b, ops, version);
+  }
+
+  /**
+   * Applies the `ops` ops in patchBuf to bucket b's held image, gives it `version` and journals
+   * the patch; 1, or -1 when it does not apply (the caller encodes the bucket whole).
+   */
+  private commitPatch(b: u32, ops: i32, version: f64): i32 {
+    const patch = patchBuf;
+    const held = this.image(b);
     store<u16>(patch.ptr, 0);
     store<u16>(patch.ptr, <u16>ops, 2);
-    const len = applyBucketPatch(held, heldLen, patch.ptr, patch.len, patchedBuf);
+    const len = applyBucketPatch(held, this.imageLen(b), patch.ptr, patch.len, patchedBuf);
     if (len < 0 || len > this.stride) return -1;
     memory.copy(held, patchedBuf.ptr, <usize>len);
     store<i32>(this.lens + ((<usize>b) << 2), len);
@@ -249,6 +345,274 @@ export class BucketJournal {
       store<u64>(this.last + ((<usize>b) << 3), 0);
     }
     return 1;
+  }
+
+  /**
+   * Publishes full bucket b, which keeps its newest rows (ChunkTable.patchesKept), from its logged
+   * changes and its gate, which lists the groups it shows in keep order with their keys: a chunk
+   * not shown whose change was not logged sorts after the last shown group, so merging the gate's
+   * groups of unchanged chunks with the changed chunks' groups now, up to `limit` rows, gives the
+   * bucket's first `limit` rows — as long as the last of them does not sort after the last shown
+   * before. The patch drops and puts what differs, at a cost in the image's rows and the changes,
+   * where a whole encode walks every chunk the bucket indexes (hundreds at hundreds of ranks),
+   * and the gate is rewritten from the merge. 1 when the image changed, 0 when not; -1 when the
+   * bucket must be encoded whole (shown chunks lost rows that others must replace, or too much
+   * changed).
+   */
+  publishKept(t: ChunkTable, b: u32, version: f64): i32 {
+    const held = this.image(b);
+    const n = <i32>load<u16>(held, 2);
+    const limit = t.rowLimit(b, this.ways);
+    if (n !== limit) return -1;
+    const distinct = this.freshGroups(t, b);
+    if (distinct < 0) return -1;
+    const fresh = this.freshCount;
+    // Merge the gate's groups (in keep order, changed chunks' left out) with the fresh ones.
+    const gk = t.gateKept(b);
+    const groups = <i32>t.keptGroups(b);
+    const entry = <usize>GATE_KEY_BYTES;
+    let gi = 0;
+    let fi = 0;
+    let shown = 0;
+    let acc = 0;
+    let lastGate = -1;
+    while (acc < limit) {
+      while (gi < groups && isChanged(load<u64>(gk + <usize>gi * entry), distinct)) gi++;
+      let src: i32 = 0;
+      let rows: i32 = 0;
+      if (gi < groups && (fi === fresh || gateBefore(gk + <usize>gi * entry, unchecked(fOrder[fi])))) {
+        src = gi;
+        rows = gateRows(gk + <usize>gi * entry);
+        lastGate = gi;
+        gi++;
+      } else if (fi < fresh) {
+        const f = unchecked(fOrder[fi]);
+        src = -1 - f;
+        rows = unchecked(fRows[f]);
+        fi++;
+      } else break;
+      const take = rows < limit - acc ? rows : limit - acc;
+      shownSrc[shown] = src;
+      shownTake[shown] = take;
+      shown++;
+      acc += take;
+    }
+    // Fewer rows than shown: chunks not shown would take the freed places; the encode finds them.
+    if (acc < limit) return -1;
+    // The new last group may not sort after the last shown before (the gate's key as it was then).
+    const lastSrc = unchecked(shownSrc[shown - 1]);
+    let lDepth: u32, lTier: u32, lStamp: f64, lHash: u64;
+    if (lastSrc >= 0) {
+      const e = gk + <usize>lastSrc * entry;
+      lDepth = gateDepth(e);
+      lTier = gateTier(e);
+      lStamp = gateStamp(e);
+      lHash = load<u64>(e);
+    } else {
+      const f = -1 - lastSrc;
+      lDepth = unchecked(fDepth[f]);
+      lTier = unchecked(fTier[f]);
+      lStamp = unchecked(fStamp[f]);
+      lHash = unchecked(fHash[f]);
+    }
+    if (
+      keyBefore(
+        true,
+        t.gateDepth(b),
+        t.gateTier(b),
+        t.gateStamp(b),
+        t.gateHash(b),
+        lDepth,
+        lTier,
+        lStamp,
+        lHash,
+      )
+    )
+      return -1;
+    const ops = this.keptPatch(held, n, gk, groups, distinct, shown, lastGate);
+    this.writeGate(t, b, gk, shown, lDepth, lTier, lStamp, lHash);
+    if (ops === 0) return 0;
+    if (<u32>ops > MAX_OPS) return -1;
+    return this.commitPatch(b, ops, version);
+  }
+
+  /** Fresh groups freshGroups found. */
+  private freshCount: i32 = 0;
+
+  /**
+   * The changed chunks of bucket b (into changedHashes; returns how many, -1 when too many) and
+   * their row groups now (rows appended to chunkRows, keys in fStamp…, in key order in fOrder).
+   */
+  private freshGroups(t: ChunkTable, b: u32): i32 {
+    let distinct = 0;
+    for (let c = t.changeHead(b); c !== 0; c = t.changeNext(c)) {
+      const h = t.changeHash(c);
+      if (isChanged(h, distinct)) continue;
+      if (distinct === MAX_CHANGED) return -1;
+      changedHashes[distinct++] = h;
+    }
+    chunkRows.len = 0;
+    let f = 0;
+    for (let k = 0; k < distinct; k++) {
+      const h = unchecked(changedHashes[k]);
+      const ref = t.find(h);
+      if (ref === 0) continue;
+      const r = t.rec(ref);
+      const start = chunkRows.len / ROW_BYTES;
+      const m = appendChunkRows(t, h, this.slotWords, chunkRows);
+      // appendChunkRows writes a chunk's groups in tier order, each one's segments ascending.
+      for (let j = 0; j < m; j++) {
+        const tier = <u32>load<u8>(chunkRows.ptr + <usize>((start + j) * ROW_BYTES), 10);
+        if (j > 0 && tier === unchecked(fTier[f - 1])) {
+          fRows[f - 1] = unchecked(fRows[f - 1]) + 1;
+          continue;
+        }
+        if (f === MAX_FRESH) return -1;
+        fStamp[f] = t.stampAt(r);
+        fDepth[f] = t.depthAt(r);
+        fTier[f] = tier;
+        fHash[f] = h;
+        fFirst[f] = start + j;
+        fRows[f] = 1;
+        f++;
+      }
+    }
+    for (let i = 0; i < f; i++) {
+      let j = i;
+      while (j > 0 && freshBefore(i, unchecked(fOrder[j - 1]))) {
+        fOrder[j] = fOrder[j - 1];
+        j--;
+      }
+      fOrder[j] = i;
+    }
+    this.freshCount = f;
+    return distinct;
+  }
+
+  /**
+   * Writes to patchBuf the ops that turn the held image (n rows) into the merge's `shown` groups:
+   * drops of the rows of gate groups past the last one shown (`lastGate`) or cut shorter, and of
+   * changed chunks' rows no longer shown; puts of shown fresh rows that are new or differ.
+   * Returns the op count.
+   */
+  private keptPatch(
+    held: usize,
+    n: i32,
+    gk: usize,
+    groups: i32,
+    distinct: i32,
+    shown: i32,
+    lastGate: i32,
+  ): i32 {
+    const patch = patchBuf;
+    patch.len = 0;
+    patch.reserve(PATCH_HEADER);
+    patch.len = PATCH_HEADER;
+    const entry = <usize>GATE_KEY_BYTES;
+    let ops = 0;
+    // The last gate group shown may show fewer rows than before: its highest segments go.
+    let cutHash: u64 = 0;
+    let cutTier: u32 = 0;
+    let cutKeep = -1;
+    for (let k = shown - 1; k >= 0; k--) {
+      if (unchecked(shownSrc[k]) !== lastGate) continue;
+      const e = gk + <usize>lastGate * entry;
+      if (unchecked(shownTake[k]) < gateRows(e)) {
+        cutHash = load<u64>(e);
+        cutTier = gateTier(e);
+        cutKeep = unchecked(shownTake[k]);
+      }
+      break;
+    }
+    for (let i = 0; i < n; i++) {
+      const row = held + <usize>(IMAGE_HEADER + i * ROW_BYTES);
+      const h = load<u64>(row);
+      const key = load<u16>(row, 10);
+      let drop = false;
+      if (isChanged(h, distinct)) drop = !this.freshShown(h, key, shown);
+      else if (cutKeep >= 0 && h === cutHash && <u32>(key & 0xff) === cutTier)
+        drop = segmentRank(held, n, h, key) >= cutKeep;
+      else
+        for (let g = lastGate + 1; g < groups; g++)
+          if (
+            load<u64>(gk + <usize>g * entry) === h &&
+            gateTier(gk + <usize>g * entry) === <u32>(key & 0xff)
+          ) {
+            drop = true;
+            break;
+          }
+      if (drop) {
+        appendDrop(patch, h, key);
+        ops++;
+      }
+    }
+    for (let k = 0; k < shown; k++) {
+      const src = unchecked(shownSrc[k]);
+      if (src >= 0) continue;
+      const f = -1 - src;
+      const take = unchecked(shownTake[k]);
+      for (let j = 0; j < take; j++) {
+        const row = chunkRows.ptr + <usize>((unchecked(fFirst[f]) + j) * ROW_BYTES);
+        const i = findRow(held, n, load<u64>(row), load<u16>(row, 10));
+        if (
+          i >= 0 &&
+          memory.compare(row, held + <usize>(IMAGE_HEADER + i * ROW_BYTES), <usize>ROW_BYTES) === 0
+        )
+          continue;
+        appendPut(patch, row);
+        ops++;
+      }
+    }
+    return ops;
+  }
+
+  /** Is the row (h, key) among the shown rows of the merge's fresh groups? */
+  private freshShown(h: u64, key: u16, shown: i32): bool {
+    for (let k = 0; k < shown; k++) {
+      const src = unchecked(shownSrc[k]);
+      if (src >= 0 || unchecked(fHash[-1 - src]) !== h) continue;
+      const f = -1 - src;
+      for (let j = 0; j < unchecked(shownTake[k]); j++)
+        if (load<u16>(chunkRows.ptr + <usize>((unchecked(fFirst[f]) + j) * ROW_BYTES), 10) === key)
+          return true;
+    }
+    return false;
+  }
+
+  /** Rewrites bucket b's gate from the merge's shown groups and the new last group's key. */
+  private writeGate(
+    t: ChunkTable,
+    b: u32,
+    gk: usize,
+    shown: i32,
+    lDepth: u32,
+    lTier: u32,
+    lStamp: f64,
+    lHash: u64,
+  ): void {
+    const entry = GATE_KEY_BYTES;
+    newGate.len = 0;
+    newGate.reserve(shown * entry);
+    for (let k = 0; k < shown; k++) {
+      const src = unchecked(shownSrc[k]);
+      const e = newGate.ptr + <usize>(k * entry);
+      if (src >= 0) {
+        memory.copy(e, gk + <usize>(src * entry), <usize>entry);
+        store<u16>(e, <u16>unchecked(shownTake[k]), 20);
+      } else {
+        const f = -1 - src;
+        store<u64>(e, unchecked(fHash[f]));
+        writeGateKey(
+          e,
+          unchecked(fStamp[f]),
+          unchecked(fDepth[f]),
+          unchecked(fTier[f]),
+          unchecked(shownTake[k]),
+        );
+      }
+    }
+    const kept = t.setGate(b, this.ways, shown, lDepth, lTier, lStamp, lHash);
+    memory.copy(kept, newGate.ptr, <usize>(shown * entry));
   }
 
   /** Appends bucket b's patch (header included at `patch`) to the ring as its newest record. */

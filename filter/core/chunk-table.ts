@@ -29,7 +29,10 @@ const FLAG_SPECULATED: u16 = 1;
 const FLAG_FREE: u16 = 2;
 
 // Per-bucket gate (setGate): row groups kept u32 (GATE_OPEN: not gated; 0: room), the last kept row's depth u32,
-// tier u32, reserved u32, stamp f64, hash u64, then `gateWays` × the kept rows' chunk hashes u64.
+// tier u32, reserved u32, stamp f64, hash u64, then `gateWays` × the kept groups in keep order:
+// their chunk hash u64 — and where full buckets keep their newest rows (GATE_KEY_BYTES entries),
+// the group's stamp f64, depth u32, tier u8, rows shown u8, so publication patches the kept rows
+// from the gate alone (bucket-journal.ts publishKept).
 const G_COUNT = 0;
 const G_DEPTH = 4;
 const G_TIER = 8;
@@ -37,10 +40,19 @@ const G_STAMP = 16;
 const G_HASH = 24;
 const G_KEPT = 32;
 const GATE_OPEN: u32 = 0xffffffff;
+/** Bytes of a kept group's gate entry: its hash; with its key and rows (keepNewest). */
+const GATE_HASH_BYTES: i32 = 8;
+export const GATE_KEY_BYTES: i32 = 24;
 
 // The change log: per changed chunk of a bucket with room, {hash u64, previous entry of the same
 // bucket (index + 1; 0 none) u32, 0 u32}. Past MAX_CHANGES entries a change goes the full way.
 const CHANGE_BYTES: i32 = 16;
+/**
+ * A chunk whose chain a store continues gets a new stamp only when its own is older than this
+ * (refresh): a chain in steady use is walked once a second at most, and its stamps lag by at
+ * most that, far inside the view's horizon (docs/scaling.md).
+ */
+const REFRESH_MS: f64 = 1000;
 const MAX_CHANGES: i32 = 1 << 22;
 
 /** A holder: slot (16 bits) | tier (8 bits) << 16 | count (32 bits) << 32. */
@@ -70,6 +82,8 @@ export class ChunkTable {
   /** Per-bucket gates (0 until the first setGate) and the row count they were made for. */
   gates: usize = 0;
   gateWays: i32 = 0;
+  /** Bytes per kept group in a gate: GATE_HASH_BYTES, or GATE_KEY_BYTES while full buckets keep their newest. */
+  gateEntry: i32 = GATE_HASH_BYTES;
   /**
    * The chunks changed since the last publication in buckets whose image had room (so the
    * publication can patch their rows alone instead of encoding the bucket: every chunk of the
@@ -86,6 +100,8 @@ export class ChunkTable {
   /** setRowLimits: the rows a bucket shows while its chunks fit (0: no modes), and when full. */
   modeWays: i32 = 0;
   fullRows: i32 = 0;
+  /** setRowLimits: a bucket in full mode keeps its newest rows (true) or its shallowest. */
+  keepNewest: bool = false;
 
   constructor(public buckets: u32) {
     this.mask = buckets - 1;
@@ -154,25 +170,60 @@ export class ChunkTable {
 
   /**
    * The rows publication may show per bucket: its first `ways` rows (the keep order's), and only
-   * its first `fullRows` once it indexes more than fullModeEntry(ways) chunks — until it is down to
-   * `ways` chunks again. The band of ways / 4 keeps full mode to fleets whose buckets are full on
-   * average: at 128 ranks (43 chunks a bucket on average) the ~1 % of buckets over 60 lose only
-   * their deepest rows, where showing them 8 rows lost 4–6 % of the view's requests. Why: a full bucket re-encodes whenever a change reaches its shown rows, about
-   * twice per shown row and cache lifetime, walking every chunk it indexes; showing 60 rows of a
-   * full bucket cost 7.5× what 8 did (docs/scaling.md), for a view that shows its shallowest
-   * chunks either way. A change of limits puts every bucket in the mode its count says.
+   * its first `fullRows` once it is full — past fullEntry() chunks, until it is down to fullExit().
+   * `newest`: a full bucket keeps its most recently stored rows (newestFirst), full past `ways`
+   * chunks; publication patches it from its gate, so it may show all `ways` rows. Otherwise it
+   * keeps its shallowest, full past fullModeEntry(ways) chunks until it is down to `ways`: the band
+   * of ways / 4 keeps full mode to fleets whose buckets are full on average (at 128 ranks, 43
+   * chunks a bucket on average, the ~1 % of buckets over 60 lose only their deepest rows, where
+   * showing them 8 rows lost 4–6 % of the view's requests), and fullRows is small because such a
+   * bucket re-encodes whenever a change reaches its shown rows, about twice per shown row and
+   * cache lifetime, walking every chunk it indexes (60 rows cost 7.5× what 8 did,
+   * docs/scaling.md). A change of limits puts every bucket in the mode its count says.
    */
-  setRowLimits(ways: i32, fullRows: i32): void {
-    if (ways === this.modeWays && fullRows === this.fullRows) return;
+  setRowLimits(ways: i32, fullRows: i32, newest: bool = false): void {
+    if (ways === this.modeWays && fullRows === this.fullRows && newest === this.keepNewest) return;
+    const reorder = newest !== this.keepNewest;
     this.modeWays = ways;
     this.fullRows = fullRows;
+    this.keepNewest = newest;
     for (let b: u32 = 0; b < this.buckets; b++) {
-      const full = load<u32>(this.counts + ((<usize>b) << 2)) > <u32>fullModeEntry(ways);
+      const full = load<u32>(this.counts + ((<usize>b) << 2)) > <u32>this.fullEntry();
       if (full !== this.inFullMode(b)) {
         this.setMode(b, full);
-        if (fullRows < ways) this.markDirty(b);
-      }
+        // Its rows change unless both modes show the same rows in the same order.
+        if (fullRows < ways || newest || reorder) this.markDirty(b);
+      } else if (full && reorder) this.markDirty(b);
     }
+  }
+
+  /**
+   * Does bucket b keep its newest rows first (full mode with setRowLimits' `newest`)? Then the keep
+   * order is the most recently stored first, then the shallowest, the better tier, the smaller
+   * hash (bucket-encode.ts). Why: past ~150 full caches a bucket indexes more chunks than any
+   * gateway budget shows, and its shallowest rows are mostly the first chunks of prompts nobody
+   * asks for again (unique prompts), while the prefixes requests reuse were stored or extended
+   * recently; keeping newest shows every bucket's last cache-lifetime share (docs/scaling.md).
+   */
+  @inline newestFirst(b: u32): bool {
+    return this.keepNewest && this.modeWays !== 0 && this.inFullMode(b);
+  }
+
+  /**
+   * Past how many chunks a bucket goes to full mode: fullModeEntry(ways) when full buckets keep
+   * their shallowest; `ways` when they keep their newest, since a bucket with more chunks than
+   * rows loses its deepest ones otherwise — the deep prefixes of long prompts (a 6k-token system
+   * prompt is ~290 chunks deep), which is what newest keeps for them.
+   */
+  fullEntry(): i32 {
+    return this.keepNewest ? this.modeWays : fullModeEntry(this.modeWays);
+  }
+
+  /** Back from full mode at this many chunks: `ways`, or ways − ways / 4 when full buckets keep their newest. */
+  fullExit(): i32 {
+    if (!this.keepNewest) return this.modeWays;
+    const band = this.modeWays >> 2;
+    return this.modeWays - (band > 1 ? band : 1);
   }
 
   /** The rows bucket b's image may hold: `ways`, or the full mode's row count. */
@@ -198,10 +249,14 @@ export class ChunkTable {
     store<u32>(at, <u32>m);
     const ways = this.modeWays;
     if (ways === 0) return;
-    if (delta > 0 ? m === fullModeEntry(ways) + 1 && !this.inFullMode(b) : m === ways && this.inFullMode(b)) {
+    if (
+      delta > 0
+        ? m === this.fullEntry() + 1 && !this.inFullMode(b)
+        : m === this.fullExit() && this.inFullMode(b)
+    ) {
       this.setMode(b, delta > 0);
-      // The rows it may show changed (none when full mode shows as many).
-      if (this.fullRows < ways) this.markDirty(b);
+      // The rows it may show changed (none when full mode shows as many in the same order).
+      if (this.fullRows < ways || this.keepNewest) this.markDirty(b);
     }
   }
 
@@ -253,9 +308,53 @@ export class ChunkTable {
   }
 
   /** Did bucket b's last publication leave room for more rows (gate recorded, 0 groups)? */
-  @inline private hasRoom(b: u32): bool {
+  @inline hasRoom(b: u32): bool {
     if (this.gates === 0) return false;
-    return load<u32>(this.gates + <usize>b * <usize>(G_KEPT + (this.gateWays << 3)) + G_COUNT) === 0;
+    return load<u32>(this.gate(b) + G_COUNT) === 0;
+  }
+
+  /** Bucket b's gate: its kept groups (0: room; GATE_OPEN: none yet), last kept key, kept hashes. */
+  @inline private gate(b: u32): usize {
+    return this.gates + <usize>b * <usize>(G_KEPT + this.gateWays * this.gateEntry);
+  }
+
+  /** Bucket b's kept groups' entries (GATE_KEY_BYTES each while full buckets keep their newest). */
+  @inline gateKept(b: u32): usize {
+    return this.gate(b) + G_KEPT;
+  }
+
+  /** Row groups bucket b's last publication kept while full (0: it had room or none is recorded). */
+  keptGroups(b: u32): u32 {
+    if (this.gates === 0) return 0;
+    const n = load<u32>(this.gate(b) + G_COUNT);
+    return n === GATE_OPEN ? 0 : n;
+  }
+
+  /** The last kept group's sort key, as setGate recorded it. */
+  @inline gateDepth(b: u32): u32 {
+    return load<u32>(this.gate(b) + G_DEPTH);
+  }
+
+  @inline gateTier(b: u32): u32 {
+    return load<u32>(this.gate(b) + G_TIER);
+  }
+
+  @inline gateStamp(b: u32): f64 {
+    return load<f64>(this.gate(b) + G_STAMP);
+  }
+
+  @inline gateHash(b: u32): u64 {
+    return load<u64>(this.gate(b) + G_HASH);
+  }
+
+  /**
+   * Is bucket b full, keeping its newest rows, with its kept rows recorded? Then a change that can
+   * show is logged like one in a bucket with room, and publication patches the kept rows
+   * (bucket-journal.ts publishKept) instead of encoding the bucket: with newest first every store
+   * shows, and a whole encode walks every chunk of the bucket (docs/scaling.md item 2).
+   */
+  @inline patchesKept(b: u32): bool {
+    return this.newestFirst(b) && this.keptGroups(b) !== 0;
   }
 
   private logChange(b: u32, hash: u64): void {
@@ -289,14 +388,16 @@ export class ChunkTable {
    * for nothing (docs/scaling.md).
    */
   setGate(b: u32, ways: i32, n: i32, depth: u32, tier: u32, stamp: f64, hash: u64): usize {
-    const stride = <usize>(G_KEPT + (ways << 3));
-    if (this.gates === 0 || this.gateWays !== ways) {
+    const entry = this.keepNewest ? GATE_KEY_BYTES : GATE_HASH_BYTES;
+    const stride = <usize>(G_KEPT + ways * entry);
+    if (this.gates === 0 || this.gateWays !== ways || this.gateEntry !== entry) {
       if (this.gates !== 0) heap.free(this.gates);
       const bytes = <usize>this.buckets * stride;
       this.gates = heap.alloc(bytes);
       // Every bucket open until its first publication with this geometry.
       for (let i: u32 = 0; i < this.buckets; i++) store<u32>(this.gates + <usize>i * stride, GATE_OPEN);
       this.gateWays = ways;
+      this.gateEntry = entry;
     }
     const g = this.gates + <usize>b * stride;
     store<u32>(g + G_COUNT, <u32>n);
@@ -316,34 +417,54 @@ export class ChunkTable {
    */
   visible(b: u32, r: usize): bool {
     if (this.gates === 0) return true;
-    const ways = this.gateWays;
-    const g = this.gates + <usize>b * <usize>(G_KEPT + (ways << 3));
+    const g = this.gate(b);
     const n = load<u32>(g + G_COUNT);
     // 0: the bucket had room for more rows, so any change can show.
     if (n === GATE_OPEN || n === 0) return true;
     const hash = load<u64>(r + R_HASH);
-    for (let i: u32 = 0; i < n; i++) if (load<u64>(g + G_KEPT + ((<usize>i) << 3)) === hash) return true;
+    const entry = <usize>this.gateEntry;
+    for (let i: u32 = 0; i < n; i++) if (load<u64>(g + G_KEPT + <usize>i * entry) === hash) return true;
     const depth = load<u32>(r + R_DEPTH);
     const lastDepth = load<u32>(g + G_DEPTH);
-    if (depth !== lastDepth) return depth < lastDepth;
-    if (load<u32>(g + G_TIER) !== 0) return true;
     const stamp = load<f64>(r + R_STAMP);
     const lastStamp = load<f64>(g + G_STAMP);
-    if (stamp !== lastStamp) return stamp > lastStamp;
+    // The gate was made in the bucket's current order: a change of mode re-encodes it whole.
+    if (this.newestFirst(b)) {
+      if (stamp !== lastStamp) return stamp > lastStamp;
+      if (depth !== lastDepth) return depth < lastDepth;
+    } else {
+      if (depth !== lastDepth) return depth < lastDepth;
+      if (load<u32>(g + G_TIER) !== 0) return true;
+      if (stamp !== lastStamp) return stamp > lastStamp;
+      return hash < load<u64>(g + G_HASH);
+    }
+    if (load<u32>(g + G_TIER) !== 0) return true;
     return hash < load<u64>(g + G_HASH);
   }
 
   /**
    * Marks r's bucket dirty if the change to r's chunk can show in its publication (visible): in a
-   * bucket with room, as a change of this chunk's rows alone, otherwise for a whole encode.
+   * bucket with room or one that patches its kept rows (patchesKept), as a change of this chunk's
+   * rows alone, otherwise for a whole encode.
    */
   touched(r: usize): void {
     const hash = load<u64>(r + R_HASH);
     const b = this.bucketOf(hash);
-    if (this.hasRoom(b) && !this.needsFull(b) && this.changes.len < MAX_CHANGES * CHANGE_BYTES) {
-      this.logChange(b, hash);
-      this.markChanged(b);
-    } else if (this.visible(b, r)) this.markDirty(b);
+    if (!this.needsFull(b) && this.changes.len < MAX_CHANGES * CHANGE_BYTES) {
+      if (this.hasRoom(b)) {
+        this.logChange(b, hash);
+        this.markChanged(b);
+        return;
+      }
+      if (this.patchesKept(b)) {
+        if (this.visible(b, r)) {
+          this.logChange(b, hash);
+          this.markChanged(b);
+        }
+        return;
+      }
+    }
+    if (this.visible(b, r)) this.markDirty(b);
   }
 
   /** Moves the dirty bucket list (in first-dirtied order, as u32s) to `out` and clears it. */
@@ -496,6 +617,21 @@ export class ChunkTable {
     // A new holder changes the image; a repeat store only refreshes the LRU stamp, which
     // matters for eviction order, so it dirties the bucket too — when the publication can show it.
     this.touched(r);
+  }
+
+  /**
+   * A store continued the chain this chunk is on (block-table.ts refreshChain): its stamp becomes
+   * `nowMs` unless it is within REFRESH_MS of it already. False when it was (or the chunk is not
+   * indexed): the chain above it is as fresh, and the walk stops.
+   */
+  refresh(hash: u64, nowMs: f64): bool {
+    const ref = this.map.get(hash, this.recs);
+    if (ref === 0) return false;
+    const r = this.rec(ref);
+    if (load<f64>(r + R_STAMP) >= nowMs - REFRESH_MS) return false;
+    store<f64>(r + R_STAMP, nowMs);
+    this.touched(r);
+    return true;
   }
 
   remove(hash: u64, slot: u32, tier: u32): void {

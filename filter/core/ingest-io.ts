@@ -120,9 +120,12 @@ export function chunkHolderCount(id: i32, hash: u64, slot: u32, tier: u32): u32 
   return i < 0 ? 0 : <u32>(load<u64>(t.holders(r) + ((<usize>i) << 3)) >> 32);
 }
 
-/** The rows the table's buckets may show, in full mode and not (ChunkTable.setRowLimits). */
-export function chunkSetRowLimits(id: i32, ways: i32, fullRows: i32): void {
-  chunkTable(id).setRowLimits(ways, fullRows);
+/**
+ * The rows the table's buckets may show, in full mode and not, and whether a full one keeps its
+ * newest rows (`newest` 1) or its shallowest (ChunkTable.setRowLimits).
+ */
+export function chunkSetRowLimits(id: i32, ways: i32, fullRows: i32, newest: i32): void {
+  chunkTable(id).setRowLimits(ways, fullRows, newest !== 0);
 }
 
 export function chunkMarkDirty(id: i32, bucket: u32): void {
@@ -351,13 +354,23 @@ function journal(id: i32): BucketJournal {
 
 /**
  * A journal for `buckets` images of `ways` rows (`fullRows` for a bucket in full mode, ChunkTable
- * setRowLimits) and slots of `slotWords` × 64, with a patch ring of `ringBytes`.
+ * setRowLimits; `newest` 1: it keeps its newest rows) and slots of `slotWords` × 64, with a patch
+ * ring of `ringBytes`.
  */
-export function journalNew(buckets: u32, ways: i32, slotWords: i32, ringBytes: f64, fullRows: i32): i32 {
+export function journalNew(
+  buckets: u32,
+  ways: i32,
+  slotWords: i32,
+  ringBytes: f64,
+  fullRows: i32,
+  newest: i32,
+): i32 {
   if (ways < 1 || ways > MAX_ROWS || slotWords < 1 || slotWords > 1024 || ringBytes < 64) return -1;
   if (fullRows < 1 || fullRows > ways) return -1;
   const id = freeId(journals);
-  journals[id] = changetype<usize>(new BucketJournal(buckets, ways, slotWords, <u64>ringBytes, fullRows));
+  journals[id] = changetype<usize>(
+    new BucketJournal(buckets, ways, slotWords, <u64>ringBytes, fullRows, newest !== 0),
+  );
   return id;
 }
 

@@ -43,7 +43,7 @@ describe("configuration", () => {
     expect(cfg.cache).toEqual({
       buckets: 65536,
       ways: 60,
-      fullWays: 8,
+      fullKeep: "newest",
       speculativeTtlMs: 2000,
       maxBlocksPerSlot: 1048576,
     });

@@ -8,8 +8,8 @@ import { chatBody, post, type Stack, startStack, synced, until } from "./harness
 
 const BUCKETS = 256;
 const WAYS = 16;
-/** cache.fullWays' default: the rows a bucket indexing more than WAYS chunks shows. */
-const FULL_WAYS = 8;
+/** cache.fullWays' default with full buckets keeping their newest (cache.fullKeep's default): all WAYS rows. */
+const FULL_WAYS = WAYS;
 let stack: Stack;
 beforeAll(async () => {
   stack = await startStack({ engines: [[0, 1, 2, 3]], threads: 2, buckets: BUCKETS });

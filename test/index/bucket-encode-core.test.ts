@@ -1,9 +1,11 @@
 // The core's bucket encoder (filter/core/bucket-encode.ts), which publication runs, writes the
 // same bytes as the reference encoder (bucket-image.ts encodeBucket) for any index state:
 // random stores and removals over few buckets (so the `ways` limit bites), every tier, repeat
-// stores that move the LRU stamp, and speculative routes that come and expire.
+// stores that move the LRU stamp, and speculative routes that come and expire; full buckets that
+// keep their newest rows too.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { core } from "../../control-plane/src/core/core-wasm.ts";
 import { encodeBucket } from "../../control-plane/src/index/bucket-image.ts";
 import { ChunkIndex } from "../../control-plane/src/index/chunk-index.ts";
 import type { Tier } from "../../control-plane/src/index/tier.ts";
@@ -59,20 +61,31 @@ function apply(index: ChunkIndex, o: Op): void {
 describe("the core's bucket encoder", () => {
   it("writes the reference encoder's bytes for any index state", () => {
     fc.assert(
-      fc.property(fc.array(op, { maxLength: 200 }), fc.integer({ min: 1, max: 12 }), (ops, ways) => {
-        const index = new ChunkIndex(BUCKETS);
-        try {
-          for (const o of ops) apply(index, o);
-          for (const slotWords of [1, 3]) {
-            for (let b = 0; b < BUCKETS; b++) {
-              const reference = encodeBucket(index.bucketEntries(b), ways, slotWords);
-              expect(index.encodeBucket(b, ways, slotWords)).toEqual(reference);
+      fc.property(
+        // Long enough that buckets fill (fast-check's default size stays under 10 ops).
+        fc.array(op, { minLength: 20, maxLength: 200 }),
+        fc.integer({ min: 1, max: 12 }),
+        // Full buckets keep their newest rows (cache.fullKeep), or no modes at all.
+        fc.boolean(),
+        (ops, ways, newest) => {
+          const index = new ChunkIndex(BUCKETS);
+          try {
+            for (const o of ops) apply(index, o);
+            // Puts every bucket in the mode its chunk count says (full past `ways` chunks, newest).
+            if (newest) core().ex.chunkSetRowLimits(index.tableId, ways, ways, 1);
+            for (const slotWords of [1, 3]) {
+              for (let b = 0; b < BUCKETS; b++) {
+                const entries = index.bucketEntries(b);
+                const full = newest && entries.length > ways;
+                const reference = encodeBucket(entries, ways, slotWords, full);
+                expect(index.encodeBucket(b, ways, slotWords)).toEqual(reference);
+              }
             }
+          } finally {
+            index.dispose();
           }
-        } finally {
-          index.dispose();
-        }
-      }),
+        },
+      ),
       { numRuns: 300 },
     );
   });

@@ -21,6 +21,7 @@ function start(): void {
     ways: WAYS,
     slotWords: 1,
     fullWays: FULL_WAYS,
+    fullKeep: "shallowest",
   });
 }
 const add = (c: number) => index.add(BigInt(c), c, c, 100);
@@ -67,8 +68,63 @@ describe("full buckets", () => {
       ways: WAYS,
       slotWords: 1,
       fullWays: FULL_WAYS,
+      fullKeep: "shallowest",
     });
     index.markDirty(0);
     expect(shown().sort()).toEqual([1n, 2n]);
+  });
+});
+
+describe("full buckets that keep their newest rows (cache.fullKeep: newest)", () => {
+  /** One bucket of WAYS rows that shows all of them when full, keeping its newest. */
+  function startNewest(): void {
+    index = new ChunkIndex(1);
+    published = new PublishedBuckets(core(), index, {
+      buckets: 1,
+      ways: WAYS,
+      slotWords: 1,
+      fullKeep: "newest",
+    });
+  }
+  /** Chunk c stored at `stampMs` on slot c % 4, at depth `depth`. */
+  const store = (c: number, depth: number, stampMs: number) => index.add(BigInt(c), depth, c % 4, stampMs);
+
+  it("show their most recently stored chunks once they index more than `ways`, whatever their depth", () => {
+    startNewest();
+    for (let c = 1; c <= WAYS; c++) store(c, c, c * 10);
+    expect(shown().sort()).toEqual([1n, 2n, 3n, 4n, 5n, 6n]);
+    // A 7th chunk: the bucket is full and drops its oldest, chunk 1 (the shallowest).
+    store(7, 7, 70);
+    expect(shown().sort()).toEqual([2n, 3n, 4n, 5n, 6n, 7n]);
+    // A deep chunk stored now enters; the oldest shown, chunk 2, goes.
+    store(300, 300, 1000);
+    expect(shown().sort()).toEqual([3n, 300n, 4n, 5n, 6n, 7n]);
+    // Stored again, chunk 1 is the newest: it comes back in place of chunk 3.
+    store(1, 1, 1100);
+    expect(shown().sort()).toEqual([1n, 300n, 4n, 5n, 6n, 7n]);
+  });
+
+  it("leave the bucket clean when a chunk not shown changes, and bring the next newest in when a shown one goes", () => {
+    startNewest();
+    for (let c = 1; c <= WAYS + 2; c++) store(c, c, c * 10);
+    expect(shown().sort()).toEqual([3n, 4n, 5n, 6n, 7n, 8n]);
+    // Chunk 1 is older than every shown row: its removal cannot show.
+    index.remove(1n, 1);
+    expect(index.takeDirty()).toEqual([]);
+    // Chunk 8 goes: the next newest, chunk 2, takes its place.
+    index.remove(8n, 0);
+    expect(shown().sort()).toEqual([2n, 3n, 4n, 5n, 6n, 7n]);
+  });
+
+  it("are full from `ways` + 1 chunks and back to showing all rows at ways − ways / 4", () => {
+    startNewest();
+    for (let c = 1; c <= WAYS + 1; c++) store(c, c, 100 - c);
+    // Newest first: chunk 1 is the newest here, chunk 7 the oldest.
+    expect(shown().sort()).toEqual([1n, 2n, 3n, 4n, 5n, 6n]);
+    // Down to 6 chunks (still in full mode: the band), then 5 (back): every row shows either way.
+    index.remove(1n, 1);
+    expect(shown().sort()).toEqual([2n, 3n, 4n, 5n, 6n, 7n]);
+    index.remove(2n, 2);
+    expect(shown().sort()).toEqual([3n, 4n, 5n, 6n, 7n]);
   });
 });

@@ -14,7 +14,12 @@ let published: PublishedBuckets;
 /** One bucket, published with chunks 1..n at depth 1, stamp 100, one slot each (kept: hashes 1..5). */
 function full(n = 10): void {
   index = new ChunkIndex(1);
-  published = new PublishedBuckets(core(), index, { buckets: 1, ways: WAYS, slotWords: 2 });
+  published = new PublishedBuckets(core(), index, {
+    buckets: 1,
+    ways: WAYS,
+    slotWords: 2,
+    fullKeep: "shallowest",
+  });
   for (let c = 1; c <= n; c++) index.add(BigInt(c), 1, c, 100);
   published.publishDirty(1);
 }
@@ -58,7 +63,12 @@ describe("the publication gate", () => {
 
   it("counts a chunk's best tier against a boundary row off the GPU", () => {
     index = new ChunkIndex(1);
-    published = new PublishedBuckets(core(), index, { buckets: 1, ways: WAYS, slotWords: 2 });
+    published = new PublishedBuckets(core(), index, {
+      buckets: 1,
+      ways: WAYS,
+      slotWords: 2,
+      fullKeep: "shallowest",
+    });
     for (let c = 1; c <= 4; c++) index.add(BigInt(c), 1, c, 100);
     for (let c = 5; c <= 10; c++) index.add(BigInt(c), 1, c, 100, TIER_CPU);
     published.publishDirty(1);
@@ -70,6 +80,41 @@ describe("the publication gate", () => {
   it("dirties every change while the bucket has room", () => {
     full(3);
     index.add(99n, 9, 3, 1);
+    expect(dirty()).toBe(true);
+  });
+});
+
+describe("the publication gate of a full bucket that keeps its newest rows", () => {
+  /** One bucket with chunks 1..10, chunk c at depth c and stamp 10·c (shown: 6..10, the boundary chunk 6). */
+  function fullNewest(): void {
+    index = new ChunkIndex(1);
+    published = new PublishedBuckets(core(), index, {
+      buckets: 1,
+      ways: WAYS,
+      slotWords: 2,
+      fullKeep: "newest",
+    });
+    for (let c = 1; c <= 10; c++) index.add(BigInt(c), c, c, 10 * c);
+    published.publishDirty(1);
+  }
+
+  it("leaves the bucket clean for changes to chunks older than the shown rows, however shallow", () => {
+    fullNewest();
+    index.add(2n, 2, 7, 20); // a second holder, stored as long ago
+    index.add(3n, 3, 3, 59); // stored again, still before the boundary's stamp
+    index.remove(1n, 1); // the oldest chunk leaves
+    expect(dirty()).toBe(false);
+  });
+
+  it("dirties it for a chunk stored after the boundary, however deep", () => {
+    fullNewest();
+    index.add(500n, 500, 1, 61);
+    expect(dirty()).toBe(true);
+  });
+
+  it("dirties it for a chunk with the boundary's stamp and a smaller depth", () => {
+    fullNewest();
+    index.add(3n, 3, 20, 60);
     expect(dirty()).toBe(true);
   });
 });

@@ -9,7 +9,7 @@ import { describe, expect, it } from "vitest";
 import { core } from "../../control-plane/src/core/core-wasm.ts";
 import { decodeBucket } from "../../control-plane/src/index/bucket-image.ts";
 import { ChunkIndex } from "../../control-plane/src/index/chunk-index.ts";
-import { PublishedBuckets } from "../../control-plane/src/index/published-buckets.ts";
+import { type FullKeep, PublishedBuckets } from "../../control-plane/src/index/published-buckets.ts";
 import { TIER_CPU, TIER_GPU, TIER_STORAGE, type Tier } from "../../control-plane/src/index/tier.ts";
 import { SyncLog } from "../../control-plane/src/sync/sync-log.ts";
 
@@ -52,12 +52,15 @@ describe("bucket patches", () => {
   it("leave a polling gateway with the log's bytes and the index's rows", () => {
     fc.assert(
       fc.property(
-        fc.array(step, { maxLength: 200 }),
+        // Long enough that buckets fill and go to full mode (fast-check's default size stays under 10).
+        fc.array(step, { minLength: 40, maxLength: 200 }),
         fc.integer({ min: 60, max: 4000 }),
         fc.integer({ min: 64, max: 1024 }),
         // Buckets that index more than WAYS chunks show 2 rows (full mode), or all WAYS.
         fc.constantFrom(2, WAYS),
-        (steps, pageBytes, journalBytes, fullWays) => {
+        // Full buckets keep their shallowest rows (encoded whole) or their newest (patched).
+        fc.constantFrom<FullKeep>("shallowest", "newest"),
+        (steps, pageBytes, journalBytes, fullWays, fullKeep) => {
           const index = new ChunkIndex(BUCKETS);
           const published = new PublishedBuckets(core(), index, {
             buckets: BUCKETS,
@@ -65,6 +68,7 @@ describe("bucket patches", () => {
             slotWords: SLOT_WORDS,
             journalBytes,
             fullWays,
+            fullKeep,
           });
           const log = new SyncLog();
           log.attach(published);
@@ -113,7 +117,7 @@ describe("bucket patches", () => {
           }
         },
       ),
-      { numRuns: 200 },
+      { numRuns: 400 },
     );
   });
 

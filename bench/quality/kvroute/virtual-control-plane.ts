@@ -151,6 +151,7 @@ export class VirtualControlPlane {
       buckets: this.cfg.cache.buckets,
       ways: this.cfg.cache.ways,
       fullWays: this.cfg.cache.fullWays,
+      fullKeep: this.cfg.cache.fullKeep,
       maxSlots: MAX_SLOTS,
       now: clock,
     });

@@ -381,11 +381,18 @@ const cacheSchema = z.strictObject({
   /** Rows per bucket image (16 bytes each: a chunk's slots on one tier within one 32-slot segment). */
   ways: z.number().int().min(1).max(4096).default(60),
   /**
-   * Rows a bucket shows once it indexes more than `ways` chunks (more than ways + ways / 4, until it is down to `ways`):
-   * its shallowest. A full bucket is re-encoded about twice per shown row and cache lifetime, so
-   * this bounds publication in fleets whose buckets fill (docs/scaling.md). At most `ways`.
+   * What a bucket with more chunks than rows shows (docs/wire-format.md §4.4): `newest` (the most
+   * recently stored chunks, from `ways` chunks on, patched row by row: past ~150 full caches it
+   * keeps the prefixes requests reuse, docs/scaling.md) or `shallowest` (the first chunks of
+   * prompts; re-encoded whole, so it shows only `fullWays` rows past ways + ways / 4 chunks).
    */
-  fullWays: z.number().int().min(1).max(4096).default(8),
+  fullKeep: z.enum(["shallowest", "newest"]).default("newest"),
+  /**
+   * Rows a full bucket shows, at most `ways`. Default: `ways` when full buckets keep their newest,
+   * 8 when they keep their shallowest (a shallowest-first full bucket is re-encoded about twice per
+   * shown row and cache lifetime, so fewer rows bound publication where buckets fill).
+   */
+  fullWays: z.number().int().min(1).max(4096).optional(),
   /** How long a speculative route (written by the filter at routing time) counts. */
   speculativeTtlMs: z.number().int().min(100).max(600_000).default(2000),
   /** KV blocks indexed per slot at most: past it the least recently stored go (bounds memory). */

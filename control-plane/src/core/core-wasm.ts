@@ -63,8 +63,15 @@ export interface CoreExports {
   bucketPatchIo(imagePtr: number, imageLen: number, patchPtr: number, patchLen: number): number;
   patchedLen(): number;
   // The published buckets (filter/core/bucket-journal.ts).
-  chunkSetRowLimits(id: number, ways: number, fullRows: number): void;
-  journalNew(buckets: number, ways: number, slotWords: number, ringBytes: number, fullRows: number): number;
+  chunkSetRowLimits(id: number, ways: number, fullRows: number, newest: number): void;
+  journalNew(
+    buckets: number,
+    ways: number,
+    slotWords: number,
+    ringBytes: number,
+    fullRows: number,
+    newest: number,
+  ): number;
   journalFree(id: number): void;
   journalPublishIo(
     id: number,

@@ -3,7 +3,8 @@
 // held equal to. The control plane decides what a full bucket keeps, so the filter only ever
 // reads: shallow chunks first (losing chunk 1 of a prompt hides every deeper chunk from the
 // filter's prefix walk), then the better tier, then the most recently stored, then the smaller
-// hash so the choice is deterministic.
+// hash so the choice is deterministic. A full bucket may keep its newest rows instead
+// (cache.fullKeep: the most recently stored first, then the same order).
 //
 // One group per (chunk hash, tier): the slots whose best copy of the chunk is on that tier (a
 // slot with a GPU and a CPU copy is in the GPU group only), so the filter learns each slot's tier
@@ -36,6 +37,16 @@ function keepOrder(a: Row, b: Row): number {
     a.entry.depth - b.entry.depth ||
     a.tier - b.tier ||
     b.entry.stampMs - a.entry.stampMs ||
+    (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0)
+  );
+}
+
+/** A full bucket that keeps its newest rows: the most recently stored first, then as keepOrder. */
+function newestOrder(a: Row, b: Row): number {
+  return (
+    b.entry.stampMs - a.entry.stampMs ||
+    a.entry.depth - b.entry.depth ||
+    a.tier - b.tier ||
     (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0)
   );
 }
@@ -75,14 +86,16 @@ function segmentsOf(slots: number[], limit: number): Array<[number, number]> {
   return [...bits.entries()].sort((a, b) => a[0] - b[0]);
 }
 
+/** `newest`: the order of a full bucket that keeps its newest rows (cache.fullKeep). */
 export function encodeBucket(
   entries: Array<[bigint, ChunkEntry]>,
   ways: number,
   slotWords: number,
+  newest = false,
 ): Uint8Array {
   const limit = Math.min(slotWords * 64, MAX_IMAGE_SLOTS);
   const kept: Array<{ row: Row; segment: number; bits: number }> = [];
-  for (const row of rowsOf(entries).sort(keepOrder)) {
+  for (const row of rowsOf(entries).sort(newest ? newestOrder : keepOrder)) {
     for (const [segment, bits] of segmentsOf(row.slots, limit)) kept.push({ row, segment, bits });
     if (kept.length >= ways) break;
   }

@@ -14,14 +14,16 @@ import type {
 import { scanBatchPayload } from "./batch-fast-path.ts";
 import { slotWordsFor } from "./bucket-image.ts";
 import { ChunkIndex } from "./chunk-index.ts";
-import { bucketKey, PublishedBuckets } from "./published-buckets.ts";
+import { bucketKey, type FullKeep, PublishedBuckets } from "./published-buckets.ts";
 import { type ChunkHasher, type Detokenize, SlotBlocks } from "./slot-blocks.ts";
 
 export interface PrefixIndexOptions {
   buckets: number;
   ways: number;
-  /** Rows a bucket indexing more than `ways` chunks shows (published-buckets.ts; default 8). */
+  /** Rows a full bucket shows (published-buckets.ts; default `ways` when it keeps its newest, else 8). */
   fullWays?: number;
+  /** What a full bucket keeps: its newest rows (default) or its shallowest (published-buckets.ts). */
+  fullKeep?: FullKeep;
   /** Size of the slot table: fixes the bitmap width of every bucket image. */
   maxSlots: number;
   /** Blocks each slot indexes at most (slot-blocks.ts; default DEFAULT_MAX_BLOCKS_PER_SLOT). */
@@ -151,6 +153,7 @@ export class PrefixIndex implements EventSink {
       slotWords: this.slotWords,
       journalBytes: this.opts.journalBytes,
       fullWays: this.opts.fullWays,
+      fullKeep: this.opts.fullKeep,
     });
     return this.#published;
   }

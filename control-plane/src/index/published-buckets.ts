@@ -19,7 +19,7 @@ export function bucketKey(bucket: number): string {
   return key;
 }
 
-/** The rows a full bucket shows unless configured (cache.fullWays). */
+/** The rows a full bucket that keeps its shallowest shows unless configured (cache.fullWays); one that keeps its newest shows `ways`. */
 export const DEFAULT_FULL_WAYS = 8;
 
 export interface PublishedBucketsOptions {
@@ -32,9 +32,14 @@ export interface PublishedBucketsOptions {
    * what the earlier rule kept (a key's patches while together smaller than its value).
    */
   journalBytes?: number;
-  /** Rows a bucket that indexes more than `ways` chunks shows (filter/core/chunk-table.ts setRowLimits; default min(8, ways)). */
+  /** Rows a full bucket shows (filter/core/chunk-table.ts setRowLimits; default `ways` when it keeps its newest, else min(8, ways)). */
   fullWays?: number;
+  /** What a full bucket keeps: its newest rows (the default) or its shallowest (cache.fullKeep). */
+  fullKeep?: FullKeep;
 }
+
+/** The keep rule of full buckets (docs/wire-format.md §4.4). */
+export type FullKeep = "shallowest" | "newest";
 
 /**
  * Frees a journal whose owner was collected without dispose(): its images and ring (tens of MiB
@@ -59,12 +64,13 @@ export class PublishedBuckets {
     this.count = opts.buckets;
     const imageBytes = opts.buckets * (BUCKET_HEADER_BYTES + opts.ways * BUCKET_ROW_BYTES);
     const ring = opts.journalBytes ?? Math.min(32 << 20, Math.max(64 << 10, imageBytes));
-    const fullWays = Math.min(opts.fullWays ?? DEFAULT_FULL_WAYS, opts.ways);
-    this.#id = core.ex.journalNew(opts.buckets, opts.ways, opts.slotWords, ring, fullWays);
+    const newest = opts.fullKeep === "shallowest" ? 0 : 1;
+    const fullWays = Math.min(opts.fullWays ?? (newest ? opts.ways : DEFAULT_FULL_WAYS), opts.ways);
+    this.#id = core.ex.journalNew(opts.buckets, opts.ways, opts.slotWords, ring, fullWays, newest);
     if (this.#id < 0)
       throw new Error(`cannot publish buckets of ${opts.ways} ways × ${opts.slotWords} slot words`);
     // Before the first publication, so it already shows each bucket's rows in its mode.
-    core.ex.chunkSetRowLimits(chunks.tableId, opts.ways, fullWays);
+    core.ex.chunkSetRowLimits(chunks.tableId, opts.ways, fullWays, newest);
     journals.register(this, { core, id: this.#id }, this);
   }
 
