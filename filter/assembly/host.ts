@@ -138,6 +138,8 @@ function nameBytes(name: string): ArrayBuffer {
 // of the request headers answer from it and a removal of a name it does not hold makes no call.
 
 let snapshot: HeaderSnapshot | null = null;
+/** getHeaderValues' pairs when no snapshot is in use (read, looked up, released in one call). */
+const scratchPairs = new HeaderSnapshot();
 
 /** Reads the request headers into `s` (one call); false when they could not be read or parsed. */
 export function snapshotRequestHeaders(s: HeaderSnapshot): bool {
@@ -145,10 +147,7 @@ export function snapshotRequestHeaders(s: HeaderSnapshot): bool {
   if (imports.proxy_get_header_map_pairs(<imports.HeaderMapType>REQUEST_HEADERS, hostOut, hostOut + 4) !== OK)
     return false;
   const p = outPtr();
-  if (p === 0) {
-    s.parse(0, 0);
-    return false;
-  }
+  if (p === 0) return false;
   if (s.parse(p, outLen())) return true;
   releaseSnapshot(s);
   return false;
@@ -217,36 +216,25 @@ function copyOf(p: usize, n: i32): ArrayBuffer {
  */
 export function getHeaderValues(map: u32, name: string): ArrayBuffer[] {
   const out = new Array<ArrayBuffer>(0);
-  const snap = snapshotFor(map);
-  if (snap !== null) {
-    const key = nameBytes(name);
-    for (let i = snap.find(key, 0); i >= 0; i = snap.find(key, i + 1))
-      out.push(copyOf(snap.valuePtr(i), snap.valueLen(i)));
-    return out;
-  }
-  const r = imports.proxy_get_header_map_pairs(<imports.HeaderMapType>map, hostOut, hostOut + 4);
-  if (r !== OK) return out;
-  const raw = takeOut();
-  const p = changetype<usize>(raw);
-  const size = <usize>raw.byteLength;
-  if (size < 4) return out;
-  const n = <usize>load<u32>(p);
-  // Layout: count, n × (key length, value length), then each key\0 value\0.
-  if (<usize>4 + n * 8 > size) return out;
-  const want = String.UTF8.encode(name);
-  const wantLen = <usize>want.byteLength;
-  let at = p + <usize>4 + n * 8;
-  for (let i: usize = 0; i < n; i++) {
-    const k = <usize>load<u32>(p + <usize>4 + i * 8);
-    const v = <usize>load<u32>(p + <usize>8 + i * 8);
-    if (at + k + v + <usize>2 > p + size) break;
-    if (k === wantLen && memory.compare(at, changetype<usize>(want), wantLen) === 0) {
-      const value = new ArrayBuffer(<i32>v);
-      memory.copy(changetype<usize>(value), at + k + 1, v);
-      out.push(value);
+  let snap = snapshotFor(map);
+  let own = false;
+  if (snap === null) {
+    // No snapshot in use: read the pairs once into a scratch one (the same parser).
+    if (imports.proxy_get_header_map_pairs(<imports.HeaderMapType>map, hostOut, hostOut + 4) !== OK)
+      return out;
+    const p = outPtr();
+    if (p === 0) return out;
+    snap = scratchPairs;
+    own = true;
+    if (!snap.parse(p, outLen())) {
+      releaseSnapshot(snap);
+      return out;
     }
-    at += k + v + <usize>2;
   }
+  const key = nameBytes(name);
+  for (let i = snap.find(key, 0); i >= 0; i = snap.find(key, i + 1))
+    out.push(copyOf(snap.valuePtr(i), snap.valueLen(i)));
+  if (own) releaseSnapshot(snap);
   return out;
 }
 
@@ -257,22 +245,16 @@ export function getHeaderString(map: u32, name: string): string | null {
 
 /** Sets (adds or replaces) a header; the status, never a trap. */
 export function setHeader(map: u32, name: string, value: string): u32 {
-  if (snapshotFor(map) !== null) snapshot = null;
-  const k = nameBytes(name);
   const v = String.UTF8.encode(value);
-  return imports.proxy_replace_header_map_value(
-    <imports.HeaderMapType>map,
-    changetype<usize>(k),
-    k.byteLength,
-    changetype<usize>(v),
-    v.byteLength,
-  );
+  return setHeaderBytes(map, name, changetype<usize>(v), v.byteLength);
 }
 
 /** Sets a header to the `len` bytes at `ptr` (no string made); the status, never a trap. */
 export function setHeaderBytes(map: u32, name: string, ptr: usize, len: i32): u32 {
-  // A write the snapshot cannot follow: the host's map answers from now on.
-  if (snapshotFor(map) !== null) snapshot = null;
+  // A write the snapshot cannot follow: it is dropped (for the rest of the stream too), and the
+  // host's map answers from now on.
+  const snap = snapshotFor(map);
+  if (snap !== null) releaseSnapshot(snap);
   const k = nameBytes(name);
   return imports.proxy_replace_header_map_value(
     <imports.HeaderMapType>map,
