@@ -77,4 +77,26 @@ describe("host calls per request", () => {
     expect(result.forwarded?.get("x-gateway-destination-endpoint")).not.toBe("169.254.169.254:80");
     expect(result.forwarded?.get("x-dynamo-worker-instance-id")).toBeUndefined();
   });
+
+  it("strips every copy of a routing header and leaves a look-alike name alone (near miss)", () => {
+    f = new ShippedFilter();
+    f.publish();
+    f.tick();
+    const { result, calls: c } = counted(() =>
+      f.route(chat(SYSTEM, "q"), {
+        headers: [
+          ["x-gateway-destination-endpoint", "169.254.169.254:80"],
+          ["x-gateway-destination-endpoint", "10.9.9.9:80"],
+          ["x-gateway-destination-endpoints", "kept"],
+        ],
+      }),
+    );
+    // One removal takes both copies; the look-alike is not a routing header and travels on.
+    expect(headerCalls(c)).toBe(
+      "get_header_map_value 0, get_header_map_pairs 1, remove_header_map_value 1, replace_header_map_value 2",
+    );
+    const dest = result.forwarded?.get("x-gateway-destination-endpoint");
+    expect(dest === "169.254.169.254:80" || dest === "10.9.9.9:80").toBe(false);
+    expect(result.forwarded?.get("x-gateway-destination-endpoints")).toBe("kept");
+  });
 });
