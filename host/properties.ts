@@ -182,6 +182,7 @@ export function getProperty(
   const parts = path.split("\0");
   if (parts.length > 0 && parts[parts.length - 1] === "") parts.pop();
   if (parts.length === 0) return { code: WasmResult.NotFound };
+  if (parts[0] === "metadata" && parts.length > 1 && stream !== null) return metadataAt(stream, parts);
   let v: Value | undefined = top(core, stream, parts[0] as string);
   if (v === undefined) return { code: WasmResult.NotFound };
   for (const part of parts.slice(1)) {
@@ -193,6 +194,25 @@ export function getProperty(
   const bytes = serialize(v);
   if (bytes === null) return { code: WasmResult.NotFound };
   return { code: WasmResult.Ok, value: bytes };
+}
+
+/**
+ * A path into the stream's dynamic metadata (metadata.filter_metadata.<ns>.<key>…), looked up the
+ * way Envoy does it — only the attribute the path names, no copy of the rest: the same answer as
+ * converting the whole metadata and indexing it (top()), without building every namespace's maps
+ * on each call (a filter asks on every request, and Envoy's lookup costs a few map probes).
+ */
+function metadataAt(stream: HttpStream, parts: string[]): { code: number; value?: Uint8Array } {
+  if (parts[1] !== "filter_metadata") return { code: WasmResult.NotFound };
+  let v: unknown = stream.info.dynamicMetadata ?? {};
+  for (let i = 2; i < parts.length; i++) {
+    if (v === null || typeof v !== "object" || Array.isArray(v)) return { code: WasmResult.NotFound };
+    const key = parts[i] as string;
+    if (!Object.hasOwn(v, key)) return { code: WasmResult.NotFound };
+    v = (v as Record<string, unknown>)[key];
+  }
+  const bytes = serialize(fromJson(v));
+  return bytes === null ? { code: WasmResult.NotFound } : { code: WasmResult.Ok, value: bytes };
 }
 
 export function setProperty(stream: HttpStream | null, path: string, value: Uint8Array): number {
