@@ -7,8 +7,15 @@ import type { Pairs } from "./constants.ts";
 const utf8 = new TextEncoder();
 const utf8d = new TextDecoder();
 
+/** Strings up to this many bytes are remembered by where they were read (GuestMemory.readString). */
+const NAME_MAX = 96;
+const NAME_SLOTS = 64;
+
 export class GuestMemory {
   private buffer: ArrayBuffer | null = null;
+  private readonly names: Array<{ ptr: number; bytes: Uint8Array; text: string } | undefined> = new Array(
+    NAME_SLOTS,
+  );
   private u8: Uint8Array = new Uint8Array(0);
   private dv: DataView = new DataView(new ArrayBuffer(0));
 
@@ -67,9 +74,25 @@ export class GuestMemory {
   }
 
   readString(ptr: number, size: number): string | null {
-    // Decoded straight from the VM's memory: a copy first would cost an allocation per call.
-    const b = this.view(ptr, size);
-    return b === null ? null : utf8d.decode(b);
+    ptr >>>= 0;
+    size >>>= 0;
+    if (!this.inBounds(ptr, size)) return null;
+    const mem = this.u8;
+    if (size > NAME_MAX) return utf8d.decode(mem.subarray(ptr, ptr + size));
+    // Names (shared-data keys, header names and values, property paths) come again and again from
+    // the same few places in the module: checking the bytes against the string last decoded from
+    // there costs a fraction of decoding them. Envoy reads them as string_views, without a copy.
+    const slot = (ptr >>> 2) & (NAME_SLOTS - 1);
+    const hit = this.names[slot];
+    if (hit !== undefined && hit.ptr === ptr && hit.bytes.length === size) {
+      const bytes = hit.bytes;
+      let i = 0;
+      while (i < size && mem[ptr + i] === bytes[i]) i++;
+      if (i === size) return hit.text;
+    }
+    const text = utf8d.decode(mem.subarray(ptr, ptr + size));
+    this.names[slot] = { ptr, bytes: mem.slice(ptr, ptr + size), text };
+    return text;
   }
 
   writeU32(ptr: number, value: number): boolean {
