@@ -7,7 +7,8 @@ import { GuestMemory } from "../../host/abi/memory.ts";
 function guest(pages = 1) {
   const memory = new WebAssembly.Memory({ initial: pages });
   const mem = new GuestMemory(memory, () => 0);
-  const put = (ptr: number, text: string) => new Uint8Array(memory.buffer).set(new TextEncoder().encode(text), ptr);
+  const put = (ptr: number, text: string) =>
+    new Uint8Array(memory.buffer).set(new TextEncoder().encode(text), ptr);
   return { memory, mem, put };
 }
 
