@@ -135,6 +135,9 @@ export class KvrouteStream {
   private pin: i64 = -1;
   private pinHeader: string = "";
   private routed: bool = false;
+  /** The decision's time (µs) and the cached share of its prompt (per mille), recorded at the end; -1: none. */
+  private decisionUs: i64 = -1;
+  private cachedPermille: i64 = -1;
   private slot: i32 = -1;
   private prefillSlot: i32 = -1;
   private outcome: u32 = REPORT_LOAD_ONLY;
@@ -436,7 +439,9 @@ export class KvrouteStream {
     if (outcome === OUT_BAD_PIN || outcome === OUT_NO_SLOT) return;
     this.commit(cfg, load, pool, body, bodyLen, truncated, prompt, outcome, specDepth, session, now);
     vm.writeBoard(now);
-    stats.record(stats.decisionUs, (nowNs() - startedNs) / 1000);
+    // Recorded with the request's end (onLog), like the cached ratio: the histograms' host calls
+    // stay off the request's way to the engine.
+    this.decisionUs = <i64>((nowNs() - startedNs) / 1000);
   }
 
   /**
@@ -660,7 +665,7 @@ export class KvrouteStream {
     const cacheSlot = d.prefillSlot >= 0 ? d.prefillSlot : d.slot;
     if (session !== 0) this.rememberSession(session, this.remembered, cacheSlot, cfg.sessionTtlMs, now);
     this.countOutcome(outcome, specDepth > 0 && cacheSlot === vm.speculation.slot);
-    if (prompt > 0) stats.record(stats.cachedRatio, (<u64>this.cachedBytes * 1000) / <u64>prompt);
+    if (prompt > 0) this.cachedPermille = <i64>((<u64>this.cachedBytes * 1000) / <u64>prompt);
     const h = vm.hasher;
     if (h.hashCount > 0 && cfg.speculativeTtlMs > 0) {
       this.speculate(cacheSlot, cfg.speculativeTtlMs);
@@ -1002,6 +1007,11 @@ export class KvrouteStream {
   }
 
   onLog(): void {
+    // The decision's histograms (decide, commit).
+    if (this.decisionUs >= 0) stats.record(stats.decisionUs, <u64>this.decisionUs);
+    if (this.cachedPermille >= 0) stats.record(stats.cachedRatio, <u64>this.cachedPermille);
+    this.decisionUs = -1;
+    this.cachedPermille = -1;
     // Routed inference requests, and every request the filter refused itself — a rank-header 400
     // happens before the path is even looked at, and the control plane's `rejected` count must
     // see it too.

@@ -99,4 +99,21 @@ describe("host calls per request", () => {
     expect(dest === "169.254.169.254:80" || dest === "10.9.9.9:80").toBe(false);
     expect(result.forwarded?.get("x-gateway-destination-endpoints")).toBe("kept");
   });
+
+  it("records the decision's histograms with the request's end, not on its way to the engine", () => {
+    f = new ShippedFilter();
+    f.hold(chat(SYSTEM, "q"), 1);
+    f.publish();
+    f.tick();
+    const before = f.host.histogram("kvroute.decision_us")?.count ?? 0;
+    const routed = counted(() => f.route(chat(SYSTEM, "q")));
+    expect(routed.result.outcome).toBe("prefix_hit");
+    expect(routed.calls.get("proxy_record_metric") ?? 0).toBe(0);
+    expect(f.host.histogram("kvroute.decision_us")?.count ?? 0).toBe(before);
+    const ended = counted(() => f.finish(routed.result));
+    expect(ended.calls.get("proxy_record_metric")).toBe(2);
+    expect(f.host.histogram("kvroute.decision_us")?.count).toBe(before + 1);
+    const ratio = f.host.histogram("kvroute.cached_ratio_permille");
+    expect(Number(ratio?.values.at(-1))).toBeGreaterThan(500);
+  });
 });
