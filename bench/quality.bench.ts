@@ -7,6 +7,7 @@
 //   npx tsx bench/quality.bench.ts [--quick] [--seeds N | --seed-list A,B,..] [--profile h200-measured,h100-derived]
 //     [--kv-delay-ms N] [--out DIR] [--gateways N] [--threads N] [--latency-ms N]
 //     [--only kvroute,round-robin] [--no-sensitivity] [--rows FILE.jsonl] [--shard K/N] [--report-only]
+//     [--geometry]
 // (through `npm run bench -- quality`, write values as --flag=N.)
 // Seeds: the report seeds (config.ts REPORT_SEEDS, never used for tuning) unless --seed-list
 // names others; --seeds N takes the first N of them. --rows keeps every finished run in FILE (one
@@ -14,6 +15,8 @@
 // stopped run resumes; --shard K/N measures only every N-th run from the K-th (0-based) and writes
 // no report — run N shards side by side on one rows file, then once more without --shard to write
 // the report from it. --report-only writes the report from the rows file and measures nothing.
+// --geometry (with the rows complete, one process) also measures kvroute as one gateway of all
+// the geometry's threads at every point where it trails a peer; the report reads those runs back.
 import { mkdirSync, writeFileSync } from "node:fs";
 import type { LatencyProfileName } from "../control-plane/sim/latency.ts";
 import { baselineNotes, closingNotes } from "./quality/analysis.ts";
@@ -23,6 +26,7 @@ import {
   benchConfig,
   DEVELOPMENT_SEEDS,
   kvrouteVariants,
+  oneGatewayVariant,
   policies,
   REPORT_SEEDS,
   sensitivityWorkloads,
@@ -34,6 +38,7 @@ import type { PolicyFactory, RoutingPolicy } from "./quality/policies/types.ts";
 import { BOUND, pointsOf, type ResultRow, renderReport, SUBJECT } from "./quality/report.ts";
 import { RowStore } from "./quality/row-store.ts";
 import { digestOf, PEER_EXCEPT, PEER_SOURCES, SUBJECT_SOURCES } from "./quality/source-digest.ts";
+import { pairedStandings, trailingPeers } from "./quality/standing.ts";
 import { benchTokenizer } from "./quality/tokens.ts";
 import type { Workload } from "./quality/workloads/types.ts";
 
@@ -60,6 +65,8 @@ const profiles = (text("--profile")?.split(",") ?? BENCH_PROFILES) as LatencyPro
 const sensitivityOn = !argv.includes("--no-sensitivity");
 /** Write the report from the rows file alone: measure nothing, leave out runs it lacks. */
 const reportOnly = argv.includes("--report-only");
+/** Also measure kvroute as one gateway (oneGatewayVariant) where it trails a peer in the rows. */
+const geometryOn = argv.includes("--geometry");
 const kvDelayMs = option("--kv-delay-ms", 50);
 kvrouteGeometry.gateways = option("--gateways", kvrouteGeometry.gateways);
 kvrouteGeometry.threadsPerGateway = option("--threads", kvrouteGeometry.threadsPerGateway);
@@ -101,11 +108,17 @@ let wls: Workload[] = [];
 const pols = policies(config).filter((p) => only === undefined || only.includes(p.name));
 
 /** Runs one point (or reads it back); a bound (the ideal policy) replaces the run's metrics with its own. */
-function measure(w: Workload, qps: number, p: PolicyFactory, seed: number): ResultRow | undefined {
+function measure(
+  w: Workload,
+  qps: number,
+  p: PolicyFactory,
+  seed: number,
+  always = false,
+): ResultRow | undefined {
   const profile = config.profile;
   const mine = shard === undefined || task++ % shard.n === shard.k;
   const stored = store.get(profile, w.name, qps, p.name, seed);
-  if (stored !== undefined || !mine || reportOnly) return stored;
+  if (stored !== undefined || (!always && (!mine || reportOnly))) return stored;
   const t0 = performance.now();
   let created: RoutingPolicy | undefined;
   const capture: PolicyFactory = {
@@ -199,6 +212,25 @@ if (reportOnly) {
 }
 const points = pointsOf(rows);
 const sensitivityPoints = pointsOf(sensitivity);
+// Where kvroute trails a peer: the same filter as one gateway, on the same seeds (read back from
+// the rows; measured with --geometry, one process, after the rows are complete).
+const geometry: ResultRow[] = [];
+const reportConfig = config;
+for (const profile of profiles) {
+  const trailing = pairedStandings(points.filter((p) => p.profile === profile)).filter(
+    (s) => !s.saturated && trailingPeers(s).length > 0,
+  );
+  for (const s of trailing)
+    for (const run of s.subject.runs) {
+      config = benchConfig(quick, run.seed, kvDelayMs, profile);
+      const w = (wls.length > 0 ? wls : workloads(tok, config)).find((x) => x.name === s.workload);
+      if (w === undefined) continue;
+      const r = measure(w, s.qps, oneGatewayVariant(config), run.seed, geometryOn);
+      if (r !== undefined) geometry.push(r);
+    }
+}
+config = reportConfig;
+const geometryPoints = pointsOf(geometry);
 const charts = new Map<string, string[]>();
 const notes = new Map<string, string[]>();
 for (const profile of profiles) {
@@ -225,6 +257,7 @@ for (const profile of profiles) {
     ...closingNotes(
       mine,
       sensitivityPoints.filter((p) => p.profile === profile),
+      geometryPoints.filter((p) => p.profile === profile),
     ),
     ...baselineNotes(mine),
     ...unfinished.map(

@@ -7,7 +7,11 @@ import { BOUND, type Point, SUBJECT } from "./points.ts";
 import { kvrouteGeometry } from "./policies/kvroute.ts";
 import { type PairedStanding, pairedStandings, trailingPeers } from "./standing.ts";
 
-export function closingNotes(points: readonly Point[], sensitivity: readonly Point[]): string[] {
+export function closingNotes(
+  points: readonly Point[],
+  sensitivity: readonly Point[],
+  oneGateway: readonly Point[] = [],
+): string[] {
   const notes: string[] = [];
   const behind: string[] = [];
   const standings = pairedStandings(points);
@@ -24,7 +28,12 @@ export function closingNotes(points: readonly Point[], sensitivity: readonly Poi
     return notes;
   }
   notes.push(`kvroute trails a peer (paired test) at: ${behind.join("; ")}.`);
-  notes.push(...evidenceNotes(standings), ...idleRankNotes(points), ...rotationNotes(points));
+  notes.push(
+    ...evidenceNotes(standings),
+    ...oneGatewayNotes(standings, oneGateway),
+    ...idleRankNotes(points),
+    ...rotationNotes(points),
+  );
   // Per sensitivity workload: a variant that leads the default on TTFT p90, paired per seed.
   const effect = (label: string): string[] => {
     const out: string[] = [];
@@ -125,6 +134,44 @@ function evidenceNotes(standings: readonly PairedStanding[]): string[] {
   return lines.length === 0
     ? []
     : [`Evidence where kvroute trails (medians over seeds): ${lines.join(". ")}.`];
+}
+
+/**
+ * Where kvroute trails: the same filter run as one gateway of all the geometry's worker threads
+ * (one board for every decider) on the same seeds, paired against each peer ahead — whether the
+ * gap is the rule's or the cost of deciding on gateways that see each other only through reports.
+ */
+function oneGatewayNotes(standings: readonly PairedStanding[], oneGateway: readonly Point[]): string[] {
+  const lines: string[] = [];
+  let name = "";
+  for (const s of standings) {
+    const ahead = trailingPeers(s);
+    if (ahead.length === 0) continue;
+    const g = oneGateway.find((p) => p.workload === s.workload && p.qps === s.qps);
+    if (g === undefined) continue;
+    name = g.policy;
+    const vs = ahead.map((peer) => {
+      const bySeed = new Map(peer.runs.map((r) => [r.seed, r.metrics]));
+      const runs = g.runs.filter((r) => bySeed.has(r.seed));
+      const cells = (["ttftP90", "ttftP99"] as const).map((m) => {
+        const c = comparePaired(
+          runs.map((r) => r.metrics[m]),
+          runs.map((r) => (bySeed.get(r.seed) as (typeof r)["metrics"])[m]),
+        );
+        return `${m === "ttftP90" ? "p90" : "p99"} ${c.verdict} ${Math.round(c.medianDiffMs)} ms`;
+      });
+      return `against ${peer.policy} ${cells.join(", ")}`;
+    });
+    lines.push(
+      `${s.workload} @ ${s.qps} QPS — TTFT p90 / p99 ${Math.round(g.ttftP90.median)} / ${Math.round(g.ttftP99.median)} ms ` +
+        `(two gateways: ${Math.round(s.subject.ttftP90.median)} / ${Math.round(s.subject.ttftP99.median)}), ${vs.join("; ")}`,
+    );
+  }
+  if (lines.length === 0) return [];
+  return [
+    `The same filter as one gateway (${name}: every decider reads one board, none waits for another gateway's ` +
+      `report), on the same seeds, paired against the peers ahead (medians; kvroute − peer): ${lines.join(". ")}.`,
+  ];
 }
 
 /**

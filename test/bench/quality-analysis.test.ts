@@ -101,4 +101,16 @@ describe("closing notes: the run's evidence where kvroute trails", () => {
     );
     expect(notes.some((n) => n.includes("trails a peer"))).toBe(false);
   });
+
+  it("one gateway: where kvroute trails, the same filter as one gateway is paired against the peer ahead", () => {
+    const points = pointsOf([...rows("kvroute", slow, even), ...rows("sglang-cache-aware", fast, even)]);
+    const oneGateway = pointsOf(rows("kvroute (1 gateway × 8 threads)", [9, 10, 11, 12, 13, 14], even));
+    const note = closingNotes(points, [], oneGateway).find((n) => n.includes("as one gateway"));
+    expect(note).toContain("kvroute (1 gateway × 8 threads)");
+    expect(note).toContain("w @ 16 QPS — TTFT p90 / p99 12 / 12 ms (two gateways: 33 / 33)");
+    expect(note).toContain("against sglang-cache-aware p90 leads -1 ms, p99 leads -1 ms");
+    // Not behind anyone: no note, even with one-gateway runs at hand.
+    const ahead = pointsOf([...rows("kvroute", fast, even), ...rows("sglang-cache-aware", slow, even)]);
+    expect(closingNotes(ahead, [], oneGateway).some((n) => n.includes("as one gateway"))).toBe(false);
+  });
 });
