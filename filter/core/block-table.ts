@@ -5,7 +5,7 @@
 // token and the tiers holding a copy. Storing and removing whole events happens here in one
 // call each, feeding the slot's ChunkTable directly: no per-block JavaScript object, no BigInt.
 //
-// Record layout (one heap.alloc per block, sized to its content):
+// Record layout (one record per block from the table's RecordPool, sized to its content):
 //   0 prev u64 (hash of the last complete chunk; the block's last chunk when it completed any)
 //   8 hash u64 (the engine's block hash: the record's key, for eviction)
 //   16 depth u32 (chunks completed along the chain up to here)
@@ -31,6 +31,7 @@
 import { BlockMap } from "./block-map";
 import { ByteBuf } from "./byte-buf";
 import { ChunkTable } from "./chunk-table";
+import { RecordPool } from "./record-pool";
 import { SEQUENCE_START, TokenTable } from "./token-table";
 import { xxhFinish, xxhStart, xxhStripes } from "./xxh64-stream";
 
@@ -45,6 +46,8 @@ const B_NCHUNKS = 36;
 const B_PARTIAL_LEN = 40;
 const B_PARENT = 44;
 const B_HEADER: usize = 52;
+/** A record's typical size: the header and a partial chunk of ~40 bytes (touchRecords). */
+const RECORD_GUESS: usize = 96;
 /** Blocks a chain refresh walks up at most. */
 const MAX_REFRESH_BLOCKS: i32 = 1 << 16;
 export const TIER_COUNT: u32 = 3;
@@ -112,11 +115,6 @@ export const NO_TOKEN: u32 = 0xffffffff;
 /** Result codes of store. */
 export const STORE_ORPHAN: i32 = -2;
 
-/** Bytes TLSF really takes for an allocation of n (4-byte header, 16-byte granules). */
-export function heapFootprint(n: usize): usize {
-  return (n + 4 + 15) & ~(<usize>15);
-}
-
 /** Counters of the last store/remove call (the JavaScript side adds them to the slot's stats). */
 export class CallStats {
   stored: i32 = 0;
@@ -133,7 +131,8 @@ export class CallStats {
 export class BlockTable {
   /** hash → record; the record holds its hash (at B_HASH, block-map.ts's KEY_OFFSET), so the table keeps 4 bytes a slot. */
   map: BlockMap = new BlockMap();
-  recBytes: usize = 0;
+  /** Where the records live (record-pool.ts). */
+  pool: RecordPool = new RecordPool();
 
   /** Ends of the store-order list: oldest is evicted first (0: empty). */
   oldest: usize = 0;
@@ -174,7 +173,20 @@ export class BlockTable {
   }
 
   get bytes(): usize {
-    return this.map.bytes + this.recBytes;
+    return this.map.bytes + this.pool.bytes;
+  }
+
+  /**
+   * Loads the cache lines the next `blocks` new records will most likely take (the pool carves
+   * them in order, RECORD_GUESS bytes each on average), to be thrown away: see RecordPool.touchAhead.
+   */
+  touchRecords(blocks: i32): u32 {
+    return this.pool.touchAhead(<usize>blocks * RECORD_GUESS);
+  }
+
+  /** A record's size in bytes (layout above), as it was allocated. */
+  @inline private static recordSize(rec: usize): usize {
+    return B_HEADER + extraBytes(load<u32>(rec + B_NCHUNKS)) + partialBytes(load<u32>(rec + B_PARTIAL_LEN));
   }
 
   @inline private chunkAt(rec: usize, k: u32, n: u32): u64 {
@@ -370,8 +382,7 @@ export class BlockTable {
           this.flushChunks();
           this.evictOldest(stats);
         }
-        rec = heap.alloc(recSize);
-        this.recBytes += heapFootprint(recSize);
+        rec = this.pool.alloc(recSize);
         store<u64>(rec + B_PREV, count > 0 ? load<u64>(hashOut.ptr + ((<usize>(count - 1)) << 3)) : prev);
         store<u32>(rec + B_DEPTH, depth + count);
         store<u32>(rec + B_LAST, last);
@@ -442,13 +453,10 @@ export class BlockTable {
   }
 
   private drop(hash: u64, rec: usize): void {
-    this.recBytes -= heapFootprint(
-      B_HEADER + extraBytes(load<u32>(rec + B_NCHUNKS)) + partialBytes(load<u32>(rec + B_PARTIAL_LEN)),
-    );
     this.unlink(rec);
     // The map reads keys from the records: delete while the record is still there.
     this.map.delete(hash);
-    heap.free(rec);
+    this.pool.free(rec, BlockTable.recordSize(rec));
   }
 
   /** Drops every block, taking its copies out of the chunk table (withChunks) or not (the table is gone). */
@@ -464,10 +472,12 @@ export class BlockTable {
         for (let t: u32 = 0; t < TIER_COUNT; t++)
           if ((tiers & (1 << t)) !== 0) this.chunksOf(rec, t, false, 0);
       }
-      heap.free(rec);
+      // The pool's pages go whole below; only records too large for them are the heap's.
+      const size = BlockTable.recordSize(rec);
+      if (RecordPool.onHeap(size)) this.pool.free(rec, size);
     }
     map.clear();
-    this.recBytes = 0;
+    this.pool.reset();
     this.oldest = 0;
     this.newest = 0;
   }
@@ -476,6 +486,7 @@ export class BlockTable {
   dispose(withChunks: bool): void {
     this.clear(withChunks);
     this.map.dispose();
+    this.pool.dispose();
     heap.free(changetype<usize>(this));
   }
 

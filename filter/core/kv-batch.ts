@@ -869,13 +869,15 @@ export function scanBatch(ptr: usize, len: i32): i32 {
 export let planSink: u32 = 0;
 
 /**
- * Touches the block map slot of every hash the plan looks up, before applying it: those loads
- * do not depend on each other, so their cache misses overlap here, where inside store each
- * would stall on its own (the new blocks of a batch all miss the map: issue 31).
+ * Touches the block map slot of every hash the plan looks up, and the memory the stored blocks'
+ * records will take, before applying it: those loads do not depend on each other, so their
+ * cache misses overlap here, where inside store each would stall on its own (the new blocks of
+ * a batch all miss the map: issue 31).
  */
 function touchPlan(table: BlockTable): void {
   const map = table.map;
   let sink: u32 = 0;
+  let stored = 0;
   let e = plan.ptr;
   const stop = plan.ptr + <usize>plan.len;
   while (e < stop) {
@@ -886,12 +888,17 @@ function touchPlan(table: BlockTable): void {
     }
     const n = <i32>load<u32>(e + 8);
     const hashes = e + P_HEADER;
-    if (kind === K_STORED && load<u32>(e + 24) !== 0) sink ^= map.touch(load<u64>(e + 16));
+    if (kind === K_STORED) {
+      stored += n;
+      if (load<u32>(e + 24) !== 0) sink ^= map.touch(load<u64>(e + 16));
+    }
     for (let i = 0; i < n; i++) sink ^= map.touch(load<u64>(hashes + ((<usize>i) << 3)));
     let next = hashes + ((<usize>n) << 3);
     if (kind === K_STORED) next += (((<usize>(n * <i32>load<u32>(e + 12))) << 2) + 7) & ~(<usize>7);
     e = next;
   }
+  // And the memory their records go to (a new record is written where nothing is cached).
+  sink ^= table.touchRecords(stored);
   planSink ^= sink;
 }
 
