@@ -27,6 +27,8 @@ export class BlockMap {
   cap: u32 = 0;
   mask: u32 = 0;
   size: u32 = 0;
+  /** The empty slot where the last get() that found nothing stopped (insertMissed). */
+  missAt: u32 = 0;
 
   constructor() {
     this.alloc(MIN_CAP);
@@ -63,7 +65,10 @@ export class BlockMap {
     let i = this.home(mixed);
     while (true) {
       const v = load<u32>(this.vals + ((<usize>i) << 2));
-      if (v === 0) return 0;
+      if (v === 0) {
+        this.missAt = i;
+        return 0;
+      }
       if ((v & FP_MASK) === fp) {
         const rec = <usize>(v & ~FP_MASK);
         if (load<u64>(rec + KEY_OFFSET) === key) return rec;
@@ -94,6 +99,21 @@ export class BlockMap {
       }
       i = (i + 1) & this.mask;
     }
+  }
+
+  /**
+   * Inserts record `rec` (16-byte aligned, its key written) whose key the last get() did not
+   * find, the map unchanged since: into the slot that get() stopped at, without probing again —
+   * unless the map must grow first.
+   */
+  @inline insertMissed(rec: usize): void {
+    if ((this.size + 1) * 10 > this.cap * 7) {
+      this.set(rec);
+      return;
+    }
+    const fp = <u32>BlockMap.mix(load<u64>(rec + KEY_OFFSET)) & FP_MASK;
+    store<u32>(this.vals + ((<usize>this.missAt) << 2), <u32>rec | fp);
+    this.size++;
   }
 
   /** Removes key; false when it was absent. */

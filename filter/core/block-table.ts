@@ -354,7 +354,6 @@ export class BlockTable {
         const total = <u32>scratch.len;
         const size = <u32>chunk;
         hashOut.len = 0;
-        hashOut.reserve(<i32>(((folded + total) / size) << 3));
         // Finish each chunk the bytes complete (each seeds the next), then hash the whole stripes
         // of the one left unfinished.
         let count: u32 = 0;
@@ -364,6 +363,8 @@ export class BlockTable {
           const whole = need & ~(STRIPE - 1);
           xxhStripes(state, scratch.ptr + <usize>off, <usize>whole);
           const h = xxhFinish(state, scratch.ptr + <usize>(off + whole), <usize>size);
+          // Room chunk by chunk: reserving (folded + total) / size up front cost a division per block.
+          hashOut.reserve(<i32>((count + 1) << 3));
           store<u64>(hashOut.ptr + ((<usize>count) << 3), h);
           count++;
           off += need;
@@ -378,7 +379,8 @@ export class BlockTable {
         const extra = extraBytes(count);
         const recSize = B_HEADER + extra + partialBytes(rest);
         // At the cap, the least recently stored block goes (after hashing: `partial` may lie in it).
-        if (this.map.size >= this.maxBlocks) {
+        const evict = this.map.size >= this.maxBlocks;
+        if (evict) {
           this.flushChunks();
           this.evictOldest(stats);
         }
@@ -401,7 +403,9 @@ export class BlockTable {
           rec + B_PARENT,
           i > 0 ? load<u64>(hashes + ((<usize>(i - 1)) << 3)) : hasParent ? parent : 0,
         );
-        this.map.set(rec);
+        // Where the lookup above found no record, unless the eviction moved the map's slots.
+        if (evict) this.map.set(rec);
+        else this.map.insertMissed(rec);
         this.link(rec);
         queueChunks(hashOut, count, depth, tier, nowMs);
         stats.stored++;
