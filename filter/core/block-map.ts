@@ -1,8 +1,9 @@
 // biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
 // Engine block hash → block record (block-table.ts): open addressing over u32 record pointers,
 // the key read from the record (its u64 at KEY_OFFSET), like U64Map with a key offset — plus a
-// fingerprint. Records come from heap.alloc, whose pointers are 16-byte aligned (TLSF's AL_BITS),
-// so each slot keeps 4 bits of the key's hash in the pointer's low bits; a probe reads a record's
+// fingerprint. Records are 16-byte aligned (record-pool.ts carves them in 16-byte granules from
+// heap blocks, or takes a heap block, which TLSF aligns so: AL_BITS), so each slot keeps 4 bits
+// of the key's hash (fingerprint()) in the pointer's low bits; a probe reads a record's
 // key only when those match. Without them every occupied slot a lookup passed cost a load from a
 // record somewhere in the heap, most of them cache misses: the index's new blocks all miss the
 // map, and at 50–70 % load a miss passes one to three occupied slots (issue 31: the block map

@@ -1,9 +1,12 @@
 // biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
 // Memory for one block table's records (block-table.ts): one free list per size class of
-// 16-byte granules, carved from pages the pool takes from the heap. A stored block costs a
-// free-list pop or a bump where heap.alloc cost a TLSF search, split and header write — about a
-// tenth of applying a batch (issue 31) — and a record takes its size rounded up to 16 bytes
-// where TLSF adds a 4-byte header first (~4 bytes a block less on average).
+// 16-byte granules, and new records carved in order from pages the pool takes from the heap. A
+// record takes its size rounded up to 16 bytes where heap.alloc added TLSF's 4-byte header first
+// (~3.4 bytes a block less in the ingest bench), and a store costs a free-list pop or a bump
+// where heap.alloc cost a TLSF search, split and header write (~6 % of ingest under perf). Much
+// of that was the first write to the record's cache line, which TLSF's header write took; the
+// pool writes nothing before the record, so the batch fast path loads the lines its records will
+// take first (touchAhead), overlapping those misses.
 //
 // Records stay 16-byte aligned (pages are heap blocks, classes are multiples of 16), which the
 // block map's fingerprint bits need (block-map.ts). A record past the largest class (a block
