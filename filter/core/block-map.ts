@@ -89,9 +89,14 @@ export class BlockMap {
     }
   }
 
+  /** Would one more key take the map past its load limit (set and insertMissed grow it first)? */
+  @inline full(): bool {
+    return (this.size + 1) * 10 > this.cap * 7;
+  }
+
   /** Inserts record `rec` (16-byte aligned, its key already written) or replaces the record of its key. */
   set(rec: usize): void {
-    if ((this.size + 1) * 10 > this.cap * 7) this.grow();
+    if (this.full()) this.grow();
     const key = load<u64>(rec + KEY_OFFSET);
     const mixed = BlockMap.mix(key);
     const fp = BlockMap.fingerprint(mixed);
@@ -119,7 +124,7 @@ export class BlockMap {
    * unless the map must grow first.
    */
   @inline insertMissed(rec: usize): void {
-    if ((this.size + 1) * 10 > this.cap * 7) {
+    if (this.full()) {
       this.set(rec);
       return;
     }
@@ -164,7 +169,7 @@ export class BlockMap {
    * all over the heap), so the records go in groups: their keys are loaded in one loop, whose
    * loads do not depend on each other and so overlap, then inserted.
    */
-  private grow(): void {
+  grow(): void {
     const oldVals = this.vals;
     const oldCap = this.cap;
     this.alloc(oldCap << 1);
@@ -186,6 +191,23 @@ export class BlockMap {
         this.place(load<u64>(growKeys + ((<usize>k) << 3)), load<u32>(growRecs + ((<usize>k) << 2)));
     }
     heap.free(oldVals);
+  }
+
+  /**
+   * Doubles the table, empty, keeping the count: the caller puts every record back (putBack). For
+   * a caller that can list its records faster than grow() reads them from the slots
+   * (BlockTable.growMap walks them in address order).
+   */
+  clearDoubled(): void {
+    const old = this.vals;
+    this.alloc(this.cap << 1);
+    heap.free(old);
+  }
+
+  /** Puts record `rec` back after clearDoubled (its key absent from the table). */
+  @inline putBack(rec: usize): void {
+    const key = load<u64>(rec + KEY_OFFSET);
+    this.place(key, <u32>rec | BlockMap.fingerprint(BlockMap.mix(key)));
   }
 
   /** Puts slot value v of a key known to be absent at the first free slot from its home. */

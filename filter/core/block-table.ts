@@ -184,6 +184,32 @@ export class BlockTable {
     return this.pool.touchAhead(<usize>blocks * RECORD_GUESS);
   }
 
+  /**
+   * Doubles the block map. BlockMap.grow reads every key from its record, a cache miss each in
+   * slot order (records lie all over the pool): ~7 % of the ingest bench's CPU, which fills a new
+   * table with 128k blocks (issue 31). Here the records are walked in address order, page by
+   * page (RecordPool), so the keys load in sequence. A page holds live records (tiers ≠ 0) and freed ones (tiers 0, their
+   * size fields intact), back to back at their class's stride. Records too large for a page are
+   * not in one: with any of those the map grows its own way.
+   */
+  private growMap(): void {
+    const pool = this.pool;
+    const map = this.map;
+    if (pool.heapRecords !== 0) {
+      map.grow();
+      return;
+    }
+    map.clearDoubled();
+    for (let i: u32 = 0; i < pool.pageCount; i++) {
+      let rec = pool.pageStart(i);
+      const end = pool.pageEnd(i);
+      while (rec < end) {
+        if (load<u32>(rec + B_TIERS) !== 0) map.putBack(rec);
+        rec += RecordPool.stride(BlockTable.recordSize(rec));
+      }
+    }
+  }
+
   /** A record's size in bytes (layout above), as it was allocated. */
   @inline private static recordSize(rec: usize): usize {
     return B_HEADER + extraBytes(load<u32>(rec + B_NCHUNKS)) + partialBytes(load<u32>(rec + B_PARTIAL_LEN));
@@ -384,6 +410,9 @@ export class BlockTable {
           this.flushChunks();
           this.evictOldest(stats);
         }
+        // Before the new record exists: growMap walks the records there are.
+        const grow = this.map.full();
+        if (grow) this.growMap();
         rec = this.pool.alloc(recSize);
         store<u64>(rec + B_PREV, count > 0 ? load<u64>(hashOut.ptr + ((<usize>(count - 1)) << 3)) : prev);
         store<u32>(rec + B_DEPTH, depth + count);
@@ -403,8 +432,8 @@ export class BlockTable {
           rec + B_PARENT,
           i > 0 ? load<u64>(hashes + ((<usize>(i - 1)) << 3)) : hasParent ? parent : 0,
         );
-        // Where the lookup above found no record, unless the eviction moved the map's slots.
-        if (evict) this.map.set(rec);
+        // Where the lookup above found no record, unless the eviction or growth moved the map's slots.
+        if (evict || grow) this.map.set(rec);
         else this.map.insertMissed(rec);
         this.link(rec);
         queueChunks(hashOut, count, depth, tier, nowMs);
@@ -457,6 +486,8 @@ export class BlockTable {
   }
 
   private drop(hash: u64, rec: usize): void {
+    // No tier: what growMap's walk skips.
+    store<u32>(rec + B_TIERS, 0);
     this.unlink(rec);
     // The map reads keys from the records: delete while the record is still there.
     this.map.delete(hash);

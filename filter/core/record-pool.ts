@@ -38,10 +38,13 @@ export class RecordPool {
   bump: usize = 0;
   end: usize = 0;
   nextPage: usize = MIN_PAGE;
-  /** Every page taken (u32 pointers), for reset. */
+  /** Every page taken, in order: its address and the end of the records carved from it (u32
+   * each; the current page's end is `bump`), for reset and for walking the records (pageEnd). */
   pages: usize = 0;
   pageCount: u32 = 0;
   pageCap: u32 = 0;
+  /** Records too large for a class, which live on the heap instead of a page. */
+  heapRecords: u32 = 0;
   /** Heap bytes of the pages and of the records too large for a class. */
   bytes: usize = 0;
 
@@ -55,6 +58,7 @@ export class RecordPool {
     const g = (n + GRANULE - 1) >> 4;
     if (g > <usize>CLASSES) {
       this.bytes += heapFootprint(n);
+      this.heapRecords++;
       return heap.alloc(n);
     }
     const list = this.freeLists + ((g - 1) << 2);
@@ -83,10 +87,12 @@ export class RecordPool {
     this.bytes += heapFootprint(pageBytes);
     if (this.pageCount === this.pageCap) {
       this.pageCap = this.pageCap === 0 ? 64 : this.pageCap << 1;
-      const listBytes = (<usize>this.pageCap) << 2;
+      const listBytes = (<usize>this.pageCap) << 3;
       this.pages = this.pages === 0 ? heap.alloc(listBytes) : heap.realloc(this.pages, listBytes);
     }
-    store<u32>(this.pages + ((<usize>this.pageCount) << 2), <u32>page);
+    // The page left behind ends where its last record does.
+    if (this.pageCount > 0) store<u32>(this.pages + ((<usize>(this.pageCount - 1)) << 3), <u32>this.bump, 4);
+    store<u32>(this.pages + ((<usize>this.pageCount) << 3), <u32>page);
     this.pageCount++;
     this.end = page + pageBytes;
     this.bump = page + size;
@@ -115,12 +121,28 @@ export class RecordPool {
     const g = (n + GRANULE - 1) >> 4;
     if (g > <usize>CLASSES) {
       this.bytes -= heapFootprint(n);
+      this.heapRecords--;
       heap.free(rec);
       return;
     }
     const list = this.freeLists + ((g - 1) << 2);
     store<u32>(rec, load<u32>(list));
     store<u32>(list, <u32>rec);
+  }
+
+  /** Where page i (0 ≤ i < pageCount) starts: its records lie back to back from here. */
+  @inline pageStart(i: u32): usize {
+    return <usize>load<u32>(this.pages + ((<usize>i) << 3));
+  }
+
+  /** Where page i's records end. */
+  @inline pageEnd(i: u32): usize {
+    return i + 1 === this.pageCount ? this.bump : <usize>load<u32>(this.pages + ((<usize>i) << 3), 4);
+  }
+
+  /** The bytes a pooled record of n bytes takes in its page (the stride of a walk over a page). */
+  @inline static stride(n: usize): usize {
+    return (n + GRANULE - 1) & ~(GRANULE - 1);
   }
 
   /** Is a record of n bytes one free() would give to the heap (so reset() does not)? */
@@ -133,8 +155,9 @@ export class RecordPool {
    * that came from the heap (onHeap) first, and `bytes` then counts none.
    */
   reset(): void {
-    for (let i: u32 = 0; i < this.pageCount; i++) heap.free(<usize>load<u32>(this.pages + ((<usize>i) << 2)));
+    for (let i: u32 = 0; i < this.pageCount; i++) heap.free(this.pageStart(i));
     this.pageCount = 0;
+    this.heapRecords = 0;
     this.bytes = 0;
     this.bump = 0;
     this.end = 0;
