@@ -185,6 +185,25 @@ export class BlockTable {
   }
 
   /**
+   * Before a new record: at the cap the least recently stored block goes, and a full map grows
+   * (growMap walks the records there are, so before the new one exists). True when either moved
+   * the map's slots, so the empty slot store's lookup stopped at no longer holds.
+   */
+  private makeRoom(stats: CallStats): bool {
+    let moved = false;
+    if (this.map.size >= this.maxBlocks) {
+      this.flushChunks();
+      this.evictOldest(stats);
+      moved = true;
+    }
+    if (this.map.full()) {
+      this.growMap();
+      moved = true;
+    }
+    return moved;
+  }
+
+  /**
    * Doubles the block map. BlockMap.grow reads every key from its record, a cache miss each in
    * slot order (records lie all over the pool): ~7 % of the ingest bench's CPU, which fills a new
    * table with 128k blocks (issue 31). Here the records are walked in address order, page by
@@ -404,15 +423,8 @@ export class BlockTable {
         const rest = folded + tail;
         const extra = extraBytes(count);
         const recSize = B_HEADER + extra + partialBytes(rest);
-        // At the cap, the least recently stored block goes (after hashing: `partial` may lie in it).
-        const evict = this.map.size >= this.maxBlocks;
-        if (evict) {
-          this.flushChunks();
-          this.evictOldest(stats);
-        }
-        // Before the new record exists: growMap walks the records there are.
-        const grow = this.map.full();
-        if (grow) this.growMap();
+        // After hashing: `partial` may lie in the block an eviction drops.
+        const moved = this.makeRoom(stats);
         rec = this.pool.alloc(recSize);
         store<u64>(rec + B_PREV, count > 0 ? load<u64>(hashOut.ptr + ((<usize>(count - 1)) << 3)) : prev);
         store<u32>(rec + B_DEPTH, depth + count);
@@ -432,8 +444,8 @@ export class BlockTable {
           rec + B_PARENT,
           i > 0 ? load<u64>(hashes + ((<usize>(i - 1)) << 3)) : hasParent ? parent : 0,
         );
-        // Where the lookup above found no record, unless the eviction or growth moved the map's slots.
-        if (evict || grow) this.map.set(rec);
+        // Where the lookup above found no record, unless makeRoom moved the map's slots.
+        if (moved) this.map.set(rec);
         else this.map.insertMissed(rec);
         this.link(rec);
         queueChunks(hashOut, count, depth, tier, nowMs);
