@@ -52,8 +52,6 @@ const F_SESSION = 17;
 const FIELD_COUNT = 18;
 /** Kinds whose blocks form the prefix cache (event-decoder.ts MAIN_ATTENTION_KINDS). */
 const MAIN_KINDS: string[] = ["full_attention", "mla_attention", "sink_full_attention"];
-/** Media the fast path knows, by tier (tier.ts); "" and nil are the GPU too. */
-const MEDIA: string[] = ["GPU", "CPU", "STORAGE"];
 
 /** Plan entry kinds. */
 const K_STORED: u32 = 1;
@@ -441,12 +439,33 @@ function optUint(f: i32): bool {
   return ok;
 }
 
-/** The tier of the medium field, or -1 when the fast path does not know it. */
+/** The media the fast path knows, by tier (tier.ts: "GPU", "CPU", "STORAGE"; "" and nil are the
+ * GPU too), as little-endian words: "GPU" and "CPU" whole, "STORAGE" as its first and last 4
+ * bytes (mediumTier). */
+const MEDIUM_GPU = <u32>asciiWord("GPU", 0, 3);
+const MEDIUM_CPU = <u32>asciiWord("CPU", 0, 3);
+const MEDIUM_STORAGE_HEAD = <u32>asciiWord("STORAGE", 0, 4);
+const MEDIUM_STORAGE_TAIL = <u32>asciiWord("STORAGE", 3, 4);
+
+/**
+ * The tier of the medium field, or -1 when the fast path does not know it: found by length and
+ * words (strIndex compared each name character by character, every event).
+ */
 function mediumTier(): i32 {
   if (Read.nilOrAbsent(F_MEDIUM)) return 0;
   if (!Read.readStr()) return -1;
   if (strLen === 0) return 0;
-  return strIndex(MEDIA);
+  if (strLen === 3) {
+    const w = <u32>load<u16>(strPtr) | ((<u32>load<u8>(strPtr + 2)) << 16);
+    return w === MEDIUM_GPU ? 0 : w === MEDIUM_CPU ? 1 : -1;
+  }
+  if (
+    strLen === 7 &&
+    load<u32>(strPtr) === MEDIUM_STORAGE_HEAD &&
+    load<u32>(strPtr + 3) === MEDIUM_STORAGE_TAIL
+  )
+    return 2;
+  return -1;
 }
 
 /** group_idx nil/0 and a full-attention kind (anything the decoder would skip is refused). */
