@@ -696,6 +696,15 @@ function readField(f: i32): bool {
   if (f >= 0) Read.setField(f, pos);
   if (f === F_HASHES) return stageHashes();
   if (f === F_TOKENS) return stageTokens();
+  // A one-byte value (nil, a bool, a fixint: most of an event's other fields) without a call:
+  // skip() recurses, so it is never inlined. Its first case, as it reads it.
+  if (pos < end) {
+    const b = <u32>load<u8>(pos);
+    if (b < 0x80 || b >= 0xe0 || b === 0xc0 || b === 0xc2 || b === 0xc3) {
+      pos++;
+      return ok;
+    }
+  }
   skip(1);
   return ok;
 }
