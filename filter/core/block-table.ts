@@ -11,11 +11,11 @@
 //   16 depth u32 (chunks completed along the chain up to here)
 //   20 lastToken u32
 //   24 older, 28 newer: u32 record pointers of the slot's store-order list (eviction, below)
-//   32 tiers u32 (bit t: a copy is on tier t)
-//   36 nChunks u32 (chunks completed inside this block)
-//   40 partialLen u32
-//   44 parent u64 (the engine's hash of the block before it in its chain; 0 at a chain's start)
-//   52 the block's chunk hashes but the last (which is `prev`), u64 × (nChunks - 1)
+//   32 nChunks u32 (chunks completed inside this block)
+//   36 partialLen u16 (under the chunk size, which is at most 65,536: slot-blocks.ts checks)
+//   38 tiers u8 (bit t: a copy is on tier t; 0 once the record is dropped), 39 unused
+//   40 parent u64 (the engine's hash of the block before it in its chain; 0 at a chain's start)
+//   48 the block's chunk hashes but the last (which is `prev`), u64 × (nChunks - 1)
 //   .. the unfinished chunk (partialLen bytes of it so far): under 32 bytes, its bytes; from 32
 //      on, XXH64's four accumulators over its whole 32-byte stripes (32 bytes, xxh64-stream.ts)
 //      and then the partialLen % 32 bytes after them — the stripes' bytes are not needed again,
@@ -41,11 +41,11 @@ const B_DEPTH = 16;
 const B_LAST = 20;
 const B_OLDER = 24;
 const B_NEWER = 28;
-const B_TIERS = 32;
-const B_NCHUNKS = 36;
-const B_PARTIAL_LEN = 40;
-const B_PARENT = 44;
-const B_HEADER: usize = 52;
+const B_NCHUNKS = 32;
+const B_PARTIAL_LEN = 36;
+const B_TIERS = 38;
+const B_PARENT = 40;
+const B_HEADER: usize = 48;
 /** A record's typical size: the header and a partial chunk of ~40 bytes (touchRecords). */
 const RECORD_GUESS: usize = 96;
 /** Blocks a chain refresh walks up at most. */
@@ -166,7 +166,7 @@ export class BlockTable {
   private evictOldest(stats: CallStats): void {
     const rec = this.oldest;
     if (rec === 0) return;
-    const tiers = load<u32>(rec + B_TIERS);
+    const tiers = <u32>load<u8>(rec + B_TIERS);
     for (let t: u32 = 0; t < TIER_COUNT; t++) if ((tiers & (1 << t)) !== 0) this.chunksOf(rec, t, false, 0);
     this.drop(load<u64>(rec + B_HASH), rec);
     stats.evicted++;
@@ -223,7 +223,7 @@ export class BlockTable {
       let rec = pool.pageStart(i);
       const end = pool.pageEnd(i);
       while (rec < end) {
-        if (load<u32>(rec + B_TIERS) !== 0) map.putBack(rec);
+        if (<u32>load<u8>(rec + B_TIERS) !== 0) map.putBack(rec);
         rec += RecordPool.stride(BlockTable.recordSize(rec));
       }
     }
@@ -231,7 +231,9 @@ export class BlockTable {
 
   /** A record's size in bytes (layout above), as it was allocated. */
   @inline private static recordSize(rec: usize): usize {
-    return B_HEADER + extraBytes(load<u32>(rec + B_NCHUNKS)) + partialBytes(load<u32>(rec + B_PARTIAL_LEN));
+    return (
+      B_HEADER + extraBytes(load<u32>(rec + B_NCHUNKS)) + partialBytes(<u32>load<u16>(rec + B_PARTIAL_LEN))
+    );
   }
 
   @inline private chunkAt(rec: usize, k: u32, n: u32): u64 {
@@ -304,12 +306,12 @@ export class BlockTable {
       this.link(rec);
     }
     const bit: u32 = 1 << tier;
-    const tiers = load<u32>(rec + B_TIERS);
+    const tiers = <u32>load<u8>(rec + B_TIERS);
     if ((tiers & bit) !== 0) {
       stats.duplicates++;
       return;
     }
-    store<u32>(rec + B_TIERS, tiers | bit);
+    store<u8>(rec + B_TIERS, <u8>(tiers | bit));
     this.chunksOf(rec, tier, true, nowMs);
     if (tier !== 0) stats.lowerTier++;
   }
@@ -371,7 +373,7 @@ export class BlockTable {
       if (this.chunks.keepNewest) this.refreshChain(p, nowMs);
       prev = load<u64>(p + B_PREV);
       depth = load<u32>(p + B_DEPTH);
-      partialLen = load<u32>(p + B_PARTIAL_LEN);
+      partialLen = <u32>load<u16>(p + B_PARTIAL_LEN);
       partial = p + B_HEADER + extraBytes(load<u32>(p + B_NCHUNKS));
       previous = <i64>load<u32>(p + B_LAST);
     }
@@ -429,9 +431,9 @@ export class BlockTable {
         store<u64>(rec + B_PREV, count > 0 ? load<u64>(hashOut.ptr + ((<usize>(count - 1)) << 3)) : prev);
         store<u32>(rec + B_DEPTH, depth + count);
         store<u32>(rec + B_LAST, last);
-        store<u32>(rec + B_TIERS, 1 << tier);
+        store<u8>(rec + B_TIERS, <u8>((<u32>1) << tier));
         store<u32>(rec + B_NCHUNKS, count);
-        store<u32>(rec + B_PARTIAL_LEN, rest);
+        store<u16>(rec + B_PARTIAL_LEN, <u16>rest);
         ByteBuf.copyShort(rec + B_HEADER, hashOut.ptr, extra);
         let keep = rec + B_HEADER + extra;
         if (rest >= STRIPE) {
@@ -459,7 +461,7 @@ export class BlockTable {
       }
       prev = load<u64>(rec + B_PREV);
       depth = load<u32>(rec + B_DEPTH);
-      partialLen = load<u32>(rec + B_PARTIAL_LEN);
+      partialLen = <u32>load<u16>(rec + B_PARTIAL_LEN);
       partial = rec + B_HEADER + extraBytes(load<u32>(rec + B_NCHUNKS));
       previous = <i64>load<u32>(rec + B_LAST);
     }
@@ -485,13 +487,13 @@ export class BlockTable {
     for (let i = 0; i < n; i++) {
       const hash = load<u64>(hashes + ((<usize>i) << 3));
       const rec = this.map.get(hash);
-      if (rec === 0 || (load<u32>(rec + B_TIERS) & bit) === 0) {
+      if (rec === 0 || (<u32>load<u8>(rec + B_TIERS) & bit) === 0) {
         stats.unknownRemovals++;
         continue;
       }
       this.chunksOf(rec, tier, false, 0);
-      const left = load<u32>(rec + B_TIERS) & ~bit;
-      store<u32>(rec + B_TIERS, left);
+      const left = <u32>load<u8>(rec + B_TIERS) & ~bit;
+      store<u8>(rec + B_TIERS, <u8>left);
       if (left === 0) this.drop(hash, rec);
       stats.removed++;
     }
@@ -499,7 +501,7 @@ export class BlockTable {
 
   private drop(hash: u64, rec: usize): void {
     // No tier: what growMap's walk skips.
-    store<u32>(rec + B_TIERS, 0);
+    store<u8>(rec + B_TIERS, 0);
     this.unlink(rec);
     // The map reads keys from the records: delete while the record is still there.
     this.map.delete(hash);
@@ -515,7 +517,7 @@ export class BlockTable {
       const rec = map.recordAt(i);
       if (rec === 0) continue;
       if (withChunks) {
-        const tiers = load<u32>(rec + B_TIERS);
+        const tiers = <u32>load<u8>(rec + B_TIERS);
         for (let t: u32 = 0; t < TIER_COUNT; t++)
           if ((tiers & (1 << t)) !== 0) this.chunksOf(rec, t, false, 0);
       }
