@@ -1,8 +1,9 @@
 // biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
 // Engine block hash → block record (block-table.ts): open addressing over u32 record pointers,
 // the key read from the record (its u64 at KEY_OFFSET), like U64Map with a key offset — plus a
-// fingerprint. Records come from heap.alloc, whose pointers are 16-byte aligned (TLSF's AL_BITS),
-// so each slot keeps 4 bits of the key's hash in the pointer's low bits; a probe reads a record's
+// fingerprint. Records are 16-byte aligned (record-pool.ts carves them in 16-byte granules from
+// heap blocks, or takes a heap block, which TLSF aligns so: AL_BITS), so each slot keeps 4 bits
+// of the key's hash (fingerprint()) in the pointer's low bits; a probe reads a record's
 // key only when those match. Without them every occupied slot a lookup passed cost a load from a
 // record somewhere in the heap, most of them cache misses: the index's new blocks all miss the
 // map, and at 50–70 % load a miss passes one to three occupied slots (issue 31: the block map
@@ -27,6 +28,8 @@ export class BlockMap {
   cap: u32 = 0;
   mask: u32 = 0;
   size: u32 = 0;
+  /** The empty slot where the last get() that found nothing stopped (insertMissed). */
+  missAt: u32 = 0;
 
   constructor() {
     this.alloc(MIN_CAP);
@@ -39,9 +42,20 @@ export class BlockMap {
     this.mask = cap - 1;
   }
 
-  /** The mixed key: its high 32 bits pick the home slot, its low 4 the fingerprint. */
+  /** The mixed key: its high 32 bits pick the home slot (fingerprint() derives the slot's 4 key bits from it). */
   @inline private static mix(key: u64): u64 {
     return key * 0x9e3779b97f4a7c15;
+  }
+
+  /**
+   * The 4 bits of the key kept in its slot: the mixed key folded and multiplied again. Not bits
+   * of the mixed key itself: keys whose homes lie close together share their low bits, and the
+   * bits under the home's, more often than chance (a Fibonacci product's neighbours differ by a
+   * few Fibonacci multiples), so in the ingest bench a lookup that missed read ~1.7× the records a
+   * random fingerprint would make it read (measured, and the same in a simulation of its keys).
+   */
+  @inline private static fingerprint(mixed: u64): u32 {
+    return <u32>(((mixed ^ (mixed >> 32)) * 0xbf58476d1ce4e5b9) >> 60);
   }
 
   @inline private home(mixed: u64): u32 {
@@ -59,11 +73,14 @@ export class BlockMap {
   /** The record of key, or 0. */
   get(key: u64): usize {
     const mixed = BlockMap.mix(key);
-    const fp = <u32>mixed & FP_MASK;
+    const fp = BlockMap.fingerprint(mixed);
     let i = this.home(mixed);
     while (true) {
       const v = load<u32>(this.vals + ((<usize>i) << 2));
-      if (v === 0) return 0;
+      if (v === 0) {
+        this.missAt = i;
+        return 0;
+      }
       if ((v & FP_MASK) === fp) {
         const rec = <usize>(v & ~FP_MASK);
         if (load<u64>(rec + KEY_OFFSET) === key) return rec;
@@ -72,12 +89,17 @@ export class BlockMap {
     }
   }
 
+  /** Would one more key take the map past its load limit (set and insertMissed grow it first)? */
+  @inline full(): bool {
+    return (this.size + 1) * 10 > this.cap * 7;
+  }
+
   /** Inserts record `rec` (16-byte aligned, its key already written) or replaces the record of its key. */
   set(rec: usize): void {
-    if ((this.size + 1) * 10 > this.cap * 7) this.grow();
+    if (this.full()) this.grow();
     const key = load<u64>(rec + KEY_OFFSET);
     const mixed = BlockMap.mix(key);
-    const fp = <u32>mixed & FP_MASK;
+    const fp = BlockMap.fingerprint(mixed);
     const value = <u32>rec | fp;
     let i = this.home(mixed);
     while (true) {
@@ -96,11 +118,26 @@ export class BlockMap {
     }
   }
 
+  /**
+   * Inserts record `rec` (16-byte aligned, its key written) whose key the last get() did not
+   * find, the map unchanged since: into the slot that get() stopped at, without probing again —
+   * unless the map must grow first.
+   */
+  @inline insertMissed(rec: usize): void {
+    if (this.full()) {
+      this.set(rec);
+      return;
+    }
+    const fp = BlockMap.fingerprint(BlockMap.mix(load<u64>(rec + KEY_OFFSET)));
+    store<u32>(this.vals + ((<usize>this.missAt) << 2), <u32>rec | fp);
+    this.size++;
+  }
+
   /** Removes key; false when it was absent. */
   delete(key: u64): bool {
     const mask = this.mask;
     const mixed = BlockMap.mix(key);
-    const fp = <u32>mixed & FP_MASK;
+    const fp = BlockMap.fingerprint(mixed);
     let i = this.home(mixed);
     while (true) {
       const v = load<u32>(this.vals + ((<usize>i) << 2));
@@ -132,7 +169,7 @@ export class BlockMap {
    * all over the heap), so the records go in groups: their keys are loaded in one loop, whose
    * loads do not depend on each other and so overlap, then inserted.
    */
-  private grow(): void {
+  grow(): void {
     const oldVals = this.vals;
     const oldCap = this.cap;
     this.alloc(oldCap << 1);
@@ -154,6 +191,23 @@ export class BlockMap {
         this.place(load<u64>(growKeys + ((<usize>k) << 3)), load<u32>(growRecs + ((<usize>k) << 2)));
     }
     heap.free(oldVals);
+  }
+
+  /**
+   * Doubles the table, empty, keeping the count: the caller puts every record back (putBack). For
+   * a caller that can list its records faster than grow() reads them from the slots
+   * (BlockTable.growMap walks them in address order).
+   */
+  clearDoubled(): void {
+    const old = this.vals;
+    this.alloc(this.cap << 1);
+    heap.free(old);
+  }
+
+  /** Puts record `rec` back after clearDoubled (its key absent from the table). */
+  @inline putBack(rec: usize): void {
+    const key = load<u64>(rec + KEY_OFFSET);
+    this.place(key, <u32>rec | BlockMap.fingerprint(BlockMap.mix(key)));
   }
 
   /** Puts slot value v of a key known to be absent at the first free slot from its home. */

@@ -5,17 +5,17 @@
 // token and the tiers holding a copy. Storing and removing whole events happens here in one
 // call each, feeding the slot's ChunkTable directly: no per-block JavaScript object, no BigInt.
 //
-// Record layout (one heap.alloc per block, sized to its content):
+// Record layout (one record per block from the table's RecordPool, sized to its content):
 //   0 prev u64 (hash of the last complete chunk; the block's last chunk when it completed any)
 //   8 hash u64 (the engine's block hash: the record's key, for eviction)
 //   16 depth u32 (chunks completed along the chain up to here)
 //   20 lastToken u32
 //   24 older, 28 newer: u32 record pointers of the slot's store-order list (eviction, below)
-//   32 tiers u32 (bit t: a copy is on tier t)
-//   36 nChunks u32 (chunks completed inside this block)
-//   40 partialLen u32
-//   44 parent u64 (the engine's hash of the block before it in its chain; 0 at a chain's start)
-//   52 the block's chunk hashes but the last (which is `prev`), u64 × (nChunks - 1)
+//   32 nChunks u32 (chunks completed inside this block)
+//   36 partialLen u16 (under the chunk size, which is at most 65,536: slot-blocks.ts checks)
+//   38 tiers u8 (bit t: a copy is on tier t; 0 once the record is dropped), 39 unused
+//   40 parent u64 (the engine's hash of the block before it in its chain; 0 at a chain's start)
+//   48 the block's chunk hashes but the last (which is `prev`), u64 × (nChunks - 1)
 //   .. the unfinished chunk (partialLen bytes of it so far): under 32 bytes, its bytes; from 32
 //      on, XXH64's four accumulators over its whole 32-byte stripes (32 bytes, xxh64-stream.ts)
 //      and then the partialLen % 32 bytes after them — the stripes' bytes are not needed again,
@@ -31,6 +31,7 @@
 import { BlockMap } from "./block-map";
 import { ByteBuf } from "./byte-buf";
 import { ChunkTable } from "./chunk-table";
+import { RecordPool } from "./record-pool";
 import { SEQUENCE_START, TokenTable } from "./token-table";
 import { xxhFinish, xxhStart, xxhStripes } from "./xxh64-stream";
 
@@ -40,11 +41,13 @@ const B_DEPTH = 16;
 const B_LAST = 20;
 const B_OLDER = 24;
 const B_NEWER = 28;
-const B_TIERS = 32;
-const B_NCHUNKS = 36;
-const B_PARTIAL_LEN = 40;
-const B_PARENT = 44;
-const B_HEADER: usize = 52;
+const B_NCHUNKS = 32;
+const B_PARTIAL_LEN = 36;
+const B_TIERS = 38;
+const B_PARENT = 40;
+const B_HEADER: usize = 48;
+/** A record's typical size: the header and a partial chunk of ~40 bytes (touchRecords). */
+const RECORD_GUESS: usize = 96;
 /** Blocks a chain refresh walks up at most. */
 const MAX_REFRESH_BLOCKS: i32 = 1 << 16;
 export const TIER_COUNT: u32 = 3;
@@ -112,11 +115,6 @@ export const NO_TOKEN: u32 = 0xffffffff;
 /** Result codes of store. */
 export const STORE_ORPHAN: i32 = -2;
 
-/** Bytes TLSF really takes for an allocation of n (4-byte header, 16-byte granules). */
-export function heapFootprint(n: usize): usize {
-  return (n + 4 + 15) & ~(<usize>15);
-}
-
 /** Counters of the last store/remove call (the JavaScript side adds them to the slot's stats). */
 export class CallStats {
   stored: i32 = 0;
@@ -133,7 +131,8 @@ export class CallStats {
 export class BlockTable {
   /** hash → record; the record holds its hash (at B_HASH, block-map.ts's KEY_OFFSET), so the table keeps 4 bytes a slot. */
   map: BlockMap = new BlockMap();
-  recBytes: usize = 0;
+  /** Where the records live (record-pool.ts). */
+  pool: RecordPool = new RecordPool();
 
   /** Ends of the store-order list: oldest is evicted first (0: empty). */
   oldest: usize = 0;
@@ -167,14 +166,74 @@ export class BlockTable {
   private evictOldest(stats: CallStats): void {
     const rec = this.oldest;
     if (rec === 0) return;
-    const tiers = load<u32>(rec + B_TIERS);
+    const tiers = <u32>load<u8>(rec + B_TIERS);
     for (let t: u32 = 0; t < TIER_COUNT; t++) if ((tiers & (1 << t)) !== 0) this.chunksOf(rec, t, false, 0);
     this.drop(load<u64>(rec + B_HASH), rec);
     stats.evicted++;
   }
 
   get bytes(): usize {
-    return this.map.bytes + this.recBytes;
+    return this.map.bytes + this.pool.bytes;
+  }
+
+  /**
+   * Loads the cache lines the next `blocks` new records will most likely take (the pool carves
+   * them in order, RECORD_GUESS bytes each on average), to be thrown away: see RecordPool.touchAhead.
+   */
+  touchRecords(blocks: i32): u32 {
+    return this.pool.touchAhead(<usize>blocks * RECORD_GUESS);
+  }
+
+  /**
+   * Before a new record: at the cap the least recently stored block goes, and a full map grows
+   * (growMap walks the records there are, so before the new one exists). True when either moved
+   * the map's slots, so the empty slot store's lookup stopped at no longer holds.
+   */
+  private makeRoom(stats: CallStats): bool {
+    let moved = false;
+    if (this.map.size >= this.maxBlocks) {
+      this.flushChunks();
+      this.evictOldest(stats);
+      moved = true;
+    }
+    if (this.map.full()) {
+      this.growMap();
+      moved = true;
+    }
+    return moved;
+  }
+
+  /**
+   * Doubles the block map. BlockMap.grow reads every key from its record, a cache miss each in
+   * slot order (records lie all over the pool): ~7 % of the ingest bench's CPU, which fills a new
+   * table with 128k blocks (issue 31). Here the records are walked in address order, page by
+   * page (RecordPool), so the keys load in sequence. A page holds live records (tiers ≠ 0) and freed ones (tiers 0, their
+   * size fields intact), back to back at their class's stride. Records too large for a page are
+   * not in one: with any of those the map grows its own way.
+   */
+  private growMap(): void {
+    const pool = this.pool;
+    const map = this.map;
+    if (pool.heapRecords !== 0) {
+      map.grow();
+      return;
+    }
+    map.clearDoubled();
+    for (let i: u32 = 0; i < pool.pageCount; i++) {
+      let rec = pool.pageStart(i);
+      const end = pool.pageEnd(i);
+      while (rec < end) {
+        if (<u32>load<u8>(rec + B_TIERS) !== 0) map.putBack(rec);
+        rec += RecordPool.stride(BlockTable.recordSize(rec));
+      }
+    }
+  }
+
+  /** A record's size in bytes (layout above), as it was allocated. */
+  @inline private static recordSize(rec: usize): usize {
+    return (
+      B_HEADER + extraBytes(load<u32>(rec + B_NCHUNKS)) + partialBytes(<u32>load<u16>(rec + B_PARTIAL_LEN))
+    );
   }
 
   @inline private chunkAt(rec: usize, k: u32, n: u32): u64 {
@@ -247,12 +306,12 @@ export class BlockTable {
       this.link(rec);
     }
     const bit: u32 = 1 << tier;
-    const tiers = load<u32>(rec + B_TIERS);
+    const tiers = <u32>load<u8>(rec + B_TIERS);
     if ((tiers & bit) !== 0) {
       stats.duplicates++;
       return;
     }
-    store<u32>(rec + B_TIERS, tiers | bit);
+    store<u8>(rec + B_TIERS, <u8>(tiers | bit));
     this.chunksOf(rec, tier, true, nowMs);
     if (tier !== 0) stats.lowerTier++;
   }
@@ -314,7 +373,7 @@ export class BlockTable {
       if (this.chunks.keepNewest) this.refreshChain(p, nowMs);
       prev = load<u64>(p + B_PREV);
       depth = load<u32>(p + B_DEPTH);
-      partialLen = load<u32>(p + B_PARTIAL_LEN);
+      partialLen = <u32>load<u16>(p + B_PARTIAL_LEN);
       partial = p + B_HEADER + extraBytes(load<u32>(p + B_NCHUNKS));
       previous = <i64>load<u32>(p + B_LAST);
     }
@@ -342,7 +401,6 @@ export class BlockTable {
         const total = <u32>scratch.len;
         const size = <u32>chunk;
         hashOut.len = 0;
-        hashOut.reserve(<i32>(((folded + total) / size) << 3));
         // Finish each chunk the bytes complete (each seeds the next), then hash the whole stripes
         // of the one left unfinished.
         let count: u32 = 0;
@@ -352,6 +410,8 @@ export class BlockTable {
           const whole = need & ~(STRIPE - 1);
           xxhStripes(state, scratch.ptr + <usize>off, <usize>whole);
           const h = xxhFinish(state, scratch.ptr + <usize>(off + whole), <usize>size);
+          // Room chunk by chunk: reserving (folded + total) / size up front cost a division per block.
+          hashOut.reserve(<i32>((count + 1) << 3));
           store<u64>(hashOut.ptr + ((<usize>count) << 3), h);
           count++;
           off += need;
@@ -365,19 +425,15 @@ export class BlockTable {
         const rest = folded + tail;
         const extra = extraBytes(count);
         const recSize = B_HEADER + extra + partialBytes(rest);
-        // At the cap, the least recently stored block goes (after hashing: `partial` may lie in it).
-        if (this.map.size >= this.maxBlocks) {
-          this.flushChunks();
-          this.evictOldest(stats);
-        }
-        rec = heap.alloc(recSize);
-        this.recBytes += heapFootprint(recSize);
+        // After hashing: `partial` may lie in the block an eviction drops.
+        const moved = this.makeRoom(stats);
+        rec = this.pool.alloc(recSize);
         store<u64>(rec + B_PREV, count > 0 ? load<u64>(hashOut.ptr + ((<usize>(count - 1)) << 3)) : prev);
         store<u32>(rec + B_DEPTH, depth + count);
         store<u32>(rec + B_LAST, last);
-        store<u32>(rec + B_TIERS, 1 << tier);
+        store<u8>(rec + B_TIERS, <u8>((<u32>1) << tier));
         store<u32>(rec + B_NCHUNKS, count);
-        store<u32>(rec + B_PARTIAL_LEN, rest);
+        store<u16>(rec + B_PARTIAL_LEN, <u16>rest);
         ByteBuf.copyShort(rec + B_HEADER, hashOut.ptr, extra);
         let keep = rec + B_HEADER + extra;
         if (rest >= STRIPE) {
@@ -390,7 +446,9 @@ export class BlockTable {
           rec + B_PARENT,
           i > 0 ? load<u64>(hashes + ((<usize>(i - 1)) << 3)) : hasParent ? parent : 0,
         );
-        this.map.set(rec);
+        // Where the lookup above found no record, unless makeRoom moved the map's slots.
+        if (moved) this.map.set(rec);
+        else this.map.insertMissed(rec);
         this.link(rec);
         queueChunks(hashOut, count, depth, tier, nowMs);
         stats.stored++;
@@ -403,7 +461,7 @@ export class BlockTable {
       }
       prev = load<u64>(rec + B_PREV);
       depth = load<u32>(rec + B_DEPTH);
-      partialLen = load<u32>(rec + B_PARTIAL_LEN);
+      partialLen = <u32>load<u16>(rec + B_PARTIAL_LEN);
       partial = rec + B_HEADER + extraBytes(load<u32>(rec + B_NCHUNKS));
       previous = <i64>load<u32>(rec + B_LAST);
     }
@@ -429,26 +487,25 @@ export class BlockTable {
     for (let i = 0; i < n; i++) {
       const hash = load<u64>(hashes + ((<usize>i) << 3));
       const rec = this.map.get(hash);
-      if (rec === 0 || (load<u32>(rec + B_TIERS) & bit) === 0) {
+      if (rec === 0 || (<u32>load<u8>(rec + B_TIERS) & bit) === 0) {
         stats.unknownRemovals++;
         continue;
       }
       this.chunksOf(rec, tier, false, 0);
-      const left = load<u32>(rec + B_TIERS) & ~bit;
-      store<u32>(rec + B_TIERS, left);
+      const left = <u32>load<u8>(rec + B_TIERS) & ~bit;
+      store<u8>(rec + B_TIERS, <u8>left);
       if (left === 0) this.drop(hash, rec);
       stats.removed++;
     }
   }
 
   private drop(hash: u64, rec: usize): void {
-    this.recBytes -= heapFootprint(
-      B_HEADER + extraBytes(load<u32>(rec + B_NCHUNKS)) + partialBytes(load<u32>(rec + B_PARTIAL_LEN)),
-    );
+    // No tier: what growMap's walk skips.
+    store<u8>(rec + B_TIERS, 0);
     this.unlink(rec);
     // The map reads keys from the records: delete while the record is still there.
     this.map.delete(hash);
-    heap.free(rec);
+    this.pool.free(rec, BlockTable.recordSize(rec));
   }
 
   /** Drops every block, taking its copies out of the chunk table (withChunks) or not (the table is gone). */
@@ -460,14 +517,16 @@ export class BlockTable {
       const rec = map.recordAt(i);
       if (rec === 0) continue;
       if (withChunks) {
-        const tiers = load<u32>(rec + B_TIERS);
+        const tiers = <u32>load<u8>(rec + B_TIERS);
         for (let t: u32 = 0; t < TIER_COUNT; t++)
           if ((tiers & (1 << t)) !== 0) this.chunksOf(rec, t, false, 0);
       }
-      heap.free(rec);
+      // The pool's pages go whole below; only records too large for them are the heap's.
+      const size = BlockTable.recordSize(rec);
+      if (RecordPool.onHeap(size)) this.pool.free(rec, size);
     }
     map.clear();
-    this.recBytes = 0;
+    this.pool.reset();
     this.oldest = 0;
     this.newest = 0;
   }
@@ -476,6 +535,7 @@ export class BlockTable {
   dispose(withChunks: bool): void {
     this.clear(withChunks);
     this.map.dispose();
+    this.pool.dispose();
     heap.free(changetype<usize>(this));
   }
 

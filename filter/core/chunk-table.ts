@@ -485,12 +485,13 @@ export class ChunkTable {
   }
 
   /**
-   * Loads what adding `hash` reads first (its map slot, its bucket's list head) and returns it,
-   * to be thrown away: a caller about to add many chunks touches them all first, so their cache
-   * misses overlap instead of coming one at a time.
+   * Loads what adding `hash` reads first (its map slot, its bucket's list head and chunk count)
+   * and returns it, to be thrown away: a caller about to add many chunks touches them all first,
+   * so their cache misses overlap instead of coming one at a time.
    */
   touch(hash: u64): u32 {
-    return this.map.touch(hash) ^ load<u32>(this.heads + ((<usize>this.bucketOf(hash)) << 2));
+    const b = (<usize>this.bucketOf(hash)) << 2;
+    return this.map.touch(hash) ^ load<u32>(this.heads + b) ^ load<u32>(this.counts + b);
   }
 
   /** Loads the record at the head of `hash`'s bucket (adding links it there), to be thrown away: see touch. */

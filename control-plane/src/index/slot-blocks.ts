@@ -67,6 +67,9 @@ const NO_TOKEN = 0xffffffff;
 
 /** How many blocks a slot holds at most before the least recently stored go (DESIGN §9: bounded memory). */
 export const DEFAULT_MAX_BLOCKS_PER_SLOT = 1 << 20;
+/** The largest chunk size a block table takes: a block's record keeps its unfinished chunk's
+ * length in 16 bits (filter/core/block-table.ts), and the configuration allows no more. */
+export const MAX_CHUNK_SIZE = 65536;
 
 /** Frees the core's block table of a SlotBlocks that was collected (its chunks left the index in clear(), or the index went too). */
 const tables = new FinalizationRegistry<number>((id) => core().ex.blockTableFree(id, 0));
@@ -124,6 +127,9 @@ export class SlotBlocks {
     const maxBlocks = opts.maxBlocks ?? DEFAULT_MAX_BLOCKS_PER_SLOT;
     if (!Number.isInteger(maxBlocks) || maxBlocks < 1 || maxBlocks > 0xffffffff)
       throw new RangeError(`maxBlocks must be a positive integer (got ${maxBlocks})`);
+    const chunk = hasher.chunkSize;
+    if (!Number.isInteger(chunk) || chunk < 1 || chunk > MAX_CHUNK_SIZE)
+      throw new RangeError(`chunkSize must be an integer from 1 to ${MAX_CHUNK_SIZE} (got ${chunk})`);
     this.#table = this.#core.ex.blockTableNew(index.tableId, slot, hasher.chunkSize, maxBlocks);
     tables.register(this, this.#table, this);
     this.#tokens = opts.tokenTable == null ? null : coreTokenTable(opts.tokenTable);
