@@ -26,14 +26,13 @@ import {
   benchConfig,
   DEVELOPMENT_SEEDS,
   kvrouteVariants,
-  oneGatewayVariant,
   policies,
   REPORT_SEEDS,
   sensitivityWorkloads,
   workloads,
 } from "./quality/config.ts";
 import { runOne } from "./quality/harness.ts";
-import { kvrouteGeometry } from "./quality/policies/kvroute.ts";
+import { kvrouteGeometry, kvroutePolicy } from "./quality/policies/kvroute.ts";
 import type { PolicyFactory, RoutingPolicy } from "./quality/policies/types.ts";
 import { BOUND, pointsOf, type ResultRow, renderReport, SUBJECT } from "./quality/report.ts";
 import { RowStore } from "./quality/row-store.ts";
@@ -157,6 +156,26 @@ function measure(
 }
 
 const found = (r: ResultRow | undefined): r is ResultRow => r !== undefined;
+
+/**
+ * The same filter as one gateway with all the default geometry's worker threads (every decider on
+ * one board): run where kvroute trails a peer (--geometry), it tells the cost of deciding on
+ * independent gateways — which see each other's requests only through their reports — from the
+ * cost of the rule itself. (Here, not in config.ts: that file is part of every row's digest.)
+ */
+function oneGatewayVariant(c: typeof config): PolicyFactory {
+  const threads = kvrouteGeometry.gateways * kvrouteGeometry.threadsPerGateway;
+  return kvroutePolicy(
+    {
+      workers: c.cluster.workers,
+      ranksPerWorker: c.cluster.ranksPerWorker,
+      speculative: true,
+      gateways: 1,
+      threadsPerGateway: threads,
+    },
+    `${SUBJECT} (1 gateway × ${threads} threads)`,
+  );
+}
 
 // Seeds outermost, so a run stopped early still holds whole seeds of every profile.
 for (const seed of seeds) {

@@ -9,7 +9,7 @@ import type { ClusterConfig } from "./harness.ts";
 import { dynamoDefaultPolicy } from "./policies/dynamo-default.ts";
 import { gaiePrefixPolicy } from "./policies/gaie-prefix.ts";
 import { idealPolicy } from "./policies/ideal.ts";
-import { type KvrouteOptions, kvrouteGeometry, kvroutePolicy } from "./policies/kvroute.ts";
+import { type KvrouteOptions, kvroutePolicy } from "./policies/kvroute.ts";
 import { llmdPrecisePolicy, llmdPreciseSpeculativePolicy } from "./policies/llmd-precise.ts";
 import { randomPolicy } from "./policies/random.ts";
 import { roundRobinPolicy } from "./policies/round-robin.ts";
@@ -209,17 +209,6 @@ export function kvrouteVariants(c: BenchConfig): PolicyFactory[] {
     kvroute(c, "kvroute (1 gateway × 1 thread)", { gateways: 1, threadsPerGateway: 1 }),
     kvroute(c, "kvroute (4 gateways × 2 threads)", { gateways: 4, threadsPerGateway: 2 }),
   ];
-}
-
-/**
- * The same filter as one gateway with all the default geometry's worker threads (every decider on
- * one board): run where kvroute trails a peer (quality.bench.ts --geometry), it tells the cost of
- * deciding on independent gateways — which see each other's requests only through their reports —
- * from the cost of the rule itself.
- */
-export function oneGatewayVariant(c: BenchConfig): PolicyFactory {
-  const threads = kvrouteGeometry.gateways * kvrouteGeometry.threadsPerGateway;
-  return kvroute(c, `kvroute (1 gateway × ${threads} threads)`, { gateways: 1, threadsPerGateway: threads });
 }
 
 /** Where the variants run: the cache-pressure workloads (kvroute's weakest in the quick runs) and
