@@ -21,10 +21,10 @@ import { loadPoolTokens } from "../control-plane/src/pools/pool-tokens.ts";
 import { encodeCfgImage, encodeLoadImage, encodeSlotsImage } from "../control-plane/src/publish/images.ts";
 import type { HeaderMap } from "../host/header-map.ts";
 import { createHost, headers } from "../host/host.ts";
-import { hostImports } from "../host/imports/index.ts";
 import type { SharedDataStore } from "../host/shared-data.ts";
 import type { FilterChainSink } from "../host/stream.ts";
-import { registerHostImports, type WasmThread } from "../host/thread.ts";
+import type { WasmThread } from "../host/thread.ts";
+import { countHostCalls } from "./lib/host-call-counter.ts";
 import { median, RESULTS_DIR } from "./lib/results.ts";
 import { sample } from "./lib/timing.ts";
 import { renderPng } from "./quality/charts.ts";
@@ -97,19 +97,9 @@ const decisionCalls = new Map<string, number>();
 /** The same over the whole request: headers, decision, answer and end (the ticks' calls not counted). */
 const requestCalls = new Map<string, number>();
 let countCalls = false;
-registerHostImports((t) => {
-  const imports = hostImports(t) as Record<string, Record<string, unknown>>;
-  for (const mod of Object.values(imports))
-    for (const [name, f] of Object.entries(mod)) {
-      if (typeof f !== "function") continue;
-      const call = f as (...a: unknown[]) => unknown;
-      mod[name] = (...a: unknown[]) => {
-        if (countCalls && phase === "decision") decisionCalls.set(name, (decisionCalls.get(name) ?? 0) + 1);
-        if (countCalls && phase !== "tick") requestCalls.set(name, (requestCalls.get(name) ?? 0) + 1);
-        return call(...a);
-      };
-    }
-  return imports as WebAssembly.Imports;
+countHostCalls((name) => {
+  if (countCalls && phase === "decision") decisionCalls.set(name, (decisionCalls.get(name) ?? 0) + 1);
+  if (countCalls && phase !== "tick") requestCalls.set(name, (requestCalls.get(name) ?? 0) + 1);
 });
 
 /**

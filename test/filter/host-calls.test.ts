@@ -3,24 +3,13 @@
 // the routing headers a client actually sent; the decision reads no header of its own. A change
 // that brings back a call per header name fails here.
 import { afterEach, describe, expect, it } from "vitest";
-import { hostImports } from "../../host/imports/index.ts";
-import { registerHostImports } from "../../host/thread.ts";
+import { countHostCalls } from "../../bench/lib/host-call-counter.ts";
 import { chat, ShippedFilter } from "../filter-core/shipped-filter.ts";
 
 const calls = new Map<string, number>();
 let counting = false;
-registerHostImports((t) => {
-  const imports = hostImports(t) as Record<string, Record<string, unknown>>;
-  for (const mod of Object.values(imports))
-    for (const [name, f] of Object.entries(mod)) {
-      if (typeof f !== "function") continue;
-      const call = f as (...a: unknown[]) => unknown;
-      mod[name] = (...a: unknown[]) => {
-        if (counting) calls.set(name, (calls.get(name) ?? 0) + 1);
-        return call(...a);
-      };
-    }
-  return imports as WebAssembly.Imports;
+countHostCalls((name) => {
+  if (counting) calls.set(name, (calls.get(name) ?? 0) + 1);
 });
 
 function counted<T>(run: () => T): { result: T; calls: Map<string, number> } {
