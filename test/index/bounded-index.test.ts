@@ -7,6 +7,7 @@ import { decodeBucket } from "../../control-plane/src/index/bucket-image.ts";
 import { coreChunkHasher } from "../../control-plane/src/index/core-hasher.ts";
 import { PrefixIndex } from "../../control-plane/src/index/prefix-index.ts";
 import type { BlockStored } from "../../control-plane/src/vocabulary/kv-events.ts";
+import { gpuStored } from "./block-stored.ts";
 
 const meta = { seq: 0, ts: 0, receivedAt: 0, replayed: false };
 const BLOCK = 16;
@@ -17,25 +18,12 @@ const detokenize = (ids: ArrayLike<number>) =>
 
 function prompt(p: number, blocks: number): BlockStored {
   const first = BigInt(p) * 1000n + 1n;
-  return {
-    type: "BlockStored",
-    hashes: Array.from({ length: blocks }, (_, i) => first + BigInt(i)),
-    parent: null,
-    tokenIds: Array.from({ length: blocks * BLOCK }, (_, i) => p * 10_000 + i),
-    blockSize: BLOCK,
-    loraName: null,
-    loraId: null,
-    medium: "GPU",
-    extraKeys: null,
-    cacheSalt: null,
-    sessionId: null,
-    groupIdx: null,
-    kvCacheSpecKind: null,
-    slidingWindow: null,
-    eventVersion: null,
-    locality: null,
-    ownership: null,
-  };
+  return gpuStored(
+    Array.from({ length: blocks }, (_, i) => first + BigInt(i)),
+    null,
+    BLOCK,
+    Array.from({ length: blocks * BLOCK }, (_, i) => p * 10_000 + i),
+  );
 }
 
 function newIndex(): PrefixIndex {

@@ -7,6 +7,7 @@ import { coreChunkHasher } from "../../control-plane/src/index/core-hasher.ts";
 import { PrefixIndex } from "../../control-plane/src/index/prefix-index.ts";
 import type { FullKeep } from "../../control-plane/src/index/published-buckets.ts";
 import type { BlockStored } from "../../control-plane/src/vocabulary/kv-events.ts";
+import { gpuStored } from "./block-stored.ts";
 
 const BUCKETS = 16;
 const meta = { seq: 0, ts: 0, receivedAt: 0, replayed: false };
@@ -21,25 +22,12 @@ const detokenize = (ids: ArrayLike<number>) =>
   );
 
 function stored(first: number, n: number, parent: bigint | null): BlockStored {
-  return {
-    type: "BlockStored",
-    hashes: Array.from({ length: n }, (_, i) => BigInt(first + i)),
+  return gpuStored(
+    Array.from({ length: n }, (_, i) => BigInt(first + i)),
     parent,
-    tokenIds: Array.from({ length: 2 * n }, (_, i) => first * 10 + i),
-    blockSize: 2,
-    loraName: null,
-    loraId: null,
-    medium: "GPU",
-    extraKeys: null,
-    cacheSalt: null,
-    sessionId: null,
-    groupIdx: null,
-    kvCacheSpecKind: null,
-    slidingWindow: null,
-    eventVersion: null,
-    locality: null,
-    ownership: null,
-  };
+    2,
+    Array.from({ length: 2 * n }, (_, i) => first * 10 + i),
+  );
 }
 
 function start(fullKeep: FullKeep): void {

