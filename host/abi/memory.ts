@@ -9,7 +9,20 @@ const utf8d = new TextDecoder();
 
 /** Strings up to this many bytes are remembered by where they were read (GuestMemory.readString). */
 const NAME_MAX = 96;
-const NAME_SLOTS = 64;
+const NAME_SLOTS = 128;
+const NAME_SLOT_SHIFT = 32 - Math.log2(NAME_SLOTS);
+
+/**
+ * A string of a byte or two (a rank's digits, written in place): built directly, which costs a
+ * fraction of a TextDecoder call; longer ones are decoded as UTF-8, which beats building them.
+ */
+function shortString(mem: Uint8Array, ptr: number, size: number): string {
+  const a = mem[ptr] as number;
+  if (size === 1 && a < 0x80) return String.fromCharCode(a);
+  const b = mem[ptr + 1] as number;
+  if (size === 2 && a < 0x80 && b < 0x80) return String.fromCharCode(a, b);
+  return utf8d.decode(mem.subarray(ptr, ptr + size));
+}
 
 export class GuestMemory {
   private buffer: ArrayBuffer | null = null;
@@ -82,7 +95,9 @@ export class GuestMemory {
     // Names (shared-data keys, header names and values, property paths) come again and again from
     // the same few places in the module: checking the bytes against the string last decoded from
     // there costs a fraction of decoding them. Envoy reads them as string_views, without a copy.
-    const slot = (ptr >>> 2) & (NAME_SLOTS - 1);
+    // The module's allocator aligns to 16 bytes, so the slot comes from a multiplicative hash of the
+    // address and length, not from its low bits (most of which are zero).
+    const slot = Math.imul(ptr ^ (size << 24), 0x9e3779b1) >>> NAME_SLOT_SHIFT;
     const hit = this.names[slot];
     if (hit !== undefined && hit.ptr === ptr && hit.bytes.length === size) {
       const bytes = hit.bytes;
@@ -90,7 +105,7 @@ export class GuestMemory {
       while (i < size && mem[ptr + i] === bytes[i]) i++;
       if (i === size) return hit.text;
     }
-    const text = utf8d.decode(mem.subarray(ptr, ptr + size));
+    const text = shortString(mem, ptr, size);
     this.names[slot] = { ptr, bytes: mem.slice(ptr, ptr + size), text };
     return text;
   }

@@ -48,4 +48,25 @@ describe("GuestMemory.readString", () => {
     put(70000, "far");
     expect(mem.readString(70000, 3)).toBe("far");
   });
+
+  it("reads one- and two-byte strings as UTF-8, digits rewritten in place included", () => {
+    const { mem, put } = guest();
+    for (const digit of ["0", "7", "3"]) {
+      put(1744, digit);
+      expect(mem.readString(1744, 1)).toBe(digit);
+    }
+    put(1744, "12");
+    expect(mem.readString(1744, 2)).toBe("12");
+    put(1744, "é");
+    expect(mem.readString(1744, 2)).toBe("é");
+    expect(mem.readString(1744, 0)).toBe("");
+  });
+
+  it("keeps serving every string of many 16-byte-aligned places, each as its bytes say", () => {
+    const { mem, put } = guest();
+    const at = (k: number) => 4096 + 16 * k;
+    for (let k = 0; k < 40; k++) put(at(k), `name-${k}`.padEnd(12, "."));
+    for (let round = 0; round < 3; round++)
+      for (let k = 0; k < 40; k++) expect(mem.readString(at(k), 12)).toBe(`name-${k}`.padEnd(12, "."));
+  });
 });
