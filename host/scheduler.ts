@@ -19,12 +19,13 @@ export class Scheduler {
 
   constructor(private readonly probability: number) {}
 
+  // Who is on the stack matters only to preemption: with it off (the default), nothing is kept.
   enter(t: SchedulableThread): void {
-    this.onStack.add(t);
+    if (this.probability > 0) this.onStack.add(t);
   }
 
   leave(t: SchedulableThread): void {
-    if (!t.onStack) this.onStack.delete(t);
+    if (this.probability > 0 && !t.onStack) this.onStack.delete(t);
   }
 
   /** Runs one queued task of another thread that is not inside a VM call right now. */
