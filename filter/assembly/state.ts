@@ -38,6 +38,8 @@ export class VmState {
   queue: LocalQueue = new LocalQueue();
   /** Decisions taken while the gateway had nothing unanswered (each gets its own slot order). */
   idleDecisions: u32 = 0;
+  /** Streamed answers this VM saw with the scan on: every usageScanStreamSample-th one is read. */
+  streamedAnswers: u32 = 0;
   message: ByteBuf = new ByteBuf(64);
   /** The current request's LoRA adapter, and this thread's adapter affinity (lora-affinity.ts). */
   adapter: AdapterMatch = new AdapterMatch();

@@ -44,7 +44,7 @@ import {
 } from "../core/route-decision";
 import { servedSlot } from "../core/served-slot";
 import { dropSaturated, firstSlot } from "../core/shedding";
-import { UsageScan, usageModeOf } from "../core/usage-scan";
+import { SERVED_UNREAD, USAGE_SSE, UsageScan, usageModeOf } from "../core/usage-scan";
 import { cache } from "./cache-view";
 import { HeaderSnapshot } from "./header-snapshot";
 import {
@@ -159,6 +159,8 @@ export class KvrouteStream {
   private uncachedTokens: f64 = 0;
   /** Reads the engine's served cached tokens from a routed request's answer (null: not read). */
   private usage: UsageScan | null = null;
+  /** A streamed answer outside the sample: reported as not read (SERVED_UNREAD). */
+  private usageUnread: bool = false;
   /** The request's priority level (filter/core/priority.ts), after the trust check. */
   private priority: i32 = PRIORITY_STANDARD;
   /** A shed request's report names a slot of its pool (it reached none); -1 otherwise. */
@@ -914,7 +916,8 @@ export class KvrouteStream {
 
   /**
    * A routed request's successful answer, JSON or server-sent events and not compressed, is read
-   * as it passes for the engine's served cached tokens (usage-scan.ts), up to usageScanBytes.
+   * as it passes for the engine's served cached tokens (usage-scan.ts), up to usageScanBytes —
+   * a stream only when it falls in the sample: reading one costs a host call per chunk.
    */
   private startUsageScan(): void {
     const budget = vm.config.usageScanBytes;
@@ -928,6 +931,15 @@ export class KvrouteStream {
       encoding === null ? -1 : encoding.byteLength,
     );
     if (mode === 0) return;
+    if (mode === USAGE_SSE) {
+      const n = vm.config.usageScanStreamSample;
+      const k = vm.streamedAnswers;
+      vm.streamedAnswers = k + 1 < n ? k + 1 : 0;
+      if (k !== 0) {
+        this.usageUnread = true;
+        return;
+      }
+    }
     const u = idleScans.length > 0 ? idleScans.pop() : new UsageScan();
     u.begin(mode, budget);
     this.usage = u;
@@ -1049,7 +1061,7 @@ export class KvrouteStream {
       this.cachedBytes,
       this.firstByteMs > 0 ? <u32>(this.firstByteMs - this.startMs) : 0,
       <u32>(end - this.startMs),
-      u === null ? 0 : u.flags,
+      u === null ? (this.usageUnread ? SERVED_UNREAD : 0) : u.flags,
       u === null ? 0 : u.cached,
       id === null ? 0 : changetype<usize>(id),
       id === null ? 0 : id.byteLength,

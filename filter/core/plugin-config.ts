@@ -22,6 +22,12 @@ export class PluginConfig {
    * past them the served value of that request is unknown. 0 = never look.
    */
   usageScanBytes: u32 = 16 * 1024 * 1024;
+  /**
+   * One streamed (SSE) answer in this many is read for served cached tokens; JSON answers always
+   * are. Reading a stream costs a host call per chunk (its copy into the VM), whatever the scan
+   * does: a 512-event answer ~150 µs. The rest are reported unread, not unknown. 1 = every one.
+   */
+  usageScanStreamSample: u32 = 4;
   /** Before the first cache arrives: true = pass requests on without a destination; false = 503. */
   failOpen: bool = true;
   inferencePaths: string[] = ["/v1/completions", "/v1/chat/completions"];
@@ -252,7 +258,8 @@ function topField(c: Cursor, key: string, path: string): void {
   } else if (key === "usageScanBytes") {
     const v = c.uint(path, 1 << 30);
     b.usageScanBytes = v < 0 ? 0 : <u32>v;
-  } else if (key === "gatewayId") {
+  } else if (key === "usageScanStreamSample") b.usageScanStreamSample = positive(c, path, 1 << 20);
+  else if (key === "gatewayId") {
     b.gatewayId = c.str(path) || "";
     // Sent as the x-kvroute-gateway header of every sync and report call.
     if (c.err.length === 0 && !headerSafe(b.gatewayId, true)) c.fail(`${path}: printable ASCII only`);

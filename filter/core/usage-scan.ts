@@ -25,6 +25,8 @@ export const SERVED_USAGE: u8 = 1;
 export const SERVED_CACHED: u8 = 2;
 /** The scan gave up at its byte budget before the response ended. */
 export const SERVED_CUT: u8 = 4;
+/** The answer was not read: a stream outside the sample (usageScanStreamSample). */
+export const SERVED_UNREAD: u8 = 8;
 
 // Lexer states.
 const S_VALUE: i32 = 0; // a value may start

@@ -13,6 +13,7 @@ import {
   type FinishedRequest,
   SERVED_CACHED,
   SERVED_CUT,
+  SERVED_UNREAD,
   SERVED_USAGE,
 } from "../../control-plane/src/reports/report-codec.ts";
 import { QWEN3 } from "../sim/helpers.ts";
@@ -172,6 +173,8 @@ describe("predicted vs served cached tokens", () => {
         f(0, 40, { servedFlags: SERVED_USAGE | SERVED_CUT }, "served-cut"),
         // Usage without details where the engine never showed any: unknown, not 0.
         f(1, 400, { servedFlags: SERVED_USAGE }, "served-never"),
+        // A stream outside the gateway's sample: unread, neither known nor unknown.
+        f(0, 1200, { servedFlags: SERVED_UNREAD }, "served-unread"),
         // Answered without routing (slot 0xFFFF): not a slot's prediction.
         f(0xffff, 0, { servedFlags: SERVED_USAGE | SERVED_CACHED, servedCachedTokens: 5 }, "unrouted"),
       ],
@@ -187,6 +190,8 @@ describe("predicted vs served cached tokens", () => {
     expect(text).toContain(`kvroute_served_cached_tokens_total{${l0}} 180`);
     expect(text).toContain(`kvroute_served_cache_requests_total{${l0},served="known"} 2`);
     expect(text).toContain(`kvroute_served_cache_requests_total{${l0},served="unknown"} 4`);
+    expect(text).toContain(`kvroute_served_cache_requests_total{${l0},served="unread"} 1`);
+    expect(text).toContain(`kvroute_predicted_cached_tokens_total{${l0},served="unread"} 300`);
     expect(text).toContain(`kvroute_predicted_cached_tokens_total{${l1},served="known"} 0`);
     expect(text).toContain(`kvroute_predicted_cached_tokens_total{${l1},served="unknown"} 150`);
     expect(text).toContain(`kvroute_served_cache_requests_total{${l1},served="unknown"} 3`);
@@ -199,6 +204,8 @@ describe("predicted vs served cached tokens", () => {
       unknown: 4,
       predictedKnownTokens: 300,
       predictedUnknownTokens: 220,
+      unread: 1,
+      predictedUnreadTokens: 300,
       servedTokens: 180,
       detailsSeen: true,
     });
@@ -215,6 +222,7 @@ describe("predicted vs served cached tokens", () => {
       "served-none": null,
       "served-cut": null,
       "served-never": null,
+      "served-unread": null,
     });
     const d180 = status.recentDecisions.find((d: { requestId: string }) => d.requestId === "served-180");
     expect(d180).toMatchObject({ predictedCachedTokens: 200, servedCachedTokens: 180 });

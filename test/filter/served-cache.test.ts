@@ -1,11 +1,16 @@
 // The shipped filter reads the engine's served cached tokens from the answer as it streams to the
 // client (build/kvroute.wasm in the Node host, in front of engines that answer what each test
 // says), and reports them next to its prediction: which answers it reads (2xx, JSON or SSE, not
-// compressed), the body unchanged for the client, chunks cut anywhere, its byte budget, and
-// records of the previous module's layout still in the report queue.
+// compressed), the body unchanged for the client, chunks cut anywhere, its byte budget, records of
+// the previous module's layout still in the report queue, and the sample of streams it reads.
 import type { ServerResponse } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SERVED_CACHED, SERVED_CUT, SERVED_USAGE } from "../../control-plane/src/reports/report-codec.ts";
+import {
+  SERVED_CACHED,
+  SERVED_CUT,
+  SERVED_UNREAD,
+  SERVED_USAGE,
+} from "../../control-plane/src/reports/report-codec.ts";
 import { chatBody, type Stack, startStack, synced, until } from "./harness.ts";
 
 interface Decision {
@@ -98,7 +103,8 @@ const SSE_TYPE = { "content-type": "text/event-stream; charset=utf-8" };
 describe("served cached tokens read by the shipped filter", () => {
   let s: Stack;
   beforeAll(async () => {
-    s = await startStack({ engines: [[0, 1]] });
+    // Every stream read (the default reads one in four: see the last describe).
+    s = await startStack({ engines: [[0, 1]], pluginConfig: { usageScanStreamSample: 1 } });
     await synced(s);
   }, 30_000);
   afterAll(async () => s?.close());
@@ -224,7 +230,7 @@ describe("served cached tokens read by the shipped filter", () => {
 describe("the response scan's byte budget", () => {
   let s: Stack;
   beforeAll(async () => {
-    s = await startStack({ engines: [[0]], pluginConfig: { usageScanBytes: 200 } });
+    s = await startStack({ engines: [[0]], pluginConfig: { usageScanBytes: 200, usageScanStreamSample: 1 } });
     await synced(s);
   }, 30_000);
   afterAll(async () => s?.close());
@@ -245,5 +251,34 @@ describe("the response scan's byte budget", () => {
     const short = 'data: {"usage":{"prompt_tokens_details":{"cached_tokens":16}}}\n\n';
     await through(s, "short", (res) => answer(res, 200, SSE_TYPE, short));
     expect((await reported(s, "short")).servedCachedTokens).toBe(16);
+  });
+});
+
+describe("the sample of streams read (default usageScanStreamSample: 4)", () => {
+  let s: Stack;
+  beforeAll(async () => {
+    s = await startStack({ engines: [[0, 1]] });
+    await synced(s);
+  }, 30_000);
+  afterAll(async () => s?.close());
+
+  it("reads the first stream of each worker thread in four and every JSON answer; the rest are unread", async () => {
+    const body = sse({
+      prompt_tokens: 500,
+      completion_tokens: 4,
+      prompt_tokens_details: { cached_tokens: 64 },
+    });
+    const streams = Array.from({ length: 8 }, (_, k) => `sampled-sse-${k}`);
+    for (const id of streams) await through(s, id, (res) => answer(res, 200, SSE_TYPE, body, 40));
+    const jsons = Array.from({ length: 4 }, (_, k) => `sampled-json-${k}`);
+    for (const id of jsons) await through(s, id, (res) => answer(res, 200, JSON_TYPE, usageJson(32)));
+    const sse8 = await Promise.all(streams.map((id) => reported(s, id)));
+    const read = sse8.filter((d) => d.servedCachedTokens === 64);
+    const unread = sse8.filter((d) => d.servedFlags === SERVED_UNREAD && d.servedCachedTokens === undefined);
+    // Two worker threads, each reading its 1st and 5th stream: 8 streams split n + (8 − n) read 2 or 3.
+    expect(read.length + unread.length).toBe(8);
+    expect(read.length).toBeGreaterThanOrEqual(2);
+    expect(read.length).toBeLessThanOrEqual(3);
+    for (const id of jsons) expect((await reported(s, id)).servedCachedTokens).toBe(32);
   });
 });

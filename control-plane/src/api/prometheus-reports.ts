@@ -110,7 +110,7 @@ function registerServedCacheMetrics(registry: Registry, s: StatusInput): void {
     name: "kvroute_predicted_cached_tokens_total",
     help:
       "Prompt tokens the gateway predicted cached on the chosen slot (estimated from bytes), per slot, " +
-      "by whether the engine said what it served (served=known|unknown).",
+      "by whether the engine said what it served (served=known|unknown), or the gateway did not read the answer (served=unread).",
     labelNames: ["pool", "slot", "served"],
     registers: [registry],
     collect() {
@@ -118,6 +118,7 @@ function registerServedCacheMetrics(registry: Registry, s: StatusInput): void {
       eachSlotServed((l, c) => {
         this.inc({ ...l, served: "known" }, c.predictedKnownTokens);
         this.inc({ ...l, served: "unknown" }, c.predictedUnknownTokens);
+        this.inc({ ...l, served: "unread" }, c.predictedUnreadTokens);
       });
     },
   });
@@ -133,7 +134,8 @@ function registerServedCacheMetrics(registry: Registry, s: StatusInput): void {
   });
   new Counter({
     name: "kvroute_served_cache_requests_total",
-    help: "Routed requests per slot, by whether the engine said how many cached tokens it served (served=known|unknown).",
+    help:
+      "Routed requests per slot, by whether the engine said how many cached tokens it served (served=known|unknown), or the gateway did not read the answer (served=unread: a stream outside its sample).",
     labelNames: ["pool", "slot", "served"],
     registers: [registry],
     collect() {
@@ -141,6 +143,7 @@ function registerServedCacheMetrics(registry: Registry, s: StatusInput): void {
       eachSlotServed((l, c) => {
         this.inc({ ...l, served: "known" }, c.known);
         this.inc({ ...l, served: "unknown" }, c.unknown);
+        this.inc({ ...l, served: "unread" }, c.unread);
       });
     },
   });

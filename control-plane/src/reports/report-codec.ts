@@ -16,6 +16,8 @@ const OLDEST_PROTOCOL = 1;
 export const SERVED_USAGE = 1;
 export const SERVED_CACHED = 2;
 export const SERVED_CUT = 4;
+/** The gateway did not read the answer (a stream outside its sample): neither known nor unknown. */
+export const SERVED_UNREAD = 8;
 
 export interface FinishedRequest {
   slot: number;
@@ -145,7 +147,7 @@ export function decodeReport(bytes: Uint8Array, mapSlot: SlotMapper = sameSlot):
       requestId: r.str16("request id"),
     };
     if (protocol >= 2) {
-      f.servedFlags = flags & (SERVED_USAGE | SERVED_CACHED | SERVED_CUT);
+      f.servedFlags = flags & (SERVED_USAGE | SERVED_CACHED | SERVED_CUT | SERVED_UNREAD);
       if ((flags & SERVED_CACHED) !== 0) f.servedCachedTokens = served;
     }
     finished.push(f);
@@ -176,7 +178,7 @@ export function decodeReport(bytes: Uint8Array, mapSlot: SlotMapper = sameSlot):
 
 /** The flags of an entry: SERVED_CACHED exactly when it carries served tokens. */
 function servedFlags(f: FinishedRequest): number {
-  const flags = (f.servedFlags ?? 0) & (SERVED_USAGE | SERVED_CUT);
+  const flags = (f.servedFlags ?? 0) & (SERVED_USAGE | SERVED_CUT | SERVED_UNREAD);
   return f.servedCachedTokens === undefined ? flags : flags | SERVED_CACHED | SERVED_USAGE;
 }
 

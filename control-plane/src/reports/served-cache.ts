@@ -5,7 +5,7 @@
 // (BYTES_PER_TOKEN in filter/core/route-decision.ts). vLLM leaves the details out when it reused
 // nothing (and always without --enable-prompt-tokens-details), so an answer with usage but no
 // details counts as 0 served on a slot whose engine has shown details before, unknown otherwise.
-import { type FinishedRequest, SERVED_CUT, SERVED_USAGE } from "./report-codec.ts";
+import { type FinishedRequest, SERVED_CUT, SERVED_UNREAD, SERVED_USAGE } from "./report-codec.ts";
 
 /** The filter's bytes-per-token estimate (filter/core/route-decision.ts BYTES_PER_TOKEN). */
 export const PREDICTED_BYTES_PER_TOKEN = 4;
@@ -15,10 +15,14 @@ export interface ServedCache {
   known: number;
   /** Requests it did not (no usage in the answer, a stream without include_usage, a cut scan). */
   unknown: number;
+  /** Requests whose answer the gateway did not read (streams outside usageScanStreamSample). */
+  unread: number;
   /** Estimated predicted cached tokens of the known requests: compare with servedTokens. */
   predictedKnownTokens: number;
   /** Estimated predicted cached tokens of the unknown requests. */
   predictedUnknownTokens: number;
+  /** Estimated predicted cached tokens of the unread requests. */
+  predictedUnreadTokens: number;
   /** Prompt tokens the engine served from its cache (known requests). */
   servedTokens: number;
   /** This slot's engine has reported cached_tokens: it runs with prompt-token details. */
@@ -29,8 +33,10 @@ export function emptyServedCache(): ServedCache {
   return {
     known: 0,
     unknown: 0,
+    unread: 0,
     predictedKnownTokens: 0,
     predictedUnknownTokens: 0,
+    predictedUnreadTokens: 0,
     servedTokens: 0,
     detailsSeen: false,
   };
@@ -51,8 +57,14 @@ export function servedTokens(f: FinishedRequest, detailsSeen: boolean): number |
 
 /** Counts one finished request that was routed to the slot. */
 export function observeServed(c: ServedCache, f: FinishedRequest): void {
-  if (f.servedCachedTokens !== undefined) c.detailsSeen = true;
   const predicted = predictedTokens(f.cachedBytes);
+  if (f.servedCachedTokens !== undefined) c.detailsSeen = true;
+  else if (((f.servedFlags ?? 0) & SERVED_UNREAD) !== 0) {
+    // A sample of the streams is read; the known requests' predicted and served stay paired.
+    c.unread++;
+    c.predictedUnreadTokens += predicted;
+    return;
+  }
   const served = servedTokens(f, c.detailsSeen);
   if (served === null) {
     c.unknown++;
