@@ -82,7 +82,11 @@ describe("plugin configuration", () => {
     ["usageScanBytes past 1 GiB", '{"usageScanBytes":1073741825}', "usageScanBytes"],
     ["usageScanBytes negative", '{"usageScanBytes":-1}', "usageScanBytes"],
     ["usageScanBytes as a string", '{"usageScanBytes":"16"}', "usageScanBytes"],
-    ["usageScanStreamSample zero", '{"usageScanStreamSample":0}', "usageScanStreamSample: must be at least 1"],
+    [
+      "usageScanStreamSample zero",
+      '{"usageScanStreamSample":0}',
+      "usageScanStreamSample: must be at least 1",
+    ],
     ["usageScanStreamSample past 2^20", '{"usageScanStreamSample":1048577}', "usageScanStreamSample"],
     ["maxBodyBytes past 64 MiB", '{"maxBodyBytes":67108865}', "maxBodyBytes: at most 67108864"],
     ["maxBodyBytes past 32 bits", '{"maxBodyBytes":4294967296}', "maxBodyBytes"],

@@ -134,8 +134,7 @@ function registerServedCacheMetrics(registry: Registry, s: StatusInput): void {
   });
   new Counter({
     name: "kvroute_served_cache_requests_total",
-    help:
-      "Routed requests per slot, by whether the engine said how many cached tokens it served (served=known|unknown), or the gateway did not read the answer (served=unread: a stream outside its sample).",
+    help: "Routed requests per slot, by whether the engine said how many cached tokens it served (served=known|unknown), or the gateway did not read the answer (served=unread: a stream outside its sample).",
     labelNames: ["pool", "slot", "served"],
     registers: [registry],
     collect() {
