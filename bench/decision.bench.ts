@@ -163,6 +163,15 @@ function benchHost(pluginConfig: string) {
   return { host, set };
 }
 
+/** A chat completion's request headers, as a client sends them through the gateway. */
+const chatRequestHeaders = () =>
+  headers([
+    [":method", "POST"],
+    [":path", "/v1/chat/completions"],
+    [":authority", "gw"],
+    ["content-type", "application/json"],
+  ]);
+
 /** The router after the filter: only whether the request was routed with a destination. */
 class Router implements FilterChainSink {
   destination: string | undefined;
@@ -245,15 +254,7 @@ for (const size of [1024, 2048, 8192, 32768, 131072]) {
     const decide = (timed: number[] | null, shown = false): string | undefined => {
       const router = new Router();
       const stream = host.newStream(thread, router);
-      stream.decodeHeaders(
-        headers([
-          [":method", "POST"],
-          [":path", "/v1/chat/completions"],
-          [":authority", "gw"],
-          ["content-type", "application/json"],
-        ]),
-        false,
-      );
+      stream.decodeHeaders(chatRequestHeaders(), false);
       const body = bodies[i++ & 15] as Uint8Array;
       phase = "decision";
       const t0 = process.hrtime.bigint();
@@ -447,15 +448,7 @@ function responder(plugin: string, a: (typeof answers)[number]) {
         return bodyBuffer(type);
       };
     }
-    stream.decodeHeaders(
-      headers([
-        [":method", "POST"],
-        [":path", "/v1/chat/completions"],
-        [":authority", "gw"],
-        ["content-type", "application/json"],
-      ]),
-      false,
-    );
+    stream.decodeHeaders(chatRequestHeaders(), false);
     stream.decodeData(body, true);
     if (router.destination === undefined) throw new Error("expected a routed request");
     const t0 = process.hrtime.bigint();
