@@ -3,11 +3,12 @@
 // JavaScript face): chunk hash → the (slot, tier) holders with how many stored blocks on each
 // produced it, the chunk's depth and LRU stamp, and per bucket the list of its chunks, so a dirty
 // bucket is encoded without scanning the index. Lives in linear memory as fixed 56-byte records
-// in one slab (indices stay valid when it grows), found through a U64Map of refs whose keys are
-// the records' own hashes (u64-map.ts); no per-chunk object
+// in a slab of segments that never move (record-slab.ts), found through a U64Map of refs whose
+// keys are the records' own hashes (u64-map.ts); no per-chunk object
 // and no BigInt key. Speculative routes stay in JavaScript (few, short-lived, keyed by gateway
 // reports); a record only carries a flag that some exist, so it is not dropped under them.
 import { ByteBuf } from "./byte-buf";
+import { RecordSlab } from "./record-slab";
 import { U64Map } from "./u64-map";
 
 // Record layout (bytes).
@@ -69,8 +70,8 @@ function fullModeEntry(ways: i32): i32 {
 @unmanaged
 export class ChunkTable {
   map: U64Map = new U64Map(RECORD_BYTES, R_HASH);
-  recs: usize = 0;
-  recCap: u32 = 0;
+  slab: RecordSlab = new RecordSlab(RECORD_BYTES);
+  /** Refs handed out so far (records 1..recTop: live, or on the free list). */
   recTop: u32 = 0;
   freeHead: u32 = 0;
   heads: usize;
@@ -118,8 +119,6 @@ export class ChunkTable {
     memory.fill(this.counts, 0, (<usize>buckets) << 2);
     this.modeBits = heap.alloc(bits);
     memory.fill(this.modeBits, 0, bits);
-    this.recCap = 64;
-    this.recs = heap.alloc(<usize>this.recCap * RECORD_BYTES);
   }
 
   /** Gives back everything the table holds, itself included. */
@@ -130,7 +129,7 @@ export class ChunkTable {
       const ext = load<u32>(r + R_EXT);
       if (ext !== 0 && (load<u16>(r + R_FLAGS) & FLAG_FREE) === 0) heap.free(<usize>ext);
     }
-    heap.free(this.recs);
+    this.slab.dispose();
     heap.free(this.heads);
     heap.free(this.dirtyBits);
     heap.free(this.fullBits);
@@ -147,7 +146,7 @@ export class ChunkTable {
   }
 
   @inline rec(ref: u32): usize {
-    return this.recs + <usize>(ref - 1) * RECORD_BYTES;
+    return RecordSlab.at(this.slab.segments, RECORD_BYTES, ref);
   }
 
   @inline bucketOf(hash: u64): u32 {
@@ -161,7 +160,7 @@ export class ChunkTable {
   get bytes(): usize {
     return (
       this.map.bytes +
-      <usize>this.recCap * RECORD_BYTES +
+      this.slab.bytes +
       this.extBytes +
       ((<usize>this.buckets) << 4) +
       <usize>this.changes.cap
@@ -481,7 +480,7 @@ export class ChunkTable {
   }
 
   find(hash: u64): u32 {
-    return this.map.get(hash, this.recs);
+    return this.map.get(hash, this.slab.segments);
   }
 
   /**
@@ -514,17 +513,14 @@ export class ChunkTable {
   ensure(hash: u64, depth: u32, nowMs: f64): u32 {
     // One probe finds the chunk or the slot a new one goes in.
     if (this.map.full()) this.growMap();
-    const slot = this.map.slotOf(hash, this.recs);
+    const slot = this.map.slotOf(hash, this.slab.segments);
     let ref = this.map.refAt(slot);
     if (ref !== 0) return ref;
     if (this.freeHead !== 0) {
       ref = this.freeHead;
       this.freeHead = load<u32>(this.rec(ref) + R_NEXT);
     } else {
-      if (this.recTop === this.recCap) {
-        this.recCap <<= 1;
-        this.recs = heap.realloc(this.recs, <usize>this.recCap * RECORD_BYTES);
-      }
+      this.slab.reserve(this.recTop + 1);
       ref = ++this.recTop;
     }
     const r = this.rec(ref);
@@ -626,7 +622,7 @@ export class ChunkTable {
    * indexed): the chain above it is as fresh, and the walk stops.
    */
   refresh(hash: u64, nowMs: f64): bool {
-    const ref = this.map.get(hash, this.recs);
+    const ref = this.map.get(hash, this.slab.segments);
     if (ref === 0) return false;
     const r = this.rec(ref);
     if (load<f64>(r + R_STAMP) >= nowMs - REFRESH_MS) return false;
@@ -636,7 +632,7 @@ export class ChunkTable {
   }
 
   remove(hash: u64, slot: u32, tier: u32): void {
-    const ref = this.map.get(hash, this.recs);
+    const ref = this.map.get(hash, this.slab.segments);
     if (ref === 0) return;
     const r = this.rec(ref);
     const i = this.holderAt(r, slot, tier);
@@ -671,7 +667,7 @@ export class ChunkTable {
       heap.free(<usize>ext);
       this.extBytes -= (<usize>load<u32>(r + R_EXTCAP)) << 3;
     }
-    this.map.delete(hash, this.recs);
+    this.map.delete(hash, this.slab.segments);
     this.countIn(this.bucketOf(hash), -1);
     store<u16>(r + R_FLAGS, FLAG_FREE);
     store<u32>(r + R_NEXT, this.freeHead);
