@@ -6,6 +6,7 @@ import { instantiateSync } from "@assemblyscript/loader";
 
 export interface CoreExports {
   memory: WebAssembly.Memory;
+  heapBasePtr(): number;
   ioReserve(n: number): number;
   xxh64Io(len: number, seed: bigint): bigint;
   rootHashIo(modelLen: number, loraLen: number, saltLen: number): bigint;
