@@ -88,7 +88,9 @@ class SimRank {
   private nextHash: bigint;
   private chain: bigint[] = [];
   private chainNo = 0;
-  private held: bigint[][] = [];
+  /** The first hash of each chain held, oldest first: a chain's blocks are CHAIN_BLOCKS consecutive hashes (one
+   * BigInt a chain, not a block: at 800 ranks 23.5 M BigInts kept the garbage collector marking most of the time). */
+  private held: bigint[] = [];
   private heldBlocks = 0;
   private debt = 0;
   private full = false;
@@ -151,13 +153,14 @@ class SimRank {
       tokenIds.push(...blockTokens(this.rank, this.chainNo, b));
       if (this.chain.length === CHAIN_BLOCKS) {
         flush();
-        this.held.push(this.chain);
+        this.held.push(this.chain[0] as bigint);
         this.heldBlocks += CHAIN_BLOCKS;
         this.chain = [];
         this.chainNo++;
         this.full ||= this.heldBlocks > KV_BLOCKS_PER_RANK;
         while (this.heldBlocks > KV_BLOCKS_PER_RANK) {
-          const old = this.held.shift() as bigint[];
+          const first = this.held.shift() as bigint;
+          const old = Array.from({ length: CHAIN_BLOCKS }, (_, i) => first + BigInt(i));
           this.heldBlocks -= old.length;
           events.push({ type: "BlockRemoved", blockHashes: old });
         }
