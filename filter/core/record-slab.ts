@@ -2,9 +2,10 @@
 // records, chunk-table.ts, found through u64-map.ts). The first segment starts small and doubles
 // in place up to SEGMENT_RECORDS records, so a small table stays small; past that each growth adds
 // a segment of SEGMENT_RECORDS. Why not one slab doubled by realloc: at 800 ranks the chunk
-// table holds ~17.6 M records of 56 bytes, a doubled slab then reserves 2^25 (1.9 GB for 1 GB of
-// records), and the realloc that doubles it holds the old and the new slab at once (2.8 GB) — past
-// what a 32-bit memory addresses beside the block tables (docs/scaling.md "Memory"). Segments
+// table holds ~17.6 M records, a doubled slab then reserves 2^25 (1.9× the records), and the
+// realloc that doubles it holds the old and the new slab at once (2.9×) — with 56-byte records
+// 1.9 GB and 2.8 GB for 1 GB of records, past what a 32-bit memory addresses beside the block
+// tables (docs/scaling.md "Memory"). Segments
 // hold the records plus at most one segment's spare, and a growth copies nothing.
 //
 // A ref's record: segment (ref - 1) >> SEGMENT_BITS, record (ref - 1) & SEGMENT_MASK in it. The
