@@ -31,6 +31,7 @@ import { SlotTable } from "../control-plane/src/model/slot-table.ts";
 import { loadPoolTokens } from "../control-plane/src/pools/pool-tokens.ts";
 import { Publisher } from "../control-plane/src/publish/publisher.ts";
 import { SyncLog } from "../control-plane/src/sync/sync-log.ts";
+import { coreHeap } from "./lib/core-heap.ts";
 import { writeResult } from "./lib/results.ts";
 import { deepest, fullIndexAnswer, ShippedWalk, samePrefix } from "./lib/view-accuracy.ts";
 import { viewWorkload } from "./lib/view-workload.ts";
@@ -87,7 +88,9 @@ class SimRank {
   private nextHash: bigint;
   private chain: bigint[] = [];
   private chainNo = 0;
-  private held: bigint[][] = [];
+  /** The first hash of each chain held, oldest first: a chain's blocks are CHAIN_BLOCKS consecutive hashes (one
+   * BigInt a chain, not a block: at 800 ranks 23.5 M BigInts kept the garbage collector marking most of the time). */
+  private held: bigint[] = [];
   private heldBlocks = 0;
   private debt = 0;
   private full = false;
@@ -150,13 +153,14 @@ class SimRank {
       tokenIds.push(...blockTokens(this.rank, this.chainNo, b));
       if (this.chain.length === CHAIN_BLOCKS) {
         flush();
-        this.held.push(this.chain);
+        this.held.push(this.chain[0] as bigint);
         this.heldBlocks += CHAIN_BLOCKS;
         this.chain = [];
         this.chainNo++;
         this.full ||= this.heldBlocks > KV_BLOCKS_PER_RANK;
         while (this.heldBlocks > KV_BLOCKS_PER_RANK) {
-          const old = this.held.shift() as bigint[];
+          const first = this.held.shift() as bigint;
+          const old = Array.from({ length: CHAIN_BLOCKS }, (_, i) => first + BigInt(i));
           this.heldBlocks -= old.length;
           events.push({ type: "BlockRemoved", blockHashes: old });
         }
@@ -197,6 +201,8 @@ interface RunResult {
   chunks: number;
   indexedBlocks: number;
   coreBytes: number;
+  /** The core heap's high-water mark (bench/lib/core-heap.ts), sampled whenever memory grew and after the run; 0 when the heap cannot be walked. */
+  coreHighWater: number;
   heapBytes: number;
   syncBytesPerS: number;
   /** What the same polls would have carried as whole images (no patches): the baseline. */
@@ -219,14 +225,21 @@ function newIndex(ranks: number, now: () => number): PrefixIndex {
   });
 }
 
-function run(ranks: number, seconds: number): RunResult {
-  let now = 1.7e12;
-  const clock = () => now;
-  const index = newIndex(ranks, clock);
-  const slots = new SlotTable(Math.max(256, ranks));
-  const load = new LoadModel(2);
-  const log = new SyncLog();
-  const publisher = new Publisher({ log, index, slots, load, poolIndex: () => 0 });
+/** The core heap's high-water mark over a run (bench/lib/core-heap.ts), sampled whenever memory grew. */
+class HeapWatch {
+  #memory = 0;
+  highWater = 0;
+
+  sample(always: boolean): void {
+    const memory = core().ex.memory.buffer.byteLength;
+    if (!always && memory === this.#memory) return;
+    this.#memory = memory;
+    this.highWater = Math.max(this.highWater, coreHeap(core())?.highWater ?? 0);
+  }
+}
+
+/** The ranks, each registered as a slot of the index. */
+function fleet(ranks: number, index: PrefixIndex, clock: () => number): SimRank[] {
   const sims: SimRank[] = [];
   for (let r = 0; r < ranks; r++) {
     index.addSlot({
@@ -239,6 +252,18 @@ function run(ranks: number, seconds: number): RunResult {
     });
     sims.push(new SimRank(r, index, clock));
   }
+  return sims;
+}
+
+function run(ranks: number, seconds: number): RunResult {
+  let now = 1.7e12;
+  const clock = () => now;
+  const index = newIndex(ranks, clock);
+  const slots = new SlotTable(Math.max(256, ranks));
+  const load = new LoadModel(2);
+  const log = new SyncLog();
+  const publisher = new Publisher({ log, index, slots, load, poolIndex: () => 0 });
+  const sims = fleet(ranks, index, clock);
   publisher.start(new Uint8Array(64), now);
   // Every dirty bucket is encoded on publication, whether or not its image then changes.
   let encoded0 = 0;
@@ -255,6 +280,7 @@ function run(ranks: number, seconds: number): RunResult {
   let gatewayVersion = log.version;
   let stored0 = 0;
   let removed0 = 0;
+  const heapWatch = new HeapWatch();
   // Fill the caches first (plus half a second), then measure `seconds` of the steady state.
   const warm = Math.ceil(((KV_BLOCKS_PER_RANK / BLOCKS_PER_RANK_S + 0.5) * 1000) / STEP_MS);
   const steps = warm + Math.round((seconds * 1000) / STEP_MS);
@@ -290,12 +316,14 @@ function run(ranks: number, seconds: number): RunResult {
     }
     const d = process.cpuUsage(t0);
     if (s >= warm) cpu += (d.user + d.system) / 1e6;
+    heapWatch.sample(false); // outside the CPU figures
     // The same poll as a gateway without patches would get it (whole images): the baseline, outside the CPU figures.
     if (polled) wholeSyncBytes += pollBytes(log, gatewayVersion, false).bytes;
     if (polled || s < warm) gatewayVersion = log.version;
   }
   const measuredS = (now - measuredFrom) / 1000;
   const t = totals(index, ranks);
+  heapWatch.sample(true);
 
   const storedPerS = (t.stored - stored0) / measuredS;
   const removedPerS = (t.removed - removed0) / measuredS;
@@ -314,6 +342,7 @@ function run(ranks: number, seconds: number): RunResult {
     chunks: index.chunks.size,
     indexedBlocks: t.indexed,
     coreBytes: core().ex.memory.buffer.byteLength,
+    coreHighWater: heapWatch.highWater,
     heapBytes: process.memoryUsage().heapUsed - heap0,
     syncBytesPerS: syncBytes / measuredS,
     wholeSyncBytesPerS: wholeSyncBytes / measuredS,
@@ -415,7 +444,10 @@ const fits = [
   run(Math.max(4, Math.floor(RANKS / 2)), SECONDS),
 ] as const;
 const [small, mid] = fits;
-const bytesPerBlock = big.coreBytes / Math.max(1, big.indexedBlocks);
+const memoryPerBlock = big.coreBytes / Math.max(1, big.indexedBlocks);
+/** What the index needs per block: the heap's high-water mark when it could be walked, else all of memory. */
+const bytesPerBlock =
+  (big.coreHighWater > 0 ? big.coreHighWater : big.coreBytes) / Math.max(1, big.indexedBlocks);
 
 /**
  * The model, in two regimes by how full a bucket is. Ingest costs `ingestPerEvent` per block
@@ -561,7 +593,7 @@ lines.push(
   `Check at ${big.ranks} ranks (${pct(check.full)} of buckets full): predicted ${fmt(predictedCpu, 2)} CPU-s per second (ingest ${fmt(check.ingestCpu, 2)}, publication ${fmt(check.publishCpu, 2)}), simulated ${fmt(big.cpuPerVirtualS, 2)} (ingest ${fmt(big.ingestCpuPerS, 2)}, publication ${fmt(big.publishCpuPerS, 2)}): ratio ${fmt(big.cpuPerVirtualS / predictedCpu, 2)}; sync to one gateway ${mib(big.syncBytesPerS)}/s simulated, ${mib(check.syncPerS)}/s predicted, against ${mib(check.pollBound)}/s for whole images of every dirtied bucket.`,
 );
 lines.push(
-  `Core memory per indexed block at ${big.ranks} ranks: ${fmt(bytesPerBlock)} bytes (the core's whole linear memory after the run / indexed blocks: an upper bound, tables at their grown size included).`,
+  `Core memory per indexed block at ${big.ranks} ranks: ${big.coreHighWater > 0 ? `${fmt(bytesPerBlock)} bytes of heap at its highest (the end of the last block in use, sampled whenever memory grew and after the run, / indexed blocks: the tables at their grown size, the fixed images, gates and journal included; the extrapolated index memory below), ` : ""}${fmt(memoryPerBlock)} bytes of linear memory (its size after the run / indexed blocks: the allocator doubles memory when it grows, up to the 4 GiB a 32-bit memory holds).`,
 );
 lines.push("");
 lines.push(

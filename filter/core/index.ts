@@ -33,6 +33,11 @@ function ioHolds(n: i64): bool {
   return n >= 0 && n <= <i64>io.cap;
 }
 
+/** Where the heap begins (the allocator's root lies at the next 16-byte boundary): bench/lib/core-heap.ts walks it. */
+export function heapBasePtr(): usize {
+  return __heap_base;
+}
+
 /** Ensures the I/O region holds n bytes and returns its address (it moves when it grows). */
 export function ioReserve(n: i32): usize {
   if (n > io.cap) {

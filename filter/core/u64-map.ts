@@ -1,18 +1,19 @@
 // biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
-// u64 key → record ref (1-based index into a slab of fixed-size records that hold their own key),
-// for the chunk table (chunk-table.ts). Open addressing over u32 slots: the ref in the low 28
+// u64 key → record ref (1-based index into a RecordSlab of fixed-size records that hold their own
+// key, record-slab.ts), for the chunk table (chunk-table.ts). Open addressing over u32 slots: the ref in the low 28
 // bits, 4 bits of the key's mix in the high 4 (a fingerprint), 0 for an empty slot. A probe reads
 // a record's key only when the fingerprint matches, so a key the map lacks — every new chunk —
 // costs one cache miss (its slot) instead of two (a value array and a key array), and the map
 // holds 4 bytes a slot instead of 12 (issue 31: the chunk map was a large part of applying a batch).
 //
-// The slab moves when it grows, so every call takes its current address. Growth is the caller's:
+// The slab's segment table moves when it grows, so every call takes its current address. Growth is the caller's:
 // it knows which records are live, and re-inserting them in slab order reads keys sequentially
 // (rehashing in slot order would read one random record per key). Linear probing, backward-shift
 // deletion (no tombstones, so a long churn of inserts and removals never degrades probes),
 // Fibonacci mixing: engine block hashes can be sequential, and chunk hashes come from them.
 //
 // Refs must stay below 2^28: a slab of 2^28 records is larger than a 32-bit memory can hold.
+import { RecordSlab } from "./record-slab";
 
 const MIN_CAP: u32 = 16;
 const REF_MASK: u32 = 0x0fffffff;
@@ -53,8 +54,8 @@ export class U64Map {
     return <u32>(mixed >> 32) & this.mask;
   }
 
-  @inline private keyOf(recs: usize, ref: u32): u64 {
-    return load<u64>(recs + <usize>(ref - 1) * this.stride + this.keyOffset);
+  @inline private keyOf(segments: usize, ref: u32): u64 {
+    return load<u64>(RecordSlab.at(segments, this.stride, ref) + this.keyOffset);
   }
 
   /** Loads key's home slot and returns it, to be thrown away (BlockMap.touch: overlapping misses). */
@@ -63,14 +64,14 @@ export class U64Map {
   }
 
   /** The slot holding key, or the empty slot where it would go (refAt tells which). */
-  slotOf(key: u64, recs: usize): u32 {
+  slotOf(key: u64, segments: usize): u32 {
     const mixed = U64Map.mix(key);
     const fp = U64Map.fp(mixed);
     let i = this.home(mixed);
     while (true) {
       const v = load<u32>(this.vals + ((<usize>i) << 2));
       if (v === 0) return i;
-      if ((v & ~REF_MASK) === fp && this.keyOf(recs, v & REF_MASK) === key) return i;
+      if ((v & ~REF_MASK) === fp && this.keyOf(segments, v & REF_MASK) === key) return i;
       i = (i + 1) & this.mask;
     }
   }
@@ -81,8 +82,8 @@ export class U64Map {
   }
 
   /** The ref of key, or 0. */
-  get(key: u64, recs: usize): u32 {
-    return this.refAt(this.slotOf(key, recs));
+  get(key: u64, segments: usize): u32 {
+    return this.refAt(this.slotOf(key, segments));
   }
 
   /** Whether one more key needs a larger table first (growth at 70 % load keeps probes short). */
@@ -113,9 +114,9 @@ export class U64Map {
   }
 
   /** Removes key; false when it was absent. The record must still hold its key. */
-  delete(key: u64, recs: usize): bool {
+  delete(key: u64, segments: usize): bool {
     const mask = this.mask;
-    const i = this.slotOf(key, recs);
+    const i = this.slotOf(key, segments);
     if (load<u32>(this.vals + ((<usize>i) << 2)) === 0) return false;
     // Backward shift: pull later members of the run into the hole when their home allows it.
     let hole = i;
@@ -123,7 +124,7 @@ export class U64Map {
     while (true) {
       const v = load<u32>(this.vals + ((<usize>j) << 2));
       if (v === 0) break;
-      const h = this.home(U64Map.mix(this.keyOf(recs, v & REF_MASK)));
+      const h = this.home(U64Map.mix(this.keyOf(segments, v & REF_MASK)));
       // The member may move to the hole unless its home lies cyclically in (hole, j].
       if (((j - h) & mask) >= ((j - hole) & mask)) {
         store<u32>(this.vals + ((<usize>hole) << 2), v);

@@ -6,6 +6,7 @@ import { instantiateSync } from "@assemblyscript/loader";
 
 export interface CoreExports {
   memory: WebAssembly.Memory;
+  heapBasePtr(): number;
   ioReserve(n: number): number;
   xxh64Io(len: number, seed: bigint): bigint;
   rootHashIo(modelLen: number, loraLen: number, saltLen: number): bigint;
@@ -147,6 +148,25 @@ export interface CoreExports {
 
 const DEFAULT_WASM = new URL("../../../build/kvroute-core.wasm", import.meta.url);
 
+/** Exports that return an address in linear memory (`…Ptr`, `…Reserve`). */
+const ADDRESS_EXPORT = /(Ptr|[rR]eserve)$/;
+
+/**
+ * The exports, with every one that returns an address read as unsigned. Wasm hands an i32 to
+ * JavaScript signed, so an address past 2 GiB — which a core indexing hundreds of ranks reaches
+ * (docs/scaling.md "Memory": ~3.6 GiB at 800) — came back negative, and a view or a copy at it
+ * read from the wrong end of memory or threw.
+ */
+export function unsignedAddresses(exports: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...exports };
+  for (const [name, f] of Object.entries(exports)) {
+    if (typeof f !== "function" || !ADDRESS_EXPORT.test(name)) continue;
+    const signed = f as (a?: number, b?: number) => number;
+    out[name] = (a?: number, b?: number): number => signed(a, b) >>> 0;
+  }
+  return out;
+}
+
 /** One instance of the core with helpers to move bytes in and out of its memory. */
 export class CoreModule {
   readonly ex: CoreExports;
@@ -177,7 +197,7 @@ export class CoreModule {
     const needsCount = "__setArgumentsLength" in raw || "__argumentsLength" in raw;
     const exports = needsCount ? loaded.exports : raw;
     if (typeof exports._start === "function") (exports._start as () => void)();
-    this.ex = exports as unknown as CoreExports;
+    this.ex = unsignedAddresses(exports) as unknown as CoreExports;
     this.#buffer = this.ex.memory.buffer;
     this.#u8 = new Uint8Array(this.#buffer);
     this.#u64 = new BigUint64Array(this.#buffer);
