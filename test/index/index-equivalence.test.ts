@@ -13,6 +13,7 @@ import { describe, expect, it } from "vitest";
 import { coreChunkHasher } from "../../control-plane/src/index/core-hasher.ts";
 import { PrefixIndex } from "../../control-plane/src/index/prefix-index.ts";
 import type { BlockStored, KvEvent } from "../../control-plane/src/vocabulary/kv-events.ts";
+import { gpuStored } from "./block-stored.ts";
 
 const FIXTURE = new URL("../fixtures/index-equivalence.json", import.meta.url);
 const meta = { seq: 0, ts: 0, receivedAt: 0, replayed: false };
@@ -97,26 +98,19 @@ function runStream(seed: number, ops: number): Run {
     return h.digest("hex").slice(0, 16);
   };
   const apply = (slot: string, ev: KvEvent) => index.event(slot, ev, meta);
-  const stored = (hashes: bigint[], parent: bigint | null, size: number, tokens: number[], medium: string) =>
-    ({
-      type: "BlockStored",
-      hashes,
-      parent,
-      tokenIds: tokens,
-      blockSize: size,
-      loraName: rnd() < 0.1 ? "lora-x" : null,
-      loraId: null,
-      medium,
-      extraKeys: null,
-      cacheSalt: rnd() < 0.1 ? "salt" : null,
-      sessionId: null,
-      groupIdx: null,
-      kvCacheSpecKind: null,
-      slidingWindow: null,
-      eventVersion: null,
-      locality: null,
-      ownership: null,
-    }) satisfies BlockStored;
+  const stored = (
+    hashes: bigint[],
+    parent: bigint | null,
+    size: number,
+    tokens: number[],
+    medium: string,
+  ): BlockStored => ({
+    ...gpuStored(hashes, parent, size, tokens),
+    // Drawn in this order (adapter, then salt) for each event, as before.
+    loraName: rnd() < 0.1 ? "lora-x" : null,
+    medium,
+    cacheSalt: rnd() < 0.1 ? "salt" : null,
+  });
   for (let op = 0; op < ops; op++) {
     clock += Math.floor(rnd() * 50);
     const slot = pick(SLOTS).key;
