@@ -17,6 +17,7 @@ import { decodeSegmentTemplate, SegmentTemplate, templateError } from "./segment
 import { UsageScan, usageModeOf } from "./usage-scan";
 import { xxh64 } from "./xxh64";
 
+export { keepHeadroom } from "./heap-headroom";
 export * from "./ingest-io";
 
 export const PROTOCOL_VERSION: u32 = 1;

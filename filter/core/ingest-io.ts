@@ -10,6 +10,7 @@ import { BucketJournal } from "./bucket-journal";
 import { applyBucketPatch, diffBucket } from "./bucket-patch";
 import { ByteBuf } from "./byte-buf";
 import { ChunkTable } from "./chunk-table";
+import { keepHeadroom } from "./heap-headroom";
 import { applyBatch, scanBatch } from "./kv-batch";
 
 export { batchResultsPtr } from "./kv-batch";
@@ -204,6 +205,7 @@ export function blockStoreIo(
   root: u64,
   nowMs: f64,
 ): i32 {
+  keepHeadroom();
   resetStats();
   return counted(
     id,
@@ -224,6 +226,7 @@ export function blockStoreTokensIo(
   root: u64,
   nowMs: f64,
 ): i32 {
+  keepHeadroom();
   resetStats();
   const tokens = changetype<TokenTable>(unchecked(tokenTables[tokensId]));
   return counted(
@@ -311,6 +314,7 @@ export function batchApply(
   modelLen: i32,
   nowMs: f64,
 ): void {
+  keepHeadroom();
   resetStats();
   const tokens = changetype<TokenTable>(unchecked(tokenTables[tokensId]));
   const root = ((<u64>rootHi) << 32) | <u64>rootLo;
@@ -393,6 +397,7 @@ export function journalPublishIo(
   specCount: i32,
   firstVersion: f64,
 ): i32 {
+  keepHeadroom();
   return journal(id).publishDirty(chunkTable(tableId), out.ptr, n, specPtr, specCount, firstVersion);
 }
 
