@@ -392,8 +392,10 @@ export class BucketJournal {
         fi++;
       } else break;
       const take = rows < limit - acc ? rows : limit - acc;
-      shownSrc[shown] = src;
-      shownTake[shown] = take;
+      // Each group takes at least one row, so shown < limit ≤ MAX_ROWS: stored without the
+      // bounds check (the StaticArrays' elements start at their address).
+      store<i32>(changetype<usize>(shownSrc) + ((<usize>shown) << 2), src);
+      store<i32>(changetype<usize>(shownTake) + ((<usize>shown) << 2), take);
       shown++;
       acc += take;
     }
