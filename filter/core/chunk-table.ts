@@ -425,13 +425,16 @@ export class ChunkTable {
     const n = load<u32>(g + G_COUNT);
     // 0: the bucket had room for more rows, so any change can show.
     if (n === GATE_OPEN || n === 0) return true;
+    const stamp = load<f64>(r + R_STAMP);
+    const lastStamp = load<f64>(g + G_STAMP);
+    // Newest first, a chunk stored after the last kept row sorts before it, kept or not: answered
+    // without reading the kept hashes (up to `ways` × 16 bytes, cold: most stores land here).
+    if (stamp > lastStamp && this.newestFirst(b)) return true;
     const hash = load<u64>(r + R_HASH);
     const entry = <usize>this.gateEntry;
     for (let i: u32 = 0; i < n; i++) if (load<u64>(g + G_KEPT + <usize>i * entry) === hash) return true;
     const depth = load<u32>(r + R_DEPTH);
     const lastDepth = load<u32>(g + G_DEPTH);
-    const stamp = load<f64>(r + R_STAMP);
-    const lastStamp = load<f64>(g + G_STAMP);
     // The gate was made in the bucket's current order: a change of mode re-encodes it whole.
     if (this.newestFirst(b)) {
       if (stamp !== lastStamp) return stamp > lastStamp;
