@@ -2,7 +2,7 @@
 // control plane serves: after churn in the index — rows added, replaced, dropped, buckets over
 // their `ways` — every bucket the gateway holds is byte for byte the control plane's.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { SyncEntry } from "../../control-plane/src/sync/sync-log.ts";
+import { decodeSyncPage } from "../../control-plane/src/sync/sync-codec.ts";
 import { type Stack, startStack, synced, until } from "./harness.ts";
 
 const BUCKETS = 16;
@@ -18,10 +18,10 @@ describe("bucket patches through the shipped filter", () => {
   it("leave the gateway holding the control plane's images after churn", async () => {
     const log = stack.cp.log;
     let patches = 0;
-    const changesSince = log.changesSince.bind(log);
-    log.changesSince = (since: number, maxBytes: number, asked?: boolean) => {
-      const page = changesSince(since, maxBytes, asked);
-      patches += page.entries.filter((e: SyncEntry) => e.patch === true).length;
+    const writePage = log.writePage.bind(log);
+    log.writePage = (...args: Parameters<typeof log.writePage>) => {
+      const page = writePage(...args);
+      patches += decodeSyncPage(page.body).entries.filter((e) => e.patch === true).length;
       return page;
     };
     const chunks = stack.cp.index.chunks;

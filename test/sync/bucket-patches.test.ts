@@ -11,6 +11,7 @@ import { decodeBucket } from "../../control-plane/src/index/bucket-image.ts";
 import { ChunkIndex } from "../../control-plane/src/index/chunk-index.ts";
 import { type FullKeep, PublishedBuckets } from "../../control-plane/src/index/published-buckets.ts";
 import { TIER_CPU, TIER_GPU, TIER_STORAGE, type Tier } from "../../control-plane/src/index/tier.ts";
+import { encodeSyncPage, SyncFlags } from "../../control-plane/src/sync/sync-codec.ts";
 import { SyncLog } from "../../control-plane/src/sync/sync-log.ts";
 
 const BUCKETS = 4;
@@ -80,7 +81,15 @@ describe("bucket patches", () => {
           let partial = false;
           const poll = () => {
             for (;;) {
+              const page = log.writePage(version, pageBytes, !partial, 0, 7n);
               const { entries, more } = log.changesSince(version, pageBytes, !partial);
+              const last = entries.at(-1)?.version ?? version;
+              // What the sync handler serves, written in place: the entries' page, byte for byte.
+              expect(page.more).toBe(more);
+              expect(page.version).toBe(last);
+              expect(page.body).toEqual(
+                encodeSyncPage({ flags: more ? SyncFlags.more : 0, epoch: 7n, version: last, entries }),
+              );
               for (const e of entries)
                 gateway.set(e.key, e.patch ? applyPatch(gateway.get(e.key), e.value) : e.value);
               version = entries.at(-1)?.version ?? version;
@@ -96,6 +105,9 @@ describe("bucket patches", () => {
               if (s.remove) index.remove(hashOf(s.chunk), s.slot, s.tier);
               else index.add(hashOf(s.chunk), 1 + (s.chunk % 4), s.slot, (s.chunk * 7 + s.slot) % 13, s.tier);
               publish();
+              // Named keys between the table's (pages mix both).
+              if (s.chunk % 7 === 0)
+                log.publish([[`kvr.named.${s.slot % 2}`, new Uint8Array((s.chunk % 3) + 1).fill(s.slot)]]);
               // Every change that can show is published at once (a bucket left clean by the
               // gate would show stale rows until some later change re-encoded it).
               for (let b = 0; b < BUCKETS; b++)

@@ -97,6 +97,31 @@ describe("sync log", () => {
     expect(new Set(all.map((e) => text(e.value)))).toEqual(new Set(["49"]));
     expect(log.changesSince(log.version - 1, 1 << 20).entries.map((e) => e.key)).toEqual(["k99"]);
   });
+
+  it("writes the page of changesSince's entries in place, past its buffer's first size and page by page", () => {
+    // 300 KiB of values: the page buffer (64 KiB at first) grows while it writes.
+    for (let i = 0; i < 30; i++) log.publish([[`k${i}-é`, new Uint8Array(10_000 + i).fill(i)]]);
+    for (const [since, maxBytes] of [
+      [0, 1 << 30],
+      [0, 25_000],
+      [7, 1],
+      [29, 1 << 20],
+      [30, 1 << 20],
+    ] as const) {
+      const { entries, more } = log.changesSince(since, maxBytes);
+      const version = entries.at(-1)?.version ?? since;
+      const page = log.writePage(since, maxBytes, false, SyncFlags.reset, EPOCH);
+      expect([page.version, page.more]).toEqual([version, more]);
+      expect(page.body).toEqual(
+        encodeSyncPage({
+          flags: SyncFlags.reset | (more ? SyncFlags.more : 0),
+          epoch: EPOCH,
+          version,
+          entries,
+        }),
+      );
+    }
+  });
 });
 
 describe("GET /v1/sync", () => {

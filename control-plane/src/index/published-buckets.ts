@@ -105,6 +105,22 @@ export class PublishedBuckets {
     return len < 0 ? null : this.core.bytes(this.core.ex.journalServedPtr(this.#id), len);
   }
 
+  /** Hands `write` what patchSince (when `patches`) or else value would return, as a view of core memory; whether it was a patch. */
+  writeValue(
+    id: number,
+    since: number,
+    patches: boolean,
+    write: (value: Uint8Array, patch: boolean) => void,
+  ): boolean {
+    const ex = this.core.ex;
+    const patchLen = patches ? ex.journalServeIo(this.#id, id, since) : -1;
+    const patch = patchLen >= 0;
+    const len = patch ? patchLen : Math.max(0, ex.journalImageLen(this.#id, id));
+    const ptr = len === 0 ? 0 : patch ? ex.journalServedPtr(this.#id) : ex.journalImagePtr(this.#id, id);
+    write(this.core.u8.subarray(ptr, ptr + len), patch);
+    return patch;
+  }
+
   /** Linear memory held: images, per-bucket arrays and the journal's ring. */
   get bytes(): number {
     return this.core.ex.journalBytes(this.#id);

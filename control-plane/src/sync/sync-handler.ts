@@ -7,7 +7,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { hasValidBearer, sendUnauthorized } from "../common/bearer-auth.ts";
 import { sendJsonError } from "../common/json-error.ts";
 import type { GatewayRegistry } from "./gateways.ts";
-import { encodeSyncPage, SyncFlags } from "./sync-codec.ts";
+import { SyncFlags } from "./sync-codec.ts";
 import type { SyncLog } from "./sync-log.ts";
 
 export interface SyncHandlerOptions {
@@ -54,11 +54,8 @@ export function syncAnswer(
 
   // A gateway that reads patches of segment-row images (protocol=3) gets changed buckets as
   // patches of its images; any other (an older filter asks protocol=2) gets values.
-  const { entries, more } = opts.log.changesSince(since, pageBytes, query.get("protocol") === "3");
-  if (more) flags |= SyncFlags.more;
-  const version = entries.length > 0 ? (entries[entries.length - 1] as { version: number }).version : since;
-  const body = encodeSyncPage({ flags, epoch: opts.epoch, version, entries });
-  return { wait: false, body, version, reset: (flags & SyncFlags.reset) !== 0 };
+  const page = opts.log.writePage(since, pageBytes, query.get("protocol") === "3", flags, opts.epoch);
+  return { wait: false, body: page.body, version: page.version, reset: (flags & SyncFlags.reset) !== 0 };
 }
 
 export function createSyncHandler(opts: SyncHandlerOptions) {

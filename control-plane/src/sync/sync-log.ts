@@ -12,6 +12,15 @@
 // the log no JavaScript object. A gateway that asks for patches gets a changed bucket as the
 // patch from the image it holds when the table still has it (docs/wire-format.md §5.1).
 
+import { PageBuffer } from "./page-buffer.ts";
+import {
+  SYNC_HEADER_BYTES,
+  SYNC_MAGIC,
+  SYNC_PATCH_PROTOCOL,
+  SYNC_PROTOCOL,
+  SyncFlags,
+} from "./sync-codec.ts";
+
 export interface SyncEntry {
   key: string;
   /** The key's value, or (patch) the ops that take the gateway's value to it. */
@@ -33,6 +42,16 @@ export interface KeyTable {
   value(id: number): Uint8Array;
   /** The patch from the value a gateway held as of `since` to the current one, or null (send the value). */
   patchSince(id: number, since: number): Uint8Array | null;
+  /**
+   * Hands `write` what patchSince (when `patches`) or else value would return — possibly a view
+   * valid only during the call — and returns whether it was a patch.
+   */
+  writeValue(
+    id: number,
+    since: number,
+    patches: boolean,
+    write: (value: Uint8Array, patch: boolean) => void,
+  ): boolean;
 }
 
 interface Named {
@@ -47,6 +66,10 @@ const EMPTY_TABLE: KeyTable = {
   idOf: () => -1,
   value: () => new Uint8Array(),
   patchSince: () => null,
+  writeValue: (_id, _since, _patches, write) => {
+    write(new Uint8Array(), false);
+    return false;
+  },
 };
 
 export class SyncLog {
@@ -63,6 +86,9 @@ export class SyncLog {
   #orderLen = 0;
   #stale = 0;
   #version = 0;
+  /** writePage's buffer, reused: a page is copied out of it. */
+  readonly #page = new PageBuffer();
+  readonly #writeValue = (value: Uint8Array, patch: boolean) => this.#page.value(value, patch);
   readonly #waiters = new Set<() => void>();
 
   /** Newest version; 0 before the first publication. */
@@ -167,6 +193,60 @@ export class SyncLog {
       entries.push(patch === null ? { key, value, version } : { key, value, version, patch: true });
     }
     return { entries, more: false };
+  }
+
+  /**
+   * The sync page a gateway at `since` gets (sync-codec.ts, docs/wire-format.md §5): the
+   * entries changesSince would return, with `flags` (plus `more` when the page stopped early),
+   * written straight into one buffer — the same bytes as encodeSyncPage over them (page-buffer.ts:
+   * why). The page holds at least one entry and at most `maxBytes` of keys, values and lengths.
+   */
+  writePage(
+    since: number,
+    maxBytes: number,
+    patches: boolean,
+    flags: number,
+    epoch: bigint,
+  ): { body: Uint8Array; version: number; more: boolean } {
+    const out = this.#page;
+    out.reset();
+    const table = this.#table;
+    let count = 0;
+    let version = since;
+    let anyPatch = false;
+    let more = false;
+    for (let i = this.#firstAfter(since); i < this.#orderLen; i++) {
+      const id = this.#orderIds[i] as number;
+      const at = this.#orderVersions[i] as number;
+      const start = out.at;
+      let patch = false;
+      if (id < 0) {
+        const named = this.#named[-1 - id] as Named;
+        if (named.version !== at) continue;
+        out.key(named.key);
+        out.value(named.value, false);
+      } else {
+        if (this.#tableVersions[id] !== at) continue;
+        out.key(table.key(id));
+        patch = table.writeValue(id, since, patches, this.#writeValue);
+      }
+      if (count > 0 && out.at - SYNC_HEADER_BYTES > maxBytes) {
+        out.at = start;
+        more = true;
+        break;
+      }
+      anyPatch ||= patch;
+      count++;
+      version = at;
+    }
+    const buf = out.buf;
+    buf.writeUInt32LE(SYNC_MAGIC, 0);
+    buf.writeUInt16LE(anyPatch ? SYNC_PATCH_PROTOCOL : SYNC_PROTOCOL, 4);
+    buf.writeUInt16LE(more ? flags | SyncFlags.more : flags, 6);
+    buf.writeBigUInt64LE(epoch, 8);
+    buf.writeBigUInt64LE(BigInt(version), 16);
+    buf.writeUInt32LE(count, 24);
+    return { body: out.copy(), version, more };
   }
 
   /** Resolves when a version newer than `since` exists, or after `timeoutMs`; returns whether news came. */
