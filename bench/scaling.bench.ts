@@ -12,8 +12,11 @@
 // path — msgpack frames → RankIngest (sequence check, decode) → PrefixIndex (the Wasm core's
 // tables) → Publisher → SyncLog — on a virtual clock: every 5 ms (the control plane's publish
 // interval) each rank's batch is applied and published, and a gateway that polls every 100 ms
-// (the filter's default tick) takes the changed keys. CPU is this process's CPU time around the
-// control plane's work only (event generation is not counted).
+// (the filter's default tick) takes the page the sync handler would answer. CPU is this process's
+// CPU time around the control plane's work only (event generation is not counted, and the
+// measured window's frames are made before it starts: windowFrames).
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { pino } from "pino";
 import { encodeEventBatch, type KvEvent } from "../control-plane/sim/kv-events.ts";
 import { parseConfig } from "../control-plane/src/config/load-config.ts";
@@ -25,11 +28,12 @@ import { newRankStats, ThrottledLog } from "../control-plane/src/events/stats.ts
 import { BUCKET_HEADER_BYTES, BUCKET_ROW_BYTES } from "../control-plane/src/index/bucket-image.ts";
 import { coreChunkHasher } from "../control-plane/src/index/core-hasher.ts";
 import { bucketKey, PrefixIndex } from "../control-plane/src/index/prefix-index.ts";
-import type { FullKeep } from "../control-plane/src/index/published-buckets.ts";
+import type { FullKeep, PublishedBuckets } from "../control-plane/src/index/published-buckets.ts";
 import { LoadModel } from "../control-plane/src/model/slot-load.ts";
 import { SlotTable } from "../control-plane/src/model/slot-table.ts";
 import { loadPoolTokens } from "../control-plane/src/pools/pool-tokens.ts";
 import { Publisher } from "../control-plane/src/publish/publisher.ts";
+import { PATCH_LENGTH_BIT, SYNC_HEADER_BYTES } from "../control-plane/src/sync/sync-codec.ts";
 import { SyncLog } from "../control-plane/src/sync/sync-log.ts";
 import { coreHeap } from "./lib/core-heap.ts";
 import { writeResult } from "./lib/results.ts";
@@ -258,11 +262,9 @@ function fleet(ranks: number, index: PrefixIndex, clock: () => number): SimRank[
 }
 
 /**
- * Every rank's batch for the next STEP_MS, ingested; returns the CPU seconds ingest took. A
- * group's batches are made just before they are ingested, outside the timed window, so they are
- * garbage soon after they arrive, as a control plane's frames are, instead of the whole fleet's
- * batches living until the last rank is ingested. (Not measured apart: at 800 ranks the collector's
- * time was the core's memory grows, filter/core/heap-headroom.ts.)
+ * Every rank's batch for the next STEP_MS, ingested; returns the CPU seconds ingest took. While
+ * the caches fill, a group's batches are made just before they are ingested, outside the timed
+ * window, so they are garbage soon after they arrive, as a control plane's frames are.
  */
 function stepFleet(sims: SimRank[], now: number): number {
   const frames: (Buffer[] | null)[] = [];
@@ -270,15 +272,40 @@ function stepFleet(sims: SimRank[], now: number): number {
   for (let g = 0; g < sims.length; g += INGEST_GROUP) {
     const group = sims.slice(g, g + INGEST_GROUP);
     for (const [i, sim] of group.entries()) frames[i] = sim.step(STEP_MS, now);
-    const t0 = process.cpuUsage();
-    for (const [i, sim] of group.entries()) {
-      const f = frames[i];
-      if (f !== null && f !== undefined) sim.ingest.onFrames(f);
-    }
-    const d = process.cpuUsage(t0);
-    cpu += (d.user + d.system) / 1e6;
+    cpu += ingestFrames(group, frames);
   }
   return cpu;
+}
+
+/** Ingests frames[i] on sims[i] (none when null); returns the CPU seconds it took. */
+function ingestFrames(sims: SimRank[], frames: (Buffer[] | null)[]): number {
+  const t0 = process.cpuUsage();
+  for (const [i, sim] of sims.entries()) {
+    const f = frames[i];
+    if (f !== null && f !== undefined) sim.ingest.onFrames(f);
+  }
+  const d = process.cpuUsage(t0);
+  return (d.user + d.system) / 1e6;
+}
+
+/**
+ * The whole measured window's batches, made before it starts (step by step, rank by rank: the
+ * ranks' sequences and contents are the same as made step by step). Making a batch allocates
+ * many times the bytes of the frames it returns (events as objects, token arrays, BigInts, the
+ * encoder's buffers), and V8 collects that garbage on its own threads as well as the main one,
+ * which process.cpuUsage counts wherever it lands; a control plane's only such garbage is the
+ * frames ZMQ hands it and what decoding them makes. So the window holds only that.
+ */
+function windowFrames(sims: SimRank[], from: number, steps: number): (Buffer[] | null)[][] {
+  const out: (Buffer[] | null)[][] = [];
+  for (let k = 0; k < steps; k++) out.push(sims.map((sim) => sim.step(STEP_MS, from + k * STEP_MS)));
+  return out;
+}
+
+/** A full collection before the window, so the fill's garbage is not collected inside it. */
+function collectGarbage(): void {
+  setFlagsFromString("--expose-gc");
+  (runInNewContext("gc") as () => void)();
 }
 
 function run(ranks: number, seconds: number): RunResult {
@@ -307,6 +334,7 @@ function run(ranks: number, seconds: number): RunResult {
   let stored0 = 0;
   let removed0 = 0;
   const heapWatch = new HeapWatch();
+  let ahead: (Buffer[] | null)[][] = [];
   // Fill the caches first (plus half a second), then measure `seconds` of the steady state.
   const warm = Math.ceil(((KV_BLOCKS_PER_RANK / BLOCKS_PER_RANK_S + 0.5) * 1000) / STEP_MS);
   const steps = warm + Math.round((seconds * 1000) / STEP_MS);
@@ -316,8 +344,12 @@ function run(ranks: number, seconds: number): RunResult {
       measuredFrom = now;
       stored0 = totals(index, ranks).stored;
       removed0 = totals(index, ranks).removed;
+      ahead = windowFrames(sims, now, steps - warm);
+      collectGarbage();
     }
-    const ingestStep = stepFleet(sims, now);
+    const pending = s >= warm ? ahead[s - warm] : undefined;
+    const ingestStep = pending === undefined ? stepFleet(sims, now) : ingestFrames(sims, pending);
+    if (pending !== undefined) ahead[s - warm] = []; // garbage once ingested, as received frames are
     const t0 = process.cpuUsage();
     const v0 = log.version;
     publisher.publish(now);
@@ -328,18 +360,19 @@ function run(ranks: number, seconds: number): RunResult {
       publishedKeys += log.version - v0;
     } else encoded0 = index.chunks.encodedBuckets;
     const polled = s >= warm && s % (POLL_MS / STEP_MS) === 0;
-    if (polled) {
-      // As the filter asks: changed buckets as patches of the images the gateway holds.
-      const page = pollBytes(log, gatewayVersion, true);
-      syncBytes += page.bytes;
-      dirtyKeys += page.keys;
-      polls++;
-    }
+    // As the sync handler answers the filter: changed buckets as patches of the images it holds.
+    const page = polled ? log.writePage(gatewayVersion, Number.MAX_SAFE_INTEGER, true, 0, 0n).body : null;
     const d = process.cpuUsage(t0);
     if (s >= warm) cpu += ingestStep + (d.user + d.system) / 1e6;
     heapWatch.sample(false); // outside the CPU figures
-    // The same poll as a gateway without patches would get it (whole images): the baseline, outside the CPU figures.
-    if (polled) wholeSyncBytes += pollBytes(log, gatewayVersion, false).bytes;
+    if (page !== null) {
+      const whole = wholePage(page, index.published);
+      syncBytes += page.length - SYNC_HEADER_BYTES;
+      dirtyKeys += whole.keys;
+      polls++;
+      // The same poll as a gateway without patches would get it (whole images): the baseline.
+      wholeSyncBytes += whole.bytes;
+    }
     if (polled || s < warm) gatewayVersion = log.version;
   }
   const measuredS = (now - measuredFrom) / 1000;
@@ -369,7 +402,8 @@ function run(ranks: number, seconds: number): RunResult {
     wholeSyncBytesPerS: wholeSyncBytes / measuredS,
     dirtyKeysPerPoll: dirtyKeys / Math.max(1, polls),
     // What a gateway holds: every key with its value (a full poll, less the page's length fields).
-    sharedDataBytes: pollBytes(log, 0, false).bytes - 6 * log.size,
+    sharedDataBytes:
+      log.writePage(0, Number.MAX_SAFE_INTEGER, false, 0, 0n).body.length - SYNC_HEADER_BYTES - 6 * log.size,
     viewSame: { llmd: 0, chat: 0 },
   };
   // After every other figure: the view workload adds its own events and publications.
@@ -430,12 +464,25 @@ function viewCheck(
   return { llmd: same.llmd / Math.max(1, asked.llmd), chat: same.chat / Math.max(1, asked.chat) };
 }
 
-/** What one poll of a gateway at `since` carries (sync page entries: key, value, lengths). */
-function pollBytes(log: SyncLog, since: number, patches: boolean): { bytes: number; keys: number } {
+/**
+ * A sync page's entries and what it would carry with every patch replaced by its bucket's whole
+ * image (lengths only: copying ~40 MB of images a poll would load V8's collector).
+ */
+function wholePage(page: Uint8Array, table: PublishedBuckets): { keys: number; bytes: number } {
+  const buf = Buffer.from(page.buffer, page.byteOffset, page.length);
+  const keys = buf.readUInt32LE(24);
   let bytes = 0;
-  const { entries } = log.changesSince(since, Number.MAX_SAFE_INTEGER, patches);
-  for (const e of entries) bytes += e.key.length + e.value.length + 6;
-  return { bytes, keys: entries.length };
+  let at = SYNC_HEADER_BYTES;
+  for (let i = 0; i < keys; i++) {
+    const keyLen = buf.readUInt16LE(at);
+    const key = buf.toString("utf8", at + 2, at + 2 + keyLen);
+    at += 2 + keyLen;
+    const word = buf.readUInt32LE(at);
+    const len = (word & ~PATCH_LENGTH_BIT) >>> 0;
+    at += 4 + len;
+    bytes += 2 + keyLen + 4 + (word >= PATCH_LENGTH_BIT ? table.valueLength(table.idOf(key)) : len);
+  }
+  return { keys, bytes };
 }
 
 function totals(index: PrefixIndex, ranks: number): { stored: number; removed: number; indexed: number } {

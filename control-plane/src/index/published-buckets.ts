@@ -100,6 +100,11 @@ export class PublishedBuckets {
     return len < 0 ? new Uint8Array(0) : this.core.bytes(this.core.ex.journalImagePtr(this.#id, id), len);
   }
 
+  /** The length of the bucket's image, without copying it (0: never published). */
+  valueLength(id: number): number {
+    return Math.max(0, this.core.ex.journalImageLen(this.#id, id));
+  }
+
   patchSince(id: number, since: number): Uint8Array | null {
     const len = this.core.ex.journalServeIo(this.#id, id, since);
     return len < 0 ? null : this.core.bytes(this.core.ex.journalServedPtr(this.#id), len);
