@@ -63,9 +63,6 @@ const state = heap.alloc(STATE_BYTES);
  * depth u32, tier u32. Empty at the end of every call from outside the core's ingest path.
  */
 const pending = new ByteBuf(1024);
-/** touchRemovals' records (u32 each) and their chunks' refs: scratch, reused. */
-const removing = new ByteBuf(256);
-const refs = new ByteBuf(256);
 const PENDING_BYTES: i32 = 16;
 /** The time of the stores whose chunks are pending (one call: one time). */
 let pendingNowMs: f64 = 0;
@@ -483,51 +480,9 @@ export class BlockTable {
     return unresolved;
   }
 
-  /**
-   * Loads what removing n blocks reads, stage by stage, to be thrown away: each block's record
-   * (the map's slots were touched with the batch's plan), then its chunks' map slots and bucket
-   * heads, their records and gates, and their neighbours in the bucket lists. A removal is of
-   * blocks stored long ago, so none of it is cached, and inside remove each miss would stall on
-   * its own; here a stage's loads do not depend on each other and overlap (issue 31).
-   */
-  private touchRemovals(hashes: usize, n: i32): void {
-    const chunks = this.chunks;
-    let sink: u32 = 0;
-    removing.len = 0;
-    removing.reserve(n << 2);
-    for (let i = 0; i < n; i++) {
-      const rec = this.map.get(load<u64>(hashes + ((<usize>i) << 3)));
-      removing.appendI32(<i32>rec);
-      sink ^= rec === 0 ? 0 : <u32>load<u8>(rec + B_TIERS);
-    }
-    refs.len = 0;
-    for (let i = 0; i < n; i++) {
-      const rec = <usize>load<u32>(removing.ptr + ((<usize>i) << 2));
-      if (rec === 0) continue;
-      const c = load<u32>(rec + B_NCHUNKS);
-      for (let k: u32 = 0; k < c; k++) sink ^= chunks.touch(this.chunkAt(rec, k, c));
-    }
-    for (let i = 0; i < n; i++) {
-      const rec = <usize>load<u32>(removing.ptr + ((<usize>i) << 2));
-      if (rec === 0) continue;
-      const c = load<u32>(rec + B_NCHUNKS);
-      for (let k: u32 = 0; k < c; k++) {
-        const h = this.chunkAt(rec, k, c);
-        const ref = chunks.find(h);
-        if (ref === 0) continue;
-        refs.appendI32(<i32>ref);
-        sink ^= chunks.touchRecord(ref, h);
-      }
-    }
-    const m = refs.len >> 2;
-    for (let j = 0; j < m; j++) sink ^= chunks.touchLinks(load<u32>(refs.ptr + ((<usize>j) << 2)));
-    touchSink ^= sink;
-  }
-
   /** Removes the tier's copy of each of n blocks; a block goes when no tier holds it. */
   remove(hashes: usize, n: i32, tier: u32, stats: CallStats): void {
     this.flushChunks();
-    if (n > 1) this.touchRemovals(hashes, n);
     const bit: u32 = 1 << tier;
     for (let i = 0; i < n; i++) {
       const hash = load<u64>(hashes + ((<usize>i) << 3));

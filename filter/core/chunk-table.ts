@@ -501,26 +501,6 @@ export class ChunkTable {
     return this.map.touch(hash) ^ load<u32>(this.heads + b) ^ load<u32>(this.counts + b);
   }
 
-  /**
-   * Loads what removing a holder of chunk record `ref` (of `hash`) reads after finding it: the
-   * record and its bucket's gate, to be thrown away (see touch).
-   */
-  touchRecord(ref: u32, hash: u64): u32 {
-    const gate = this.gates === 0 ? 0 : load<u32>(this.gate(this.bucketOf(hash)) + G_COUNT);
-    return gate ^ <u32>load<u16>(this.rec(ref) + R_COUNT);
-  }
-
-  /** Loads the records before and after chunk record `ref` in its bucket's list (dropping it relinks them): see touch. */
-  touchLinks(ref: u32): u32 {
-    const r = this.rec(ref);
-    const next = load<u32>(r + R_NEXT);
-    const prev = load<u32>(r + R_PREV);
-    return (
-      (next === 0 ? 0 : load<u32>(this.rec(next) + R_PREV)) ^
-      (prev === 0 ? 0 : load<u32>(this.rec(prev) + R_NEXT))
-    );
-  }
-
   /** Loads the record at the head of `hash`'s bucket (adding links it there), to be thrown away: see touch. */
   touchHead(hash: u64): u32 {
     const first = load<u32>(this.heads + ((<usize>this.bucketOf(hash)) << 2));
