@@ -33,7 +33,7 @@ import { LoadModel } from "../control-plane/src/model/slot-load.ts";
 import { SlotTable } from "../control-plane/src/model/slot-table.ts";
 import { loadPoolTokens } from "../control-plane/src/pools/pool-tokens.ts";
 import { Publisher } from "../control-plane/src/publish/publisher.ts";
-import { PATCH_LENGTH_BIT, SYNC_HEADER_BYTES } from "../control-plane/src/sync/sync-codec.ts";
+import { encodeSyncPage, PATCH_LENGTH_BIT, SYNC_HEADER_BYTES } from "../control-plane/src/sync/sync-codec.ts";
 import { SyncLog } from "../control-plane/src/sync/sync-log.ts";
 import { coreHeap } from "./lib/core-heap.ts";
 import { writeResult } from "./lib/results.ts";
@@ -201,6 +201,8 @@ interface RunResult {
   publishCpuPerS: number;
   /** CPU per byte a polling gateway takes from the log (the page's assembly; HTTP not included). */
   serveCpuPerByte: number;
+  /** The last polls' pages served again after the window: in place (the code) and as entries then encoded (the code before). */
+  serve: ServeComparison;
   publishedKeysPerS: number;
   /** Dirty buckets encoded per second (their images changed or not). */
   encodedPerS: number;
@@ -328,13 +330,13 @@ function run(ranks: number, seconds: number): RunResult {
   let measuredFrom = Number.POSITIVE_INFINITY;
   let syncBytes = 0;
   let wholeSyncBytes = 0;
-  let polls = 0;
   let dirtyKeys = 0;
   let gatewayVersion = log.version;
   let stored0 = 0;
   let removed0 = 0;
   const heapWatch = new HeapWatch();
   let ahead: (Buffer[] | null)[][] = [];
+  const pollVersions: number[] = [];
   // Fill the caches first (plus half a second), then measure `seconds` of the steady state.
   const warm = Math.ceil(((KV_BLOCKS_PER_RANK / BLOCKS_PER_RANK_S + 0.5) * 1000) / STEP_MS);
   const steps = warm + Math.round((seconds * 1000) / STEP_MS);
@@ -366,10 +368,10 @@ function run(ranks: number, seconds: number): RunResult {
     if (s >= warm) cpu += ingestStep + (d.user + d.system) / 1e6;
     heapWatch.sample(false); // outside the CPU figures
     if (page !== null) {
+      pollVersions.push(gatewayVersion);
       const whole = wholePage(page, index.published);
       syncBytes += page.length - SYNC_HEADER_BYTES;
       dirtyKeys += whole.keys;
-      polls++;
       // The same poll as a gateway without patches would get it (whole images): the baseline.
       wholeSyncBytes += whole.bytes;
     }
@@ -400,11 +402,12 @@ function run(ranks: number, seconds: number): RunResult {
     heapBytes: process.memoryUsage().heapUsed - heap0,
     syncBytesPerS: syncBytes / measuredS,
     wholeSyncBytesPerS: wholeSyncBytes / measuredS,
-    dirtyKeysPerPoll: dirtyKeys / Math.max(1, polls),
+    dirtyKeysPerPoll: dirtyKeys / Math.max(1, pollVersions.length),
     // What a gateway holds: every key with its value (a full poll, less the page's length fields).
     sharedDataBytes:
       log.writePage(0, Number.MAX_SAFE_INTEGER, false, 0, 0n).body.length - SYNC_HEADER_BYTES - 6 * log.size,
     viewSame: { llmd: 0, chat: 0 },
+    serve: compareServe(log, pollVersions.slice(-SERVE_POLLS)),
   };
   // After every other figure: the view workload adds its own events and publications.
   result.viewSame = viewCheck(ranks, index, log, sims, publisher, () => {
@@ -483,6 +486,53 @@ function wholePage(page: Uint8Array, table: PublishedBuckets): { keys: number; b
     bytes += 2 + keyLen + 4 + (word >= PATCH_LENGTH_BIT ? table.valueLength(table.idOf(key)) : len);
   }
   return { keys, bytes };
+}
+
+interface ServeComparison {
+  entries: number;
+  inPlaceCpuS: number;
+  entriesCpuS: number;
+}
+
+/** How many of the window's last polls compareServe answers again. */
+const SERVE_POLLS = 5;
+
+/**
+ * Answers the pages a gateway got at `versions` again, now, both ways — written in place
+ * (SyncLog.writePage, what the sync handler does) and as changesSince's entries then encoded
+ * (encodeSyncPage, what it did before) — alternating, and checks they are the same bytes. After
+ * the window: the second way's garbage must not reach the CPU figures. Each page holds the
+ * changes from its poll to the window's end (1–5 polls' worth), so the pages are larger than one
+ * poll's; the comparison is per entry.
+ */
+function compareServe(log: SyncLog, versions: number[]): ServeComparison {
+  const cpuS = (t0: NodeJS.CpuUsage) => {
+    const d = process.cpuUsage(t0);
+    return (d.user + d.system) / 1e6;
+  };
+  const out: ServeComparison = { entries: 0, inPlaceCpuS: 0, entriesCpuS: 0 };
+  const inPlace = (v: number) => {
+    const t0 = process.cpuUsage();
+    const page = log.writePage(v, Number.MAX_SAFE_INTEGER, true, 0, 0n);
+    out.inPlaceCpuS += cpuS(t0);
+    return page.body;
+  };
+  const asEntries = (v: number) => {
+    const t0 = process.cpuUsage();
+    const { entries } = log.changesSince(v, Number.MAX_SAFE_INTEGER, true);
+    const version = entries.at(-1)?.version ?? v;
+    const body = encodeSyncPage({ flags: 0, epoch: 0n, version, entries });
+    out.entriesCpuS += cpuS(t0);
+    out.entries += entries.length;
+    return body;
+  };
+  for (const [i, v] of versions.entries()) {
+    // Alternating which goes first: the second finds the first's patches in cache.
+    const [a, b] = i % 2 === 0 ? [inPlace(v), asEntries(v)] : [asEntries(v), inPlace(v)];
+    if (Buffer.compare(a as Uint8Array, b as Uint8Array) !== 0)
+      throw new Error(`the page since ${v} differs between the two ways`);
+  }
+  return out;
 }
 
 function totals(index: PrefixIndex, ranks: number): { stored: number; removed: number; indexed: number } {
@@ -661,6 +711,7 @@ lines.push(
   `Check at ${big.ranks} ranks (${pct(check.full)} of buckets full): predicted ${fmt(predictedCpu, 2)} CPU-s per second (ingest ${fmt(check.ingestCpu, 2)}, publication ${fmt(check.publishCpu, 2)}), simulated ${fmt(big.cpuPerVirtualS, 2)} (ingest ${fmt(big.ingestCpuPerS, 2)}, publication ${fmt(big.publishCpuPerS, 2)}): ratio ${fmt(big.cpuPerVirtualS / predictedCpu, 2)}; sync to one gateway ${mib(big.syncBytesPerS)}/s simulated, ${mib(check.syncPerS)}/s predicted, against ${mib(check.pollBound)}/s for whole images of every dirtied bucket.`,
 );
 lines.push(
+  `Serving a gateway at ${big.ranks} ranks (the window's last ${SERVE_POLLS} polls' pages answered again after it, ${fmt(big.serve.entries)} entries, the two ways alternating and checked byte for byte): ${fmt((big.serve.inPlaceCpuS / Math.max(1, big.serve.entries)) * 1e6, 2)} µs CPU an entry written in place (SyncLog.writePage), ${fmt((big.serve.entriesCpuS / Math.max(1, big.serve.entries)) * 1e6, 2)} µs as entries then encoded (the code before): ratio ${fmt(big.serve.inPlaceCpuS / Math.max(1e-9, big.serve.entriesCpuS), 2)}.`,
   `Core memory per indexed block at ${big.ranks} ranks: ${big.coreHighWater > 0 ? `${fmt(bytesPerBlock)} bytes of heap at its highest (the end of the last block in use, sampled whenever memory grew and after the run, / indexed blocks: the tables at their grown size, the fixed images, gates and journal included; the extrapolated index memory below), ` : ""}${fmt(memoryPerBlock)} bytes of linear memory (its size after the run / indexed blocks: the allocator doubles memory when it grows, up to the 4 GiB a 32-bit memory holds).`,
 );
 lines.push("");
