@@ -29,6 +29,21 @@ export interface SyncPage {
 const utf8 = new TextEncoder();
 const utf8Decoder = new TextDecoder("utf-8", { fatal: true });
 
+/** Writes a page's header at the start of `view`: `count` entries, of which some are patches (`patches`). */
+export function writeSyncHeader(
+  view: DataView,
+  page: Pick<SyncPage, "flags" | "epoch" | "version">,
+  count: number,
+  patches: boolean,
+): void {
+  view.setUint32(0, SYNC_MAGIC, true);
+  view.setUint16(4, patches ? SYNC_PATCH_PROTOCOL : SYNC_PROTOCOL, true);
+  view.setUint16(6, page.flags, true);
+  view.setBigUint64(8, page.epoch, true);
+  view.setBigUint64(16, BigInt(page.version), true);
+  view.setUint32(24, count, true);
+}
+
 export function encodeSyncPage(page: SyncPage): Uint8Array {
   const keys = page.entries.map((e) => utf8.encode(e.key));
   let size = SYNC_HEADER_BYTES;
@@ -37,13 +52,12 @@ export function encodeSyncPage(page: SyncPage): Uint8Array {
   });
   const out = new Uint8Array(size);
   const view = new DataView(out.buffer);
-  view.setUint32(0, SYNC_MAGIC, true);
-  const patches = page.entries.some((e) => e.patch === true);
-  view.setUint16(4, patches ? SYNC_PATCH_PROTOCOL : SYNC_PROTOCOL, true);
-  view.setUint16(6, page.flags, true);
-  view.setBigUint64(8, page.epoch, true);
-  view.setBigUint64(16, BigInt(page.version), true);
-  view.setUint32(24, page.entries.length, true);
+  writeSyncHeader(
+    view,
+    page,
+    page.entries.length,
+    page.entries.some((e) => e.patch === true),
+  );
   let at = SYNC_HEADER_BYTES;
   page.entries.forEach((e, i) => {
     const key = keys[i] as Uint8Array;

@@ -13,13 +13,7 @@
 // patch from the image it holds when the table still has it (docs/wire-format.md §5.1).
 
 import { PageBuffer } from "./page-buffer.ts";
-import {
-  SYNC_HEADER_BYTES,
-  SYNC_MAGIC,
-  SYNC_PATCH_PROTOCOL,
-  SYNC_PROTOCOL,
-  SyncFlags,
-} from "./sync-codec.ts";
+import { SYNC_HEADER_BYTES, SyncFlags, writeSyncHeader } from "./sync-codec.ts";
 
 export interface SyncEntry {
   key: string;
@@ -176,13 +170,12 @@ export class SyncLog {
       let key: string;
       let value: Uint8Array;
       let patch: Uint8Array | null = null;
+      if (!this.#isCurrent(id, version)) continue;
       if (id < 0) {
         const named = this.#named[-1 - id] as Named;
-        if (named.version !== version) continue;
         key = named.key;
         value = named.value;
       } else {
-        if (this.#tableVersions[id] !== version) continue;
         key = table.key(id);
         patch = patches ? table.patchSince(id, since) : null;
         value = patch ?? table.value(id);
@@ -220,13 +213,12 @@ export class SyncLog {
       const at = this.#orderVersions[i] as number;
       const start = out.at;
       let patch = false;
+      if (!this.#isCurrent(id, at)) continue;
       if (id < 0) {
         const named = this.#named[-1 - id] as Named;
-        if (named.version !== at) continue;
         out.key(named.key);
         out.value(named.value, false);
       } else {
-        if (this.#tableVersions[id] !== at) continue;
         out.key(table.key(id));
         patch = table.writeValue(id, since, patches, this.#writeValue);
       }
@@ -240,12 +232,8 @@ export class SyncLog {
       version = at;
     }
     const buf = out.buf;
-    buf.writeUInt32LE(SYNC_MAGIC, 0);
-    buf.writeUInt16LE(anyPatch ? SYNC_PATCH_PROTOCOL : SYNC_PROTOCOL, 4);
-    buf.writeUInt16LE(more ? flags | SyncFlags.more : flags, 6);
-    buf.writeBigUInt64LE(epoch, 8);
-    buf.writeBigUInt64LE(BigInt(version), 16);
-    buf.writeUInt32LE(count, 24);
+    const page = { flags: more ? flags | SyncFlags.more : flags, epoch, version };
+    writeSyncHeader(new DataView(buf.buffer, buf.byteOffset, SYNC_HEADER_BYTES), page, count, anyPatch);
     return { body: out.copy(), version, more };
   }
 
@@ -302,14 +290,18 @@ export class SyncLog {
     return lo;
   }
 
+  /** Is change `version` of key `id` its newest (else it is stale: the key changed again since)? */
+  #isCurrent(id: number, version: number): boolean {
+    return (id < 0 ? this.#named[-1 - id]?.version : this.#tableVersions[id]) === version;
+  }
+
   /** Drops the stale changes, in place. */
   #compact(): void {
     let n = 0;
     for (let i = 0; i < this.#orderLen; i++) {
       const id = this.#orderIds[i] as number;
       const version = this.#orderVersions[i] as number;
-      const current = id < 0 ? this.#named[-1 - id]?.version : this.#tableVersions[id];
-      if (current !== version) continue;
+      if (!this.#isCurrent(id, version)) continue;
       this.#orderIds[n] = id;
       this.#orderVersions[n] = version;
       n++;
