@@ -33,7 +33,7 @@ import { LoadModel } from "../control-plane/src/model/slot-load.ts";
 import { SlotTable } from "../control-plane/src/model/slot-table.ts";
 import { loadPoolTokens } from "../control-plane/src/pools/pool-tokens.ts";
 import { Publisher } from "../control-plane/src/publish/publisher.ts";
-import { encodeSyncPage, PATCH_LENGTH_BIT, SYNC_HEADER_BYTES } from "../control-plane/src/sync/sync-codec.ts";
+import { decodeSyncPage, encodeSyncPage, SYNC_HEADER_BYTES } from "../control-plane/src/sync/sync-codec.ts";
 import { SyncLog } from "../control-plane/src/sync/sync-log.ts";
 import { coreHeap } from "./lib/core-heap.ts";
 import { writeResult } from "./lib/results.ts";
@@ -472,20 +472,13 @@ function viewCheck(
  * image (lengths only: copying ~40 MB of images a poll would load V8's collector).
  */
 function wholePage(page: Uint8Array, table: PublishedBuckets): { keys: number; bytes: number } {
-  const buf = Buffer.from(page.buffer, page.byteOffset, page.length);
-  const keys = buf.readUInt32LE(24);
+  const { entries } = decodeSyncPage(page);
   let bytes = 0;
-  let at = SYNC_HEADER_BYTES;
-  for (let i = 0; i < keys; i++) {
-    const keyLen = buf.readUInt16LE(at);
-    const key = buf.toString("utf8", at + 2, at + 2 + keyLen);
-    at += 2 + keyLen;
-    const word = buf.readUInt32LE(at);
-    const len = (word & ~PATCH_LENGTH_BIT) >>> 0;
-    at += 4 + len;
-    bytes += 2 + keyLen + 4 + (word >= PATCH_LENGTH_BIT ? table.valueLength(table.idOf(key)) : len);
+  for (const e of entries) {
+    const value = e.patch === true ? table.valueLength(table.idOf(e.key)) : e.value.length;
+    bytes += 2 + Buffer.byteLength(e.key) + 4 + value;
   }
-  return { keys, bytes };
+  return { keys: entries.length, bytes };
 }
 
 interface ServeComparison {
