@@ -329,14 +329,13 @@ function run(ranks: number, seconds: number): RunResult {
   let publishedKeys = 0;
   let measuredFrom = Number.POSITIVE_INFINITY;
   let syncBytes = 0;
-  let wholeSyncBytes = 0;
-  let dirtyKeys = 0;
   let gatewayVersion = log.version;
   let stored0 = 0;
   let removed0 = 0;
   const heapWatch = new HeapWatch();
   let ahead: (Buffer[] | null)[][] = [];
   const pollVersions: number[] = [];
+  const polls: { page: Buffer; lengths: Int32Array }[] = [];
   // Fill the caches first (plus half a second), then measure `seconds` of the steady state.
   const warm = Math.ceil(((KV_BLOCKS_PER_RANK / BLOCKS_PER_RANK_S + 0.5) * 1000) / STEP_MS);
   const steps = warm + Math.round((seconds * 1000) / STEP_MS);
@@ -369,14 +368,15 @@ function run(ranks: number, seconds: number): RunResult {
     heapWatch.sample(false); // outside the CPU figures
     if (page !== null) {
       pollVersions.push(gatewayVersion);
-      const whole = wholePage(page, index.published);
+      // Decoded after the window (wholePages): decoding makes an object per entry, ~26,000 a poll
+      // at 800 ranks, and V8 would collect them inside the timed sections that follow.
+      polls.push({ page: Buffer.from(page), lengths: imageLengths(index.published) });
       syncBytes += page.length - SYNC_HEADER_BYTES;
-      dirtyKeys += whole.keys;
-      // The same poll as a gateway without patches would get it (whole images): the baseline.
-      wholeSyncBytes += whole.bytes;
     }
     if (polled || s < warm) gatewayVersion = log.version;
   }
+  // The same polls as a gateway without patches would get them (whole images): the baseline.
+  const whole = wholePages(polls, index.published);
   const measuredS = (now - measuredFrom) / 1000;
   const t = totals(index, ranks);
   heapWatch.sample(true);
@@ -401,8 +401,8 @@ function run(ranks: number, seconds: number): RunResult {
     coreHighWater: heapWatch.highWater,
     heapBytes: process.memoryUsage().heapUsed - heap0,
     syncBytesPerS: syncBytes / measuredS,
-    wholeSyncBytesPerS: wholeSyncBytes / measuredS,
-    dirtyKeysPerPoll: dirtyKeys / Math.max(1, pollVersions.length),
+    wholeSyncBytesPerS: whole.bytes / measuredS,
+    dirtyKeysPerPoll: whole.keys / Math.max(1, pollVersions.length),
     // What a gateway holds: every key with its value (a full poll, less the page's length fields).
     sharedDataBytes:
       log.writePage(0, Number.MAX_SAFE_INTEGER, false, 0, 0n).body.length - SYNC_HEADER_BYTES - 6 * log.size,
@@ -467,18 +467,33 @@ function viewCheck(
   return { llmd: same.llmd / Math.max(1, asked.llmd), chat: same.chat / Math.max(1, asked.chat) };
 }
 
+/** Every bucket's image length now (read at a poll, for wholePages after the window). */
+function imageLengths(table: PublishedBuckets): Int32Array {
+  const out = new Int32Array(BUCKETS);
+  for (let id = 0; id < BUCKETS; id++) out[id] = table.valueLength(id);
+  return out;
+}
+
 /**
- * A sync page's entries and what it would carry with every patch replaced by its bucket's whole
- * image (lengths only: copying ~40 MB of images a poll would load V8's collector).
+ * The polls' sync pages: their entries, and what they would carry with every patch replaced by
+ * its bucket's whole image, as long as the poll's `lengths` (imageLengths; lengths only: copying
+ * ~40 MB of images a poll would load V8's collector).
  */
-function wholePage(page: Uint8Array, table: PublishedBuckets): { keys: number; bytes: number } {
-  const { entries } = decodeSyncPage(page);
+function wholePages(
+  polls: { page: Uint8Array; lengths: Int32Array }[],
+  table: PublishedBuckets,
+): { keys: number; bytes: number } {
+  let keys = 0;
   let bytes = 0;
-  for (const e of entries) {
-    const value = e.patch === true ? table.valueLength(table.idOf(e.key)) : e.value.length;
-    bytes += 2 + Buffer.byteLength(e.key) + 4 + value;
+  for (const { page, lengths } of polls) {
+    const { entries } = decodeSyncPage(page);
+    keys += entries.length;
+    for (const e of entries) {
+      const value = e.patch === true ? (lengths[table.idOf(e.key)] ?? 0) : e.value.length;
+      bytes += 2 + Buffer.byteLength(e.key) + 4 + value;
+    }
   }
-  return { keys: entries.length, bytes };
+  return { keys, bytes };
 }
 
 interface ServeComparison {
