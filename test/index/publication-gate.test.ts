@@ -112,6 +112,18 @@ describe("the publication gate of a full bucket that keeps its newest rows", () 
     expect(dirty()).toBe(true);
   });
 
+  it("dirties it for a shown chunk stored again with an earlier time, which keeps its later stamp", () => {
+    fullNewest();
+    // Chunk 8 is shown (stamp 80); a store is reported at time 5 (the wall clock stepped back).
+    // Its stamp stays 80, so the change is answered as a shown chunk's (a change of its rows),
+    // not as one stamped before the boundary (60), which would leave the bucket clean.
+    index.add(8n, 8, 3, 5);
+    expect(dirty()).toBe(true);
+    published.publishDirty(2);
+    index.remove(8n, 3); // the new holder leaves again: still shown
+    expect(dirty()).toBe(true);
+  });
+
   it("dirties it for a chunk with the boundary's stamp and a smaller depth", () => {
     fullNewest();
     index.add(3n, 3, 20, 60);
