@@ -88,11 +88,11 @@ export class ChunkTable {
   /** Per-bucket gates (0 until the first setGate) and the row count they were made for. */
   gates: usize = 0;
   /**
-   * Per bucket (f64 each, with the gates): its gate's last kept stamp while the gate keeps a full
-   * bucket's newest rows, else NaN — a copy of what touched asks the gate for on every chunk
-   * change, in 512 KiB instead of a cold line of the gates' 96 MiB (setGate, touched).
+   * Per bucket (f64 each): its gate's last kept stamp while the gate keeps a full bucket's newest
+   * rows, else NaN — a copy of what touched asks the gate for on every chunk change, in 512 KiB
+   * instead of a cold line of the gates' 96 MiB (setGate, touched).
    */
-  keptStamps: usize = 0;
+  keptStamps: usize;
   gateWays: i32 = 0;
   /** Bytes per kept group in a gate: GATE_HASH_BYTES, or GATE_KEY_BYTES while full buckets keep their newest. */
   gateEntry: i32 = GATE_HASH_BYTES;
@@ -130,6 +130,12 @@ export class ChunkTable {
     memory.fill(this.counts, 0, (<usize>buckets) << 2);
     this.modeBits = heap.alloc(bits);
     memory.fill(this.modeBits, 0, bits);
+    this.keptStamps = heap.alloc((<usize>buckets) << 3);
+    this.clearKeptStamps();
+  }
+
+  private clearKeptStamps(): void {
+    for (let i: u32 = 0; i < this.buckets; i++) store<f64>(this.keptStamps + ((<usize>i) << 3), NaN);
   }
 
   /** Gives back everything the table holds, itself included. */
@@ -150,7 +156,7 @@ export class ChunkTable {
     heap.free(this.changes.ptr);
     heap.free(changetype<usize>(this.changes));
     if (this.gates !== 0) heap.free(this.gates);
-    if (this.keptStamps !== 0) heap.free(this.keptStamps);
+    heap.free(this.keptStamps);
     heap.free(this.dirty.ptr);
     heap.free(changetype<usize>(this.dirty));
     this.map.dispose();
@@ -409,8 +415,7 @@ export class ChunkTable {
       for (let i: u32 = 0; i < this.buckets; i++) store<u32>(this.gates + <usize>i * stride, GATE_OPEN);
       this.gateWays = ways;
       this.gateEntry = entry;
-      if (this.keptStamps === 0) this.keptStamps = heap.alloc((<usize>this.buckets) << 3);
-      for (let i: u32 = 0; i < this.buckets; i++) store<f64>(this.keptStamps + ((<usize>i) << 3), NaN);
+      this.clearKeptStamps();
     }
     const g = this.gates + <usize>b * stride;
     store<u32>(g + G_COUNT, <u32>n);
@@ -468,21 +473,20 @@ export class ChunkTable {
     const hash = load<u64>(r + R_HASH);
     const b = this.bucketOf(hash);
     if (!this.needsFull(b) && this.changes.len < MAX_CHANGES * CHANGE_BYTES) {
-      // A full bucket keeping its newest rows, its kept rows recorded (so patchesKept): what
-      // visible answers from the gate, answered from keptStamps. Every kept chunk was stamped at
-      // or after the last kept row, and a record's stamp never goes back (add), so a chunk stamped
-      // before it is not kept and sorts after it; one stamped after it sorts before. Most changes
-      // at hundreds of ranks are one or the other: stores (now) and removals (the oldest).
-      const last = this.keptStamps === 0 ? NaN : load<f64>(this.keptStamps + ((<usize>b) << 3));
+      // A full bucket keeping its newest rows, its kept rows recorded: patchesKept, known from
+      // keptStamps without reading the gate. Every kept chunk was stamped at or after the last
+      // kept row, and a record's stamp never goes back (add), so a chunk stamped before it is not
+      // kept and sorts after it, and one stamped after it sorts before: only a tie needs the
+      // gate (visible). Most changes at hundreds of ranks are stores (now) or removals (the oldest).
+      const last = load<f64>(this.keptStamps + ((<usize>b) << 3));
       // biome-ignore lint/suspicious/noGlobalIsNan: AssemblyScript's isNaN is the f64 builtin (no coercion).
       if (!isNaN(last) && this.newestFirst(b)) {
         const stamp = load<f64>(r + R_STAMP);
-        if (stamp < last) return;
-        if (stamp > last) {
+        if (stamp === last ? this.visible(b, r) : stamp > last) {
           this.logChange(b, hash);
           this.markChanged(b);
-          return;
         }
+        return;
       }
       if (this.hasRoom(b)) {
         this.logChange(b, hash);
