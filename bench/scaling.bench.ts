@@ -334,8 +334,7 @@ function run(ranks: number, seconds: number): RunResult {
   let removed0 = 0;
   const heapWatch = new HeapWatch();
   let ahead: (Buffer[] | null)[][] = [];
-  const pollVersions: number[] = [];
-  const polls: { page: Buffer; lengths: Int32Array }[] = [];
+  const polls: Poll[] = [];
   // Fill the caches first (plus half a second), then measure `seconds` of the steady state.
   const warm = Math.ceil(((KV_BLOCKS_PER_RANK / BLOCKS_PER_RANK_S + 0.5) * 1000) / STEP_MS);
   const steps = warm + Math.round((seconds * 1000) / STEP_MS);
@@ -367,10 +366,9 @@ function run(ranks: number, seconds: number): RunResult {
     if (s >= warm) cpu += ingestStep + (d.user + d.system) / 1e6;
     heapWatch.sample(false); // outside the CPU figures
     if (page !== null) {
-      pollVersions.push(gatewayVersion);
       // Decoded after the window (wholePages): decoding makes an object per entry, ~26,000 a poll
       // at 800 ranks, and V8 would collect them inside the timed sections that follow.
-      polls.push({ page: Buffer.from(page), lengths: imageLengths(index.published) });
+      polls.push({ since: gatewayVersion, page: Buffer.from(page), lengths: imageLengths(index.published) });
       syncBytes += page.length - SYNC_HEADER_BYTES;
     }
     if (polled || s < warm) gatewayVersion = log.version;
@@ -402,12 +400,15 @@ function run(ranks: number, seconds: number): RunResult {
     heapBytes: process.memoryUsage().heapUsed - heap0,
     syncBytesPerS: syncBytes / measuredS,
     wholeSyncBytesPerS: whole.bytes / measuredS,
-    dirtyKeysPerPoll: whole.keys / Math.max(1, pollVersions.length),
+    dirtyKeysPerPoll: whole.keys / Math.max(1, polls.length),
     // What a gateway holds: every key with its value (a full poll, less the page's length fields).
     sharedDataBytes:
       log.writePage(0, Number.MAX_SAFE_INTEGER, false, 0, 0n).body.length - SYNC_HEADER_BYTES - 6 * log.size,
     viewSame: { llmd: 0, chat: 0 },
-    serve: compareServe(log, pollVersions.slice(-SERVE_POLLS)),
+    serve: compareServe(
+      log,
+      polls.slice(-SERVE_POLLS).map((p) => p.since),
+    ),
   };
   // After every other figure: the view workload adds its own events and publications.
   result.viewSame = viewCheck(ranks, index, log, sims, publisher, () => {
@@ -467,6 +468,13 @@ function viewCheck(
   return { llmd: same.llmd / Math.max(1, asked.llmd), chat: same.chat / Math.max(1, asked.chat) };
 }
 
+/** A gateway's poll in the window: the version it asked since, the page it got, every image's length then. */
+interface Poll {
+  since: number;
+  page: Uint8Array;
+  lengths: Int32Array;
+}
+
 /** Every bucket's image length now (read at a poll, for wholePages after the window). */
 function imageLengths(table: PublishedBuckets): Int32Array {
   const out = new Int32Array(BUCKETS);
@@ -479,10 +487,7 @@ function imageLengths(table: PublishedBuckets): Int32Array {
  * its bucket's whole image, as long as the poll's `lengths` (imageLengths; lengths only: copying
  * ~40 MB of images a poll would load V8's collector).
  */
-function wholePages(
-  polls: { page: Uint8Array; lengths: Int32Array }[],
-  table: PublishedBuckets,
-): { keys: number; bytes: number } {
+function wholePages(polls: Poll[], table: PublishedBuckets): { keys: number; bytes: number } {
   let keys = 0;
   let bytes = 0;
   for (const { page, lengths } of polls) {
