@@ -49,6 +49,9 @@ const patchBuf = new ByteBuf(256);
 const patchedBuf = new ByteBuf(256);
 const joinAt = new StaticArray<u64>(MAX_JOIN);
 
+/** publishFront: its case does not apply, so publishKept merges. */
+const NOT_FRONT: i32 = -2;
+
 /** Changed chunks' row groups publishKept places at most; more go whole. */
 const MAX_FRESH: i32 = 1024;
 // publishKept's changed chunks' groups (rows at fFirst in chunkRows) and their keys, in key order.
@@ -366,6 +369,10 @@ export class BucketJournal {
     if (n !== limit) return -1;
     const distinct = this.freshGroups(t, b);
     if (distinct < 0) return -1;
+    if (distinct === 1) {
+      const r = this.publishFront(t, b, held, n, limit, version);
+      if (r !== NOT_FRONT) return r;
+    }
     const fresh = this.freshCount;
     // Merge the gate's groups (in keep order, changed chunks' left out) with the fresh ones.
     const gk = t.gateKept(b);
@@ -434,6 +441,96 @@ export class BucketJournal {
     const ops = this.keptPatch(held, n, gk, groups, distinct, shown, lastGate);
     this.writeGate(t, b, gk, shown, lDepth, lTier, lStamp, lHash);
     if (ops === 0) return 0;
+    if (<u32>ops > MAX_OPS) return -1;
+    return this.commitPatch(b, ops, version);
+  }
+
+  /**
+   * publishKept's case at hundreds of ranks (nearly every publication there, docs/scaling.md):
+   * one changed chunk, not shown before, whose groups all sort before the gate's first — a chunk
+   * stored after every shown row. The merge then puts its groups in front and takes as many rows
+   * off the gate's end. This gives the merge's patch and gate without merging: one pass over the
+   * gate's hashes (the chunk is not among them, the groups hold the image's rows) and one over
+   * the image's (the drops), no call per group or row, and the gate shifted in place instead of
+   * written twice. The result publishKept returns, or NOT_FRONT when the case does not apply.
+   */
+  private publishFront(t: ChunkTable, b: u32, held: usize, n: i32, limit: i32, version: f64): i32 {
+    const fresh = this.freshCount;
+    const gk = t.gateKept(b);
+    const groups = <i32>t.keptGroups(b);
+    if (fresh === 0 || groups === 0 || gateBefore(gk, unchecked(fOrder[fresh - 1]))) return NOT_FRONT;
+    let rows = 0;
+    for (let f = 0; f < fresh; f++) rows += unchecked(fRows[f]);
+    if (rows >= limit) return NOT_FRONT;
+    const entry = <usize>GATE_KEY_BYTES;
+    const h = unchecked(changedHashes[0]);
+    let sum = 0;
+    for (let g = 0; g < groups; g++) {
+      const e = gk + <usize>g * entry;
+      if (load<u64>(e) === h) return NOT_FRONT;
+      sum += gateRows(e);
+    }
+    if (sum !== limit) return NOT_FRONT;
+    // Off the end: the groups after lastGate whole, and `cut` rows of lastGate (its highest segments).
+    let lastGate = groups - 1;
+    let cut = rows;
+    for (;;) {
+      const r = gateRows(gk + <usize>lastGate * entry);
+      if (cut < r) break;
+      cut -= r;
+      lastGate--;
+    }
+    const le = gk + <usize>lastGate * entry;
+    const lHash = load<u64>(le);
+    const lTier = gateTier(le);
+    const lDepth = gateDepth(le);
+    const lStamp = gateStamp(le);
+    const keep = gateRows(le) - cut;
+    const patch = patchBuf;
+    patch.len = 0;
+    patch.reserve(PATCH_HEADER);
+    patch.len = PATCH_HEADER;
+    let ops = 0;
+    // Drops in the image's order, then puts in keep order: keptPatch's ops.
+    for (let i = 0; i < n; i++) {
+      const row = held + <usize>(IMAGE_HEADER + i * ROW_BYTES);
+      const rh = load<u64>(row);
+      const key = load<u16>(row, 10);
+      const tier = <u32>(key & 0xff);
+      let drop = false;
+      if (cut > 0 && rh === lHash && tier === lTier) drop = segmentRank(held, n, rh, key) >= keep;
+      else
+        for (let g = lastGate + 1; g < groups; g++) {
+          const e = gk + <usize>g * entry;
+          if (load<u64>(e) === rh && gateTier(e) === tier) {
+            drop = true;
+            break;
+          }
+        }
+      if (drop) {
+        appendDrop(patch, rh, key);
+        ops++;
+      }
+    }
+    for (let k = 0; k < fresh; k++) {
+      const f = unchecked(fOrder[k]);
+      const first = unchecked(fFirst[f]);
+      for (let j = 0; j < unchecked(fRows[f]); j++) {
+        appendPut(patch, chunkRows.ptr + <usize>((first + j) * ROW_BYTES));
+        ops++;
+      }
+    }
+    // The gate: the new groups, then the kept ones moved up (lastGate cut to `keep` rows).
+    memory.copy(gk + <usize>fresh * entry, gk, <usize>(lastGate + 1) * entry);
+    if (cut > 0) store<u16>(gk + <usize>(fresh + lastGate) * entry, <u16>keep, 20);
+    for (let k = 0; k < fresh; k++) {
+      const f = unchecked(fOrder[k]);
+      const e = gk + <usize>k * entry;
+      store<u64>(e, unchecked(fHash[f]));
+      writeGateKey(e, unchecked(fStamp[f]), unchecked(fDepth[f]), unchecked(fTier[f]), unchecked(fRows[f]));
+    }
+    // The new last group is a gate group, so it does not sort after the last shown before.
+    t.setGate(b, this.ways, fresh + lastGate + 1, lDepth, lTier, lStamp, lHash);
     if (<u32>ops > MAX_OPS) return -1;
     return this.commitPatch(b, ops, version);
   }

@@ -116,6 +116,78 @@ describe("full buckets that keep their newest rows (cache.fullKeep: newest)", ()
     expect(shown().sort()).toEqual([2n, 3n, 4n, 5n, 6n, 7n]);
   });
 
+  it("take a newer chunk's row off the end of the oldest shown chunk: one of its segments first, then the rest", () => {
+    index = new ChunkIndex(1);
+    // Two slot words: slot 40 is in the second 32-slot segment, so a chunk on slots 0 and 40 has two rows.
+    published = new PublishedBuckets(core(), index, {
+      buckets: 1,
+      ways: WAYS,
+      slotWords: 2,
+      fullKeep: "newest",
+    });
+    // Each row as chunk:segment (docs/wire-format.md §4.4: 16-byte rows after a 4-byte header, the
+    // hash at 0, tier | segment << 8 at 10), with the slots the image decodes to.
+    const rows = (image: Uint8Array) => {
+      const view = new DataView(image.buffer, image.byteOffset, image.byteLength);
+      const out: string[] = [];
+      for (let at = 4; at < image.length; at += 16)
+        out.push(`${view.getBigUint64(at, true)}:${view.getUint16(at + 10, true) >> 8}`);
+      return [
+        ...out.sort(),
+        decodeBucket(image)
+          .map((r) => `${r.hash}@${r.slots.join(",")}`)
+          .sort()
+          .join(" "),
+      ];
+    };
+    const publishedRows = () => {
+      published.publishDirty(1);
+      const image = published.value(0);
+      // What the core holds is what a whole encode of the index shows now.
+      expect(rows(image)).toEqual(rows(index.encodeBucket(0, WAYS, 2)));
+      return rows(image);
+    };
+    for (let c = 1; c <= WAYS; c++) index.add(BigInt(c), c, 1, c * 10);
+    index.add(7n, 7, 0, 70);
+    index.add(7n, 7, 40, 70);
+    expect(publishedRows()).toEqual(["3:0", "4:0", "5:0", "6:0", "7:0", "7:1", "3@1 4@1 5@1 6@1 7@0,40"]);
+    for (let c = 8; c <= 11; c++) index.add(BigInt(c), c, 1, c * 10);
+    expect(publishedRows()).toEqual(["10:0", "11:0", "7:0", "7:1", "8:0", "9:0", "10@1 11@1 7@0,40 8@1 9@1"]);
+    // Chunk 12 takes one row: chunk 7, now the oldest shown, keeps its lower segment.
+    index.add(12n, 12, 1, 120);
+    expect(publishedRows()).toEqual([
+      "10:0",
+      "11:0",
+      "12:0",
+      "7:0",
+      "8:0",
+      "9:0",
+      "10@1 11@1 12@1 7@0 8@1 9@1",
+    ]);
+    index.add(13n, 13, 1, 130);
+    expect(publishedRows()).toEqual([
+      "10:0",
+      "11:0",
+      "12:0",
+      "13:0",
+      "8:0",
+      "9:0",
+      "10@1 11@1 12@1 13@1 8@1 9@1",
+    ]);
+    // A chunk with two rows in front takes two single rows off the end.
+    index.add(14n, 14, 2, 140);
+    index.add(14n, 14, 41, 140);
+    expect(publishedRows()).toEqual([
+      "10:0",
+      "11:0",
+      "12:0",
+      "13:0",
+      "14:0",
+      "14:1",
+      "10@1 11@1 12@1 13@1 14@2,41",
+    ]);
+  });
+
   it("are full from `ways` + 1 chunks and back to showing all rows at ways − ways / 4", () => {
     startNewest();
     for (let c = 1; c <= WAYS + 1; c++) store(c, c, 100 - c);
