@@ -369,8 +369,8 @@ export class BucketJournal {
     if (n !== limit) return -1;
     const distinct = this.freshGroups(t, b);
     if (distinct < 0) return -1;
-    if (distinct === 1) {
-      const r = this.publishFront(t, b, held, n, limit, version);
+    {
+      const r = this.publishFront(t, b, held, n, limit, distinct, version);
       if (r !== NOT_FRONT) return r;
     }
     const fresh = this.freshCount;
@@ -447,14 +447,23 @@ export class BucketJournal {
 
   /**
    * publishKept's case at hundreds of ranks (nearly every publication there, docs/scaling.md):
-   * one changed chunk, not shown before, whose groups all sort before the gate's first — a chunk
-   * stored after every shown row. The merge then puts its groups in front and takes as many rows
-   * off the gate's end. This gives the merge's patch and gate without merging: one pass over the
-   * gate's hashes (the chunk is not among them, the groups hold the image's rows) and one over
-   * the image's (the drops), no call per group or row, and the gate shifted in place instead of
-   * written twice. The result publishKept returns, or NOT_FRONT when the case does not apply.
+   * changed chunks not shown before, whose groups all sort before the gate's first — chunks
+   * stored after every shown row. The merge then puts their groups in front and takes as many
+   * rows off the gate's end. This gives the merge's patch and gate without merging: one pass
+   * over the gate's hashes (the chunks are not among them, the groups hold the image's rows) and
+   * one over the image's (the drops), no call per group or row, and the gate shifted in place
+   * instead of written twice. The result publishKept returns, or NOT_FRONT when the case does not
+   * apply.
    */
-  private publishFront(t: ChunkTable, b: u32, held: usize, n: i32, limit: i32, version: f64): i32 {
+  private publishFront(
+    t: ChunkTable,
+    b: u32,
+    held: usize,
+    n: i32,
+    limit: i32,
+    distinct: i32,
+    version: f64,
+  ): i32 {
     const fresh = this.freshCount;
     const gk = t.gateKept(b);
     const groups = <i32>t.keptGroups(b);
@@ -463,11 +472,11 @@ export class BucketJournal {
     for (let f = 0; f < fresh; f++) rows += unchecked(fRows[f]);
     if (rows >= limit) return NOT_FRONT;
     const entry = <usize>GATE_KEY_BYTES;
-    const h = unchecked(changedHashes[0]);
     let sum = 0;
     for (let g = 0; g < groups; g++) {
       const e = gk + <usize>g * entry;
-      if (load<u64>(e) === h) return NOT_FRONT;
+      const h = load<u64>(e);
+      for (let k = 0; k < distinct; k++) if (unchecked(changedHashes[k]) === h) return NOT_FRONT;
       sum += gateRows(e);
     }
     if (sum !== limit) return NOT_FRONT;

@@ -186,6 +186,18 @@ describe("full buckets that keep their newest rows (cache.fullKeep: newest)", ()
       "14:1",
       "10@1 11@1 12@1 13@1 14@2,41",
     ]);
+    // Two chunks stored between publications: both in front, the two oldest rows out.
+    index.add(15n, 15, 3, 150);
+    index.add(16n, 16, 3, 160);
+    expect(publishedRows()).toEqual([
+      "12:0",
+      "13:0",
+      "14:0",
+      "14:1",
+      "15:0",
+      "16:0",
+      "12@1 13@1 14@2,41 15@3 16@3",
+    ]);
   });
 
   it("are full from `ways` + 1 chunks and back to showing all rows at ways − ways / 4", () => {
