@@ -598,10 +598,10 @@ const FULL_C = 1.94;
  * Full buckets that keep their newest rows (cache.fullKeep: newest, the default) are patched from
  * their gate for each store that reaches them (every store: it is the newest) and left clean by
  * removals (the oldest go): per stored chunk NEWEST_PER_STORE of CPU and NEWEST_SYNC_PER_STORE
- * sync bytes, fitted on the 256-rank run at the llm-d rate (every bucket full; docs/scaling.md).
- * No larger fleet fits a 32-bit core to check it on.
+ * sync bytes, fitted on the 256-rank run at the llm-d rate (every bucket full; docs/scaling.md)
+ * and checked by the 800-rank one. Refitted for BucketJournal.publishFront: 4.3 µs before it.
  */
-const NEWEST_PER_STORE = 4.3e-6;
+const NEWEST_PER_STORE = 1.7e-6;
 const NEWEST_SYNC_PER_STORE = 47;
 const FULL_P0 = 0.5e-6;
 const FULL_P1 = 0.35e-6;
@@ -615,6 +615,13 @@ const chunkChanges = (r: RunResult) => events(r) * chunksPerBlock;
 const ingestPerEvent = (small.ingestCpuPerS / events(small) + mid.ingestCpuPerS / events(mid)) / 2;
 const perChange = (small.publishCpuPerS / chunkChanges(small) + mid.publishCpuPerS / chunkChanges(mid)) / 2;
 const syncPerChange = (small.syncBytesPerS / chunkChanges(small) + mid.syncBytesPerS / chunkChanges(mid)) / 2;
+/** CPU a run spent serving its gateway's polls (SyncLog.writePage): what is left of its total. */
+const serveCpu = (r: RunResult) => Math.max(0, r.cpuPerVirtualS - r.ingestCpuPerS - r.publishCpuPerS);
+/** Serving CPU per changed key a poll carries (one gateway; every gateway pays it). */
+const servePerKey =
+  (serveCpu(small) / ((small.dirtyKeysPerPoll * 1000) / POLL_MS) +
+    serveCpu(mid) / ((mid.dirtyKeysPerPoll * 1000) / POLL_MS)) /
+  2;
 /** Framing of one sync entry: key (`kvr.b.` + ≤ 5 digits), its lengths, a patch's header. */
 const ENTRY_FRAMING = 11 + 6 + 4;
 /** Distinct buckets among `n` encodes spread over the cache. */
@@ -645,6 +652,8 @@ function predict(ranks: number, storedPerRank: number, entries: number) {
   if (FULL_KEEP === "newest") {
     const fullStoresPerS = (full * changesPerS) / 2;
     const pollBound = (distinct((changesPerS * POLL_MS) / 1000) * fullBucketBytes() * 1000) / POLL_MS;
+    // The buckets a poll carries: those any change that shows reached within the poll period.
+    const shownChangesPerS = (1 - full) * changesPerS + fullStoresPerS;
     return {
       full,
       fullMode: full,
@@ -656,6 +665,7 @@ function predict(ranks: number, storedPerRank: number, entries: number) {
       ),
       ingestCpu: 2 * ranks * storedPerRank * ingestPerEvent,
       publishCpu: (1 - full) * changesPerS * perChange + fullStoresPerS * NEWEST_PER_STORE,
+      serveCpu: ((distinct((shownChangesPerS * POLL_MS) / 1000) * 1000) / POLL_MS) * servePerKey,
       pollBound,
     };
   }
@@ -667,6 +677,9 @@ function predict(ranks: number, storedPerRank: number, entries: number) {
       (1 - full) * changesPerS * syncPerChange + (keysPerPoll * (ENTRY_FRAMING + fullPatch) * 1000) / POLL_MS,
     ingestCpu: 2 * ranks * storedPerRank * ingestPerEvent,
     publishCpu: (1 - full) * changesPerS * perChange + fullEncodesPerS * (FULL_P0 + FULL_P1 * entries),
+    serveCpu:
+      ((distinct((((1 - full) * changesPerS + fullEncodesPerS) * POLL_MS) / 1000) * 1000) / POLL_MS) *
+      servePerKey,
     pollBound: (distinct((changesPerS * POLL_MS) / 1000) * fullBucketBytes() * 1000) / POLL_MS,
   };
 }
@@ -675,7 +688,7 @@ function fullBucketBytes(): number {
   return BUCKET_HEADER_BYTES + WAYS * BUCKET_ROW_BYTES + 12;
 }
 const check = predict(big.ranks, big.storedPerS / big.ranks, entriesPerBucket(big));
-const predictedCpu = check.ingestCpu + check.publishCpu;
+const predictedCpu = check.ingestCpu + check.publishCpu + check.serveCpu;
 
 /**
  * Block events per rank per second: flat out (above), and as llm-d's published benchmark runs
@@ -695,7 +708,7 @@ for (const rate of RATES)
     const entries = (indexed * chunksPerBlock) / BUCKETS;
     const f = predict(ranks, rate.storedPerRank, entries);
     fleetRows.push(
-      `| ${rate.name} | ${engines} × 8 | ${fmt(ev)} | ${fmt(f.ingestCpu, 1)} | ${fmt(f.publishCpu, 1)} | ${fmt((indexed * bytesPerBlock) / 2 ** 30, 1)} GiB | ${fmt(entries, 1)} (${pct(f.full)} over ${WAYS}, ${pct(f.fullMode)} showing ${FULL_WAYS}; ${fmt(Math.min(100, (f.shown / entries) * 100))} % shown) | ${mib(f.syncPerS)}/s (whole images ≤ ${mib(f.pollBound)}/s) | ${mib(BUCKETS * (BUCKET_HEADER_BYTES + 12 + f.shown * BUCKET_ROW_BYTES))} |`,
+      `| ${rate.name} | ${engines} × 8 | ${fmt(ev)} | ${fmt(f.ingestCpu, 1)} | ${fmt(f.publishCpu, 1)} | ${fmt(f.serveCpu, 1)} | ${fmt((indexed * bytesPerBlock) / 2 ** 30, 1)} GiB | ${fmt(entries, 1)} (${pct(f.full)} over ${WAYS}, ${pct(f.fullMode)} showing ${FULL_WAYS}; ${fmt(Math.min(100, (f.shown / entries) * 100))} % shown) | ${mib(f.syncPerS)}/s (whole images ≤ ${mib(f.pollBound)}/s) | ${mib(BUCKETS * (BUCKET_HEADER_BYTES + 12 + f.shown * BUCKET_ROW_BYTES))} |`,
     );
   }
 
@@ -718,10 +731,10 @@ for (const [name, r] of [
   );
 lines.push("");
 lines.push(
-  `Model (fitted on the ${small.ranks}- and ${mid.ranks}-rank runs): ingest ${fmt(ingestPerEvent * 1e6, 2)} µs CPU per block event; ${fmt(chunksPerBlock, 2)} chunk entries per indexed block; a bucket with room is published at ${fmt(perChange * 1e6, 2)} µs and ${fmt(syncPerChange, 1)} sync bytes per chunk change; a full bucket (the Poisson tail of rows ≥ ${WAYS}) ${FULL_KEEP === "newest" ? `keeps its newest rows: ${fmt(NEWEST_PER_STORE * 1e6, 1)} µs and ${NEWEST_SYNC_PER_STORE} sync bytes per chunk stored in it, fitted on 256 ranks at the llm-d rate` : `keeps its shallowest, as before segment rows: each kept row re-encoded ${FULL_C} times per cache lifetime, ${FULL_P0 * 1e6} µs + ${FULL_P1 * 1e6} µs per chunk entry an encode, ${FULL_OPS} patch ops`} (docs/scaling.md).`,
+  `Model (fitted on the ${small.ranks}- and ${mid.ranks}-rank runs): ingest ${fmt(ingestPerEvent * 1e6, 2)} µs CPU per block event; ${fmt(chunksPerBlock, 2)} chunk entries per indexed block; a bucket with room is published at ${fmt(perChange * 1e6, 2)} µs and ${fmt(syncPerChange, 1)} sync bytes per chunk change; a full bucket (the Poisson tail of rows ≥ ${WAYS}) ${FULL_KEEP === "newest" ? `keeps its newest rows: ${fmt(NEWEST_PER_STORE * 1e6, 1)} µs and ${NEWEST_SYNC_PER_STORE} sync bytes per chunk stored in it, fitted on 256 ranks at the llm-d rate` : `keeps its shallowest, as before segment rows: each kept row re-encoded ${FULL_C} times per cache lifetime, ${FULL_P0 * 1e6} µs + ${FULL_P1 * 1e6} µs per chunk entry an encode, ${FULL_OPS} patch ops`}; serving a gateway's poll ${fmt(servePerKey * 1e6, 2)} µs per changed key it carries (docs/scaling.md).`,
 );
 lines.push(
-  `Check at ${big.ranks} ranks (${pct(check.full)} of buckets full): predicted ${fmt(predictedCpu, 2)} CPU-s per second (ingest ${fmt(check.ingestCpu, 2)}, publication ${fmt(check.publishCpu, 2)}), simulated ${fmt(big.cpuPerVirtualS, 2)} (ingest ${fmt(big.ingestCpuPerS, 2)}, publication ${fmt(big.publishCpuPerS, 2)}): ratio ${fmt(big.cpuPerVirtualS / predictedCpu, 2)}; sync to one gateway ${mib(big.syncBytesPerS)}/s simulated, ${mib(check.syncPerS)}/s predicted, against ${mib(check.pollBound)}/s for whole images of every dirtied bucket.`,
+  `Check at ${big.ranks} ranks (${pct(check.full)} of buckets full): predicted ${fmt(predictedCpu, 2)} CPU-s per second (ingest ${fmt(check.ingestCpu, 2)}, publication ${fmt(check.publishCpu, 2)}, serving one gateway ${fmt(check.serveCpu, 2)}), simulated ${fmt(big.cpuPerVirtualS, 2)} (ingest ${fmt(big.ingestCpuPerS, 2)}, publication ${fmt(big.publishCpuPerS, 2)}, serving ${fmt(serveCpu(big), 2)}): ratio ${fmt(big.cpuPerVirtualS / predictedCpu, 2)}; sync to one gateway ${mib(big.syncBytesPerS)}/s simulated, ${mib(check.syncPerS)}/s predicted, against ${mib(check.pollBound)}/s for whole images of every dirtied bucket.`,
 );
 lines.push(
   `Serving a gateway at ${big.ranks} ranks (the window's last ${SERVE_POLLS} polls' pages answered again after it, ${fmt(big.serve.entries)} entries, the two ways alternating and checked byte for byte): ${fmt((big.serve.inPlaceCpuS / Math.max(1, big.serve.entries)) * 1e6, 2)} µs CPU an entry written in place (SyncLog.writePage), ${fmt((big.serve.entriesCpuS / Math.max(1, big.serve.entries)) * 1e6, 2)} µs as entries then encoded (the code before): ratio ${fmt(big.serve.inPlaceCpuS / Math.max(1e-9, big.serve.entriesCpuS), 2)}.`,
@@ -733,9 +746,9 @@ lines.push(
 );
 lines.push("");
 lines.push(
-  "| event rate | engines × ranks | block events/s | ingest CPU-s/s | publication CPU-s/s | index memory | chunk rows per bucket (buckets over `ways`, in full mode; share the cache shows) | sync per gateway | gateway shared data |",
+  "| event rate | engines × ranks | block events/s | ingest CPU-s/s | publication CPU-s/s | serving CPU-s/s per gateway | index memory | chunk rows per bucket (buckets over `ways`, in full mode; share the cache shows) | sync per gateway | gateway shared data |",
 );
-lines.push("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+lines.push("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
 lines.push(...fleetRows);
 for (const l of lines) console.log(l);
 const llmdRate = MEASURED_RATE !== BLOCKS_PER_RANK_S;
