@@ -49,6 +49,28 @@ const patchBuf = new ByteBuf(256);
 const patchedBuf = new ByteBuf(256);
 const joinAt = new StaticArray<u64>(MAX_JOIN);
 
+/** A sync entry's value length with this bit set is a patch (control-plane/src/sync/sync-codec.ts). */
+const PATCH_LENGTH_BIT: u32 = 0x80000000;
+
+/** Appends bucket b's shared-data key, `kvr.b.<b>` in decimal, as a sync entry's key (u16 length, bytes). */
+function writeBucketKey(out: ByteBuf, b: u32): void {
+  let digits = 1;
+  for (let v = b; v >= 10; v /= 10) digits++;
+  const len = 6 + digits;
+  out.reserve(2 + len);
+  const o = out.ptr + <usize>out.len;
+  store<u16>(o, <u16>len);
+  // "kvr.b." as bytes 'k' 'v' 'r' '.' 'b' '.'
+  store<u32>(o, 0x2e72766b, 2);
+  store<u16>(o, 0x2e62, 6);
+  let v = b;
+  for (let d = digits - 1; d >= 0; d--) {
+    store<u8>(o + 8 + <usize>d, <u8>(48 + (v % 10)));
+    v /= 10;
+  }
+  out.len += 2 + len;
+}
+
 /** publishFront: its case does not apply, so publishKept merges. */
 const NOT_FRONT: i32 = -2;
 
@@ -154,6 +176,9 @@ export class BucketJournal {
   changed: ByteBuf = new ByteBuf(1024);
   /** The last serve's joined patch. */
   served: ByteBuf = new ByteBuf(1024);
+  /** The last writeEntries' sync-page entries, and whether one of them is a patch. */
+  page: ByteBuf = new ByteBuf(1024);
+  pagePatched: bool = false;
 
   constructor(
     public buckets: u32,
@@ -190,6 +215,8 @@ export class BucketJournal {
     heap.free(changetype<usize>(this.changed));
     heap.free(this.served.ptr);
     heap.free(changetype<usize>(this.served));
+    heap.free(this.page.ptr);
+    heap.free(changetype<usize>(this.page));
     heap.free(changetype<usize>(this));
   }
 
@@ -796,5 +823,42 @@ export class BucketJournal {
       out.append(r + <usize>REC_HEADER, <i32>load<u32>(r + REC_LEN));
     }
     return out.len;
+  }
+
+  /**
+   * Writes the sync-page entries (docs/wire-format.md §5: key as u16 length and bytes, value as
+   * u32 length — PATCH_LENGTH_BIT set for a patch — and bytes) of the `n` buckets listed at `ids`
+   * (u32 each) for a gateway that holds them as of version `since`: the patch from there when
+   * `patches` and the journal has it (serve), else the image. Stops before the entry that takes
+   * the bytes past `budget`, unless it is the page's first (`first`: a page always carries one).
+   * Returns how many it wrote, into `page`. Why here: a poll at hundreds of ranks carries tens of
+   * thousands of buckets, and writing each from JavaScript cost a key string, its encoding and
+   * several calls into the core per entry (docs/scaling.md).
+   */
+  writeEntries(ids: usize, n: i32, since: f64, patches: bool, budget: i32, first: bool): i32 {
+    const out = this.page;
+    out.len = 0;
+    this.pagePatched = false;
+    for (let i = 0; i < n; i++) {
+      const b = load<u32>(ids + ((<usize>i) << 2));
+      const start = out.len;
+      writeBucketKey(out, b);
+      const patchLen = patches ? this.serve(b, since) : -1;
+      if (patchLen >= 0) {
+        out.appendI32(<i32>(<u32>patchLen | PATCH_LENGTH_BIT));
+        out.append(this.served.ptr, patchLen);
+      } else {
+        const len = this.imageLen(b);
+        const bytes = len < 0 ? 0 : len;
+        out.appendI32(bytes);
+        out.append(this.image(b), bytes);
+      }
+      if ((!first || i > 0) && out.len > budget) {
+        out.len = start;
+        return i;
+      }
+      if (patchLen >= 0) this.pagePatched = true;
+    }
+    return n;
   }
 }

@@ -424,6 +424,35 @@ export function journalServedPtr(id: i32): usize {
   return journal(id).served.ptr;
 }
 
+/**
+ * The sync-page entries of the `n` buckets listed at idsPtr (u32 each) for a gateway at `since`
+ * (BucketJournal.writeEntries): how many fit `budget`, at journalPagePtr (journalPageLen bytes).
+ */
+export function journalWriteEntriesIo(
+  id: i32,
+  idsPtr: usize,
+  n: i32,
+  since: f64,
+  patches: i32,
+  budget: i32,
+  first: i32,
+): i32 {
+  return journal(id).writeEntries(idsPtr, n, since, patches !== 0, budget, first !== 0);
+}
+
+export function journalPagePtr(id: i32): usize {
+  return journal(id).page.ptr;
+}
+
+export function journalPageLen(id: i32): i32 {
+  return journal(id).page.len;
+}
+
+/** Whether the last journalWriteEntriesIo wrote a patch. */
+export function journalPagePatched(id: i32): i32 {
+  return journal(id).pagePatched ? 1 : 0;
+}
+
 /** Linear memory the journal holds (images, per-bucket arrays, ring). */
 export function journalBytes(id: i32): f64 {
   const j = journal(id);

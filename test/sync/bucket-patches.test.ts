@@ -133,6 +133,40 @@ describe("bucket patches", () => {
     );
   });
 
+  it("writes a poll of many buckets in place, byte for byte the entries, with or without a page limit", () => {
+    // 4096 buckets: keys of one to four digits, written by the core (BucketJournal.writeEntries).
+    const buckets = 4096;
+    const index = new ChunkIndex(buckets);
+    const published = new PublishedBuckets(core(), index, { buckets, ways: WAYS, slotWords: SLOT_WORDS });
+    const log = new SyncLog();
+    log.attach(published);
+    const publish = () => log.commitTable(published.publishDirty(log.version + 1));
+    for (let b = 0; b < buckets; b++) index.markDirty(b);
+    publish();
+    const polled = [0, log.version];
+    for (let round = 0; round < 3; round++) {
+      for (let c = 0; c < 3000; c++) index.add(hashOf(round * 3000 + c), 1 + (c % 3), c % 70, round * 10 + c);
+      publish();
+      // A named key between the buckets' runs.
+      log.publish([[`kvr.named.${round}`, new Uint8Array([round])]]);
+      polled.push(log.version);
+    }
+    for (const since of polled)
+      for (const maxBytes of [Number.MAX_SAFE_INTEGER, 5000])
+        for (const patches of [true, false]) {
+          const page = log.writePage(since, maxBytes, patches, 0, 3n);
+          const { entries, more } = log.changesSince(since, maxBytes, patches);
+          const version = entries.at(-1)?.version ?? since;
+          expect(page.more).toBe(more);
+          expect(page.version).toBe(version);
+          expect(page.body).toEqual(
+            encodeSyncPage({ flags: more ? SyncFlags.more : 0, epoch: 3n, version, entries }),
+          );
+        }
+    published.dispose();
+    index.dispose();
+  });
+
   it("serves a patch only to a gateway that asks for them and holds a value it starts from", () => {
     const index = new ChunkIndex(1);
     const published = new PublishedBuckets(core(), index, { buckets: 1, ways: WAYS, slotWords: SLOT_WORDS });

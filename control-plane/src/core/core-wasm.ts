@@ -87,6 +87,18 @@ export interface CoreExports {
   journalImageLen(id: number, bucket: number): number;
   journalServeIo(id: number, bucket: number, since: number): number;
   journalServedPtr(id: number): number;
+  journalWriteEntriesIo(
+    id: number,
+    idsPtr: number,
+    n: number,
+    since: number,
+    patches: number,
+    budget: number,
+    first: number,
+  ): number;
+  journalPagePtr(id: number): number;
+  journalPageLen(id: number): number;
+  journalPagePatched(id: number): number;
   journalBytes(id: number): number;
   chunkEncodeBucketIo(
     id: number,

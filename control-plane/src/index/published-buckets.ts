@@ -126,6 +126,27 @@ export class PublishedBuckets {
     return patch;
   }
 
+  writeEntries(
+    ids: Uint32Array,
+    n: number,
+    since: number,
+    patches: boolean,
+    budget: number,
+    first: boolean,
+  ): { count: number; bytes: Uint8Array; patched: boolean } {
+    const c = this.core;
+    const ptr = c.io(4 * n);
+    c.u32view.set(ids.subarray(0, n), ptr >>> 2);
+    const ex = c.ex;
+    const count = ex.journalWriteEntriesIo(this.#id, ptr, n, since, patches ? 1 : 0, budget, first ? 1 : 0);
+    const at = ex.journalPagePtr(this.#id);
+    return {
+      count,
+      bytes: c.u8.subarray(at, at + ex.journalPageLen(this.#id)),
+      patched: ex.journalPagePatched(this.#id) !== 0,
+    };
+  }
+
   /** Linear memory held: images, per-bucket arrays and the journal's ring. */
   get bytes(): number {
     return this.core.ex.journalBytes(this.#id);

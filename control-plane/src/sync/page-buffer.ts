@@ -53,6 +53,13 @@ export class PageBuffer {
     this.at += 4 + bytes.length;
   }
 
+  /** Entries written elsewhere in this format (a key table's writeEntries), as they are. */
+  entries(bytes: Uint8Array): void {
+    const buf = this.reserve(bytes.length);
+    buf.set(bytes, this.at);
+    this.at += bytes.length;
+  }
+
   /** A copy of the page written so far. */
   copy(): Uint8Array {
     const page = new Uint8Array(this.at);

@@ -46,6 +46,19 @@ export interface KeyTable {
     patches: boolean,
     write: (value: Uint8Array, patch: boolean) => void,
   ): boolean;
+  /**
+   * Optional, for tables of many keys: the page entries (key, then what writeValue gives) of the
+   * first `n` of `ids` in order, stopping before the one that takes them past `budget` bytes
+   * unless it is the page's first (`first`). Their bytes are a view valid until the next call.
+   */
+  writeEntries?(
+    ids: Uint32Array,
+    n: number,
+    since: number,
+    patches: boolean,
+    budget: number,
+    first: boolean,
+  ): { count: number; bytes: Uint8Array; patched: boolean };
 }
 
 interface Named {
@@ -84,6 +97,9 @@ export class SyncLog {
   readonly #page = new PageBuffer();
   readonly #writeValue = (value: Uint8Array, patch: boolean) => this.#page.value(value, patch);
   readonly #waiters = new Set<() => void>();
+  /** writePage's run of table entries for the table's writeEntries: their ids and versions. */
+  #runIds = new Uint32Array(1024);
+  #runVersions = new Float64Array(1024);
 
   /** Newest version; 0 before the first publication. */
   get version(): number {
@@ -208,12 +224,43 @@ export class SyncLog {
     let version = since;
     let anyPatch = false;
     let more = false;
+    // Consecutive table keys go to the table's writeEntries together, when it has one: one call
+    // for a poll's tens of thousands of buckets instead of several per bucket.
+    const writeEntries = table.writeEntries?.bind(table);
+    let runLen = 0;
+    /** Writes the run collected so far; false when the page filled up before its end. */
+    const flushRun = (): boolean => {
+      if (runLen === 0 || writeEntries === undefined) return true;
+      const n = runLen;
+      runLen = 0;
+      // The core takes an i32: a page of no limit (MAX_SAFE_INTEGER) is one of 2 GiB.
+      const budget = Math.min(maxBytes - (out.at - SYNC_HEADER_BYTES), 0x7fff_ffff);
+      const w = writeEntries(this.#runIds, n, since, patches, budget, count === 0);
+      if (w.count > 0) {
+        out.entries(w.bytes);
+        count += w.count;
+        version = this.#runVersions[w.count - 1] as number;
+        anyPatch ||= w.patched;
+      }
+      return w.count === n;
+    };
     for (let i = this.#firstAfter(since); i < this.#orderLen; i++) {
       const id = this.#orderIds[i] as number;
       const at = this.#orderVersions[i] as number;
+      if (!this.#isCurrent(id, at)) continue;
+      if (id >= 0 && writeEntries !== undefined) {
+        if (runLen === this.#runIds.length) this.#growRun();
+        this.#runIds[runLen] = id;
+        this.#runVersions[runLen] = at;
+        runLen++;
+        continue;
+      }
+      if (!flushRun()) {
+        more = true;
+        break;
+      }
       const start = out.at;
       let patch = false;
-      if (!this.#isCurrent(id, at)) continue;
       if (id < 0) {
         const named = this.#named[-1 - id] as Named;
         out.key(named.key);
@@ -231,6 +278,7 @@ export class SyncLog {
       count++;
       version = at;
     }
+    if (!more && !flushRun()) more = true;
     const buf = out.buf;
     const page = { flags: more ? flags | SyncFlags.more : flags, epoch, version };
     writeSyncHeader(new DataView(buf.buffer, buf.byteOffset, SYNC_HEADER_BYTES), page, count, anyPatch);
@@ -253,6 +301,15 @@ export class SyncLog {
       this.#waiters.add(wake);
       signal?.addEventListener("abort", abort, { once: true });
     });
+  }
+
+  #growRun(): void {
+    const ids = new Uint32Array(this.#runIds.length * 2);
+    ids.set(this.#runIds);
+    this.#runIds = ids;
+    const versions = new Float64Array(this.#runVersions.length * 2);
+    versions.set(this.#runVersions);
+    this.#runVersions = versions;
   }
 
   #push(id: number, version: number): void {
