@@ -220,6 +220,15 @@ export class BucketJournal {
     heap.free(changetype<usize>(this));
   }
 
+  /** Is chunk h's group on `tier` among the gate's groups from..groups − 1 (entries at gk)? Inlined: it runs per image row. */
+  @inline private static inGroups(gk: usize, from: i32, groups: i32, h: u64, tier: u32): bool {
+    for (let g = from; g < groups; g++) {
+      const e = gk + <usize>g * <usize>GATE_KEY_BYTES;
+      if (load<u64>(e) === h && gateTier(e) === tier) return true;
+    }
+    return false;
+  }
+
   @inline image(b: u32): usize {
     return this.images + <usize>b * <usize>this.stride;
   }
@@ -533,16 +542,10 @@ export class BucketJournal {
       const rh = load<u64>(row);
       const key = load<u16>(row, 10);
       const tier = <u32>(key & 0xff);
-      let drop = false;
-      if (cut > 0 && rh === lHash && tier === lTier) drop = segmentRank(held, n, rh, key) >= keep;
-      else
-        for (let g = lastGate + 1; g < groups; g++) {
-          const e = gk + <usize>g * entry;
-          if (load<u64>(e) === rh && gateTier(e) === tier) {
-            drop = true;
-            break;
-          }
-        }
+      const drop =
+        cut > 0 && rh === lHash && tier === lTier
+          ? segmentRank(held, n, rh, key) >= keep
+          : BucketJournal.inGroups(gk, lastGate + 1, groups, rh, tier);
       if (drop) {
         appendDrop(patch, rh, key);
         ops++;
@@ -667,15 +670,7 @@ export class BucketJournal {
       if (isChanged(h, distinct)) drop = !this.freshShown(h, key, shown);
       else if (cutKeep >= 0 && h === cutHash && <u32>(key & 0xff) === cutTier)
         drop = segmentRank(held, n, h, key) >= cutKeep;
-      else
-        for (let g = lastGate + 1; g < groups; g++)
-          if (
-            load<u64>(gk + <usize>g * entry) === h &&
-            gateTier(gk + <usize>g * entry) === <u32>(key & 0xff)
-          ) {
-            drop = true;
-            break;
-          }
+      else drop = BucketJournal.inGroups(gk, lastGate + 1, groups, h, <u32>(key & 0xff));
       if (drop) {
         appendDrop(patch, h, key);
         ops++;

@@ -7,6 +7,13 @@ import { BUCKET_HEADER_BYTES, BUCKET_ROW_BYTES } from "./bucket-image.ts";
 import type { ChunkIndex } from "./chunk-index.ts";
 
 const KEY_PREFIX = "kvr.b.";
+
+/** What writeEntries wrote: how many entries, their bytes (a view of core memory), whether one is a patch. */
+export interface WrittenEntries {
+  count: number;
+  bytes: Uint8Array;
+  patched: boolean;
+}
 /** Key strings made once: publication names buckets hundreds of thousands of times a second. */
 const bucketKeys: string[] = [];
 
@@ -133,7 +140,7 @@ export class PublishedBuckets {
     patches: boolean,
     budget: number,
     first: boolean,
-  ): { count: number; bytes: Uint8Array; patched: boolean } {
+  ): WrittenEntries {
     const c = this.core;
     const ptr = c.io(4 * n);
     c.u32view.set(ids.subarray(0, n), ptr >>> 2);

@@ -12,6 +12,7 @@
 // the log no JavaScript object. A gateway that asks for patches gets a changed bucket as the
 // patch from the image it holds when the table still has it (docs/wire-format.md §5.1).
 
+import type { WrittenEntries } from "../index/published-buckets.ts";
 import { PageBuffer } from "./page-buffer.ts";
 import { SYNC_HEADER_BYTES, SyncFlags, writeSyncHeader } from "./sync-codec.ts";
 
@@ -58,7 +59,7 @@ export interface KeyTable {
     patches: boolean,
     budget: number,
     first: boolean,
-  ): { count: number; bytes: Uint8Array; patched: boolean };
+  ): WrittenEntries;
 }
 
 interface Named {
