@@ -2,6 +2,7 @@
 // shared data once and again only after the board says the leader rewrote it (gateway-board.ts),
 // so a request whose walk touches buckets this VM already holds reads none. Direct-mapped by
 // bucket index, so the memory is bounded (CAPACITY images) and a lookup is one compare.
+import { BUCKET_KEY_MAX, writeBucketKey } from "../core/bucket-key";
 import { BucketSource } from "../core/prefix-walk";
 import { freeHostCopy, OK, SharedBytes } from "./host";
 
@@ -16,7 +17,7 @@ export class CachedBuckets extends BucketSource {
   private lens: StaticArray<i32> = new StaticArray<i32>(CAPACITY);
   private read: SharedBytes = new SharedBytes();
   /** "kvr.b." and then the bucket's decimal index, written in place for each read. */
-  private key: ArrayBuffer = new ArrayBuffer(16);
+  private key: ArrayBuffer = new ArrayBuffer(BUCKET_KEY_MAX);
 
   constructor() {
     super();
@@ -28,7 +29,7 @@ export class CachedBuckets extends BucketSource {
     // `at` is masked to the arrays' CAPACITY: unchecked reads are in bounds.
     if (unchecked(this.index[at]) !== <i32>i) {
       const r = this.read;
-      r.readKey(changetype<usize>(this.key), this.keyOf(i));
+      r.readKey(changetype<usize>(this.key), writeBucketKey(changetype<usize>(this.key), i));
       this.drop(at);
       this.index[at] = <i32>i;
       if (r.status === OK && r.len > 0) {
@@ -46,21 +47,6 @@ export class CachedBuckets extends BucketSource {
     this.ptr = p;
     this.len = unchecked(this.lens[at]);
     return true;
-  }
-
-  /** Writes the key `kvr.b.<i>` into `key` without making a string; its length. */
-  private keyOf(i: u32): i32 {
-    const p = changetype<usize>(this.key);
-    store<u32>(p, 0x2e72766b); // "kvr."
-    store<u16>(p, 0x2e62, 4); // "b."
-    let digits: usize = 1;
-    for (let rest = i / 10; rest > 0; rest /= 10) digits++;
-    let v = i;
-    for (let d = digits; d > 0; d--) {
-      store<u8>(p + 5 + d, <u8>(0x30 + (v % 10)));
-      v /= 10;
-    }
-    return 6 + <i32>digits;
   }
 
   /** The leader rewrote bucket i: read it again when next walked. */

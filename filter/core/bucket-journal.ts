@@ -23,9 +23,11 @@ import {
   ROW_BYTES,
   writeGateKey,
 } from "./bucket-encode";
+import { BUCKET_KEY_MAX, writeBucketKey } from "./bucket-key";
 import { appendDrop, appendPut, applyBucketPatch, diffBucket, findRow, PATCH_HEADER } from "./bucket-patch";
 import { ByteBuf } from "./byte-buf";
 import { ChunkTable, GATE_KEY_BYTES } from "./chunk-table";
+import { PATCH_BIT } from "./sync-page";
 
 const IMAGE_HEADER: i32 = 4;
 // Record: previous record of the bucket (logical position + 1; 0 none) u64, version f64,
@@ -49,25 +51,12 @@ const patchBuf = new ByteBuf(256);
 const patchedBuf = new ByteBuf(256);
 const joinAt = new StaticArray<u64>(MAX_JOIN);
 
-/** A sync entry's value length with this bit set is a patch (control-plane/src/sync/sync-codec.ts). */
-const PATCH_LENGTH_BIT: u32 = 0x80000000;
-
-/** Appends bucket b's shared-data key, `kvr.b.<b>` in decimal, as a sync entry's key (u16 length, bytes). */
-function writeBucketKey(out: ByteBuf, b: u32): void {
-  let digits = 1;
-  for (let v = b; v >= 10; v /= 10) digits++;
-  const len = 6 + digits;
-  out.reserve(2 + len);
+/** Appends bucket b's shared-data key as a sync entry's key: u16 length, then the bytes. */
+function appendBucketKey(out: ByteBuf, b: u32): void {
+  out.reserve(2 + BUCKET_KEY_MAX);
   const o = out.ptr + <usize>out.len;
+  const len = writeBucketKey(o + 2, b);
   store<u16>(o, <u16>len);
-  // "kvr.b." as bytes 'k' 'v' 'r' '.' 'b' '.'
-  store<u32>(o, 0x2e72766b, 2);
-  store<u16>(o, 0x2e62, 6);
-  let v = b;
-  for (let d = digits - 1; d >= 0; d--) {
-    store<u8>(o + 8 + <usize>d, <u8>(48 + (v % 10)));
-    v /= 10;
-  }
   out.len += 2 + len;
 }
 
@@ -822,7 +811,7 @@ export class BucketJournal {
 
   /**
    * Writes the sync-page entries (docs/wire-format.md §5: key as u16 length and bytes, value as
-   * u32 length — PATCH_LENGTH_BIT set for a patch — and bytes) of the `n` buckets listed at `ids`
+   * u32 length — PATCH_BIT set for a patch — and bytes) of the `n` buckets listed at `ids`
    * (u32 each) for a gateway that holds them as of version `since`: the patch from there when
    * `patches` and the journal has it (serve), else the image. Stops before the entry that takes
    * the bytes past `budget`, unless it is the page's first (`first`: a page always carries one).
@@ -837,10 +826,10 @@ export class BucketJournal {
     for (let i = 0; i < n; i++) {
       const b = load<u32>(ids + ((<usize>i) << 2));
       const start = out.len;
-      writeBucketKey(out, b);
+      appendBucketKey(out, b);
       const patchLen = patches ? this.serve(b, since) : -1;
       if (patchLen >= 0) {
-        out.appendI32(<i32>(<u32>patchLen | PATCH_LENGTH_BIT));
+        out.appendI32(<i32>(<u32>patchLen | PATCH_BIT));
         out.append(this.served.ptr, patchLen);
       } else {
         const len = this.imageLen(b);

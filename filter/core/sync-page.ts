@@ -5,7 +5,7 @@ export const SYNC_PROTOCOL: u32 = 1;
 /** Entries may patch a key's value (the top bit of the value length), bucket images being in
  * segment rows; the filter asks for it (protocol 2 was the same for bitmap rows). */
 export const SYNC_PATCH_PROTOCOL: u32 = 3;
-const PATCH_BIT: u32 = 0x80000000;
+export const PATCH_BIT: u32 = 0x80000000;
 export const SYNC_FLAG_RESET: u32 = 1;
 export const SYNC_FLAG_MORE: u32 = 2;
 const HEADER: i32 = 28;
