@@ -77,12 +77,12 @@ describe("full buckets", () => {
 
 describe("full buckets that keep their newest rows (cache.fullKeep: newest)", () => {
   /** One bucket of WAYS rows that shows all of them when full, keeping its newest. */
-  function startNewest(): void {
+  function startNewest(slotWords = 1): void {
     index = new ChunkIndex(1);
     published = new PublishedBuckets(core(), index, {
       buckets: 1,
       ways: WAYS,
-      slotWords: 1,
+      slotWords,
       fullKeep: "newest",
     });
   }
@@ -117,14 +117,8 @@ describe("full buckets that keep their newest rows (cache.fullKeep: newest)", ()
   });
 
   it("take a newer chunk's row off the end of the oldest shown chunk: one of its segments first, then the rest", () => {
-    index = new ChunkIndex(1);
     // Two slot words: slot 40 is in the second 32-slot segment, so a chunk on slots 0 and 40 has two rows.
-    published = new PublishedBuckets(core(), index, {
-      buckets: 1,
-      ways: WAYS,
-      slotWords: 2,
-      fullKeep: "newest",
-    });
+    startNewest(2);
     // Each row as chunk:segment (docs/wire-format.md §4.4: 16-byte rows after a 4-byte header, the
     // hash at 0, tier | segment << 8 at 10), with the slots the image decodes to.
     const rows = (image: Uint8Array) => {
