@@ -275,8 +275,8 @@ export class BlockTable {
 
   /**
    * Adds the chunks stores completed to the chunk table, in the order they completed them. What
-   * adding them reads is touched first (their map slots, their bucket heads, then the records at
-   * those heads), so those cache misses overlap: most chunks are new, and each would otherwise
+   * adding them reads is touched first (their map slots and their buckets' chunk counts), so
+   * those cache misses overlap: most chunks are new, and each would otherwise
    * stall on its own (issue 31). The batch fast path flushes once per batch, every other caller
    * once per call; and before anything else changes the chunk table (eviction, another tier's
    * copy, removals, clearing), so the table sees the same sequence of changes as adding them
@@ -289,7 +289,6 @@ export class BlockTable {
     const chunks = this.chunks;
     let sink: u32 = 0;
     for (let k = 0; k < n; k++) sink ^= chunks.touch(load<u64>(at + <usize>(k * PENDING_BYTES)));
-    for (let k = 0; k < n; k++) sink ^= chunks.touchHead(load<u64>(at + <usize>(k * PENDING_BYTES)));
     touchSink ^= sink;
     pending.len = 0; // before adding: nothing below queues more
     for (let k = 0; k < n; k++) {

@@ -29,6 +29,8 @@ const SEGMENT_SLOTS: u32 = 32;
 const MAX_SEGMENTS: u32 = 256;
 
 // The kept groups, in keep order, and how many rows each takes.
+/** The encoded bucket's chunks (ChunkTable.bucketRefs). */
+const bucketChunks = new ByteBuf(256);
 const keptRef = new StaticArray<u32>(MAX_ROWS + 1);
 const keptTier = new StaticArray<u32>(MAX_ROWS + 1);
 const keptRows = new StaticArray<i32>(MAX_ROWS + 1);
@@ -229,15 +231,15 @@ export function encodeBucketImage(
   keptLimit = ways;
   let n = 0;
   keptTotal = 0;
-  let ref = t.firstIn(bucket);
-  while (ref !== 0) {
+  // The keep order is total (keyBefore ends on the hash), so the order the chunks come in does not matter.
+  const chunks = t.bucketRefs(bucket, bucketChunks);
+  for (let i = 0; i < chunks; i++) {
+    const ref = load<u32>(bucketChunks.ptr + ((<usize>i) << 2));
     // Once `ways` rows are kept, a chunk whose best conceivable group (tier 0) does not sort
     // before the last kept one cannot enter: skip reading its holders. At hundreds of ranks a
     // bucket holds hundreds of chunks for its rows, and this is most of them.
-    if (keptTotal >= ways && !before(t, ref, 0, unchecked(keptRef[n - 1]), unchecked(keptTier[n - 1]))) {
-      ref = t.nextIn(ref);
+    if (keptTotal >= ways && !before(t, ref, 0, unchecked(keptRef[n - 1]), unchecked(keptTier[n - 1])))
       continue;
-    }
     const r = t.rec(ref);
     const tiers = rowTiers(t, r, spec, specCount);
     for (let tier: u32 = 0; tier < TIERS; tier++) {
@@ -245,7 +247,6 @@ export function encodeBucketImage(
       const rows = collect(t, r, tier, limit, spec, specCount);
       if (rows > 0) n = keep(t, ref, tier, rows, n, ways);
     }
-    ref = t.nextIn(ref);
   }
   const count = keptTotal < ways ? keptTotal : ways;
   const len = HEADER_BYTES + count * ROW_BYTES;

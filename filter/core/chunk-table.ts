@@ -1,10 +1,11 @@
 // biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
 // The control plane's fleet-wide chunk index (control-plane/src/index/chunk-index.ts is its
 // JavaScript face): chunk hash → the (slot, tier) holders with how many stored blocks on each
-// produced it, the chunk's depth and LRU stamp, and per bucket the list of its chunks, so a dirty
-// bucket is encoded without scanning the index. Lives in linear memory as fixed 48-byte records
+// produced it, the chunk's depth and LRU stamp. Lives in linear memory as fixed 40-byte records
 // in a slab of segments that never move (record-slab.ts), found through a U64Map of refs whose
-// keys are the records' own hashes (u64-map.ts); no per-chunk object
+// keys are the records' own hashes (u64-map.ts). The map keeps its slots in bucket order, so a
+// dirty bucket's chunks are one run of slots (bucketRefs) and are encoded without scanning the
+// index or linking the records; no per-chunk object
 // and no BigInt key. Speculative routes stay in JavaScript (few, short-lived, keyed by gateway
 // reports); a record only carries a flag that some exist, so it is not dropped under them.
 import { ByteBuf } from "./byte-buf";
@@ -14,19 +15,17 @@ import { U64Map } from "./u64-map";
 // Record layout (bytes).
 const R_HASH = 0; // u64
 const R_STAMP = 8; // f64 ms
-const R_DEPTH = 16; // u32
-const R_NEXT = 20; // u32 record index + 1 (bucket list; free list when unused)
-const R_PREV = 24; // u32 record index + 1 (bucket list)
-const R_COUNT = 28; // u16 holders
-const R_FLAGS = 30; // u16
+const R_DEPTH = 16; // u32 (FLAG_FREE: the next free record's ref, 0 at the end)
+const R_COUNT = 20; // u16 holders
+const R_FLAGS = 22; // u16
 // INLINE × u64 holders; once a chunk had more (FLAG_EXT), a heap array of them and its capacity
-// in their place. Sharing the bytes keeps a record at 48 bytes instead of 56: at 800 ranks the
+// in their place. Sharing the bytes keeps a record at 40 bytes instead of 48: at 800 ranks the
 // table holds ~17.6 M records, nearly all with one holder (docs/scaling.md "Memory").
-const R_INLINE = 32;
-const R_EXT = 32; // u32 (FLAG_EXT)
-const R_EXTCAP = 36; // u32 (FLAG_EXT)
+const R_INLINE = 24;
+const R_EXT = 24; // u32 (FLAG_EXT)
+const R_EXTCAP = 28; // u32 (FLAG_EXT)
 const INLINE: u32 = 2;
-export const RECORD_BYTES: u32 = 48;
+export const RECORD_BYTES: u32 = 40;
 
 const FLAG_SPECULATED: u16 = 1;
 /** The record is on the free list (dropped): rehashing and dispose skip it. */
@@ -60,6 +59,8 @@ const CHANGE_BYTES: i32 = 16;
  */
 const REFRESH_MS: f64 = 1000;
 const MAX_CHANGES: i32 = 1 << 22;
+/** writeBucket's refs. */
+const scratchRefs = new ByteBuf(256);
 
 /** A holder: slot (16 bits) | tier (8 bits) << 16 | count (32 bits) << 32. */
 function holderKey(slot: u32, tier: u32): u64 {
@@ -74,12 +75,11 @@ function fullModeEntry(ways: i32): i32 {
 
 @unmanaged
 export class ChunkTable {
-  map: U64Map = new U64Map(RECORD_BYTES, R_HASH);
+  map: U64Map;
   slab: RecordSlab = new RecordSlab(RECORD_BYTES);
   /** Refs handed out so far (records 1..recTop: live, or on the free list). */
   recTop: u32 = 0;
   freeHead: u32 = 0;
-  heads: usize;
   dirtyBits: usize;
   dirty: ByteBuf = new ByteBuf(256);
   mask: u32;
@@ -117,8 +117,7 @@ export class ChunkTable {
 
   constructor(public buckets: u32) {
     this.mask = buckets - 1;
-    this.heads = heap.alloc((<usize>buckets) << 2);
-    memory.fill(this.heads, 0, (<usize>buckets) << 2);
+    this.map = new U64Map(RECORD_BYTES, R_HASH, <u32>ctz(buckets));
     const bits = (<usize>buckets + 7) >> 3;
     this.dirtyBits = heap.alloc(bits);
     memory.fill(this.dirtyBits, 0, bits);
@@ -147,7 +146,6 @@ export class ChunkTable {
       if ((flags & FLAG_EXT) !== 0 && (flags & FLAG_FREE) === 0) heap.free(<usize>load<u32>(r + R_EXT));
     }
     this.slab.dispose();
-    heap.free(this.heads);
     heap.free(this.dirtyBits);
     heap.free(this.fullBits);
     heap.free(this.changeHeads);
@@ -522,19 +520,12 @@ export class ChunkTable {
   }
 
   /**
-   * Loads what adding `hash` reads first (its map slot, its bucket's list head and chunk count)
-   * and returns it, to be thrown away: a caller about to add many chunks touches them all first,
-   * so their cache misses overlap instead of coming one at a time.
+   * Loads what adding `hash` reads first (its map slot and its bucket's chunk count) and returns
+   * it, to be thrown away: a caller about to add many chunks touches them all first, so their
+   * cache misses overlap instead of coming one at a time.
    */
   touch(hash: u64): u32 {
-    const b = (<usize>this.bucketOf(hash)) << 2;
-    return this.map.touch(hash) ^ load<u32>(this.heads + b) ^ load<u32>(this.counts + b);
-  }
-
-  /** Loads the record at the head of `hash`'s bucket (adding links it there), to be thrown away: see touch. */
-  touchHead(hash: u64): u32 {
-    const first = load<u32>(this.heads + ((<usize>this.bucketOf(hash)) << 2));
-    return first === 0 ? 0 : load<u32>(this.rec(first) + R_PREV);
+    return this.map.touch(hash) ^ load<u32>(this.counts + ((<usize>this.bucketOf(hash)) << 2));
   }
 
   /** Doubles the map, re-inserting the live records in slab order (u64-map.ts: sequential reads). */
@@ -556,7 +547,7 @@ export class ChunkTable {
     if (ref !== 0) return ref;
     if (this.freeHead !== 0) {
       ref = this.freeHead;
-      this.freeHead = load<u32>(this.rec(ref) + R_NEXT);
+      this.freeHead = load<u32>(this.rec(ref) + R_DEPTH);
     } else {
       this.slab.reserve(this.recTop + 1);
       ref = ++this.recTop;
@@ -567,13 +558,6 @@ export class ChunkTable {
     store<u32>(r + R_DEPTH, depth);
     store<u16>(r + R_COUNT, 0);
     store<u16>(r + R_FLAGS, 0);
-    // Link at the head of its bucket's list.
-    const head = this.heads + ((<usize>this.bucketOf(hash)) << 2);
-    const first = load<u32>(head);
-    store<u32>(r + R_NEXT, first);
-    store<u32>(r + R_PREV, 0);
-    if (first !== 0) store<u32>(this.rec(first) + R_PREV, ref);
-    store<u32>(head, ref);
     this.map.fill(slot, hash, ref);
     this.countIn(this.bucketOf(hash), 1);
     return ref;
@@ -592,14 +576,34 @@ export class ChunkTable {
     return load<f64>(r + R_STAMP);
   }
 
-  /** The first record of a bucket's list, 0 when it is empty. */
-  @inline firstIn(bucket: u32): u32 {
-    return load<u32>(this.heads + ((<usize>(bucket & this.mask)) << 2));
-  }
-
-  /** The record after `ref` in its bucket's list, 0 at the end. */
-  @inline nextIn(ref: u32): u32 {
-    return load<u32>(this.rec(ref) + R_NEXT);
+  /**
+   * Writes the refs (u32) of bucket `bucket`'s chunks to out (replacing its contents), in the
+   * map's slot order; returns how many. One pass over the bucket's run of slots (U64Map.bucketFirst),
+   * reading each record there for its hash: the bucket's own, which the caller reads next, and
+   * the few of a neighbouring bucket placed in the run.
+   */
+  bucketRefs(bucket: u32, out: ByteBuf): i32 {
+    bucket &= this.mask;
+    const map = this.map;
+    const first = map.bucketFirst(bucket);
+    const span = map.bucketSpan();
+    out.len = 0;
+    let n = 0;
+    // At most every slot once: the map always has an empty slot (full() grows it at 70 %).
+    for (let k: u32 = 0; k < map.cap; k++) {
+      const ref = map.refAt((first + k) & map.mask);
+      // An empty slot at the span's end or past it ends the run a key of the bucket could be in.
+      if (ref === 0) {
+        if (k + 1 >= span) break;
+        continue;
+      }
+      if (this.bucketOf(load<u64>(this.rec(ref) + R_HASH)) !== bucket) continue;
+      out.reserve((n + 1) << 2);
+      store<u32>(out.ptr + ((<usize>n) << 2), ref);
+      n++;
+    }
+    out.len = n << 2;
+    return n;
   }
 
   @inline holders(r: usize): usize {
@@ -698,11 +702,6 @@ export class ChunkTable {
     const r = this.rec(ref);
     if (this.holderCount(r) !== 0 || (load<u16>(r + R_FLAGS) & FLAG_SPECULATED) !== 0) return false;
     const hash = load<u64>(r + R_HASH);
-    const next = load<u32>(r + R_NEXT);
-    const prev = load<u32>(r + R_PREV);
-    if (prev !== 0) store<u32>(this.rec(prev) + R_NEXT, next);
-    else store<u32>(this.heads + ((<usize>this.bucketOf(hash)) << 2), next);
-    if (next !== 0) store<u32>(this.rec(next) + R_PREV, prev);
     if ((load<u16>(r + R_FLAGS) & FLAG_EXT) !== 0) {
       heap.free(<usize>load<u32>(r + R_EXT));
       this.extBytes -= (<usize>load<u32>(r + R_EXTCAP)) << 3;
@@ -710,7 +709,7 @@ export class ChunkTable {
     this.map.delete(hash, this.slab.segments);
     this.countIn(this.bucketOf(hash), -1);
     store<u16>(r + R_FLAGS, FLAG_FREE);
-    store<u32>(r + R_NEXT, this.freeHead);
+    store<u32>(r + R_DEPTH, this.freeHead);
     this.freeHead = ref;
     return true;
   }
@@ -738,16 +737,11 @@ export class ChunkTable {
     out.len += 24 + ((<i32>n) << 3);
   }
 
-  /** Writes every record of a bucket to out (see write); returns how many. */
+  /** Writes every record of a bucket to out (see write), in bucketRefs' order; returns how many. */
   writeBucket(bucket: u32, out: ByteBuf): i32 {
+    const n = this.bucketRefs(bucket, scratchRefs);
     out.len = 0;
-    let n = 0;
-    let ref = load<u32>(this.heads + ((<usize>(bucket & this.mask)) << 2));
-    while (ref !== 0) {
-      this.write(ref, out);
-      n++;
-      ref = load<u32>(this.rec(ref) + R_NEXT);
-    }
+    for (let i = 0; i < n; i++) this.write(load<u32>(scratchRefs.ptr + ((<usize>i) << 2)), out);
     return n;
   }
 }

@@ -1,16 +1,21 @@
 // biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
 // u64 key → record ref (1-based index into a RecordSlab of fixed-size records that hold their own
 // key, record-slab.ts), for the chunk table (chunk-table.ts). Open addressing over u32 slots: the ref in the low 28
-// bits, 4 bits of the key's mix in the high 4 (a fingerprint), 0 for an empty slot. A probe reads
+// bits, 4 bits of the key in the high 4 (a fingerprint), 0 for an empty slot. A probe reads
 // a record's key only when the fingerprint matches, so a key the map lacks — every new chunk —
 // costs one cache miss (its slot) instead of two (a value array and a key array), and the map
 // holds 4 bytes a slot instead of 12 (issue 31: the chunk map was a large part of applying a batch).
 //
+// Slots are ordered by bucket: a key's home is its bucket (its low `bucketBits` bits, as the
+// chunk table buckets it) followed by its high bits, so a bucket's keys sit in one run of slots
+// (bucketRange), and the map is also the buckets' lists — the chunk records need no links, and
+// dropping a chunk touches no other record (docs/scaling.md "Buckets in the chunk map's order").
+// Keys must be well mixed in the bits used: chunk hashes are XXH64 outputs.
+//
 // The slab's segment table moves when it grows, so every call takes its current address. Growth is the caller's:
 // it knows which records are live, and re-inserting them in slab order reads keys sequentially
 // (rehashing in slot order would read one random record per key). Linear probing, backward-shift
-// deletion (no tombstones, so a long churn of inserts and removals never degrades probes),
-// Fibonacci mixing: engine block hashes can be sequential, and chunk hashes come from them.
+// deletion (no tombstones, so a long churn of inserts and removals never degrades probes).
 //
 // Refs must stay below 2^28: a slab of 2^28 records is larger than a 32-bit memory can hold.
 import { RecordSlab } from "./record-slab";
@@ -24,12 +29,15 @@ export class U64Map {
   vals: usize = 0;
   cap: u32 = 0;
   mask: u32 = 0;
+  /** log2(cap): a home is the top capBits of a key's position. */
+  capBits: u32 = 0;
   size: u32 = 0;
 
-  /** Records are `stride` bytes with their u64 key at `keyOffset`. */
+  /** Records are `stride` bytes with their u64 key at `keyOffset`; keys fall in 2^bucketBits buckets (≤ 2^28). */
   constructor(
     public stride: usize,
     public keyOffset: usize,
+    public bucketBits: u32,
   ) {
     this.alloc(MIN_CAP);
   }
@@ -39,19 +47,40 @@ export class U64Map {
     memory.fill(this.vals, 0, (<usize>cap) << 2);
     this.cap = cap;
     this.mask = cap - 1;
+    this.capBits = <u32>ctz(cap);
   }
 
-  /** The mixed key: its high 32 bits pick the home slot, its low 4 the fingerprint. */
-  @inline private static mix(key: u64): u64 {
-    return key * 0x9e3779b97f4a7c15;
+  /**
+   * Where the key sorts among 2^32 positions: its bucket (low bucketBits bits) on top, then its
+   * high bits. Homes and the fingerprint use disjoint bits: a home takes at most 28 bits of the
+   * high word below the bucket (cap ≤ 2^28), its top ones; the fingerprint its low 4.
+   */
+  @inline private position(key: u64): u32 {
+    const bucket = <u64>(<u32>key & (((<u32>1) << this.bucketBits) - 1));
+    return <u32>(((bucket << 32) | (key >> 32)) >> this.bucketBits);
   }
 
-  @inline private static fp(mixed: u64): u32 {
-    return (<u32>mixed & 15) << FP_SHIFT;
+  @inline private static fp(key: u64): u32 {
+    return (<u32>(key >> 32) & 15) << FP_SHIFT;
   }
 
-  @inline private home(mixed: u64): u32 {
-    return <u32>(mixed >> 32) & this.mask;
+  @inline private home(key: u64): u32 {
+    return this.position(key) >> (32 - this.capBits);
+  }
+
+  /**
+   * The slots bucket `b`'s keys start in: [first, first + span) holds every home of the bucket
+   * (span 1 when buckets share a slot), and a key placed away from its home lies in the run of
+   * full slots that continues it. So a scan from `first` that goes on past the span until an
+   * empty slot meets every key of the bucket (and some of its neighbours': check each key's bucket).
+   */
+  @inline bucketFirst(b: u32): u32 {
+    const top = <u32>(((<u64>b) << 32) >> this.bucketBits);
+    return top >> (32 - this.capBits);
+  }
+
+  @inline bucketSpan(): u32 {
+    return this.capBits > this.bucketBits ? (<u32>1) << (this.capBits - this.bucketBits) : 1;
   }
 
   @inline private keyOf(segments: usize, ref: u32): u64 {
@@ -60,14 +89,13 @@ export class U64Map {
 
   /** Loads key's home slot and returns it, to be thrown away (BlockMap.touch: overlapping misses). */
   @inline touch(key: u64): u32 {
-    return load<u32>(this.vals + ((<usize>this.home(U64Map.mix(key))) << 2));
+    return load<u32>(this.vals + ((<usize>this.home(key)) << 2));
   }
 
   /** The slot holding key, or the empty slot where it would go (refAt tells which). */
   slotOf(key: u64, segments: usize): u32 {
-    const mixed = U64Map.mix(key);
-    const fp = U64Map.fp(mixed);
-    let i = this.home(mixed);
+    const fp = U64Map.fp(key);
+    let i = this.home(key);
     while (true) {
       const v = load<u32>(this.vals + ((<usize>i) << 2));
       if (v === 0) return i;
@@ -93,16 +121,15 @@ export class U64Map {
 
   /** Puts `ref` for `key` in the empty slot slotOf found (no growth: check full() before slotOf). */
   fill(slot: u32, key: u64, ref: u32): void {
-    store<u32>(this.vals + ((<usize>slot) << 2), ref | U64Map.fp(U64Map.mix(key)));
+    store<u32>(this.vals + ((<usize>slot) << 2), ref | U64Map.fp(key));
     this.size++;
   }
 
   /** Inserts a key known to be absent, without reading any record (rebuilding after reset). */
   insertNew(key: u64, ref: u32): void {
-    const mixed = U64Map.mix(key);
-    let i = this.home(mixed);
+    let i = this.home(key);
     while (load<u32>(this.vals + ((<usize>i) << 2)) !== 0) i = (i + 1) & this.mask;
-    store<u32>(this.vals + ((<usize>i) << 2), ref | U64Map.fp(mixed));
+    store<u32>(this.vals + ((<usize>i) << 2), ref | U64Map.fp(key));
     this.size++;
   }
 
@@ -124,7 +151,7 @@ export class U64Map {
     while (true) {
       const v = load<u32>(this.vals + ((<usize>j) << 2));
       if (v === 0) break;
-      const h = this.home(U64Map.mix(this.keyOf(segments, v & REF_MASK)));
+      const h = this.home(this.keyOf(segments, v & REF_MASK));
       // The member may move to the hole unless its home lies cyclically in (hole, j].
       if (((j - h) & mask) >= ((j - hole) & mask)) {
         store<u32>(this.vals + ((<usize>hole) << 2), v);

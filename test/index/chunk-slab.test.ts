@@ -65,10 +65,10 @@ describe("the chunk table's record slab", () => {
     index = new ChunkIndex(64);
     const records = 4 * SEGMENT + 17;
     for (let n = 0; n < records; n++) index.add(hashOf(n), 1, 0, 0);
-    // 48-byte records in 5 segments (a doubled slab would hold 8), the lookup table (2 MiB) and
+    // 40-byte records in 5 segments (a doubled slab would hold 8), the lookup table (2 MiB) and
     // the bucket arrays besides.
-    const slab = 5 * SEGMENT * 48;
+    const slab = 5 * SEGMENT * 40;
     expect(index.bytes).toBeGreaterThanOrEqual(slab);
-    expect(index.bytes).toBeLessThan(slab + SEGMENT * 48);
+    expect(index.bytes).toBeLessThan(slab + SEGMENT * 40);
   });
 });
