@@ -30,6 +30,8 @@ export class BlockMap {
   size: u32 = 0;
   /** The empty slot where the last get() that found nothing stopped (insertMissed). */
   missAt: u32 = 0;
+  /** The slot where the last get() that found its key found it (deleteAt). */
+  hitAt: u32 = 0;
 
   constructor() {
     this.alloc(MIN_CAP);
@@ -83,7 +85,10 @@ export class BlockMap {
       }
       if ((v & FP_MASK) === fp) {
         const rec = <usize>(v & ~FP_MASK);
-        if (load<u64>(rec + KEY_OFFSET) === key) return rec;
+        if (load<u64>(rec + KEY_OFFSET) === key) {
+          this.hitAt = i;
+          return rec;
+        }
       }
       i = (i + 1) & this.mask;
     }
@@ -133,18 +138,12 @@ export class BlockMap {
     this.size++;
   }
 
-  /** Removes key; false when it was absent. */
-  delete(key: u64): bool {
+  /**
+   * Empties slot i, which holds a key (the last get() found it there, hitAt, the map unchanged
+   * since): a caller that just looked the key up need not probe for it again.
+   */
+  deleteAt(i: u32): void {
     const mask = this.mask;
-    const mixed = BlockMap.mix(key);
-    const fp = BlockMap.fingerprint(mixed);
-    let i = this.home(mixed);
-    while (true) {
-      const v = load<u32>(this.vals + ((<usize>i) << 2));
-      if (v === 0) return false;
-      if ((v & FP_MASK) === fp && load<u64>(<usize>(v & ~FP_MASK) + KEY_OFFSET) === key) break;
-      i = (i + 1) & mask;
-    }
     // Backward shift: pull later members of the run into the hole when their home allows it.
     let hole = i;
     let j = (i + 1) & mask;
@@ -161,7 +160,6 @@ export class BlockMap {
     }
     store<u32>(this.vals + ((<usize>hole) << 2), 0);
     this.size--;
-    return true;
   }
 
   /**

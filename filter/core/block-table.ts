@@ -490,20 +490,28 @@ export class BlockTable {
         stats.unknownRemovals++;
         continue;
       }
+      const at = this.map.hitAt;
       this.chunksOf(rec, tier, false, 0);
       const left = <u32>load<u8>(rec + B_TIERS) & ~bit;
       store<u8>(rec + B_TIERS, <u8>left);
-      if (left === 0) this.drop(hash, rec);
+      // chunksOf changed only the chunk table: the block map's slot is where get() found it.
+      if (left === 0) this.dropAt(rec, at);
       stats.removed++;
     }
   }
 
   private drop(hash: u64, rec: usize): void {
+    this.map.get(hash);
+    this.dropAt(rec, this.map.hitAt);
+  }
+
+  /** Drops record `rec`, which the block map holds at slot `at`. */
+  private dropAt(rec: usize, at: u32): void {
     // No tier: what growMap's walk skips.
     store<u8>(rec + B_TIERS, 0);
     this.unlink(rec);
     // The map reads keys from the records: delete while the record is still there.
-    this.map.delete(hash);
+    this.map.deleteAt(at);
     this.pool.free(rec, BlockTable.recordSize(rec));
   }
 

@@ -677,7 +677,8 @@ export class ChunkTable {
   }
 
   remove(hash: u64, slot: u32, tier: u32): void {
-    const ref = this.map.get(hash, this.slab.segments);
+    const found = this.map.slotOf(hash, this.slab.segments);
+    const ref = this.map.refAt(found);
     if (ref === 0) return;
     const r = this.rec(ref);
     const i = this.holderAt(r, slot, tier);
@@ -694,24 +695,35 @@ export class ChunkTable {
     store<u16>(r + R_COUNT, <u16>n);
     // Before the record may be dropped: the gate reads its depth, stamp and hash.
     this.touched(r);
-    this.dropIfEmpty(ref);
+    // touched changes no slot of the map: `found` still holds the chunk.
+    if (this.unused(r)) this.drop(ref, found);
+  }
+
+  @inline private unused(r: usize): bool {
+    return this.holderCount(r) === 0 && (load<u16>(r + R_FLAGS) & FLAG_SPECULATED) === 0;
   }
 
   /** Drops the record when it has no holder and no speculative route. */
   dropIfEmpty(ref: u32): bool {
     const r = this.rec(ref);
-    if (this.holderCount(r) !== 0 || (load<u16>(r + R_FLAGS) & FLAG_SPECULATED) !== 0) return false;
+    if (!this.unused(r)) return false;
+    this.drop(ref, this.map.slotOf(load<u64>(r + R_HASH), this.slab.segments));
+    return true;
+  }
+
+  /** Drops record `ref`, found at the map's slot `at`. */
+  private drop(ref: u32, at: u32): void {
+    const r = this.rec(ref);
     const hash = load<u64>(r + R_HASH);
     if ((load<u16>(r + R_FLAGS) & FLAG_EXT) !== 0) {
       heap.free(<usize>load<u32>(r + R_EXT));
       this.extBytes -= (<usize>load<u32>(r + R_EXTCAP)) << 3;
     }
-    this.map.delete(hash, this.slab.segments);
+    this.map.deleteAt(at, this.slab.segments);
     this.countIn(this.bucketOf(hash), -1);
     store<u16>(r + R_FLAGS, FLAG_FREE);
     store<u32>(r + R_DEPTH, this.freeHead);
     this.freeHead = ref;
-    return true;
   }
 
   setSpeculated(ref: u32, on: bool): void {

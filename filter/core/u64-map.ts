@@ -140,11 +140,13 @@ export class U64Map {
     this.size = 0;
   }
 
-  /** Removes key; false when it was absent. The record must still hold its key. */
-  delete(key: u64, segments: usize): bool {
+  /**
+   * Empties slot i, which holds a key (slotOf found it, the map unchanged since): the caller has
+   * just looked the key up, so it is not probed for again. The records of the members after it
+   * must still hold their keys.
+   */
+  deleteAt(i: u32, segments: usize): void {
     const mask = this.mask;
-    const i = this.slotOf(key, segments);
-    if (load<u32>(this.vals + ((<usize>i) << 2)) === 0) return false;
     // Backward shift: pull later members of the run into the hole when their home allows it.
     let hole = i;
     let j = (i + 1) & mask;
@@ -161,7 +163,6 @@ export class U64Map {
     }
     store<u32>(this.vals + ((<usize>hole) << 2), 0);
     this.size--;
-    return true;
   }
 
   /** Gives back the map's memory, itself included. */
