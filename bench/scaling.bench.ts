@@ -738,7 +738,7 @@ lines.push(
 );
 lines.push(
   `Serving a gateway at ${big.ranks} ranks (the window's last ${SERVE_POLLS} polls' pages answered again after it, ${fmt(big.serve.entries)} entries, the two ways alternating and checked byte for byte): ${fmt((big.serve.inPlaceCpuS / Math.max(1, big.serve.entries)) * 1e6, 2)} µs CPU an entry written in place (SyncLog.writePage), ${fmt((big.serve.entriesCpuS / Math.max(1, big.serve.entries)) * 1e6, 2)} µs as entries then encoded (the code before): ratio ${fmt(big.serve.inPlaceCpuS / Math.max(1e-9, big.serve.entriesCpuS), 2)}.`,
-  `Core memory per indexed block at ${big.ranks} ranks: ${big.coreHighWater > 0 ? `${fmt(bytesPerBlock)} bytes of heap at its highest (the end of the last block in use, sampled whenever memory grew and after the run, / indexed blocks: the tables at their grown size, the fixed images, gates and journal included; the extrapolated index memory below), ` : ""}${fmt(memoryPerBlock)} bytes of linear memory (its size after the run / indexed blocks: the allocator doubles memory when it grows, up to the 4 GiB a 32-bit memory holds).`,
+  `Core memory per indexed block at ${big.ranks} ranks: ${big.coreHighWater > 0 ? `${fmt(bytesPerBlock, 1)} bytes of heap at its highest (the end of the last block in use, sampled whenever memory grew and after the run, / indexed blocks: the tables at their grown size, the fixed images, gates and journal included; the extrapolated index memory below), ` : ""}${fmt(memoryPerBlock, 1)} bytes of linear memory (its size after the run / indexed blocks: the allocator doubles memory when it grows, up to the 4 GiB a 32-bit memory holds).`,
 );
 lines.push("");
 lines.push(

@@ -17,8 +17,14 @@ export type Parsed<T> = { ok: true; value: T } | { ok: false; error: FrameError 
 
 /** Reads an 8-byte big-endian unsigned sequence number. */
 export function readSeq(frame: Uint8Array): Parsed<number> {
-  if (frame.length !== 8) return { ok: false, error: "seq_size" };
-  // Two 32-bit halves, not a DataView and a BigInt: this runs for every message.
+  const seq = seqOf(frame);
+  return typeof seq === "number" ? { ok: true, value: seq } : { ok: false, error: seq };
+}
+
+/** readSeq without its answer's object (this runs for every message). */
+function seqOf(frame: Uint8Array): number | FrameError {
+  if (frame.length !== 8) return "seq_size";
+  // Two 32-bit halves, not a DataView and a BigInt.
   const hi =
     (frame[0] as number) * 0x1000000 +
     (frame[1] as number) * 0x10000 +
@@ -30,8 +36,8 @@ export function readSeq(frame: Uint8Array): Parsed<number> {
     (frame[6] as number) * 0x100 +
     (frame[7] as number);
   // MAX_SEQ = 2^53 - 1: the high half holds 21 bits at most.
-  if (hi > 0x1fffff) return { ok: false, error: "seq_range" };
-  return { ok: true, value: hi * 0x100000000 + lo };
+  if (hi > 0x1fffff) return "seq_range";
+  return hi * 0x100000000 + lo;
 }
 
 export function encodeSeq(seq: number): Buffer {
@@ -43,10 +49,9 @@ export function encodeSeq(seq: number): Buffer {
 /** `[topic, seq (8 bytes BE), payload]`; every other shape is malformed. */
 export function parseLiveMessage(frames: readonly Buffer[]): Parsed<LiveMessage> {
   if (frames.length !== 3) return { ok: false, error: "frame_count" };
-  const [topic, seqFrame, payload] = frames as [Buffer, Buffer, Buffer];
-  const seq = readSeq(seqFrame);
-  if (!seq.ok) return seq;
-  return { ok: true, value: { topic, seq: seq.value, payload } };
+  const seq = seqOf(frames[1] as Buffer);
+  if (typeof seq !== "number") return { ok: false, error: seq };
+  return { ok: true, value: { topic: frames[0] as Buffer, seq, payload: frames[2] as Buffer } };
 }
 
 /** The replay end marker's sequence: -1 as a signed 64-bit integer. */

@@ -30,7 +30,9 @@ import { StreamHistory } from "./stream-history.ts";
 
 /** A payload as read: decoded into events, scanned whole by the sink's fast path, or refused
  * for a timestamp no engine can send (batch-clock.ts). */
-type ReadBatch = BatchResult | { ok: true; scanned: ScannedBatch } | { ok: false; error: "batch_ts" };
+type ReadBatch = BatchResult | ScannedRead | { ok: false; error: "batch_ts" };
+/** A payload the sink's fast path read: valid, like the scan, until the next read. */
+type ScannedRead = { ok: true; scanned: ScannedBatch };
 
 export interface RankIngestOptions {
   slotKey: string;
@@ -87,6 +89,10 @@ export class RankIngest {
   private lastTs: number | null = null;
   private stopped = false;
   private inFlight: Promise<void> | null = null;
+  /** What read() answers for a scanned payload, rewritten by the next read: the sink's scan is
+   * good until its next one anyway (EventSink.scanBatch), and a batch's answer is used before
+   * the next batch is read. One object per rank instead of one per batch. */
+  private readonly scannedRead: ScannedRead = { ok: true, scanned: EMPTY_SCAN };
 
   constructor(private readonly o: RankIngestOptions) {
     this.topic = Buffer.from(o.topic, "utf8");
@@ -527,12 +533,15 @@ export class RankIngest {
     return decoded;
   }
 
-  private scanOrDecode(payload: Buffer): BatchResult | { ok: true; scanned: ScannedBatch } {
+  private scanOrDecode(payload: Buffer): BatchResult | ScannedRead {
     const scan = this.o.sink.scanBatch;
     if (scan !== undefined) {
       try {
         const scanned = scan.call(this.o.sink, this.o.slotKey, payload);
-        if (scanned !== null) return { ok: true, scanned };
+        if (scanned !== null) {
+          this.scannedRead.scanned = scanned;
+          return this.scannedRead;
+        }
       } catch (err) {
         this.drop("sink_error", { err: String(err) }, "KV event sink failed to read a batch");
       }
@@ -565,6 +574,15 @@ export class RankIngest {
     this.o.log.warn(`${this.o.slotKey}:${reason}`, { slot: this.o.slotKey, reason, ...fields }, msg);
   }
 }
+
+const EMPTY_SCAN: ScannedBatch = {
+  ts: 0,
+  rank: null,
+  events: { BlockStored: 0, BlockRemoved: 0, AllBlocksCleared: 0 },
+  storedBlocks: 0,
+  removedBlocks: 0,
+  storedByMedium: {},
+};
 
 function batchTs(decoded: ReadBatch & { ok: true }): number {
   return "scanned" in decoded ? decoded.scanned.ts : decoded.batch.ts;

@@ -14,6 +14,11 @@ export type SeqAction =
   | { kind: "gap"; from: number; initial: boolean }
   | { kind: "restart" };
 
+// The actions without fields, one object each: classify runs for every batch.
+const APPLY: SeqAction = Object.freeze({ kind: "apply" });
+const DUPLICATE: SeqAction = Object.freeze({ kind: "duplicate" });
+const RESTART: SeqAction = Object.freeze({ kind: "restart" });
+
 export class SequenceTracker {
   /** Next sequence number expected; null before the first batch. */
   private next: number | null = null;
@@ -32,12 +37,12 @@ export class SequenceTracker {
    */
   classify(seq: number, replayFrom: number | null = null): SeqAction {
     const next = this.next;
-    if (next === null) return seq === 0 ? { kind: "apply" } : { kind: "gap", from: 0, initial: true };
-    if (seq === next) return { kind: "apply" };
+    if (next === null) return seq === 0 ? APPLY : { kind: "gap", from: 0, initial: true };
+    if (seq === next) return APPLY;
     if (seq > next) return { kind: "gap", from: next, initial: false };
-    if (replayFrom !== null && seq >= replayFrom) return { kind: "duplicate" };
-    if (replayFrom === null && seq === next - 1) return { kind: "duplicate" };
-    return { kind: "restart" };
+    if (replayFrom !== null && seq >= replayFrom) return DUPLICATE;
+    if (replayFrom === null && seq === next - 1) return DUPLICATE;
+    return RESTART;
   }
 
   /** Records that `seq` has been consumed (applied or deliberately skipped). */

@@ -94,7 +94,8 @@ export interface EventSink {
    * Optional fast path: reads a whole batch payload without decoding it into events, or
    * returns null (the payload is then decoded and delivered event by event, as without it).
    * Reading changes nothing; applyScanned(slotKey) applies the batch read last, and must come
-   * before the next scanBatch. The result must be what delivering the decoded events would give.
+   * before the next scanBatch. The result must be what delivering the decoded events would give;
+   * it may be the same object every call, rewritten by the next scanBatch (read it before then).
    */
   scanBatch?(slotKey: string, payload: Uint8Array): ScannedBatch | null;
   applyScanned?(slotKey: string): void;
