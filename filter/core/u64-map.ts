@@ -1,10 +1,13 @@
 // biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
 // u64 key → record ref (1-based index into a RecordSlab of fixed-size records that hold their own
 // key, record-slab.ts), for the chunk table (chunk-table.ts). Open addressing over u32 slots: the ref in the low 28
-// bits, 4 bits of the key in the high 4 (a fingerprint), 0 for an empty slot. A probe reads
-// a record's key only when the fingerprint matches, so a key the map lacks — every new chunk —
-// costs one cache miss (its slot) instead of two (a value array and a key array), and the map
-// holds 4 bytes a slot instead of 12 (issue 31: the chunk map was a large part of applying a batch).
+// bits, the member's distance from its home slot in the high 4 (15: 15 or more), 0 for an empty
+// slot. A probe reads a record's key only when the member's home is the key's (from the
+// distance), so a key the map lacks — every new chunk — costs one cache miss (its slot) and
+// seldom a record, and the map holds 4 bytes a slot instead of 12 (issue 31: the chunk map was a
+// large part of applying a batch). A deletion places the members after the hole by their
+// distances too, without reading their records (it read one per member while the 4 bits were a
+// fingerprint of the key: a cache miss each, at every chunk a removal drops).
 //
 // Slots are ordered by bucket: a key's home is its bucket (its low `bucketBits` bits, as the
 // chunk table buckets it) followed by its high bits, so a bucket's keys sit in one run of slots
@@ -22,7 +25,9 @@ import { RecordSlab } from "./record-slab";
 
 const MIN_CAP: u32 = 16;
 const REF_MASK: u32 = 0x0fffffff;
-const FP_SHIFT: u32 = 28;
+const DIST_SHIFT: u32 = 28;
+/** The distance kept in a slot saturates here: the home of such a member is read from its key. */
+const FAR: u32 = 15;
 
 @unmanaged
 export class U64Map {
@@ -52,16 +57,11 @@ export class U64Map {
 
   /**
    * Where the key sorts among 2^32 positions: its bucket (low bucketBits bits) on top, then its
-   * high bits. Homes and the fingerprint use disjoint bits: a home takes at most 28 bits of the
-   * high word below the bucket (cap ≤ 2^28), its top ones; the fingerprint its low 4.
+   * high bits.
    */
   @inline private position(key: u64): u32 {
     const bucket = <u64>(<u32>key & (((<u32>1) << this.bucketBits) - 1));
     return <u32>(((bucket << 32) | (key >> 32)) >> this.bucketBits);
-  }
-
-  @inline private static fp(key: u64): u32 {
-    return (<u32>(key >> 32) & 15) << FP_SHIFT;
   }
 
   @inline private home(key: u64): u32 {
@@ -92,15 +92,30 @@ export class U64Map {
     return load<u32>(this.vals + ((<usize>this.home(key)) << 2));
   }
 
+  /** A slot's value for `ref` placed `dist` slots past its home. */
+  @inline private static slotValue(ref: u32, dist: u32): u32 {
+    return ref | ((dist < FAR ? dist : FAR) << DIST_SHIFT);
+  }
+
+  /** The home of the member v at slot i: from its distance, or from its key when that is FAR. */
+  @inline private homeAt(i: u32, v: u32, segments: usize): u32 {
+    const d = v >>> DIST_SHIFT;
+    return d < FAR ? (i - d) & this.mask : this.home(this.keyOf(segments, v & REF_MASK));
+  }
+
   /** The slot holding key, or the empty slot where it would go (refAt tells which). */
   slotOf(key: u64, segments: usize): u32 {
-    const fp = U64Map.fp(key);
-    let i = this.home(key);
+    const h = this.home(key);
+    let i = h;
+    let dist: u32 = 0;
     while (true) {
       const v = load<u32>(this.vals + ((<usize>i) << 2));
       if (v === 0) return i;
-      if ((v & ~REF_MASK) === fp && this.keyOf(segments, v & REF_MASK) === key) return i;
+      // Only a member at the distance this key would have can be this key.
+      if (v >>> DIST_SHIFT === (dist < FAR ? dist : FAR) && this.keyOf(segments, v & REF_MASK) === key)
+        return i;
       i = (i + 1) & this.mask;
+      dist++;
     }
   }
 
@@ -121,15 +136,16 @@ export class U64Map {
 
   /** Puts `ref` for `key` in the empty slot slotOf found (no growth: check full() before slotOf). */
   fill(slot: u32, key: u64, ref: u32): void {
-    store<u32>(this.vals + ((<usize>slot) << 2), ref | U64Map.fp(key));
+    store<u32>(this.vals + ((<usize>slot) << 2), U64Map.slotValue(ref, (slot - this.home(key)) & this.mask));
     this.size++;
   }
 
   /** Inserts a key known to be absent, without reading any record (rebuilding after reset). */
   insertNew(key: u64, ref: u32): void {
-    let i = this.home(key);
+    const h = this.home(key);
+    let i = h;
     while (load<u32>(this.vals + ((<usize>i) << 2)) !== 0) i = (i + 1) & this.mask;
-    store<u32>(this.vals + ((<usize>i) << 2), ref | U64Map.fp(key));
+    store<u32>(this.vals + ((<usize>i) << 2), U64Map.slotValue(ref, (i - h) & this.mask));
     this.size++;
   }
 
@@ -143,7 +159,7 @@ export class U64Map {
   /**
    * Empties slot i, which holds a key (slotOf found it, the map unchanged since): the caller has
    * just looked the key up, so it is not probed for again. The records of the members after it
-   * must still hold their keys.
+   * must still hold their keys (read only for a member FAR from its home).
    */
   deleteAt(i: u32, segments: usize): void {
     const mask = this.mask;
@@ -153,10 +169,10 @@ export class U64Map {
     while (true) {
       const v = load<u32>(this.vals + ((<usize>j) << 2));
       if (v === 0) break;
-      const h = this.home(this.keyOf(segments, v & REF_MASK));
+      const h = this.homeAt(j, v, segments);
       // The member may move to the hole unless its home lies cyclically in (hole, j].
       if (((j - h) & mask) >= ((j - hole) & mask)) {
-        store<u32>(this.vals + ((<usize>hole) << 2), v);
+        store<u32>(this.vals + ((<usize>hole) << 2), U64Map.slotValue(v & REF_MASK, (hole - h) & mask));
         hole = j;
       }
       j = (j + 1) & mask;
