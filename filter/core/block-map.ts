@@ -1,21 +1,25 @@
 // biome-ignore-all lint/style/useImportType: AssemblyScript has no type-only imports.
 // Engine block hash → block record (block-table.ts): open addressing over u32 record pointers,
-// the key read from the record (its u64 at KEY_OFFSET), like U64Map with a key offset — plus a
-// fingerprint. Records are 16-byte aligned (record-pool.ts carves them in 16-byte granules from
-// heap blocks, or takes a heap block, which TLSF aligns so: AL_BITS), so each slot keeps 4 bits
-// of the key's hash (fingerprint()) in the pointer's low bits; a probe reads a record's
-// key only when those match. Without them every occupied slot a lookup passed cost a load from a
-// record somewhere in the heap, most of them cache misses: the index's new blocks all miss the
-// map, and at 50–70 % load a miss passes one to three occupied slots (issue 31: the block map
-// was the largest cost of applying a batch).
+// the key read from the record (its u64 at KEY_OFFSET), like U64Map with a key offset. Records
+// are 16-byte aligned (record-pool.ts carves them in 16-byte granules from heap blocks, or takes
+// a heap block, which TLSF aligns so: AL_BITS), so each slot keeps in the pointer's low 4 bits
+// the member's distance from its home slot (15: 15 or more). A probe reads a record's key only
+// where a member shares the key's home, and a deletion places the members after the hole without
+// reading their records (it read one each while the 4 bits were a fingerprint: a cache miss per
+// member, at every block a removal drops). Without them every occupied slot a lookup passed cost
+// a load from a record somewhere in the heap: the index's new blocks all miss the map, and at
+// 50–70 % load a miss passes one to three occupied slots (issue 31: the block map was the largest
+// cost of applying a batch).
 //
-// Linear probing, backward-shift deletion (no tombstones), growth at 70 % load, Fibonacci mixing:
-// as u64-map.ts, which the chunk table keeps using.
+// Linear probing, backward-shift deletion (no tombstones), growth at 70 % load, Fibonacci mixing
+// (engine block hashes can be sequential).
 
 const MIN_CAP: u32 = 16;
 /** The record's key (block-table.ts B_HASH). */
 const KEY_OFFSET: usize = 8;
-const FP_MASK: u32 = 15;
+/** The pointer's low bits, which hold the member's distance from its home; FAR: 15 or more. */
+const DIST_MASK: u32 = 15;
+const FAR: u32 = 15;
 /** Records whose keys grow() loads together before inserting them (see there). */
 const GROW_GROUP: u32 = 16;
 /** grow()'s gathered records and their keys. */
@@ -44,20 +48,22 @@ export class BlockMap {
     this.mask = cap - 1;
   }
 
-  /** The mixed key: its high 32 bits pick the home slot (fingerprint() derives the slot's 4 key bits from it). */
+  /** The mixed key: its high 32 bits pick the home slot. */
   @inline private static mix(key: u64): u64 {
     return key * 0x9e3779b97f4a7c15;
   }
 
-  /**
-   * The 4 bits of the key kept in its slot: the mixed key folded and multiplied again. Not bits
-   * of the mixed key itself: keys whose homes lie close together share their low bits, and the
-   * bits under the home's, more often than chance (a Fibonacci product's neighbours differ by a
-   * few Fibonacci multiples), so in the ingest bench a lookup that missed read ~1.7× the records a
-   * random fingerprint would make it read (measured, and the same in a simulation of its keys).
-   */
-  @inline private static fingerprint(mixed: u64): u32 {
-    return <u32>(((mixed ^ (mixed >> 32)) * 0xbf58476d1ce4e5b9) >> 60);
+  /** A slot's value for record `rec` placed `dist` slots past its home. */
+  @inline private static slotValue(rec: usize, dist: u32): u32 {
+    return <u32>rec | (dist < FAR ? dist : FAR);
+  }
+
+  /** The home of the member v at slot i: from its distance, or from its key when that is FAR. */
+  @inline private homeAt(i: u32, v: u32): u32 {
+    const d = v & DIST_MASK;
+    return d < FAR
+      ? (i - d) & this.mask
+      : this.home(BlockMap.mix(load<u64>(<usize>(v & ~DIST_MASK) + KEY_OFFSET)));
   }
 
   @inline private home(mixed: u64): u32 {
@@ -74,23 +80,24 @@ export class BlockMap {
 
   /** The record of key, or 0. */
   get(key: u64): usize {
-    const mixed = BlockMap.mix(key);
-    const fp = BlockMap.fingerprint(mixed);
-    let i = this.home(mixed);
+    let i = this.home(BlockMap.mix(key));
+    let dist: u32 = 0;
     while (true) {
       const v = load<u32>(this.vals + ((<usize>i) << 2));
       if (v === 0) {
         this.missAt = i;
         return 0;
       }
-      if ((v & FP_MASK) === fp) {
-        const rec = <usize>(v & ~FP_MASK);
+      // Only a member at the distance this key would have can be this key.
+      if ((v & DIST_MASK) === (dist < FAR ? dist : FAR)) {
+        const rec = <usize>(v & ~DIST_MASK);
         if (load<u64>(rec + KEY_OFFSET) === key) {
           this.hitAt = i;
           return rec;
         }
       }
       i = (i + 1) & this.mask;
+      dist++;
     }
   }
 
@@ -103,23 +110,26 @@ export class BlockMap {
   set(rec: usize): void {
     if (this.full()) this.grow();
     const key = load<u64>(rec + KEY_OFFSET);
-    const mixed = BlockMap.mix(key);
-    const fp = BlockMap.fingerprint(mixed);
-    const value = <u32>rec | fp;
-    let i = this.home(mixed);
+    let i = this.home(BlockMap.mix(key));
+    let dist: u32 = 0;
     while (true) {
       const at = this.vals + ((<usize>i) << 2);
       const v = load<u32>(at);
+      const value = BlockMap.slotValue(rec, dist);
       if (v === 0) {
         store<u32>(at, value);
         this.size++;
         return;
       }
-      if ((v & FP_MASK) === fp && load<u64>(<usize>(v & ~FP_MASK) + KEY_OFFSET) === key) {
+      if (
+        (v & DIST_MASK) === (value & DIST_MASK) &&
+        load<u64>(<usize>(v & ~DIST_MASK) + KEY_OFFSET) === key
+      ) {
         store<u32>(at, value);
         return;
       }
       i = (i + 1) & this.mask;
+      dist++;
     }
   }
 
@@ -133,8 +143,9 @@ export class BlockMap {
       this.set(rec);
       return;
     }
-    const fp = BlockMap.fingerprint(BlockMap.mix(load<u64>(rec + KEY_OFFSET)));
-    store<u32>(this.vals + ((<usize>this.missAt) << 2), <u32>rec | fp);
+    const home = this.home(BlockMap.mix(load<u64>(rec + KEY_OFFSET)));
+    const at = this.missAt;
+    store<u32>(this.vals + ((<usize>at) << 2), BlockMap.slotValue(rec, (at - home) & this.mask));
     this.size++;
   }
 
@@ -150,10 +161,13 @@ export class BlockMap {
     while (true) {
       const v = load<u32>(this.vals + ((<usize>j) << 2));
       if (v === 0) break;
-      const h = this.home(BlockMap.mix(load<u64>(<usize>(v & ~FP_MASK) + KEY_OFFSET)));
+      const h = this.homeAt(j, v);
       // The member may move to the hole unless its home lies cyclically in (hole, j].
       if (((j - h) & mask) >= ((j - hole) & mask)) {
-        store<u32>(this.vals + ((<usize>hole) << 2), v);
+        store<u32>(
+          this.vals + ((<usize>hole) << 2),
+          BlockMap.slotValue(<usize>(v & ~DIST_MASK), (hole - h) & mask),
+        );
         hole = j;
       }
       j = (j + 1) & mask;
@@ -183,10 +197,13 @@ export class BlockMap {
       }
       for (let k: u32 = 0; k < n; k++) {
         const v = load<u32>(growRecs + ((<usize>k) << 2));
-        store<u64>(growKeys + ((<usize>k) << 3), load<u64>(<usize>(v & ~FP_MASK) + KEY_OFFSET));
+        store<u64>(growKeys + ((<usize>k) << 3), load<u64>(<usize>(v & ~DIST_MASK) + KEY_OFFSET));
       }
       for (let k: u32 = 0; k < n; k++)
-        this.place(load<u64>(growKeys + ((<usize>k) << 3)), load<u32>(growRecs + ((<usize>k) << 2)));
+        this.place(
+          load<u64>(growKeys + ((<usize>k) << 3)),
+          <usize>(load<u32>(growRecs + ((<usize>k) << 2)) & ~DIST_MASK),
+        );
     }
     heap.free(oldVals);
   }
@@ -204,16 +221,16 @@ export class BlockMap {
 
   /** Puts record `rec` back after clearDoubled (its key absent from the table). */
   @inline putBack(rec: usize): void {
-    const key = load<u64>(rec + KEY_OFFSET);
-    this.place(key, <u32>rec | BlockMap.fingerprint(BlockMap.mix(key)));
+    this.place(load<u64>(rec + KEY_OFFSET), rec);
   }
 
-  /** Puts slot value v of a key known to be absent at the first free slot from its home. */
-  @inline private place(key: u64, v: u32): void {
+  /** Puts record `rec` of a key known to be absent at the first free slot from its home. */
+  @inline private place(key: u64, rec: usize): void {
     const mask = this.mask;
-    let j = this.home(BlockMap.mix(key));
+    const home = this.home(BlockMap.mix(key));
+    let j = home;
     while (load<u32>(this.vals + ((<usize>j) << 2)) !== 0) j = (j + 1) & mask;
-    store<u32>(this.vals + ((<usize>j) << 2), v);
+    store<u32>(this.vals + ((<usize>j) << 2), BlockMap.slotValue(rec, (j - home) & mask));
   }
 
   /** Empties the map and gives its memory back (down to the minimum size). */
@@ -231,7 +248,7 @@ export class BlockMap {
 
   /** Slot i's record (0: empty), for iteration over 0 ≤ i < cap. */
   @inline recordAt(i: u32): usize {
-    return <usize>(load<u32>(this.vals + ((<usize>i) << 2)) & ~FP_MASK);
+    return <usize>(load<u32>(this.vals + ((<usize>i) << 2)) & ~DIST_MASK);
   }
 
   /** Bytes held. */
