@@ -320,12 +320,12 @@ export function writeGateKey(e: usize, stamp: f64, depth: u32, tier: u32, rows: 
 }
 
 /**
- * Appends to `out` the rows the chunk `hash` has in an image with room for every row (no
- * speculative route in its bucket): its groups in tier order, each group's segments ascending —
- * the rows encodeBucketImage writes for it. Returns how many (0: absent, or held by no slot).
+ * Appends to `out` the rows the chunk `hash`, record `ref` (0: absent), has in an image with room
+ * for every row (no speculative route in its bucket): its groups in tier order, each group's
+ * segments ascending — the rows encodeBucketImage writes for it. Returns how many (0: absent, or
+ * held by no slot).
  */
-export function appendChunkRows(t: ChunkTable, hash: u64, slotWords: i32, out: ByteBuf): i32 {
-  const ref = t.find(hash);
+export function appendChunkRows(t: ChunkTable, ref: u32, hash: u64, slotWords: i32, out: ByteBuf): i32 {
   if (ref === 0) return 0;
   const r = t.rec(ref);
   const limit = min((<u32>slotWords) << 6, MAX_SEGMENTS * SEGMENT_SLOTS);

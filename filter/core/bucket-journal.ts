@@ -47,6 +47,8 @@ const MAX_CHANGED: i32 = 256;
 const freshBuf = new ByteBuf(256);
 const chunkRows = new ByteBuf(256);
 const changedHashes = new StaticArray<u64>(MAX_CHANGED);
+/** freshGroups' changed chunks' records (0: gone), beside changedHashes. */
+const changedRefs = new StaticArray<u32>(MAX_CHANGED);
 const patchBuf = new ByteBuf(256);
 const patchedBuf = new ByteBuf(256);
 const joinAt = new StaticArray<u64>(MAX_JOIN);
@@ -323,7 +325,7 @@ export class BucketJournal {
       if (distinct === MAX_CHANGED) return -1;
       changedHashes[distinct++] = h;
       chunkRows.len = 0;
-      const m = appendChunkRows(t, h, this.slotWords, chunkRows);
+      const m = appendChunkRows(t, t.changeRecord(c, h), h, this.slotWords, chunkRows);
       const fresh = chunkRows.ptr;
       for (let i = 0; i < n; i++) {
         const row = held + <usize>(IMAGE_HEADER + i * ROW_BYTES);
@@ -576,17 +578,18 @@ export class BucketJournal {
       const h = t.changeHash(c);
       if (isChanged(h, distinct)) continue;
       if (distinct === MAX_CHANGED) return -1;
+      changedRefs[distinct] = t.changeRecord(c, h);
       changedHashes[distinct++] = h;
     }
     chunkRows.len = 0;
     let f = 0;
     for (let k = 0; k < distinct; k++) {
       const h = unchecked(changedHashes[k]);
-      const ref = t.find(h);
+      const ref = unchecked(changedRefs[k]);
       if (ref === 0) continue;
       const r = t.rec(ref);
       const start = chunkRows.len / ROW_BYTES;
-      const m = appendChunkRows(t, h, this.slotWords, chunkRows);
+      const m = appendChunkRows(t, ref, h, this.slotWords, chunkRows);
       // appendChunkRows writes a chunk's groups in tier order, each one's segments ascending.
       for (let j = 0; j < m; j++) {
         const tier = <u32>load<u8>(chunkRows.ptr + <usize>((start + j) * ROW_BYTES), 10);

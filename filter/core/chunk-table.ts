@@ -50,7 +50,9 @@ const GATE_HASH_BYTES: i32 = 8;
 export const GATE_KEY_BYTES: i32 = 24;
 
 // The change log: per changed chunk of a bucket with room, {hash u64, previous entry of the same
-// bucket (index + 1; 0 none) u32, 0 u32}. Past MAX_CHANGES entries a change goes the full way.
+// bucket (index + 1; 0 none) u32, the chunk's record ref u32}. Past MAX_CHANGES entries a change
+// goes the full way. The ref spares publication a lookup of the hash (changeRecord): ~333,000
+// changed chunks a second at 800 ranks, each a probe of a 128 MiB map.
 const CHANGE_BYTES: i32 = 16;
 /**
  * A chunk whose chain a store continues gets a new stamp only when its own is older than this
@@ -300,6 +302,19 @@ export class ChunkTable {
     return load<u32>(this.changes.ptr + <usize>(change - 1) * <usize>CHANGE_BYTES, 8);
   }
 
+  /**
+   * The record of a logged change's chunk (find's answer for its hash), or 0 when the chunk is
+   * gone. The ref logged with the change holds the chunk unless it was dropped since — freed,
+   * perhaps reused for another chunk — so it is taken only when the record there is live and
+   * holds the hash; otherwise the chunk is looked up (it may be back, under another ref).
+   */
+  changeRecord(change: u32, hash: u64): u32 {
+    const ref = load<u32>(this.changes.ptr + <usize>(change - 1) * <usize>CHANGE_BYTES, 12);
+    const r = this.rec(ref);
+    if ((load<u16>(r + R_FLAGS) & FLAG_FREE) === 0 && load<u64>(r + R_HASH) === hash) return ref;
+    return this.find(hash);
+  }
+
   /** The bucket was published: its changes and its whole-encode mark are spent. */
   published(bucket: u32): void {
     store<u32>(this.changeHeads + ((<usize>bucket) << 2), 0);
@@ -372,13 +387,13 @@ export class ChunkTable {
     return this.newestFirst(b) && this.keptGroups(b) !== 0;
   }
 
-  private logChange(b: u32, hash: u64): void {
+  private logChange(b: u32, hash: u64, ref: u32): void {
     const c = this.changes;
     c.reserve(CHANGE_BYTES);
     const o = c.ptr + <usize>c.len;
     store<u64>(o, hash);
     store<u32>(o, this.changeHead(b), 8);
-    store<u32>(o, 0, 12);
+    store<u32>(o, ref, 12);
     c.len += CHANGE_BYTES;
     store<u32>(this.changeHeads + ((<usize>b) << 2), <u32>(c.len / CHANGE_BYTES));
   }
@@ -467,7 +482,7 @@ export class ChunkTable {
    * bucket with room or one that patches its kept rows (patchesKept), as a change of this chunk's
    * rows alone, otherwise for a whole encode.
    */
-  touched(r: usize): void {
+  touched(ref: u32, r: usize): void {
     const hash = load<u64>(r + R_HASH);
     const b = this.bucketOf(hash);
     if (!this.needsFull(b) && this.changes.len < MAX_CHANGES * CHANGE_BYTES) {
@@ -481,19 +496,19 @@ export class ChunkTable {
       if (!isNaN(last) && this.newestFirst(b)) {
         const stamp = load<f64>(r + R_STAMP);
         if (stamp === last ? this.visible(b, r) : stamp > last) {
-          this.logChange(b, hash);
+          this.logChange(b, hash, ref);
           this.markChanged(b);
         }
         return;
       }
       if (this.hasRoom(b)) {
-        this.logChange(b, hash);
+        this.logChange(b, hash, ref);
         this.markChanged(b);
         return;
       }
       if (this.patchesKept(b)) {
         if (this.visible(b, r)) {
-          this.logChange(b, hash);
+          this.logChange(b, hash, ref);
           this.markChanged(b);
         }
         return;
@@ -658,7 +673,7 @@ export class ChunkTable {
     if (nowMs > load<f64>(r + R_STAMP)) store<f64>(r + R_STAMP, nowMs);
     // A new holder changes the image; a repeat store only refreshes the LRU stamp, which
     // matters for eviction order, so it dirties the bucket too — when the publication can show it.
-    this.touched(r);
+    this.touched(ref, r);
   }
 
   /**
@@ -672,7 +687,7 @@ export class ChunkTable {
     const r = this.rec(ref);
     if (load<f64>(r + R_STAMP) >= nowMs - REFRESH_MS) return false;
     store<f64>(r + R_STAMP, nowMs);
-    this.touched(r);
+    this.touched(ref, r);
     return true;
   }
 
@@ -694,7 +709,7 @@ export class ChunkTable {
     store<u64>(at, load<u64>(h + ((<usize>n) << 3)));
     store<u16>(r + R_COUNT, <u16>n);
     // Before the record may be dropped: the gate reads its depth, stamp and hash.
-    this.touched(r);
+    this.touched(ref, r);
     // touched changes no slot of the map: `found` still holds the chunk.
     if (this.unused(r)) this.drop(ref, found);
   }
