@@ -92,7 +92,7 @@ export class RankIngest {
   /** What read() answers for a scanned payload, rewritten by the next read: the sink's scan is
    * good until its next one anyway (EventSink.scanBatch), and a batch's answer is used before
    * the next batch is read. One object per rank instead of one per batch. */
-  private readonly scannedRead: ScannedRead = { ok: true, scanned: EMPTY_SCAN };
+  private scannedRead: ScannedRead | null = null;
 
   constructor(private readonly o: RankIngestOptions) {
     this.topic = Buffer.from(o.topic, "utf8");
@@ -539,7 +539,8 @@ export class RankIngest {
       try {
         const scanned = scan.call(this.o.sink, this.o.slotKey, payload);
         if (scanned !== null) {
-          this.scannedRead.scanned = scanned;
+          if (this.scannedRead === null) this.scannedRead = { ok: true, scanned };
+          else this.scannedRead.scanned = scanned;
           return this.scannedRead;
         }
       } catch (err) {
@@ -574,15 +575,6 @@ export class RankIngest {
     this.o.log.warn(`${this.o.slotKey}:${reason}`, { slot: this.o.slotKey, reason, ...fields }, msg);
   }
 }
-
-const EMPTY_SCAN: ScannedBatch = {
-  ts: 0,
-  rank: null,
-  events: { BlockStored: 0, BlockRemoved: 0, AllBlocksCleared: 0 },
-  storedBlocks: 0,
-  removedBlocks: 0,
-  storedByMedium: {},
-};
 
 function batchTs(decoded: ReadBatch & { ok: true }): number {
   return "scanned" in decoded ? decoded.scanned.ts : decoded.batch.ts;
