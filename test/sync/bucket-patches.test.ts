@@ -37,6 +37,12 @@ const rowSet = (image: Uint8Array) =>
     .map((r) => `${r.hash}/${r.tier}/${r.depth}/${r.slots.join(",")}`)
     .sort();
 
+/** Every bucket's published rows are the rows a fresh encoding of the index gives. */
+function expectIndexRows(log: SyncLog, index: ChunkIndex, buckets: number): void {
+  for (let b = 0; b < buckets; b++)
+    expect(rowSet(log.get(key(b)) as Uint8Array)).toEqual(rowSet(index.encodeBucket(b, WAYS, SLOT_WORDS)));
+}
+
 type Step = { chunk: number; slot: number; tier: Tier; remove: boolean; poll: boolean };
 const step: fc.Arbitrary<Step> = fc.record({
   chunk: fc.nat(30),
@@ -110,19 +116,12 @@ describe("bucket patches", () => {
                 log.publish([[`kvr.named.${s.slot % 2}`, new Uint8Array((s.chunk % 3) + 1).fill(s.slot)]]);
               // Every change that can show is published at once (a bucket left clean by the
               // gate would show stale rows until some later change re-encoded it).
-              for (let b = 0; b < BUCKETS; b++)
-                expect(rowSet(log.get(key(b)) as Uint8Array)).toEqual(
-                  rowSet(index.encodeBucket(b, WAYS, SLOT_WORDS)),
-                );
+              expectIndexRows(log, index, BUCKETS);
               if (s.poll) poll();
             }
             poll();
-            for (let b = 0; b < BUCKETS; b++) {
-              expect(gateway.get(key(b))).toEqual(log.get(key(b)));
-              expect(rowSet(log.get(key(b)) as Uint8Array)).toEqual(
-                rowSet(index.encodeBucket(b, WAYS, SLOT_WORDS)),
-              );
-            }
+            for (let b = 0; b < BUCKETS; b++) expect(gateway.get(key(b))).toEqual(log.get(key(b)));
+            expectIndexRows(log, index, BUCKETS);
           } finally {
             published.dispose();
             index.dispose();
@@ -168,10 +167,7 @@ describe("bucket patches", () => {
               else index.add(hashOf(s.chunk), 1 + (s.chunk % 3), s.slot, i);
               if (s.publish !== 0) return;
               publish();
-              for (let b = 0; b < buckets; b++)
-                expect(rowSet(log.get(key(b)) as Uint8Array)).toEqual(
-                  rowSet(index.encodeBucket(b, WAYS, SLOT_WORDS)),
-                );
+              expectIndexRows(log, index, buckets);
             });
           } finally {
             published.dispose();
