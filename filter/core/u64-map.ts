@@ -11,7 +11,7 @@
 //
 // Slots are ordered by bucket: a key's home is its bucket (its low `bucketBits` bits, as the
 // chunk table buckets it) followed by its high bits, so a bucket's keys sit in one run of slots
-// (bucketRange), and the map is also the buckets' lists — the chunk records need no links, and
+// (bucketFirst), and the map is also the buckets' lists — the chunk records need no links, and
 // dropping a chunk touches no other record (docs/scaling.md "Buckets in the chunk map's order").
 // Keys must be well mixed in the bits used: chunk hashes are XXH64 outputs.
 //
