@@ -37,6 +37,28 @@ const rowSet = (image: Uint8Array) =>
     .map((r) => `${r.hash}/${r.tier}/${r.depth}/${r.slots.join(",")}`)
     .sort();
 
+/** An index of `buckets` published through a sync log: the setup every case here shares. */
+function publication(
+  buckets: number,
+  options: Partial<ConstructorParameters<typeof PublishedBuckets>[2]> = {},
+) {
+  const index = new ChunkIndex(buckets);
+  const published = new PublishedBuckets(core(), index, {
+    buckets,
+    ways: WAYS,
+    slotWords: SLOT_WORDS,
+    ...options,
+  });
+  const log = new SyncLog();
+  log.attach(published);
+  const publish = () => log.commitTable(published.publishDirty(log.version + 1));
+  const dispose = () => {
+    published.dispose();
+    index.dispose();
+  };
+  return { index, log, publish, dispose };
+}
+
 /** Every bucket's published rows are the rows a fresh encoding of the index gives. */
 function expectIndexRows(log: SyncLog, index: ChunkIndex, buckets: number): void {
   for (let b = 0; b < buckets; b++)
@@ -68,18 +90,7 @@ describe("bucket patches", () => {
         // Full buckets keep their shallowest rows (encoded whole) or their newest (patched).
         fc.constantFrom<FullKeep>("shallowest", "newest"),
         (steps, pageBytes, journalBytes, fullWays, fullKeep) => {
-          const index = new ChunkIndex(BUCKETS);
-          const published = new PublishedBuckets(core(), index, {
-            buckets: BUCKETS,
-            ways: WAYS,
-            slotWords: SLOT_WORDS,
-            journalBytes,
-            fullWays,
-            fullKeep,
-          });
-          const log = new SyncLog();
-          log.attach(published);
-          const publish = () => log.commitTable(published.publishDirty(log.version + 1));
+          const { index, log, publish, dispose } = publication(BUCKETS, { journalBytes, fullWays, fullKeep });
           const gateway = new Map<string, Uint8Array>();
           let version = 0;
           // Mid-way through a paged catch-up the keys not served yet are older than `version`:
@@ -123,8 +134,7 @@ describe("bucket patches", () => {
             for (let b = 0; b < BUCKETS; b++) expect(gateway.get(key(b))).toEqual(log.get(key(b)));
             expectIndexRows(log, index, BUCKETS);
           } finally {
-            published.dispose();
-            index.dispose();
+            dispose();
           }
         },
       ),
@@ -148,17 +158,7 @@ describe("bucket patches", () => {
         fc.constantFrom<FullKeep>("shallowest", "newest"),
         (steps, fullWays, fullKeep) => {
           const buckets = 2;
-          const index = new ChunkIndex(buckets);
-          const published = new PublishedBuckets(core(), index, {
-            buckets,
-            ways: WAYS,
-            slotWords: SLOT_WORDS,
-            fullWays,
-            fullKeep,
-          });
-          const log = new SyncLog();
-          log.attach(published);
-          const publish = () => log.commitTable(published.publishDirty(log.version + 1));
+          const { index, log, publish, dispose } = publication(buckets, { fullWays, fullKeep });
           try {
             for (let b = 0; b < buckets; b++) index.markDirty(b);
             publish();
@@ -170,8 +170,7 @@ describe("bucket patches", () => {
               expectIndexRows(log, index, buckets);
             });
           } finally {
-            published.dispose();
-            index.dispose();
+            dispose();
           }
         },
       ),
@@ -182,11 +181,7 @@ describe("bucket patches", () => {
   it("writes a poll of many buckets in place, byte for byte the entries, with or without a page limit", () => {
     // 4096 buckets: keys of one to four digits, written by the core (BucketJournal.writeEntries).
     const buckets = 4096;
-    const index = new ChunkIndex(buckets);
-    const published = new PublishedBuckets(core(), index, { buckets, ways: WAYS, slotWords: SLOT_WORDS });
-    const log = new SyncLog();
-    log.attach(published);
-    const publish = () => log.commitTable(published.publishDirty(log.version + 1));
+    const { index, log, publish, dispose } = publication(buckets);
     for (let b = 0; b < buckets; b++) index.markDirty(b);
     publish();
     const polled = [0, log.version];
@@ -209,16 +204,11 @@ describe("bucket patches", () => {
             encodeSyncPage({ flags: more ? SyncFlags.more : 0, epoch: 3n, version, entries }),
           );
         }
-    published.dispose();
-    index.dispose();
+    dispose();
   });
 
   it("serves a patch only to a gateway that asks for them and holds a value it starts from", () => {
-    const index = new ChunkIndex(1);
-    const published = new PublishedBuckets(core(), index, { buckets: 1, ways: WAYS, slotWords: SLOT_WORDS });
-    const log = new SyncLog();
-    log.attach(published);
-    const publish = () => log.commitTable(published.publishDirty(log.version + 1));
+    const { index, log, publish, dispose } = publication(1);
     index.markDirty(0);
     publish();
     for (let c = 1; c <= 3; c++) {
@@ -244,16 +234,11 @@ describe("bucket patches", () => {
     }
     expect(log.changesSince(2, 1 << 20, true).entries[0]?.patch).toBeUndefined();
     expect(log.changesSince(log.version - 1, 1 << 20, true).entries[0]?.patch).toBe(true);
-    published.dispose();
-    index.dispose();
+    dispose();
   });
 
   it("encodes a bucket dirtied many times between publications once, under one version", () => {
-    const index = new ChunkIndex(2);
-    const published = new PublishedBuckets(core(), index, { buckets: 2, ways: WAYS, slotWords: SLOT_WORDS });
-    const log = new SyncLog();
-    log.attach(published);
-    const publish = () => log.commitTable(published.publishDirty(log.version + 1));
+    const { index, log, publish, dispose } = publication(2);
     index.markDirty(0);
     index.markDirty(1);
     publish();
@@ -269,24 +254,14 @@ describe("bucket patches", () => {
     index.markDirty(0);
     publish();
     expect(log.version).toBe(before + 1);
-    published.dispose();
-    index.dispose();
+    dispose();
   });
 
   it("gives a gateway the image when the journal has overwritten its bucket's patches", () => {
     // A journal of 128 bytes holds two one-row records (64 bytes each): bucket 1's two patches
     // overwrite bucket 0's, whose chain must then end (the gateway gets bucket 0's image, never
     // bucket 1's rows read where bucket 0's record was).
-    const index = new ChunkIndex(2);
-    const published = new PublishedBuckets(core(), index, {
-      buckets: 2,
-      ways: WAYS,
-      slotWords: SLOT_WORDS,
-      journalBytes: 128,
-    });
-    const log = new SyncLog();
-    log.attach(published);
-    const publish = () => log.commitTable(published.publishDirty(log.version + 1));
+    const { index, log, publish, dispose } = publication(2, { journalBytes: 128 });
     const inBucket = (b: number, c: number) => (hashOf(c) & ~1n) | BigInt(b);
     index.markDirty(0);
     index.markDirty(1);
@@ -309,8 +284,7 @@ describe("bucket patches", () => {
     expect(entries.find((e) => e.key === key(0))?.patch).toBeUndefined();
     for (const e of entries) gateway.set(e.key, e.patch ? applyPatch(gateway.get(e.key), e.value) : e.value);
     for (let b = 0; b < 2; b++) expect(gateway.get(key(b))).toEqual(log.get(key(b)));
-    published.dispose();
-    index.dispose();
+    dispose();
   });
 
   it("refuses a patch that does not fit the image it is applied to", () => {
