@@ -305,22 +305,14 @@ export class SyncLog {
   }
 
   #growRun(): void {
-    const ids = new Uint32Array(this.#runIds.length * 2);
-    ids.set(this.#runIds);
-    this.#runIds = ids;
-    const versions = new Float64Array(this.#runVersions.length * 2);
-    versions.set(this.#runVersions);
-    this.#runVersions = versions;
+    this.#runIds = doubled(this.#runIds);
+    this.#runVersions = doubled(this.#runVersions);
   }
 
   #push(id: number, version: number): void {
     if (this.#orderLen === this.#orderIds.length) {
-      const ids = new Int32Array(this.#orderLen * 2);
-      ids.set(this.#orderIds);
-      this.#orderIds = ids;
-      const versions = new Float64Array(this.#orderLen * 2);
-      versions.set(this.#orderVersions);
-      this.#orderVersions = versions;
+      this.#orderIds = doubled(this.#orderIds);
+      this.#orderVersions = doubled(this.#orderVersions);
     }
     this.#orderIds[this.#orderLen] = id;
     this.#orderVersions[this.#orderLen] = version;
@@ -371,4 +363,11 @@ export class SyncLog {
 
 function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
   return a.length === b.length && Buffer.from(a.buffer, a.byteOffset, a.length).equals(b);
+}
+
+/** A typed array twice as long as `a`, holding a's elements first (the log's arrays grow so). */
+function doubled<T extends Int32Array | Uint32Array | Float64Array>(a: T): T {
+  const out = new (a.constructor as new (length: number) => T)(a.length * 2);
+  out.set(a);
+  return out;
 }
