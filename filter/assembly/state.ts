@@ -95,6 +95,8 @@ export class VmState {
 
   /** The board's news (one shared-data read): before a decision, and before every write. */
   readBoard(now: u64): void {
+    // The clock the queue's token counts are aged to (decisions read them; writes publish them).
+    this.queue.nowMs = <f64>now;
     this.board.refresh(this.thread, this.queue, this.freshMs, now);
   }
 
@@ -103,6 +105,7 @@ export class VmState {
    * only while its lease on slot t is unexpired: once it lapsed another VM may hold t.
    */
   writeBoard(now: u64): bool {
+    this.queue.nowMs = <f64>now;
     return this.board.publish(this.slot.holds(now) ? this.thread : -1, this.queue, this.freshMs, now);
   }
 

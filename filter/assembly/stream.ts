@@ -29,7 +29,7 @@ import {
   PRIORITY_STANDARD,
   parsePriority,
 } from "../core/priority";
-import { loadSignature } from "../core/queued-work";
+import { loadSignature, othersQueued } from "../core/queued-work";
 import { parseRank, RANK_INVALID } from "../core/rank-header";
 import { RENDER_NONE } from "../core/render";
 import { writeFinished, writeSession, writeSpeculative } from "../core/report-writer";
@@ -662,7 +662,7 @@ export class KvrouteStream {
     this.writeHeaders(def.engine, def.dpMode, def.flags);
     if ((def.flags & POOL_SGLANG_BODY_RANK) !== 0 && this.parsed && !truncated)
       this.writeBodyRank(body, bodyLen);
-    this.enqueue(load);
+    this.enqueue(load, now);
     // The slot whose KV cache receives the prompt: the prefill worker's when disaggregated.
     const cacheSlot = d.prefillSlot >= 0 ? d.prefillSlot : d.slot;
     if (session !== 0) this.rememberSession(session, this.remembered, cacheSlot, cfg.sessionTtlMs, now);
@@ -868,13 +868,27 @@ export class KvrouteStream {
   }
 
   /** Queued at its slot (its prompt's prefill at the prefill slot when disaggregated). */
-  private enqueue(load: LoadImage): void {
+  private enqueue(load: LoadImage, now: u64): void {
     const q = vm.queue;
     this.uncachedTokens = <f64>(this.promptBytes - this.cachedBytes) / BYTES_PER_TOKEN;
     this.queued = true;
     const p = this.prefillSlot;
-    if (p >= 0) this.prefillQueueWindow = q.add(p, loadSignature(load, p), this.uncachedTokens);
-    this.queueWindow = q.add(this.slot, loadSignature(load, this.slot), p >= 0 ? 0 : this.uncachedTokens);
+    const at = <f64>now;
+    if (p >= 0)
+      this.prefillQueueWindow = q.add(
+        p,
+        loadSignature(load, p),
+        this.uncachedTokens,
+        at,
+        othersQueued(load, p, q),
+      );
+    this.queueWindow = q.add(
+      this.slot,
+      loadSignature(load, this.slot),
+      p >= 0 ? 0 : this.uncachedTokens,
+      at,
+      othersQueued(load, this.slot, q),
+    );
   }
 
   /** No longer queued: its first byte came back (prefill done); it decodes at its slot. */
@@ -884,8 +898,9 @@ export class KvrouteStream {
     this.decoding = true;
     const q = vm.queue;
     const p = this.prefillSlot;
-    if (p >= 0) q.answer(p, this.prefillQueueWindow, this.uncachedTokens, false);
-    q.answer(this.slot, this.queueWindow, p >= 0 ? 0 : this.uncachedTokens, true);
+    const at = <f64>this.firstByteMs;
+    if (p >= 0) q.answer(p, this.prefillQueueWindow, this.uncachedTokens, false, at);
+    q.answer(this.slot, this.queueWindow, p >= 0 ? 0 : this.uncachedTokens, true, at);
   }
 
   /** Ended: out of the queue, unanswered or decoding. Whether it was in it. */

@@ -16,8 +16,9 @@
 //   then route ring: ROUTE_RING × 24 bytes (record n at n % ROUTE_RING): hash u64, expiry u64
 //      (ms), depth u32, slot u16, kind u16 (0 speculative prefix, 1 session)
 //   then reported: count × (slot u16, requests u32)
-//   then VM sections: thread u16, entry count u16, reserved u32, stamp u64 (ms), entries × 18:
-//      slot u16, unanswered u32, their uncached tokens u32, unanswered unseen u32, decoding unseen u32
+//   then VM sections: thread u16, entry count u16, reserved u32, stamp u64 (ms), entries × 22:
+//      slot u16, unanswered u32, their uncached tokens u32, unanswered unseen u32, decoding unseen
+//      u32, since u32 (ms mod 2^32: when the slot started on the unanswered ones, LocalQueue.since)
 //   then flight sections: thread u16, entry count u16, reserved u32, stamp u64 (ms), entries × 8:
 //      slot u16, adapter u16 (id in the slot's pool's adapter table), requests in flight u32
 // The flight sections come last, after a count in what was a reserved field, so a build that
@@ -26,13 +27,14 @@ import { ByteBuf } from "./byte-buf";
 import { LocalQueue, ReportedMax } from "./queued-work";
 
 export const BOARD_MAGIC: u32 = 0x4247564b;
-export const BOARD_VERSION: u16 = 1;
+/** 2: a VM entry carries its `since` (version 1's entries were 18 bytes). */
+export const BOARD_VERSION: u16 = 2;
 export const CHANGE_RING: u64 = 256;
 export const ROUTE_RING: u64 = 128;
 export const ROUTE_BYTES: i32 = 24;
 export const ROUTE_SPECULATIVE: u16 = 0;
 export const ROUTE_SESSION: u16 = 1;
-export const VM_ENTRY: i32 = 18;
+export const VM_ENTRY: i32 = 22;
 export const FLIGHT_ENTRY: i32 = 8;
 const VM_HEADER: i32 = 16;
 const HEADER: i32 = 40;
@@ -343,6 +345,9 @@ function writeEntries(o: usize, at: i32, q: LocalQueue): i32 {
     store<u32>(e, tokens < 4294967295 ? <u32>tokens : 4294967295, 6);
     store<u32>(e, q.unseenPendingAt(s), 10);
     store<u32>(e, decoding, 14);
+    // Absolute, so the entry changes only when the queue does (wouldChange); mod 2^32 ms (49 days),
+    // read back as an age from the reader's clock.
+    store<u32>(e, pending > 0 ? <u32>(<u64>q.sinceAt(s)) : 0, 18);
     at += VM_ENTRY;
   }
   return at;

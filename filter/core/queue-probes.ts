@@ -35,6 +35,33 @@ export function localQueueGatewayView(
   queue.setGatewayReported(slot, reported);
 }
 
+/** Another VM published (pending, tokens) at `slot`, its queue there started at `since` (ms). */
+export function localQueueSiblingSince(slot: i32, pending: u32, tokens: f64, since: f64): void {
+  queue.clearGatewayView();
+  queue.addSiblings(slot, pending, tokens, 0, 0, since);
+}
+
+/** The queue's clock (ms): what the aged token counts are read at. */
+export function localQueueClock(nowMs: f64): void {
+  queue.nowMs = nowMs;
+}
+
+export function localQueueAddAt(slot: i32, tokens: f64, nowMs: f64, aheadTokens: f64): u32 {
+  return queue.add(slot, 0, tokens, nowMs, aheadTokens);
+}
+
+export function localQueueAnswerAt(slot: i32, window: u32, tokens: f64, nowMs: f64): void {
+  queue.answer(slot, window, tokens, true, nowMs);
+}
+
+export function localQueuePrefillRate(): f64 {
+  return queue.prefillRate;
+}
+
+export function localQueuePromptTokens(slot: i32): f64 {
+  return queue.gatewayPromptTokensAt(slot);
+}
+
 export function localQueueGatewayCount(slot: i32): f64 {
   return queue.gatewayCountAt(slot);
 }

@@ -19,6 +19,9 @@
 // and the scrape both lag), the second cannot.
 import { LoadImage } from "./cache-images";
 
+/** Weight of an older prefill-speed sample against the next (LocalQueue.learn): ~20 samples' memory. */
+const LEARN_DECAY: f64 = 0.95;
+
 /** Prefill work assumed for each queued request whose prompt this VM does not know (tokens). */
 export const QUEUED_TOKENS: f64 = 512;
 
@@ -47,6 +50,12 @@ export function queuedAt(loads: LoadImage, s: i32, local: LocalQueue | null): f6
   const seen = local !== null ? local.gatewaySeenAt(s) : 0;
   const count = local !== null ? local.gatewayCountAt(s) : 0;
   return queuedRequests(<f64>loads.waiting(s), elsewhere, seen, count);
+}
+
+/** Prefill tokens queued at slot s that are not this gateway's (unknown prompts, QUEUED_TOKENS each). */
+export function othersQueued(loads: LoadImage, s: i32, local: LocalQueue): f64 {
+  const elsewhere = elsewhereOf(<f64>loads.inflight(s), local.gatewayReportedAt(s));
+  return queuedTokens(<f64>loads.waiting(s), elsewhere, local.gatewaySeenAt(s), 0);
 }
 
 /** Other gateways' unseen requests: the fleet's count less this gateway's reported share. */
@@ -79,6 +88,15 @@ export function loadSignature(loads: LoadImage, s: i32): u64 {
 export class LocalQueue {
   private pending: StaticArray<u32> = new StaticArray<u32>(0);
   private tokens: StaticArray<f64> = new StaticArray<f64>(0);
+  /** Since when (ms) the slot has been working through this VM's unanswered requests: when the
+   * first of them was routed there, or when the last answer came (prefillRate, tokensAt). */
+  private since: StaticArray<f64> = new StaticArray<f64>(0);
+  /** Decayed sums of uncached tokens and TTFT (ms) of requests routed where none of the gateway's
+   * were unanswered: the slots' prefill speed as this VM has seen it (learn). */
+  private learnedTokens: f64 = 0;
+  private learnedMs: f64 = 0;
+  /** The clock the aged token counts are read at (ms): the VM's decision or board write time. */
+  nowMs: f64 = 0;
   /** Load changes seen per slot (a request's window is the count when it was routed). */
   private window: StaticArray<u32> = new StaticArray<u32>(0);
   private signature: StaticArray<u64> = new StaticArray<u64>(0);
@@ -91,6 +109,8 @@ export class LocalQueue {
    * tokens, and the unanswered and decoding ones the engine's metrics may not show yet. */
   private siblingsPending: StaticArray<u32> = new StaticArray<u32>(0);
   private siblingsTokens: StaticArray<f64> = new StaticArray<f64>(0);
+  /** The latest `since` of the other VMs with unanswered requests at the slot (see since). */
+  private siblingsSince: StaticArray<f64> = new StaticArray<f64>(0);
   private siblingsUnseen: StaticArray<u32> = new StaticArray<u32>(0);
   private siblingsDecoding: StaticArray<u32> = new StaticArray<u32>(0);
   /** The most this gateway's leader reported per slot lately (its share of kvr.load's count). */
@@ -123,15 +143,21 @@ export class LocalQueue {
     this.siblingsDecoding = grownU32(this.siblingsDecoding, n);
     this.gatewayReported = grownU32(this.gatewayReported, n);
     const tokens = new StaticArray<f64>(n);
+    const since = new StaticArray<f64>(n);
     const siblingsTokens = new StaticArray<f64>(n);
+    const siblingsSince = new StaticArray<f64>(n);
     const signature = new StaticArray<u64>(n);
     for (let i = 0; i < this.tokens.length; i++) {
       tokens[i] = this.tokens[i];
+      since[i] = this.since[i];
       siblingsTokens[i] = this.siblingsTokens[i];
+      siblingsSince[i] = this.siblingsSince[i];
       signature[i] = this.signature[i];
     }
     this.tokens = tokens;
+    this.since = since;
     this.siblingsTokens = siblingsTokens;
+    this.siblingsSince = siblingsSince;
     this.signature = signature;
   }
 
@@ -146,12 +172,21 @@ export class LocalQueue {
     this.decodingNow[slot] = 0;
   }
 
-  /** A request was routed to `slot` while its load read `sig`; returns its window (for answer / end). */
-  add(slot: i32, sig: u64, tokens: f64): u32 {
+  /**
+   * A request was routed to `slot` at `nowMs` (default: the queue's clock, nowMs) while its load
+   * read `sig`, with `aheadTokens` of others' prefill queued there before it; returns its window
+   * (for answer / end).
+   */
+  add(slot: i32, sig: u64, tokens: f64, nowMs: f64 = -1, aheadTokens: f64 = 0): u32 {
     if (slot < 0) return 0;
     this.ensure(slot);
     if (slot >= this.ownHigh) this.ownHigh = slot + 1;
     this.observe(slot, sig);
+    if (this.pending[slot] === 0) {
+      // The slot starts on it once the work ahead of it (others' requests) is done.
+      const rate = this.prefillRate;
+      this.since[slot] = (nowMs >= 0 ? nowMs : this.nowMs) + (rate > 0 ? aheadTokens / rate : 0);
+    }
     this.pending[slot]++;
     this.tokens[slot] += tokens;
     this.pendingNow[slot]++;
@@ -159,11 +194,16 @@ export class LocalQueue {
   }
 
   /**
-   * The request routed in `window` got its first byte: its prefill is done. It decodes at `slot`
-   * unless `slot` only prefilled it (a disaggregated pool's prefill slot). Once per request.
+   * The request routed in `window` got its first byte at `nowMs`: its prefill is done. It decodes
+   * at `slot` unless `slot` only prefilled it (a disaggregated pool's prefill slot). Once per
+   * request. The slot's next unanswered request is taken to start its prefill now.
    */
-  answer(slot: i32, window: u32, tokens: f64, decodes: bool): void {
+  answer(slot: i32, window: u32, tokens: f64, decodes: bool, nowMs: f64 = -1): void {
     if (!this.unanswer(slot, window, tokens)) return;
+    const at = nowMs >= 0 ? nowMs : this.nowMs;
+    // The slot got through its prompt in the time since it started on this VM's queue there.
+    this.learn(tokens, at - this.since[slot]);
+    this.since[slot] = at;
     if (!decodes) return;
     const w = this.window[slot];
     if (window === w) this.decodingNow[slot]++;
@@ -203,6 +243,36 @@ export class LocalQueue {
     return slot >= 0 && slot < this.pending.length ? unchecked(this.tokens[slot]) : 0;
   }
 
+  /** Since when (ms) the slot has been working on them: valid while countAt(slot) > 0. */
+  sinceAt(slot: i32): f64 {
+    return slot >= 0 && slot < this.pending.length ? unchecked(this.since[slot]) : 0;
+  }
+
+  /** `tokens` less what the slots' learned prefill speed gets through in `elapsedMs` (≥ 0). */
+  aged(tokens: f64, elapsedMs: f64): f64 {
+    if (elapsedMs <= 0 || this.learnedMs <= 0) return tokens;
+    const left = tokens - (this.learnedTokens / this.learnedMs) * elapsedMs;
+    return left > 0 ? left : 0;
+  }
+
+  /**
+   * A slot answered a request of `tokens` uncached tokens `elapsedMs` after it started on it (its
+   * `since`): a sample of how fast a slot gets through the VM's queued prefill — with whatever
+   * else it runs meanwhile (others' prompts, decoding rows), which is the speed aging needs, not
+   * an idle slot's. Decayed sums (a sample weighs 1, older ones × LEARN_DECAY: the speed follows
+   * the engines' load); the ratio of sums weighs long prompts most.
+   */
+  learn(tokens: f64, elapsedMs: f64): void {
+    if (!(elapsedMs > 0) || !(tokens > 0)) return;
+    this.learnedTokens = this.learnedTokens * LEARN_DECAY + tokens;
+    this.learnedMs = this.learnedMs * LEARN_DECAY + elapsedMs;
+  }
+
+  /** Uncached prompt tokens a slot prefills per ms as learned (0 before the first sample). */
+  get prefillRate(): f64 {
+    return this.learnedMs > 0 ? this.learnedTokens / this.learnedMs : 0;
+  }
+
   /** Unanswered requests at `slot` the engine's metrics may not show yet. */
   unseenPendingAt(slot: i32): u32 {
     return slot >= 0 && slot < this.pending.length
@@ -229,17 +299,25 @@ export class LocalQueue {
     for (let i = 0; i < n; i++) {
       this.siblingsPending[i] = 0;
       this.siblingsTokens[i] = 0;
+      this.siblingsSince[i] = 0;
       this.siblingsUnseen[i] = 0;
       this.siblingsDecoding[i] = 0;
       this.gatewayReported[i] = 0;
     }
   }
 
-  /** Adds another VM of this gateway's requests at `slot`, as it published them. */
-  addSiblings(slot: i32, pending: u32, tokens: f64, unseen: u32, decoding: u32): void {
+  /**
+   * Adds another VM of this gateway's requests at `slot`, as it published them: `since`, when the
+   * slot started on its unanswered ones (ms; default: now, nothing done yet).
+   */
+  addSiblings(slot: i32, pending: u32, tokens: f64, unseen: u32, decoding: u32, since: f64 = -1): void {
     if (slot < 0) return;
     this.ensure(slot);
     if (slot >= this.viewHigh) this.viewHigh = slot + 1;
+    if (pending > 0) {
+      const at = since >= 0 ? since : this.nowMs;
+      if (this.siblingsPending[slot] === 0 || at > this.siblingsSince[slot]) this.siblingsSince[slot] = at;
+    }
     this.siblingsPending[slot] += pending;
     this.siblingsTokens[slot] += tokens;
     this.siblingsUnseen[slot] += unseen;
@@ -269,9 +347,28 @@ export class LocalQueue {
       : 0;
   }
 
-  /** Their uncached prompt tokens. */
-  gatewayTokensAt(slot: i32): f64 {
+  /** Their uncached prompt tokens, whole (what the share mirror compares with whole queued prompts). */
+  gatewayPromptTokensAt(slot: i32): f64 {
     return this.has(slot) ? unchecked(this.tokens[slot]) + unchecked(this.siblingsTokens[slot]) : 0;
+  }
+
+  /**
+   * Their uncached prompt tokens not yet prefilled, as of nowMs. The slot works through the
+   * gateway's unanswered requests there as one queue, at the learned prefill speed, since the
+   * latest of the VMs' `since` (a first request routed to an empty queue, or an answer): a prompt
+   * is not priced whole until its first byte — a slot that started on it long ago is nearly done,
+   * one that just got it is not. A cost that only counts tokens cannot tell them apart; a rotation
+   * (round robin) gets it right by its timing (docs/operations.md "Queued prefill, aged").
+   */
+  gatewayTokensAt(slot: i32): f64 {
+    if (!this.has(slot)) return 0;
+    const tokens = unchecked(this.tokens[slot]) + unchecked(this.siblingsTokens[slot]);
+    if (tokens <= 0) return 0;
+    let since: f64 = -Infinity;
+    if (unchecked(this.pending[slot]) > 0) since = unchecked(this.since[slot]);
+    if (unchecked(this.siblingsPending[slot]) > 0 && unchecked(this.siblingsSince[slot]) > since)
+      since = unchecked(this.siblingsSince[slot]);
+    return since === -Infinity ? tokens : this.aged(tokens, this.nowMs - since);
   }
 
   /** The gateway (this VM and the others, as last read) has no unanswered request anywhere. */

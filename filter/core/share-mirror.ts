@@ -11,6 +11,13 @@
 // cost already prices there (the engine's waiting requests that are not this gateway's and other
 // gateways' reported ones, QUEUED_TOKENS each) up to the mirror.
 //
+// The mirror counts the gateway's unanswered prompts whole (LocalQueue.gatewayPromptTokensAt), not
+// aged by the prefill done on them (gatewayTokensAt): the cost it tops up prices the other
+// gateways' queued requests whole too (QUEUED_TOKENS each), and an aged mirror under that let a
+// gateway's requests into the other share's slots — development seeds 1–6, 2 gateways × 4 threads,
+// TTFT p90 / p99 ms: rag@32 142 / 206 aged against 125 / 164 whole, multi-turn-pressure@24 128 /
+// 200 against 125 / 149 (docs/operations.md "Queued prefill, aged").
+//
 // Measured on the quality bench (2 gateways × 4 threads, docs/operations.md "Each gateway's share
 // of the slots"): comparing the mirror's requests with the slot's queued requests and pricing the
 // difference at the mirror's average prompt instead gave back most of the gain on unshared
@@ -27,7 +34,7 @@ export class ShareMirror {
     let slots = 0;
     let tokens: f64 = 0;
     for (let i = home; i < n; i += parts) {
-      tokens += local.gatewayTokensAt(picks[i]);
+      tokens += local.gatewayPromptTokensAt(picks[i]);
       slots++;
     }
     this.tokensPerSlot = slots > 0 ? tokens / <f64>slots : 0;

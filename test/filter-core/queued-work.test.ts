@@ -31,6 +31,12 @@ interface QueueProbes {
   localQueueGatewaySeen(slot: number): number;
   localQueueUnseenRunning(slot: number): number;
   localQueueGatewayReported(slot: number): number;
+  localQueueSiblingSince(slot: number, pending: number, tokens: number, since: number): void;
+  localQueueClock(nowMs: number): void;
+  localQueueAddAt(slot: number, tokens: number, nowMs: number, aheadTokens: number): number;
+  localQueueAnswerAt(slot: number, window: number, tokens: number, nowMs: number): void;
+  localQueuePrefillRate(): number;
+  localQueuePromptTokens(slot: number): number;
   reportedMaxReset(): void;
   reportedMaxBegin(nowMs: bigint, horizonMs: bigint): void;
   reportedMaxRecord(slot: number, n: number): void;
@@ -322,6 +328,68 @@ describe("this VM's queue", () => {
       q.localQueueGatewayTokens(0),
       q.localQueueGatewayReported(0),
     ]).toEqual([1, 100, 0]);
+  });
+});
+
+describe("queued prefill, aged by the speed the slots answer at", () => {
+  it("prices prompts whole until a first answer teaches the speed", () => {
+    q.localQueueReset();
+    q.localQueueAddAt(0, 1000, 0, 0);
+    q.localQueueClock(500);
+    expect(q.localQueuePrefillRate()).toBe(0);
+    expect(q.localQueueGatewayTokens(0)).toBe(1000);
+  });
+
+  it("learns tokens per ms from answers, and ages what is left from the last answer on", () => {
+    q.localQueueReset();
+    const w = q.localQueueAddAt(0, 1000, 0, 0);
+    q.localQueueAddAt(0, 600, 10, 0);
+    // The first prompt answered 50 ms after the slot started on it: 20 tokens a ms.
+    q.localQueueAnswerAt(0, w, 1000, 50);
+    expect(q.localQueuePrefillRate()).toBe(20);
+    q.localQueueClock(50);
+    expect(q.localQueueGatewayTokens(0)).toBe(600);
+    q.localQueueClock(60);
+    expect(q.localQueueGatewayTokens(0)).toBe(400);
+    // Never below nothing, and the share mirror still sees the prompt whole.
+    q.localQueueClock(200);
+    expect(q.localQueueGatewayTokens(0)).toBe(0);
+    expect(q.localQueuePromptTokens(0)).toBe(600);
+  });
+
+  it("starts the clock after the work queued ahead by others", () => {
+    q.localQueueReset();
+    q.localQueueAnswerAt(0, q.localQueueAddAt(0, 100, 0, 0), 100, 10); // 10 tokens a ms
+    // 512 tokens of others' requests ahead: the slot starts on this one 51.2 ms after it came.
+    q.localQueueAddAt(0, 300, 100, 512);
+    q.localQueueClock(140);
+    expect(q.localQueueGatewayTokens(0)).toBe(300);
+    q.localQueueClock(171.2);
+    expect(q.localQueueGatewayTokens(0)).toBeCloseTo(100, 9);
+  });
+
+  it("ages the gateway's queue at a slot as one, from the latest start among its VMs", () => {
+    q.localQueueReset();
+    q.localQueueAnswerAt(0, q.localQueueAddAt(0, 100, 0, 0), 100, 10); // 10 tokens a ms
+    q.localQueueAddAt(0, 200, 20, 0);
+    // Another VM's 300 tokens there, started on at 40: 500 tokens less 10 a ms since 40.
+    q.localQueueSiblingSince(0, 1, 300, 40);
+    q.localQueueClock(60);
+    expect(q.localQueueGatewayTokens(0)).toBe(300);
+    q.localQueueSiblingSince(0, 1, 300, 10);
+    expect(q.localQueueGatewayTokens(0)).toBe(100);
+  });
+
+  it("follows the speed as it changes (older answers weigh less)", () => {
+    q.localQueueReset();
+    for (let i = 0; i < 40; i++)
+      q.localQueueAnswerAt(0, q.localQueueAddAt(0, 100, i * 100, 0), 100, i * 100 + 10);
+    expect(q.localQueuePrefillRate()).toBe(10);
+    for (let i = 40; i < 80; i++)
+      q.localQueueAnswerAt(0, q.localQueueAddAt(0, 100, i * 100, 0), 100, i * 100 + 2);
+    // 50 a ms now: weighed evenly the 80 answers would say 16.7, the last 40 alone 50.
+    expect(q.localQueuePrefillRate()).toBeGreaterThan(30);
+    expect(q.localQueuePrefillRate()).toBeLessThan(50);
   });
 });
 

@@ -9,6 +9,8 @@ export interface BoardEntry {
   tokens: number;
   unseen: number;
   decodingUnseen: number;
+  /** When the slot started on the unanswered ones: the writer's ms clock mod 2^32. */
+  since: number;
 }
 
 export interface BoardSection {
@@ -49,8 +51,8 @@ export function readBoard(host: SharedDataReader): Board | null {
   const v = host.sharedData("kvr.gwb");
   if (v === null) return null;
   const b = Buffer.from(v.value);
-  if (b.length < FIXED || b.readUInt32LE(0) !== 0x4247564b || b.readUInt16LE(4) !== 1)
-    throw new Error("kvr.gwb is not a version-1 board");
+  if (b.length < FIXED || b.readUInt32LE(0) !== 0x4247564b || b.readUInt16LE(4) !== 2)
+    throw new Error("kvr.gwb is not a version-2 board");
   const reported = new Map<number, number>();
   let at = FIXED;
   for (let i = 0; i < b.readUInt16LE(32); i++, at += 6)
@@ -60,17 +62,18 @@ export function readBoard(host: SharedDataReader): Board | null {
     const count = b.readUInt16LE(at + 2);
     const entries: BoardEntry[] = [];
     for (let e = 0; e < count; e++) {
-      const p = at + 16 + e * 18;
+      const p = at + 16 + e * 22;
       entries.push({
         slot: b.readUInt16LE(p),
         unanswered: b.readUInt32LE(p + 2),
         tokens: b.readUInt32LE(p + 6),
         unseen: b.readUInt32LE(p + 10),
         decodingUnseen: b.readUInt32LE(p + 14),
+        since: b.readUInt32LE(p + 18),
       });
     }
     sections.push({ thread: b.readUInt16LE(at), stamp: b.readBigUInt64LE(at + 8), entries });
-    at += 16 + count * 18;
+    at += 16 + count * 22;
   }
   const flightSections: FlightSection[] = [];
   for (let i = 0; i < b.readUInt16LE(36); i++) {
