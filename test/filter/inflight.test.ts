@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { headers } from "../../host/host.ts";
 import type { WasmThread } from "../../host/thread.ts";
-import { boardSum } from "./board.ts";
+import { boardSum, readBoard } from "./board.ts";
 import { until } from "./harness.ts";
 import { destination, type ManualStack, startCompletion, startManualStack } from "./manual-stack.ts";
 
@@ -115,6 +115,28 @@ describe("in-flight accounting", () => {
     expect(fleetCount(s, x)).toBe(1);
     const elsewhere = startCompletion(s.host, b, PROMPT);
     expect(slotOf(s, elsewhere.sink)).toBe(x);
+  });
+
+  it("a VM's board entry names when the slot started on its requests, and the next request there keeps it", async () => {
+    stack = await startManualStack(2);
+    const s = stack;
+    const [a] = s.host.threads as [WasmThread, WasmThread];
+    const wrap = (ms: number) => Math.floor(ms) % 2 ** 32;
+    const before = wrap(s.host.core.now());
+    const first = startCompletion(s.host, a, PROMPT);
+    const after = wrap(s.host.core.now());
+    const x = slotOf(s, first.sink);
+    const entry = () => readBoard(s.host)?.sections.flatMap((e) => e.entries).find((e) => e.slot === x);
+    const since = entry()?.since ?? -1;
+    expect(since).toBeGreaterThanOrEqual(before);
+    expect(since).toBeLessThanOrEqual(after);
+    // A second request at x while the first is unanswered: the slot is still on the first, so the
+    // queue's start stays (and an unchanged entry is why a tick rewrites nothing).
+    await new Promise((r) => setTimeout(r, 5));
+    const again = startCompletion(s.host, a, PROMPT);
+    expect(slotOf(s, again.sink)).toBe(x);
+    expect(entry()?.unanswered).toBe(2);
+    expect(entry()?.since).toBe(since);
   });
 
   it("a request the engine's metrics show is no longer unseen: the fleet count drops while it runs", async () => {
