@@ -228,10 +228,11 @@ function rotationNotes(points: readonly Point[]): string[] {
   if (cases.length === 0) return [];
   return [
     "Round robin is ahead where little is shared: a strict rotation gives every rank the same number of requests, " +
-      "each about when the rank's last one is likely done, while kvroute prices a queued prompt whole until its " +
-      "first byte however far its prefill has gone, so near-equal ranks look equal whatever the age of their " +
-      "queue (it trails there with one gateway of one thread too, on the development seeds: bench/quality/explore.ts " +
-      `with gateways 1, threadsPerGateway 1) — its per-rank counts (medians over seeds): ${cases.join("; ")}.`,
+      "each about when the rank's last one is likely done. kvroute estimates that from its own queue — a queued " +
+      "prompt less what its slot prefilled since it started on it, at the speed the slots answer at " +
+      '(docs/operations.md "Queued prefill, aged") — but a gateway sees another gateway\'s unanswered prompts only ' +
+      "as the engines' metrics and reports show them, at a fixed size each — its per-rank counts (medians over " +
+      `seeds): ${cases.join("; ")}.`,
   ];
 }
 
