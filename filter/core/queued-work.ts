@@ -5,7 +5,9 @@
 // and publishes them in shared data (kvr.un.<t>) whenever they change and on every tick, and reads
 // the other VMs' before each decision — so a gateway's threads decide as one. Per slot:
 // - the gateway's unanswered requests (routed, no first byte: their prefill is still ahead), each
-//   priced by its own uncached prompt, which the VM that routed it knows from its decision;
+//   priced by its own uncached prompt, which the VM that routed it knows from its decision, less
+//   the prefill the slot has done on them since it started on them, at the speed the VM's answers
+//   show (aged: LocalQueue.gatewayTokensAt);
 // - the engine's `waiting` at its last scrape (prompts unknown → QUEUED_TOKENS each), less the
 //   gateway's unanswered requests that scrape may already show (counted above at their own size);
 // - other gateways' unanswered requests the engine's metrics do not show yet: kvr.load's in-flight
