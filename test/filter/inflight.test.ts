@@ -126,7 +126,10 @@ describe("in-flight accounting", () => {
     const first = startCompletion(s.host, a, PROMPT);
     const after = wrap(s.host.core.now());
     const x = slotOf(s, first.sink);
-    const entry = () => readBoard(s.host)?.sections.flatMap((e) => e.entries).find((e) => e.slot === x);
+    const entry = () =>
+      readBoard(s.host)
+        ?.sections.flatMap((e) => e.entries)
+        .find((e) => e.slot === x);
     const since = entry()?.since ?? -1;
     expect(since).toBeGreaterThanOrEqual(before);
     expect(since).toBeLessThanOrEqual(after);
