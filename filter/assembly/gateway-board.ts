@@ -9,6 +9,7 @@ import {
   BoardEdit,
   BoardView,
   CHANGE_RING,
+  entrySince,
   FLIGHT_ENTRY,
   flightEntry,
   nextFlights,
@@ -189,7 +190,7 @@ export class GatewayBoard {
             <f64>load<u32>(e, 6),
             load<u32>(e, 10),
             load<u32>(e, 14),
-            sinceOf(<u32>now - load<u32>(e, 18), now),
+            entrySince(e, now),
           );
         }
       }
@@ -208,12 +209,4 @@ export class GatewayBoard {
       f = nextFlights(p, f);
     }
   }
-}
-
-/**
- * A sibling's `since` from its age on the low 32 bits of the ms clock they share (wrap-safe): a
- * since a moment after the reader's clock (the sibling read it later) is now, not 49 days ago.
- */
-function sinceOf(age: u32, now: u64): f64 {
-  return age < 0x80000000 ? <f64>now - <f64>age : <f64>now;
 }

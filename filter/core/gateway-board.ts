@@ -346,11 +346,21 @@ function writeEntries(o: usize, at: i32, q: LocalQueue): i32 {
     store<u32>(e, q.unseenPendingAt(s), 10);
     store<u32>(e, decoding, 14);
     // Absolute, so the entry changes only when the queue does (wouldChange); mod 2^32 ms (49 days),
-    // read back as an age from the reader's clock.
+    // read back as an age from the reader's clock (entrySince).
     store<u32>(e, pending > 0 ? <u32>(<u64>q.sinceAt(s)) : 0, 18);
     at += VM_ENTRY;
   }
   return at;
+}
+
+/**
+ * The `since` of VM entry e (writeEntries) read at `now`: its age on the low 32 bits of the ms
+ * clock the VMs share (wrap-safe); a since a moment after the reader's clock (the writer read it
+ * later) is now, not 49 days ago.
+ */
+export function entrySince(e: usize, now: u64): f64 {
+  const age = <u32>now - load<u32>(e, 18);
+  return age < 0x80000000 ? <f64>now - <f64>age : <f64>now;
 }
 
 /** Appends one route record to `out`. */

@@ -46,18 +46,20 @@ export function queuedTokens(waiting: f64, elsewhere: f64, seen: f64, tokens: f6
   return othersOf(waiting, elsewhere, seen) * QUEUED_TOKENS + tokens;
 }
 
+/** Requests queued at slot s that are not this gateway's, as the load image and the gateway's view show them. */
+function othersAt(loads: LoadImage, s: i32, local: LocalQueue | null): f64 {
+  const elsewhere = elsewhereOf(<f64>loads.inflight(s), local !== null ? local.gatewayReportedAt(s) : 0);
+  return othersOf(<f64>loads.waiting(s), elsewhere, local !== null ? local.gatewaySeenAt(s) : 0);
+}
+
 /** Requests queued at slot s ahead of a new one, as the load image and the gateway's view show them (least-load's count, and shedding's). */
 export function queuedAt(loads: LoadImage, s: i32, local: LocalQueue | null): f64 {
-  const elsewhere = elsewhereOf(<f64>loads.inflight(s), local !== null ? local.gatewayReportedAt(s) : 0);
-  const seen = local !== null ? local.gatewaySeenAt(s) : 0;
-  const count = local !== null ? local.gatewayCountAt(s) : 0;
-  return queuedRequests(<f64>loads.waiting(s), elsewhere, seen, count);
+  return othersAt(loads, s, local) + (local !== null ? local.gatewayCountAt(s) : 0);
 }
 
 /** Prefill tokens queued at slot s that are not this gateway's (unknown prompts, QUEUED_TOKENS each). */
 export function othersQueued(loads: LoadImage, s: i32, local: LocalQueue): f64 {
-  const elsewhere = elsewhereOf(<f64>loads.inflight(s), local.gatewayReportedAt(s));
-  return queuedTokens(<f64>loads.waiting(s), elsewhere, local.gatewaySeenAt(s), 0);
+  return othersAt(loads, s, local) * QUEUED_TOKENS;
 }
 
 /** Other gateways' unseen requests: the fleet's count less this gateway's reported share. */
@@ -91,10 +93,11 @@ export class LocalQueue {
   private pending: StaticArray<u32> = new StaticArray<u32>(0);
   private tokens: StaticArray<f64> = new StaticArray<f64>(0);
   /** Since when (ms) the slot has been working through this VM's unanswered requests: when the
-   * first of them was routed there, or when the last answer came (prefillRate, tokensAt). */
+   * first of them was routed there (after the work queued ahead of it), or when the last answer
+   * came (gatewayTokensAt). */
   private since: StaticArray<f64> = new StaticArray<f64>(0);
-  /** Decayed sums of uncached tokens and TTFT (ms) of requests routed where none of the gateway's
-   * were unanswered: the slots' prefill speed as this VM has seen it (learn). */
+  /** Decayed sums of answered requests' uncached tokens and of the ms their slots took since their
+   * `since`: the slots' prefill speed as this VM has seen it (learn). */
   private learnedTokens: f64 = 0;
   private learnedMs: f64 = 0;
   /** The clock the aged token counts are read at (ms): the VM's decision or board write time. */
@@ -251,9 +254,10 @@ export class LocalQueue {
   }
 
   /** `tokens` less what the slots' learned prefill speed gets through in `elapsedMs` (≥ 0). */
-  aged(tokens: f64, elapsedMs: f64): f64 {
-    if (elapsedMs <= 0 || this.learnedMs <= 0) return tokens;
-    const left = tokens - (this.learnedTokens / this.learnedMs) * elapsedMs;
+  private aged(tokens: f64, elapsedMs: f64): f64 {
+    const rate = this.prefillRate;
+    if (elapsedMs <= 0 || rate <= 0) return tokens;
+    const left = tokens - rate * elapsedMs;
     return left > 0 ? left : 0;
   }
 
@@ -264,7 +268,7 @@ export class LocalQueue {
    * an idle slot's. Decayed sums (a sample weighs 1, older ones × LEARN_DECAY: the speed follows
    * the engines' load); the ratio of sums weighs long prompts most.
    */
-  learn(tokens: f64, elapsedMs: f64): void {
+  private learn(tokens: f64, elapsedMs: f64): void {
     if (!(elapsedMs > 0) || !(tokens > 0)) return;
     this.learnedTokens = this.learnedTokens * LEARN_DECAY + tokens;
     this.learnedMs = this.learnedMs * LEARN_DECAY + elapsedMs;
