@@ -17,6 +17,7 @@
 // the shallowest, the better tier, the smaller hash.
 import { ByteBuf } from "./byte-buf";
 import { ChunkTable, GATE_KEY_BYTES } from "./chunk-table";
+import { put } from "./put";
 
 const TIERS: u32 = 3;
 const HEADER_BYTES: i32 = 4;
@@ -127,14 +128,16 @@ function rowTiers(t: ChunkTable, r: usize, spec: usize, specCount: i32): u32 {
   return bits;
 }
 
+// Stored unchecked (put): encode's `limit` keeps slot below MAX_SEGMENTS × SEGMENT_SLOTS, so s and
+// segCount stay below MAX_SEGMENTS.
 function addSlot(slot: u32): void {
   const s = slot / SEGMENT_SLOTS;
   const bits = unchecked(segBits[s]);
   if (bits === 0) {
-    segList[segCount] = s;
+    put(segList, segCount, s);
     segCount++;
   }
-  segBits[s] = bits | ((<u32>1) << (slot % SEGMENT_SLOTS));
+  put(segBits, s, bits | ((<u32>1) << (slot % SEGMENT_SLOTS)));
 }
 
 /**
@@ -143,7 +146,7 @@ function addSlot(slot: u32): void {
  * segments it touched, in ascending order in segList.
  */
 function collect(t: ChunkTable, r: usize, tier: u32, limit: u32, spec: usize, specCount: i32): i32 {
-  for (let i = 0; i < segCount; i++) segBits[unchecked(segList[i])] = 0;
+  for (let i = 0; i < segCount; i++) put<u32>(segBits, unchecked(segList[i]), 0);
   segCount = 0;
   const hash = t.hashAt(r);
   const h = t.holders(r);
@@ -164,10 +167,10 @@ function collect(t: ChunkTable, r: usize, tier: u32, limit: u32, spec: usize, sp
     const v = unchecked(segList[i]);
     let j = i;
     while (j > 0 && unchecked(segList[j - 1]) > v) {
-      segList[j] = segList[j - 1];
+      put(segList, j, unchecked(segList[j - 1]));
       j--;
     }
-    segList[j] = v;
+    put(segList, j, v);
   }
   return segCount;
 }
@@ -189,17 +192,19 @@ function writeRow(row: usize, hash: u64, depth: u16, tier: u32, k: i32): void {
  */
 let keptTotal: i32 = 0;
 function keep(t: ChunkTable, ref: u32, tier: u32, rows: i32, n: i32, ways: i32): i32 {
+  // n ≤ ways ≤ MAX_ROWS (encode checks ways; the loop below trims groups past them), and the
+  // arrays hold MAX_ROWS + 1: stored unchecked (put).
   let at = n;
   while (at > 0 && before(t, ref, tier, unchecked(keptRef[at - 1]), unchecked(keptTier[at - 1]))) at--;
   if (at === n && keptTotal >= ways) return n;
   for (let i = n; i > at; i--) {
-    keptRef[i] = keptRef[i - 1];
-    keptTier[i] = keptTier[i - 1];
-    keptRows[i] = keptRows[i - 1];
+    put(keptRef, i, unchecked(keptRef[i - 1]));
+    put(keptTier, i, unchecked(keptTier[i - 1]));
+    put(keptRows, i, unchecked(keptRows[i - 1]));
   }
-  keptRef[at] = ref;
-  keptTier[at] = tier;
-  keptRows[at] = rows;
+  put(keptRef, at, ref);
+  put(keptTier, at, tier);
+  put(keptRows, at, rows);
   keptTotal += rows;
   n++;
   while (n > 1 && keptTotal - unchecked(keptRows[n - 1]) >= ways) {

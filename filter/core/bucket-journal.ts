@@ -27,6 +27,7 @@ import { BUCKET_KEY_MAX, writeBucketKey } from "./bucket-key";
 import { appendDrop, appendPut, applyBucketPatch, diffBucket, findRow, PATCH_HEADER } from "./bucket-patch";
 import { ByteBuf } from "./byte-buf";
 import { ChunkTable, GATE_KEY_BYTES } from "./chunk-table";
+import { put } from "./put";
 import { PATCH_BIT } from "./sync-page";
 
 const IMAGE_HEADER: i32 = 4;
@@ -322,8 +323,9 @@ export class BucketJournal {
       let seen = false;
       for (let i = 0; i < distinct; i++) if (unchecked(changedHashes[i]) === h) seen = true;
       if (seen) continue;
-      if (distinct === MAX_CHANGED) return -1;
-      changedHashes[distinct++] = h;
+      if (distinct === MAX_CHANGED) return -1; // and so put stays in bounds
+      put(changedHashes, distinct, h);
+      distinct++;
       chunkRows.len = 0;
       const m = appendChunkRows(t, t.changeRecord(c, h), h, this.slotWords, chunkRows);
       const fresh = chunkRows.ptr;
@@ -426,10 +428,9 @@ export class BucketJournal {
         fi++;
       } else break;
       const take = rows < limit - acc ? rows : limit - acc;
-      // Each group takes at least one row, so shown < limit ≤ MAX_ROWS: stored without the
-      // bounds check (the StaticArrays' elements start at their address).
-      store<i32>(changetype<usize>(shownSrc) + ((<usize>shown) << 2), src);
-      store<i32>(changetype<usize>(shownTake) + ((<usize>shown) << 2), take);
+      // Each group takes at least one row, so shown < limit ≤ MAX_ROWS.
+      put(shownSrc, shown, src);
+      put(shownTake, shown, take);
       shown++;
       acc += take;
     }
@@ -577,9 +578,10 @@ export class BucketJournal {
     for (let c = t.changeHead(b); c !== 0; c = t.changeNext(c)) {
       const h = t.changeHash(c);
       if (isChanged(h, distinct)) continue;
-      if (distinct === MAX_CHANGED) return -1;
-      changedRefs[distinct] = t.changeRecord(c, h);
-      changedHashes[distinct++] = h;
+      if (distinct === MAX_CHANGED) return -1; // and so put stays in bounds
+      put(changedRefs, distinct, t.changeRecord(c, h));
+      put(changedHashes, distinct, h);
+      distinct++;
     }
     chunkRows.len = 0;
     let f = 0;
@@ -594,26 +596,26 @@ export class BucketJournal {
       for (let j = 0; j < m; j++) {
         const tier = <u32>load<u8>(chunkRows.ptr + <usize>((start + j) * ROW_BYTES), 10);
         if (j > 0 && tier === unchecked(fTier[f - 1])) {
-          fRows[f - 1] = unchecked(fRows[f - 1]) + 1;
+          put(fRows, f - 1, unchecked(fRows[f - 1]) + 1);
           continue;
         }
-        if (f === MAX_FRESH) return -1;
-        fStamp[f] = t.stampAt(r);
-        fDepth[f] = t.depthAt(r);
-        fTier[f] = tier;
-        fHash[f] = h;
-        fFirst[f] = start + j;
-        fRows[f] = 1;
+        if (f === MAX_FRESH) return -1; // and so put stays in bounds (fOrder's j ≤ i < f, too)
+        put(fStamp, f, t.stampAt(r));
+        put(fDepth, f, t.depthAt(r));
+        put(fTier, f, tier);
+        put(fHash, f, h);
+        put(fFirst, f, start + j);
+        put(fRows, f, 1);
         f++;
       }
     }
     for (let i = 0; i < f; i++) {
       let j = i;
       while (j > 0 && freshBefore(i, unchecked(fOrder[j - 1]))) {
-        fOrder[j] = fOrder[j - 1];
+        put(fOrder, j, unchecked(fOrder[j - 1]));
         j--;
       }
-      fOrder[j] = i;
+      put(fOrder, j, i);
     }
     this.freshCount = f;
     return distinct;
@@ -788,8 +790,8 @@ export class BucketJournal {
         reached = true;
         break;
       }
-      if (n === MAX_JOIN) return -1;
-      joinAt[n] = p;
+      if (n === MAX_JOIN) return -1; // and so put stays in bounds
+      put(joinAt, n, p);
       n++;
       bytes += <u64>load<u32>(r + REC_LEN);
       ops += load<u32>(r + REC_OPS);
