@@ -128,6 +128,14 @@ export const HEADERS_STOP: u32 = 1;
 export const DATA_CONTINUE: u32 = 0;
 export const DATA_STOP_AND_BUFFER: u32 = 1;
 
+/**
+ * Others' prefill queued at `slot` ahead of a request this VM routes there — read only when the
+ * VM has nothing unanswered there, the one case LocalQueue.add uses it (to place the slot's start).
+ */
+function workAhead(load: LoadImage, slot: i32): f64 {
+  return vm.queue.countAt(slot) > 0 ? 0 : othersQueued(load, slot, vm.queue);
+}
+
 export class KvrouteStream {
   constructor(readonly id: u32) {}
 
@@ -875,19 +883,13 @@ export class KvrouteStream {
     const p = this.prefillSlot;
     const at = <f64>now;
     if (p >= 0)
-      this.prefillQueueWindow = q.add(
-        p,
-        loadSignature(load, p),
-        this.uncachedTokens,
-        at,
-        othersQueued(load, p, q),
-      );
+      this.prefillQueueWindow = q.add(p, loadSignature(load, p), this.uncachedTokens, at, workAhead(load, p));
     this.queueWindow = q.add(
       this.slot,
       loadSignature(load, this.slot),
       p >= 0 ? 0 : this.uncachedTokens,
       at,
-      othersQueued(load, this.slot, q),
+      workAhead(load, this.slot),
     );
   }
 
