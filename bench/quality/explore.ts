@@ -3,13 +3,17 @@
 // every workload before it ships. Not a bench of its own (npm run bench skips it): a lab tool.
 //   npx tsx bench/quality/explore.ts [--full] [--seeds 1,2] [--points no-sharing@192,rag@96|all]
 //     [--peers round-robin,dynamo] [--profile h200-measured]
-//     [--variants '{"default":{},"t0.1":{"routing":{"temperature":0.1}}}']
+//     [--variants '{"default":{},"t0.1":{"routing":{"temperature":0.1}}}'] [--split-ms 1000]
 // Variants are KvrouteOptions overrides (routing, load, plugin, gateways, threadsPerGateway, ...).
+// --split-ms N also prints each run's TTFT p90 / p99 over the requests that arrived before N ms of
+// virtual time and over those after: whether a gap is the cold start (empty caches, no report yet
+// between gateways) or the steady state.
 // Only development seeds (config.ts DEVELOPMENT_SEEDS): the report seeds stay held out, so a
 // change chosen here is judged on seeds it was not chosen on.
 import type { LatencyProfileName } from "../../control-plane/sim/latency.ts";
 import { benchConfig, DEVELOPMENT_SEEDS, policies, REPORT_SEEDS, workloads } from "./config.ts";
 import { runOne } from "./harness.ts";
+import { percentile } from "./metrics.ts";
 import { type KvrouteOptions, kvroutePolicy } from "./policies/kvroute.ts";
 import type { PolicyFactory } from "./policies/types.ts";
 import { benchTokenizer } from "./tokens.ts";
@@ -35,6 +39,24 @@ const variants = JSON.parse(text("--variants") ?? '{"kvroute":{}}') as Record<
   string,
   Partial<KvrouteOptions>
 >;
+
+const splitText = text("--split-ms");
+const splitMs = splitText === undefined ? undefined : Number(splitText);
+if (splitMs !== undefined && !(splitMs > 0)) throw new Error("--split-ms needs a positive number of ms");
+
+/** TTFT p90 / p99 of the requests that arrived in [from, to) ms, and how many there were. */
+function ttftBetween(
+  results: readonly { arrivalMs: number; ttftMs: number }[],
+  from: number,
+  to: number,
+): string {
+  const ttft = results
+    .filter((r) => r.arrivalMs >= from && r.arrivalMs < to)
+    .map((r) => r.ttftMs)
+    .sort((a, b) => a - b);
+  if (ttft.length === 0) return "none";
+  return `${percentile(ttft, 90).toFixed(0)}/${percentile(ttft, 99).toFixed(0)} ms (${ttft.length})`;
+}
 
 const tok = benchTokenizer();
 const rows: { point: string; name: string; p90: number[]; p99: number[]; hit: number[] }[] = [];
@@ -89,6 +111,11 @@ for (const seed of seeds) {
           `${m.ttftP90.toFixed(0)}/${m.ttftP99.toFixed(0)} ms  hit ${(m.hitRate * 100).toFixed(1)}%  ` +
           `requests per rank ${m.requestsPerRank.join("/")}  (${((performance.now() - t0) / 1000).toFixed(1)} s)`,
       );
+      if (splitMs !== undefined)
+        console.log(
+          `    TTFT p90/p99 arriving before ${splitMs} ms ${ttftBetween(out.results, 0, splitMs)}, ` +
+            `after ${ttftBetween(out.results, splitMs, Number.POSITIVE_INFINITY)}`,
+        );
     }
   }
 }
