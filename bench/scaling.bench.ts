@@ -3,7 +3,12 @@
 // simulated ranks that checks the extrapolation.
 //   npx tsx bench/scaling.bench.ts [--quick] [--ranks=256] [--seconds=12] [--rate=llm-d]
 //     [--ways=60] [--full-keep=shallowest] [--full-ways=8] [--view-age-ms=1000] [--view-follow-ms=2500]
-//     [--out=DIR] (results to DIR instead of bench/results/: runs at other rank counts or settings)
+//     [--stream=engine] [--out=DIR] (results to DIR instead of bench/results/: runs at other rank counts or settings)
+//
+// --stream=engine (with the llm-d rate) sends each rank's events as a vLLM engine publishes them
+// (lib/engine-stream.ts): a batch per engine step, a prompt's blocks in one event, decode-filled
+// blocks and evicted blocks one event each — the default stream has prompt blocks only, a batch
+// every 5 ms, and evictions 64 blocks an event.
 //
 // Each rank prefills flat out: an 8B model on one H100 prefills one uncached token per 17.25 µs
 // (REFERENCE §6, llm-d's fit), so it stores 57,971 / 16 = 3,623 blocks a second, the most KV
@@ -37,6 +42,7 @@ import { Publisher } from "../control-plane/src/publish/publisher.ts";
 import { decodeSyncPage, encodeSyncPage, SYNC_HEADER_BYTES } from "../control-plane/src/sync/sync-codec.ts";
 import { SyncLog } from "../control-plane/src/sync/sync-log.ts";
 import { coreHeap } from "./lib/core-heap.ts";
+import { EngineStream } from "./lib/engine-stream.ts";
 import { writeResult } from "./lib/results.ts";
 import { deepest, fullIndexAnswer, ShippedWalk, samePrefix } from "./lib/view-accuracy.ts";
 import { viewWorkload } from "./lib/view-workload.ts";
@@ -57,8 +63,25 @@ export const BLOCKS_PER_RANK_S = 1e6 / PREFILL_US_PER_TOKEN / BLOCK_TOKENS;
 export const KV_BLOCKS_PER_RANK = Math.floor(470_000 / BLOCK_TOKENS);
 /** llm-d's benchmark (REFERENCE §6): 60 QPS at its peak over 8 pods, each request's 1.2k-token question uncached once the 6k-token system prompt is. */
 export const LLMD_BLOCKS_PER_RANK_S = (60 * 1200) / 8 / BLOCK_TOKENS;
+const streamArg = process.argv.find((a) => a.startsWith("--stream="))?.slice("--stream=".length);
+if (streamArg !== undefined && streamArg !== "engine")
+  throw new Error(`--stream takes engine, not ${streamArg}`);
+/** Ranks publish as a vLLM engine does (lib/engine-stream.ts): the llm-d benchmark's traffic. */
+const ENGINE_STREAM = streamArg === "engine";
 /** The store rate measured once the caches are full (`--rate=llm-d`: the llm-d benchmark's; default flat out). */
-const MEASURED_RATE = process.argv.includes("--rate=llm-d") ? LLMD_BLOCKS_PER_RANK_S : BLOCKS_PER_RANK_S;
+const MEASURED_RATE =
+  process.argv.includes("--rate=llm-d") || ENGINE_STREAM ? LLMD_BLOCKS_PER_RANK_S : BLOCKS_PER_RANK_S;
+/** The llm-d benchmark per pod (REFERENCE §6): 60 QPS over 8 pods, each prompt's 1.2k-token question
+ * uncached (75 blocks), 1k tokens out, 8,730 output tokens a second over the 8 pods at its peak. */
+const LLMD_REQUESTS_PER_RANK_S = 60 / 8;
+const LLMD_DECODE_BLOCKS_PER_RANK_S = 8730 / 8 / BLOCK_TOKENS;
+/**
+ * The engine step of a pod at that load (../shared/gpu, H200): a decode step of ~100 sequences with
+ * ~7.7k-token contexts reads the weights (5.1 ms), computes ~15 µs a sequence and reads ~30 ns of KV a
+ * context token — 5.1 + 100 × (0.015 + 7.7k × 30e-6) ≈ 29 ms; steps that also prefill a question run
+ * longer (a 1.2k-token question after a cached 6k prefix alone: 50.8 ms).
+ */
+const ENGINE_STEP_MS = 30;
 const CHAIN_BLOCKS = 64; // ~1k-token prompts
 const STEP_MS = 5;
 /** Ranks whose batches are made, then ingested in one timed window (see run): few windows a step, as each reading of the CPU clock costs ~10 µs. */
@@ -89,8 +112,30 @@ const tokens = loadPoolTokens(pool);
 const detokenize = tokens.detokenize;
 if (detokenize === null) throw new Error("no detokenizer");
 
+/** The control plane's ingest of one rank's stream. */
+function rankIngest(rank: number, sink: PrefixIndex, now: () => number): RankIngest {
+  return new RankIngest({
+    slotKey: `r${rank}`,
+    rank,
+    topic: "",
+    sink,
+    stats: newRankStats(`r${rank}`, rank, "-", "connect", null),
+    log: new ThrottledLog(pino({ level: "silent" }), 60_000),
+    replay: null,
+    maxPending: 1,
+    now,
+  });
+}
+
+/** What a run needs of a simulated rank: its ingest, its next batch, extra events in its sequence. */
+interface BenchRank {
+  readonly ingest: RankIngest;
+  inject(events: KvEvent[], nowMs: number): Buffer[];
+  step(ms: number, nowMs: number): Buffer[] | null;
+}
+
 /** One simulated rank: a chain being prefilled, the chains it holds, its event stream. */
-class SimRank {
+class SimRank implements BenchRank {
   private seq = 0;
   private nextHash: bigint;
   private chain: bigint[] = [];
@@ -109,17 +154,7 @@ class SimRank {
     now: () => number,
   ) {
     this.nextHash = 2n ** 62n + BigInt(rank) * 2n ** 40n;
-    this.ingest = new RankIngest({
-      slotKey: `r${rank}`,
-      rank,
-      topic: "",
-      sink,
-      stats: newRankStats(`r${rank}`, rank, "-", "connect", null),
-      log: new ThrottledLog(pino({ level: "silent" }), 60_000),
-      replay: null,
-      maxPending: 1,
-      now,
-    });
+    this.ingest = rankIngest(rank, sink, now);
   }
 
   /** Frames carrying extra events (the view workload's chains), next in this rank's sequence. */
@@ -191,6 +226,43 @@ function blockTokens(rank: number, chain: number, b: number): number[] {
   return ids;
 }
 
+/** A rank publishing as a vLLM engine does (lib/engine-stream.ts), with the llm-d benchmark's traffic. */
+class EngineRank implements BenchRank {
+  private seq = 0;
+  private readonly stream: EngineStream;
+  readonly ingest: RankIngest;
+
+  constructor(
+    readonly rank: number,
+    sink: PrefixIndex,
+    now: () => number,
+  ) {
+    this.stream = new EngineStream({
+      rank,
+      blockTokens: BLOCK_TOKENS,
+      kvBlocks: KV_BLOCKS_PER_RANK,
+      requestsPerS: LLMD_REQUESTS_PER_RANK_S,
+      promptBlocks: 1200 / BLOCK_TOKENS,
+      decodeBlocksPerS: LLMD_DECODE_BLOCKS_PER_RANK_S,
+      outputBlocks: Math.floor(1000 / BLOCK_TOKENS),
+      stepMs: ENGINE_STEP_MS,
+      fillBlocksPerS: BLOCKS_PER_RANK_S,
+      tokensOf: (chain, b) => blockTokens(rank, chain, b),
+    });
+    this.ingest = rankIngest(rank, sink, now);
+  }
+
+  inject(events: KvEvent[], nowMs: number): Buffer[] {
+    return [Buffer.alloc(0), encodeSeq(this.seq++), encodeEventBatch(nowMs / 1000, events, this.rank, "map")];
+  }
+
+  step(ms: number, nowMs: number): Buffer[] | null {
+    const events = this.stream.step(ms, nowMs);
+    if (events === null) return null;
+    return [Buffer.alloc(0), encodeSeq(this.seq++), encodeEventBatch(nowMs / 1000, events, this.rank, "map")];
+  }
+}
+
 interface RunResult {
   ranks: number;
   seconds: number;
@@ -248,8 +320,8 @@ class HeapWatch {
 }
 
 /** The ranks, each registered as a slot of the index. */
-function fleet(ranks: number, index: PrefixIndex, clock: () => number): SimRank[] {
-  const sims: SimRank[] = [];
+function fleet(ranks: number, index: PrefixIndex, clock: () => number): BenchRank[] {
+  const sims: BenchRank[] = [];
   for (let r = 0; r < ranks; r++) {
     index.addSlot({
       slotKey: `r${r}`,
@@ -259,7 +331,7 @@ function fleet(ranks: number, index: PrefixIndex, clock: () => number): SimRank[
       detokenize: detokenize as NonNullable<typeof detokenize>,
       tokenTable: tokens.tokenTable,
     });
-    sims.push(new SimRank(r, index, clock));
+    sims.push(ENGINE_STREAM ? new EngineRank(r, index, clock) : new SimRank(r, index, clock));
   }
   return sims;
 }
@@ -269,7 +341,7 @@ function fleet(ranks: number, index: PrefixIndex, clock: () => number): SimRank[
  * the caches fill, a group's batches are made just before they are ingested, outside the timed
  * window, so they are garbage soon after they arrive, as a control plane's frames are.
  */
-function stepFleet(sims: SimRank[], now: number): number {
+function stepFleet(sims: BenchRank[], now: number): number {
   const frames: (Buffer[] | null)[] = [];
   let cpu = 0;
   for (let g = 0; g < sims.length; g += INGEST_GROUP) {
@@ -281,7 +353,7 @@ function stepFleet(sims: SimRank[], now: number): number {
 }
 
 /** Ingests frames[i] on sims[i] (none when null); returns the CPU seconds it took. */
-function ingestFrames(sims: SimRank[], frames: (Buffer[] | null)[]): number {
+function ingestFrames(sims: BenchRank[], frames: (Buffer[] | null)[]): number {
   const t0 = process.cpuUsage();
   for (const [i, sim] of sims.entries()) {
     const f = frames[i];
@@ -299,7 +371,7 @@ function ingestFrames(sims: SimRank[], frames: (Buffer[] | null)[]): number {
  * which process.cpuUsage counts wherever it lands; a control plane's only such garbage is the
  * frames ZMQ hands it and what decoding them makes. So the window holds only that.
  */
-function windowFrames(sims: SimRank[], from: number, steps: number): (Buffer[] | null)[][] {
+function windowFrames(sims: BenchRank[], from: number, steps: number): (Buffer[] | null)[][] {
   const out: (Buffer[] | null)[][] = [];
   for (let k = 0; k < steps; k++) out.push(sims.map((sim) => sim.step(STEP_MS, from + k * STEP_MS)));
   return out;
@@ -433,7 +505,7 @@ function viewCheck(
   ranks: number,
   index: PrefixIndex,
   log: SyncLog,
-  sims: SimRank[],
+  sims: BenchRank[],
   publisher: Publisher,
   tick: () => number,
 ): { llmd: number; chat: number } {
@@ -696,10 +768,17 @@ const predictedCpu = check.ingestCpu + check.publishCpu + check.serveCpu;
  * (REFERENCE §6: 60 QPS at its peak over 8 pods, each request's 1.2k-token question uncached
  * once the 6k-token system prompt is: 60 × 1,200 / 8 tokens/s per pod → blocks of 16).
  */
-const RATES = [
-  { name: "flat-out prefill", storedPerRank: BLOCKS_PER_RANK_S },
-  { name: "llm-d benchmark", storedPerRank: LLMD_BLOCKS_PER_RANK_S },
-];
+const RATES = ENGINE_STREAM
+  ? [
+      {
+        name: "llm-d benchmark as engines publish it",
+        storedPerRank: LLMD_BLOCKS_PER_RANK_S + LLMD_DECODE_BLOCKS_PER_RANK_S,
+      },
+    ]
+  : [
+      { name: "flat-out prefill", storedPerRank: BLOCKS_PER_RANK_S },
+      { name: "llm-d benchmark", storedPerRank: LLMD_BLOCKS_PER_RANK_S },
+    ];
 const fleetRows: string[] = [];
 for (const rate of RATES)
   for (const engines of [10, 100, 1000]) {
@@ -715,7 +794,9 @@ for (const rate of RATES)
 
 const lines: string[] = [];
 lines.push(
-  `Each rank: ${fmt(MEASURED_RATE)} stored blocks/s (${MEASURED_RATE === BLOCKS_PER_RANK_S ? `8B on one H100 prefilling flat out: ${PREFILL_US_PER_TOKEN} µs per token` : "the llm-d benchmark's rate; the caches filled flat out first"}, ${BLOCK_TOKENS}-token blocks), KV cache ${fmt(KV_BLOCKS_PER_RANK)} blocks, then as many removed; unique prompts; ${SECONDS} virtual seconds measured once the caches are full; cache ${BUCKETS} × ${WAYS} rows (${FULL_WAYS} past ${FULL_ENTRY} chunks); gateway polls every ${POLL_MS} ms.`,
+  ENGINE_STREAM
+    ? `Each rank publishes as a vLLM engine does (bench/lib/engine-stream.ts): a batch per ${ENGINE_STEP_MS} ms engine step; the llm-d benchmark's ${fmt(LLMD_REQUESTS_PER_RANK_S, 1)} requests/s prefilled, each question's ${1200 / BLOCK_TOKENS} uncached blocks in one BlockStored; ${fmt(LLMD_DECODE_BLOCKS_PER_RANK_S, 1)} blocks/s filled by decoding (its 8,730 output tokens/s over 8 pods), each a BlockStored of its own on its request's chain; every evicted block a BlockRemoved of its own, the oldest first, once the KV cache (${fmt(KV_BLOCKS_PER_RANK)} blocks) is full (filled flat out first); unique prompts; ${SECONDS} virtual seconds measured; cache ${BUCKETS} × ${WAYS} rows (${FULL_WAYS} past ${FULL_ENTRY} chunks); gateway polls every ${POLL_MS} ms.`
+    : `Each rank: ${fmt(MEASURED_RATE)} stored blocks/s (${MEASURED_RATE === BLOCKS_PER_RANK_S ? `8B on one H100 prefilling flat out: ${PREFILL_US_PER_TOKEN} µs per token` : "the llm-d benchmark's rate; the caches filled flat out first"}, ${BLOCK_TOKENS}-token blocks), KV cache ${fmt(KV_BLOCKS_PER_RANK)} blocks, then as many removed; unique prompts; ${SECONDS} virtual seconds measured once the caches are full; cache ${BUCKETS} × ${WAYS} rows (${FULL_WAYS} past ${FULL_ENTRY} chunks); gateway polls every ${POLL_MS} ms.`,
 );
 lines.push("");
 lines.push(
@@ -754,6 +835,6 @@ lines.push(...fleetRows);
 for (const l of lines) console.log(l);
 const llmdRate = MEASURED_RATE !== BLOCKS_PER_RANK_S;
 writeResult(
-  llmdRate ? "scaling-llm-d" : "scaling",
-  `# Scaling: the control plane and the gateways as the fleet grows\n\nGenerated by \`npx tsx bench/scaling.bench.ts${quick ? " --quick" : ""}${llmdRate ? " --rate=llm-d" : ""}${process.argv.find((a) => a.startsWith("--ranks=")) ? ` ${process.argv.find((a) => a.startsWith("--ranks="))}` : ""}\`. The model built on these figures is docs/scaling.md.\n\n${lines.join("\n")}\n`,
+  ENGINE_STREAM ? "scaling-llm-d-engine" : llmdRate ? "scaling-llm-d" : "scaling",
+  `# Scaling: the control plane and the gateways as the fleet grows\n\nGenerated by \`npx tsx bench/scaling.bench.ts${quick ? " --quick" : ""}${ENGINE_STREAM ? " --stream=engine" : llmdRate ? " --rate=llm-d" : ""}${process.argv.find((a) => a.startsWith("--ranks=")) ? ` ${process.argv.find((a) => a.startsWith("--ranks="))}` : ""}\`. The model built on these figures is docs/scaling.md.\n\n${lines.join("\n")}\n`,
 );
