@@ -66,8 +66,7 @@ export class EngineStream {
     let cap = 1;
     while (cap < o.kvBlocks + 4 * o.promptBlocks + 4096) cap <<= 1;
     this.#held = new BigUint64Array(cap);
-    // Ranks' steps do not all end together.
-    this.#nextStepAt = Number.NaN;
+    this.#nextStepAt = Number.NaN; // set at the first step after the fill
   }
 
   get full(): boolean {
@@ -78,6 +77,7 @@ export class EngineStream {
    * them), or null when none is due or it has no event. */
   step(ms: number, nowMs: number): KvEvent[] | null {
     if (!this.#full) return this.#fill(ms);
+    // Ranks' steps do not all end together: each starts at its own offset.
     if (Number.isNaN(this.#nextStepAt)) this.#nextStepAt = nowMs + ((this.o.rank * 7) % this.o.stepMs);
     if (nowMs < this.#nextStepAt) return null;
     // One step's events however late the call: the bench calls every 5 ms, a step is ≥ that.
@@ -106,7 +106,7 @@ export class EngineStream {
     return events.length === 0 ? null : events;
   }
 
-  /** A new request's prompt blocks, stored at once (it decodes from the next step when `decode`). */
+  /** A new request's prompt blocks, stored at once; with `decode` it then takes its turns at decoding. */
   #prompt(decode: boolean): KvEvent {
     const chain = this.#chain++;
     const hashes: bigint[] = [];
