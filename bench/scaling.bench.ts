@@ -3,12 +3,13 @@
 // simulated ranks that checks the extrapolation.
 //   npx tsx bench/scaling.bench.ts [--quick] [--ranks=256] [--seconds=12] [--rate=llm-d]
 //     [--ways=60] [--full-keep=shallowest] [--full-ways=8] [--view-age-ms=1000] [--view-follow-ms=2500]
-//     [--stream=engine] [--engine-step-ms=30] [--out=DIR] (results to DIR instead of bench/results/: runs at other rank counts or settings)
+//     [--stream=engine] [--engine-step-ms=30] [--out=DIR]
+// --out=DIR writes the results there instead of bench/results/ (runs at other sizes or settings).
 //
-// --stream=engine (with the llm-d rate) sends each rank's events as a vLLM engine publishes them
-// (lib/engine-stream.ts): a batch per engine step, a prompt's blocks in one event, decode-filled
-// blocks and evicted blocks one event each — the default stream has prompt blocks only, a batch
-// every 5 ms, and evictions 64 blocks an event.
+// --stream=engine sends each rank's events as a vLLM engine publishes them, with the llm-d
+// benchmark's traffic (lib/engine-stream.ts; --rate is not read): a batch per engine step, a
+// prompt's blocks in one event, decode-filled blocks and evicted blocks one event each — the
+// default stream has prompt blocks only, a batch every 5 ms, and evictions 64 blocks an event.
 //
 // Each rank prefills flat out: an 8B model on one H100 prefills one uncached token per 17.25 µs
 // (REFERENCE §6, llm-d's fit), so it stores 57,971 / 16 = 3,623 blocks a second, the most KV
@@ -69,10 +70,9 @@ if (streamArg !== undefined && streamArg !== "engine")
 /** Ranks publish as a vLLM engine does (lib/engine-stream.ts): the llm-d benchmark's traffic. */
 const ENGINE_STREAM = streamArg === "engine";
 /** The store rate measured once the caches are full (`--rate=llm-d`: the llm-d benchmark's; default flat out). */
-const MEASURED_RATE =
-  process.argv.includes("--rate=llm-d") || ENGINE_STREAM ? LLMD_BLOCKS_PER_RANK_S : BLOCKS_PER_RANK_S;
-/** The publication step (STEP_MS below): an engine step is at least as long, one batch a call. */
-const STEP_MS_FLOOR = 5;
+const MEASURED_RATE = process.argv.includes("--rate=llm-d") ? LLMD_BLOCKS_PER_RANK_S : BLOCKS_PER_RANK_S;
+/** The control plane's publication step: every rank's batch is made and applied on it. */
+const STEP_MS = 5;
 /** The llm-d benchmark per pod (REFERENCE §6): 60 QPS over 8 pods, each prompt's 1.2k-token question
  * uncached (75 blocks), 1k tokens out, 8,730 output tokens a second over the 8 pods at its peak. */
 const LLMD_REQUESTS_PER_RANK_S = 60 / 8;
@@ -86,9 +86,9 @@ const LLMD_DECODE_BLOCKS_PER_RANK_S = 8730 / 8 / BLOCK_TOKENS;
  */
 const DEFAULT_ENGINE_STEP_MS = 30;
 const ENGINE_STEP_MS = arg("engine-step-ms", DEFAULT_ENGINE_STEP_MS);
-if (!(ENGINE_STEP_MS >= STEP_MS_FLOOR)) throw new Error(`--engine-step-ms must be at least ${STEP_MS_FLOOR}`);
+// At most one engine step a publication step: a rank's batch per call.
+if (!(ENGINE_STEP_MS >= STEP_MS)) throw new Error(`--engine-step-ms must be at least ${STEP_MS}`);
 const CHAIN_BLOCKS = 64; // ~1k-token prompts
-const STEP_MS = STEP_MS_FLOOR;
 /** Ranks whose batches are made, then ingested in one timed window (see run): few windows a step, as each reading of the CPU clock costs ~10 µs. */
 const INGEST_GROUP = 100;
 /** How long the fleet churns on (new prompts, evictions) between storing the view workload's prefixes and the requests for them. */
@@ -116,6 +116,11 @@ if (pool === undefined) throw new Error("no pool");
 const tokens = loadPoolTokens(pool);
 const detokenize = tokens.detokenize;
 if (detokenize === null) throw new Error("no detokenizer");
+
+/** A rank's batch as the SUB socket hands it over: topic, sequence number, payload. */
+function batchFrames(seq: number, nowMs: number, events: KvEvent[], rank: number): Buffer[] {
+  return [Buffer.alloc(0), encodeSeq(seq), encodeEventBatch(nowMs / 1000, events, rank, "map")];
+}
 
 /** The control plane's ingest of one rank's stream. */
 function rankIngest(rank: number, sink: PrefixIndex, now: () => number): RankIngest {
@@ -164,7 +169,7 @@ class SimRank implements BenchRank {
 
   /** Frames carrying extra events (the view workload's chains), next in this rank's sequence. */
   inject(events: KvEvent[], nowMs: number): Buffer[] {
-    return [Buffer.alloc(0), encodeSeq(this.seq++), encodeEventBatch(nowMs / 1000, events, this.rank, "map")];
+    return batchFrames(this.seq++, nowMs, events, this.rank);
   }
 
   /** The batch this rank publishes over `ms` of prefill, as ZMQ frames; null when nothing is due. */
@@ -215,7 +220,7 @@ class SimRank implements BenchRank {
     }
     flush();
     if (events.length === 0) return null;
-    return [Buffer.alloc(0), encodeSeq(this.seq++), encodeEventBatch(nowMs / 1000, events, this.rank, "map")];
+    return batchFrames(this.seq++, nowMs, events, this.rank);
   }
 }
 
@@ -258,13 +263,13 @@ class EngineRank implements BenchRank {
   }
 
   inject(events: KvEvent[], nowMs: number): Buffer[] {
-    return [Buffer.alloc(0), encodeSeq(this.seq++), encodeEventBatch(nowMs / 1000, events, this.rank, "map")];
+    return batchFrames(this.seq++, nowMs, events, this.rank);
   }
 
   step(ms: number, nowMs: number): Buffer[] | null {
     const events = this.stream.step(ms, nowMs);
     if (events === null) return null;
-    return [Buffer.alloc(0), encodeSeq(this.seq++), encodeEventBatch(nowMs / 1000, events, this.rank, "map")];
+    return batchFrames(this.seq++, nowMs, events, this.rank);
   }
 }
 
