@@ -50,11 +50,23 @@ const corpus = tokenizer.encode(
   { add_special_tokens: false },
 ).ids;
 
+/** How a chain's blocks are cut into events and batches. */
+interface Shape {
+  blocksPerEvent: number;
+  eventsPerBatch: number;
+}
+const SMALL_BATCHES: Shape = { blocksPerEvent: BLOCKS_PER_EVENT, eventsPerBatch: EVENTS_PER_BATCH };
+/** What a vLLM engine publishes for a prompt prefilled in one scheduler step: BlockPool
+ * cache_full_blocks emits one BlockStored with every block the request filled, and the step's
+ * take_events() goes out as one batch (docs/kv-events.md). */
+const PROMPT_BATCHES: Shape = { blocksPerEvent: SEQUENCE_BLOCKS, eventsPerBatch: 1 };
+
 function sequenceBatches(
   seqNo: number,
   hashBase: bigint,
   lora: string | null = null,
   salt: string | null = null,
+  { blocksPerEvent, eventsPerBatch }: Shape = SMALL_BATCHES,
 ): Buffer[] {
   const ids: number[] = [];
   const offset = (seqNo * 7919) % (corpus.length - SEQUENCE_BLOCKS * BLOCK);
@@ -62,12 +74,12 @@ function sequenceBatches(
   ids.push(...corpus.slice(offset, offset + SEQUENCE_BLOCKS * BLOCK - ids.length));
   const batches: Buffer[] = [];
   const events: KvEvent[] = [];
-  for (let b = 0; b < SEQUENCE_BLOCKS; b += BLOCKS_PER_EVENT) {
+  for (let b = 0; b < SEQUENCE_BLOCKS; b += blocksPerEvent) {
     events.push({
       type: "BlockStored",
-      blockHashes: Array.from({ length: BLOCKS_PER_EVENT }, (_, i) => hashBase + BigInt(b + i)),
+      blockHashes: Array.from({ length: blocksPerEvent }, (_, i) => hashBase + BigInt(b + i)),
       parentBlockHash: b === 0 ? null : hashBase + BigInt(b - 1),
-      tokenIds: ids.slice(b * BLOCK, (b + BLOCKS_PER_EVENT) * BLOCK),
+      tokenIds: ids.slice(b * BLOCK, (b + blocksPerEvent) * BLOCK),
       blockSize: BLOCK,
       loraName: lora,
       // vLLM mixes the adapter's name into every block's extra keys, and the request's cache_salt
@@ -75,11 +87,11 @@ function sequenceBatches(
       extraKeys:
         lora === null
           ? null
-          : Array.from({ length: BLOCKS_PER_EVENT }, (_, i) =>
+          : Array.from({ length: blocksPerEvent }, (_, i) =>
               b + i === 0 && salt !== null ? [lora, salt] : [lora],
             ),
     });
-    if (events.length === EVENTS_PER_BATCH) batches.push(encodeEventBatch(1.7e9, events.splice(0), 0, "map"));
+    if (events.length === eventsPerBatch) batches.push(encodeEventBatch(1.7e9, events.splice(0), 0, "map"));
   }
   return batches;
 }
@@ -91,6 +103,9 @@ for (let s = 0; s < SEQUENCES; s++) payloads.push(...sequenceBatches(s, 2n ** 63
 const loraPayloads: Buffer[] = [];
 for (let s = 0; s < SEQUENCES; s++)
   loraPayloads.push(...sequenceBatches(s, 2n ** 63n + BigInt(s) * 1000n, "adapter-a", `tenant-${s % 8}`));
+const promptPayloads: Buffer[] = [];
+for (let s = 0; s < SEQUENCES; s++)
+  promptPayloads.push(...sequenceBatches(s, 2n ** 63n + BigInt(s) * 1000n, null, null, PROMPT_BATCHES));
 const totalBlocks = SEQUENCES * SEQUENCE_BLOCKS;
 
 /** Seconds of CPU this process used since `start` (robust to other load on the machine, unlike wall time). */
@@ -230,6 +245,7 @@ function fastPathRate(): number {
 const topic = Buffer.alloc(0);
 const frames = payloads.map((p, seq) => [topic, encodeSeq(seq), p]);
 const loraFrames = loraPayloads.map((p, seq) => [topic, encodeSeq(seq), p]);
+const promptFrames = promptPayloads.map((p, seq) => [topic, encodeSeq(seq), p]);
 {
   const probe = newIndex();
   if (probe.scanBatch("bench", loraPayloads[0] as Buffer) === null)
@@ -274,6 +290,7 @@ fastPathRate();
 fullPath().index.dispose();
 fullPath(false).index.dispose();
 fullPath(true, loraFrames).index.dispose();
+fullPath(true, promptFrames).index.dispose();
 const rates = {
   decode: [] as number[],
   detok: [] as number[],
@@ -287,6 +304,7 @@ const fullRates: number[] = [];
 const fullJsRates: number[] = [];
 const loraRates: number[] = [];
 const loraJsRates: number[] = [];
+const promptRates: number[] = [];
 let publishMs = 0;
 for (let r = 0; r < repeats; r++) {
   rates.decode.push(decodeOnlyRate());
@@ -312,6 +330,9 @@ for (let r = 0; r < repeats; r++) {
     out.push(l.rate);
     l.index.dispose();
   }
+  const pr = fullPath(true, promptFrames);
+  promptRates.push(pr.rate);
+  pr.index.dispose();
 }
 
 // Memory: what one index holding every block takes — JavaScript heap growth (gc forced where
@@ -331,6 +352,9 @@ const fmt = (n: number) => Math.round(n).toLocaleString("en");
 /** A per-block CPU time as a share of the end-to-end one. */
 const share = (secondsPerBlock: number) => `${Math.round(100 * secondsPerBlock * median(fullRates))} %`;
 const base = median(rates.decode);
+/** CPU µs a batch of `blocks` blocks and a block take at a median rate. */
+const perBatchUs = (xs: number[], blocks: number) =>
+  `${((1e6 * blocks) / median(xs)).toFixed(1)} µs a batch of ${blocks} blocks (${(1e6 / median(xs)).toFixed(2)} µs a block)`;
 const row = (stage: string, timed: string, xs: number[]) =>
   `| ${stage} | ${timed} | ${fmt(Math.min(...xs))} / ${fmt(median(xs))} / ${fmt(Math.max(...xs))} | ${(median(xs) / base).toFixed(2)} |`;
 const table = [
@@ -375,12 +399,18 @@ const table = [
     "the same LoRA + salt frames with the fast path on (the default): the core reads the adapter and the salt and hashes each chain's root",
     loraRates,
   ),
+  row(
+    "end to end, a prompt a batch",
+    `the same chains as a vLLM engine publishes a prompt prefilled in one step: its ${SEQUENCE_BLOCKS} blocks in one BlockStored, one event a batch (RankIngest, the default)`,
+    promptRates,
+  ),
 ];
 const lines: string[] = [
   `${fmt(totalBlocks)} stored blocks (${SEQUENCES} chains × ${SEQUENCE_BLOCKS} blocks of ${BLOCK} tokens, ${BLOCKS_PER_EVENT} blocks/event, ${EVENTS_PER_BATCH} events/batch, map encoding, ${CHUNK}-byte chunks)`,
   "rates are per CPU-second of this process (GC included), so other load on the machine does not skew them; the stages overlap (index insert includes detokenize and hashing), so they do not add up",
   `machine: ${availableParallelism()} CPUs, load average ${loadAtStart.toFixed(1)} when the run started${loadAtStart > availableParallelism() ? " (shared with other work: CPU time is still counted per process, but caches and memory bandwidth are shared, so rates vary between runs by ±20 % or so)" : ""}`,
   `end to end: median ${fmt(median(fullRates))} blocks/CPU-s = ${(median(fullRates) / base).toFixed(2)} × decode only, ${(median(fullRates) / median(fullJsRates)).toFixed(2)} × the JavaScript-decoder path; target 3,000,000 (issue 31) → ${(median(fullRates) / 3e6).toFixed(2)}× target`,
+  `per batch and per block (from the medians): ${BLOCKS_PER_EVENT} × ${EVENTS_PER_BATCH} batches ${perBatchUs(fullRates, BLOCKS_PER_EVENT * EVENTS_PER_BATCH)}, a prompt a batch ${perBatchUs(promptRates, SEQUENCE_BLOCKS)}: what a batch and an event cost besides their blocks (frames, sequence check, the calls into the core, their set-up) weighs on small batches; a prompt a batch → ${(median(promptRates) / 3e6).toFixed(2)}× target`,
   `LoRA + salt frames: ${(median(loraRates) / median(loraJsRates)).toFixed(2)} × the JavaScript decoder (which they took before), ${(median(loraRates) / median(fullRates)).toFixed(2)} × plain frames`,
   `where the end-to-end time goes (from the medians): the core's batch walk ${share(1 / median(rates.scan))}, applying the batch in the core (detokenize, chunk hashing, block map, chunk index) ${share(1 / median(rates.fast) - 1 / median(rates.scan))}, RankIngest and the rest (frames, sequence, stats, GC) ${share(1 / median(fullRates) - 1 / median(rates.fast))}`,
   `index: ${fmt(kept.index.chunks.size)} chunk hashes; memory ≈ ${fmt(perBlock)} bytes per indexed block (core tables ${fmt(corePerBlock)}: block table ${fmt((kept.index.slot("bench")?.bytes ?? 0) / totalBlocks)} + chunk index ${fmt(kept.index.chunks.bytes / totalBlocks)}; JS heap ${fmt(heapPerBlock)}${gc === undefined ? ", no --expose-gc: approximate" : ""}); target ≤ 150 (issue 31)`,
