@@ -1,0 +1,64 @@
+// The filter's plugin configuration left empty (`{}`) runs on the defaults docs/configuration.md
+// "Filter plugin configuration (Envoy)" names: the control plane's cluster and authority, the
+// sync and report paths, no bearer token. Read from the reference itself, so a default changed in
+// filter/core/plugin-config.ts and not in the reference (or the other way round) fails here.
+import { readFileSync } from "node:fs";
+import { afterEach, describe, expect, it } from "vitest";
+import type { Host } from "../../host/host.ts";
+import { type FakeControlPlane, manualHost, pollers, startFakeControlPlane } from "./fake-control-plane.ts";
+import { until } from "./harness.ts";
+
+const DOC = readFileSync(new URL("../../docs/configuration.md", import.meta.url), "utf8");
+
+/** The documented default of a plugin field (a row `| \`field\` | \`default\` | … |`). */
+function documented(field: string): string {
+  const m = new RegExp(`^\\| \`${field.replace(".", "\\.")}\` \\| \`([^\`]*)\` \\|`, "m").exec(DOC);
+  if (m === null) throw new Error(`docs/configuration.md documents no literal default for ${field}`);
+  return (m[1] as string).replace(/^"(.*)"$/, "$1");
+}
+
+let cp: FakeControlPlane | null = null;
+let host: Host | null = null;
+afterEach(async () => {
+  host?.close();
+  await cp?.close();
+  host = null;
+  cp = null;
+});
+
+describe("the filter's plugin configuration defaults", () => {
+  it("are the documented ones: cluster, authority, sync and report paths, no token", async () => {
+    cp = await startFakeControlPlane();
+    const clock = { now: 5_000_000 };
+    const c = cp;
+    // Only the documented default cluster name leads to the control plane.
+    host = manualHost(c, () => clock.now, {
+      pluginConfig: "{}",
+      clusters: { [documented("controlPlane.cluster")]: c.address },
+    });
+    const h = host;
+    const round = () => {
+      h.tick();
+      clock.now += 100;
+    };
+    await until(() => {
+      round();
+      return c.polls.length > 0;
+    }, "a sync long poll at the control plane");
+    const poll = c.polls[0];
+    expect(poll?.headers.host).toBe(documented("controlPlane.authority"));
+    expect(poll?.headers.authorization).toBeUndefined();
+    expect(documented("controlPlane.token")).toBe("");
+    const leader = pollers(h)[0];
+    expect([...(leader?.httpCalls.values() ?? [])].map((x) => x.path.split("?")[0])).toContain(
+      documented("controlPlane.syncPath"),
+    );
+    // The leader's report goes to the documented report path (the fake control plane records
+    // only what reaches /v1/report).
+    expect(documented("controlPlane.reportPath")).toBe("/v1/report");
+    await until(() => {
+      round();
+      return c.reports.length > 0;
+    }, "a report at the control plane");
+  });
+});
