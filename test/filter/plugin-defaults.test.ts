@@ -1,6 +1,6 @@
 // The filter's plugin configuration left empty (`{}`) runs on the defaults docs/configuration.md
 // "Filter plugin configuration (Envoy)" names: the control plane's cluster and authority, the
-// sync and report paths, no bearer token. Read from the reference itself, so a default changed in
+// sync and report paths, no bearer token, a report every `reportMs`. Read from the reference itself, so a default changed in
 // filter/core/plugin-config.ts and not in the reference (or the other way round) fails here.
 import { readFileSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
@@ -27,7 +27,7 @@ afterEach(async () => {
 });
 
 describe("the filter's plugin configuration defaults", () => {
-  it("are the documented ones: cluster, authority, sync and report paths, no token", async () => {
+  it("are the documented ones: cluster, authority, sync and report paths, no token, report period", async () => {
     cp = await startFakeControlPlane();
     const clock = { now: 5_000_000 };
     const c = cp;
@@ -60,5 +60,20 @@ describe("the filter's plugin configuration defaults", () => {
       round();
       return c.reports.length > 0;
     }, "a report at the control plane");
+    // Then one report every reportMs of the host's clock: 5 s of rounds 100 ms apart, each one
+    // settled (no report call left open) before the next.
+    const reportMs = Number(documented("reportMs"));
+    const reporting = () =>
+      h
+        .vms()
+        .some((t) =>
+          [...t.httpCalls.values()].some((x) => x.path.startsWith(documented("controlPlane.reportPath"))),
+        );
+    const before = c.reports.length;
+    for (let i = 0; i < 50; i++) {
+      round();
+      await until(() => !reporting(), "the report answered");
+    }
+    expect(c.reports.length - before).toBe(5000 / reportMs);
   });
 });
