@@ -2,21 +2,14 @@
 // the build) starts simulated workers, the control plane and a gateway running
 // build/kvroute.wasm, sends its workload through kvroute and round robin, and prints how much
 // prefill the cache saved. Here with `--exit` (print, then stop) on free loopback ports.
-import { spawn } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { freePortRange } from "../sim/helpers.ts";
+import { type KvrouteRun, runKvroute } from "../sim/kvroute-process.ts";
 
-const BIN = "control-plane/bin/kvroute.ts";
 const WORKERS = 2;
 const RANKS = 4;
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function demo(base: number): Promise<Run> {
+function demo(base: number): Promise<KvrouteRun> {
   // gateway base, control plane base + 1, workers' HTTP from base + 2, KV events (20 a worker)
   // from base + 10.
   const args = [
@@ -35,24 +28,11 @@ function demo(base: number): Promise<Run> {
     "--ranks",
     String(RANKS),
   ];
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", BIN, ...args], {
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => {
-      stdout += d;
-    });
-    child.stderr.on("data", (d) => {
-      stderr += d;
-    });
-    child.on("exit", (code) => resolve({ code, stdout, stderr }));
-  });
+  return runKvroute(args);
 }
 
 /** The demo on a free port range; again on another if a port was taken between the check and the bind. */
-async function demoOnFreePorts(): Promise<Run> {
+async function demoOnFreePorts(): Promise<KvrouteRun> {
   for (let attempt = 1; ; attempt++) {
     const run = await demo(await freePortRange(10 + 20 * WORKERS));
     if (run.code === 0 || !/EADDRINUSE|address already in use/i.test(run.stderr) || attempt === 3) return run;

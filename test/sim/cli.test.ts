@@ -1,48 +1,9 @@
 // `kvroute sim` as a process: flag validation, a busy port, and a real start in external-LB
 // mode (rank r on port + r) that stops cleanly on SIGTERM.
-import { spawn } from "node:child_process";
 import { createServer } from "node:net";
 import { describe, expect, it } from "vitest";
 import { onFreePortBase, post, QWEN3 } from "./helpers.ts";
-
-const BIN = "control-plane/bin/kvroute.ts";
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  /** For a process still running: SIGTERM, then its exit code. */
-  stop?: () => Promise<number | null>;
-}
-
-function run(args: string[], untilReady = false): Promise<Run> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", BIN, ...args], {
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => {
-      stdout += d;
-      if (untilReady && stdout.includes('"ready":true')) {
-        const exited = new Promise<number | null>((r) => child.on("exit", r));
-        resolve({
-          code: null,
-          stdout,
-          stderr,
-          stop: () => {
-            child.kill("SIGTERM");
-            return exited;
-          },
-        });
-      }
-    });
-    child.stderr.on("data", (d) => {
-      stderr += d;
-    });
-    child.on("exit", (code) => resolve({ code, stdout, stderr }));
-  });
-}
+import { runKvroute as run } from "./kvroute-process.ts";
 
 const base = ["sim", "--model", "m", "--tokenizer", QWEN3, "--host", "127.0.0.1", "--num-gpu-blocks", "64"];
 
