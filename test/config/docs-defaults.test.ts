@@ -1,24 +1,9 @@
 // docs/configuration.md is the configuration reference operators read: every default it names as
 // one literal must be the default the schema gives. A default changed in the schema and not in
 // the reference (or a documented field the schema does not have) fails here.
-import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
-
-const DOC = new URL("../../docs/configuration.md", import.meta.url);
-
-/** The rows `| \`field\` | \`default\` | … |` of the section under `heading`, default one literal
- * (not a placeholder such as `<hostname>-<pid>`, which the code computes at start). */
-function documentedDefaults(doc: string, heading: string): [string, string][] {
-  const start = doc.indexOf(`\n${heading}\n`);
-  if (start < 0) throw new Error(`no section "${heading}" in docs/configuration.md`);
-  const next = doc.slice(start + heading.length + 2).search(/\n#{1,6} /);
-  const section = next < 0 ? doc.slice(start) : doc.slice(start, start + heading.length + 2 + next);
-  const rows: [string, string][] = [];
-  for (const m of section.matchAll(/^\| `([A-Za-z.]+)` \| `([^`<]*)` \|/gm))
-    rows.push([m[1] as string, m[2] as string]);
-  return rows;
-}
+import { documentedDefaults } from "./documented-defaults.ts";
 
 /** A documented literal as the schema would hold it. */
 function literal(text: string): unknown {
@@ -38,7 +23,6 @@ function at(obj: unknown, path: string): unknown {
   return cur;
 }
 
-const doc = readFileSync(DOC, "utf8");
 const config = parseConfig(
   {
     pools: [
@@ -72,7 +56,7 @@ const sections: [string, unknown][] = [
 describe("docs/configuration.md defaults", () => {
   for (const [heading, values] of sections) {
     it(`match the schema's: ${heading.replace(/^#+ /, "")}`, () => {
-      const rows = documentedDefaults(doc, heading);
+      const rows = [...documentedDefaults(heading)];
       expect(rows.length, `no documented literal defaults under ${heading}`).toBeGreaterThan(0);
       for (const [field, text] of rows)
         expect({ field, value: at(values, field) }).toEqual({ field, value: literal(text) });
