@@ -20,14 +20,14 @@ export function isPortInUse(err: unknown): boolean {
 /**
  * Starts something that binds a run of consecutive ports itself, from `base` on: vLLM puts DP
  * rank r on port + r (HTTP in external LB, KV events), a run the OS cannot hand out the way it
- * hands out port 0. The run starts at a random base below Linux's ephemeral range (32768+,
- * where port-0 binds and outgoing connections take theirs); a start that fails because one
- * of its ports is taken is tried again from another base. The code under test holds its
- * ports from its own bind on: nothing probes a port and lets it go first.
+ * hands out port 0. The run starts at a random base in this fork's slice of the test ports
+ * (below); a start that fails because one of its ports is taken is tried again from another
+ * base. The code under test holds its ports from its own bind on: nothing probes a port and
+ * lets it go first.
  */
 export async function onFreePortBase<T>(start: (base: number) => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
-    const base = 20_000 + Math.floor(Math.random() * 12_000);
+    const base = randomBase(RUN_ROOM);
     try {
       return await start(base);
     } catch (err) {
@@ -45,19 +45,52 @@ function canListen(port: number): Promise<boolean> {
 }
 
 /**
- * A base port such that base .. base+n-1 were all free a moment ago, below Linux's ephemeral
- * range (32768+: outgoing connections and port-0 binds take theirs there, which once took a
- * simulated engine's KV-event port in test/e2e). Racy: the ports are let go before the caller
- * binds them, so another process can take one in between. Use
- * onFreePortBase instead; this stays only for its remaining callers (test/e2e,
- * test/sim/kv-events.test.ts) until they move.
+ * Ports for tests come from 20000–31999, below Linux's ephemeral range (32768+, where port-0
+ * binds and outgoing connections take theirs, which once took a simulated engine's KV-event
+ * port in test/e2e). Vitest runs test files at once in several forks; each fork draws from its
+ * own slice of that range (by VITEST_POOL_ID), so two files never probe the same port, and
+ * within a fork a run handed out by freePortRange is not handed out again while others remain.
+ */
+const PORT_FLOOR = 20_000;
+const SLICE = 1_000;
+const SLICES = 12;
+/** The longest run one draw may need (the largest caller asks for 90). */
+const RUN_ROOM = 200;
+const handedOut: Array<{ base: number; n: number }> = [];
+
+function sliceFloor(): number {
+  const pool = Number(process.env.VITEST_POOL_ID ?? 1);
+  const k = Number.isInteger(pool) && pool > 0 ? (pool - 1) % SLICES : 0;
+  return PORT_FLOOR + k * SLICE;
+}
+
+function randomBase(n: number): number {
+  return sliceFloor() + Math.floor(Math.random() * (SLICE - Math.max(n, RUN_ROOM)));
+}
+
+function overlapsHandedOut(base: number, n: number): boolean {
+  return handedOut.some((r) => base < r.base + r.n && r.base < base + n);
+}
+
+/**
+ * A base port such that base .. base+n-1 were all free a moment ago and overlap no run this
+ * fork handed out before. The ports are let go before the caller binds them, so code outside
+ * the test forks could take one in between; onFreePortBase, which binds first, has no such
+ * window. This stays for its callers (test/e2e, test/replicas, test/sim/kv-events.test.ts).
  */
 export async function freePortRange(n: number): Promise<number> {
+  if (n > RUN_ROOM) throw new Error(`freePortRange: ${n} ports is more than a run of ${RUN_ROOM}`);
   for (let attempt = 0; attempt < 50; attempt++) {
-    const base = 20_000 + Math.floor(Math.random() * 12_000);
+    // A fork that has handed out most of its slice starts over: those tests have closed.
+    if (attempt === 25) handedOut.length = 0;
+    const base = randomBase(n);
+    if (overlapsHandedOut(base, n)) continue;
     let ok = true;
     for (let i = 0; i < n && ok; i++) ok = await canListen(base + i);
-    if (ok) return base;
+    if (ok && !overlapsHandedOut(base, n)) {
+      handedOut.push({ base, n });
+      return base;
+    }
   }
   throw new Error("no free port range");
 }
