@@ -110,6 +110,19 @@ function routingOf(options: GatewayOptions, host: Host): Routing {
   return new ShorthandRouting(name && cluster ? { name, cluster } : null);
 }
 
+/**
+ * A downstream connection's timeouts as Envoy's HTTP connection manager has them by default:
+ * `common_http_protocol_options.idle_timeout` 1 hour, no `request_headers_timeout` and no
+ * `request_timeout` (0, disabled). Node's own (keep-alive 5 s, headers 60 s, request 300 s) closed
+ * a client's pooled connection under it as it sent the next request (ECONNRESET in a loaded
+ * test run), which Envoy would not have done.
+ */
+const ENVOY_DOWNSTREAM_TIMEOUTS: http.ServerOptions = {
+  keepAliveTimeout: 3_600_000,
+  headersTimeout: 0,
+  requestTimeout: 0,
+};
+
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const host = createHost(options);
   const gateway: Listener = {
@@ -122,8 +135,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       xffNumTrustedHops: options.xffNumTrustedHops ?? ENVOY_DEFAULT_ADDRESSING.xffNumTrustedHops,
     },
   };
-  const server = http.createServer((req, res) => serveRequest(gateway, req, res));
-  server.keepAliveTimeout = 5000;
+  const server = http.createServer(ENVOY_DOWNSTREAM_TIMEOUTS, (req, res) => serveRequest(gateway, req, res));
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(options.port ?? 0, "127.0.0.1", () => resolve());
