@@ -235,6 +235,29 @@ const sensitivityPoints = pointsOf(sensitivity);
 // the rows; measured with --geometry, one process, after the rows are complete).
 const geometry: ResultRow[] = [];
 const reportConfig = config;
+// A workload's arrivals come from its seed (workloads() reads config.seed), and each run here is
+// paired with the peers' runs of its own seed. `wls` holds one seed's workloads (the last
+// measured, or the first read back), which every seed's runs here once took: a run built this way
+// reads its name and ladder from `wls` and builds its own seed's workloads only to be measured.
+const seedWorkloads = new Map<string, Workload[]>();
+function seededWorkload(c: typeof config, name: string): Workload | undefined {
+  const named = wls.find((x) => x.name === name);
+  if (named === undefined) return undefined;
+  const key = `${c.profile}\u0000${c.seed}`;
+  return {
+    ...named,
+    run: (qps) => {
+      let own = seedWorkloads.get(key);
+      if (own === undefined) {
+        own = workloads(tok, c);
+        seedWorkloads.set(key, own);
+      }
+      const w = own.find((x) => x.name === name);
+      if (w === undefined) throw new Error(`no workload ${name} for seed ${c.seed}`);
+      return w.run(qps);
+    },
+  };
+}
 for (const profile of profiles) {
   const trailing = pairedStandings(points.filter((p) => p.profile === profile)).filter(
     (s) => !s.saturated && trailingPeers(s).length > 0,
@@ -242,7 +265,7 @@ for (const profile of profiles) {
   for (const s of trailing)
     for (const run of s.subject.runs) {
       config = benchConfig(quick, run.seed, kvDelayMs, profile);
-      const w = (wls.length > 0 ? wls : workloads(tok, config)).find((x) => x.name === s.workload);
+      const w = seededWorkload(config, s.workload);
       if (w === undefined) continue;
       const r = measure(w, s.qps, oneGatewayVariant(config), run.seed, geometryOn);
       if (r !== undefined) geometry.push(r);
