@@ -36,6 +36,7 @@ import { kvrouteGeometry, kvroutePolicy } from "./quality/policies/kvroute.ts";
 import type { PolicyFactory, RoutingPolicy } from "./quality/policies/types.ts";
 import { BOUND, pointsOf, type ResultRow, renderReport, SUBJECT } from "./quality/report.ts";
 import { RowStore } from "./quality/row-store.ts";
+import { SeededWorkloads } from "./quality/seeded-workloads.ts";
 import { digestOf, PEER_EXCEPT, PEER_SOURCES, SUBJECT_SOURCES } from "./quality/source-digest.ts";
 import { pairedStandings, trailingPeers } from "./quality/standing.ts";
 import { benchTokenizer } from "./quality/tokens.ts";
@@ -235,29 +236,8 @@ const sensitivityPoints = pointsOf(sensitivity);
 // the rows; measured with --geometry, one process, after the rows are complete).
 const geometry: ResultRow[] = [];
 const reportConfig = config;
-// A workload's arrivals come from its seed (workloads() reads config.seed), and each run here is
-// paired with the peers' runs of its own seed. `wls` holds one seed's workloads (the last
-// measured, or the first read back), which every seed's runs here once took: a run built this way
-// reads its name and ladder from `wls` and builds its own seed's workloads only to be measured.
-const seedWorkloads = new Map<string, Workload[]>();
-function seededWorkload(c: typeof config, name: string): Workload | undefined {
-  const named = wls.find((x) => x.name === name);
-  if (named === undefined) return undefined;
-  const key = `${c.profile}\u0000${c.seed}`;
-  return {
-    ...named,
-    run: (qps) => {
-      let own = seedWorkloads.get(key);
-      if (own === undefined) {
-        own = workloads(tok, c);
-        seedWorkloads.set(key, own);
-      }
-      const w = own.find((x) => x.name === name);
-      if (w === undefined) throw new Error(`no workload ${name} for seed ${c.seed}`);
-      return w.run(qps);
-    },
-  };
-}
+// Each run on its own seed's arrivals (seeded-workloads.ts), its name and ladder from `wls`.
+const seeded = new SeededWorkloads((c) => workloads(tok, c));
 for (const profile of profiles) {
   const trailing = pairedStandings(points.filter((p) => p.profile === profile)).filter(
     (s) => !s.saturated && trailingPeers(s).length > 0,
@@ -265,8 +245,9 @@ for (const profile of profiles) {
   for (const s of trailing)
     for (const run of s.subject.runs) {
       config = benchConfig(quick, run.seed, kvDelayMs, profile);
-      const w = seededWorkload(config, s.workload);
-      if (w === undefined) continue;
+      const named = wls.find((x) => x.name === s.workload);
+      if (named === undefined) continue;
+      const w = seeded.of(config, named);
       const r = measure(w, s.qps, oneGatewayVariant(config), run.seed, geometryOn);
       if (r !== undefined) geometry.push(r);
     }

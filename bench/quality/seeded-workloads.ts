@@ -1,0 +1,31 @@
+// Workloads for runs outside the main loop over seeds (the one-gateway runs where kvroute trails):
+// a workload's arrivals come from the seed it was built with (config.ts workloads() reads
+// config.seed), and a run is paired with the peers' runs of its own seed, so each run must use its
+// own seed's build. Building a seed's workloads tokenizes every prompt (~20 s at full size), so it
+// happens only when a run is measured; a run read back from the rows file needs only the name and
+// the ladder, which do not depend on the seed.
+import type { BenchConfig } from "./config.ts";
+import type { Workload } from "./workloads/types.ts";
+
+export class SeededWorkloads {
+  private readonly built = new Map<string, Workload[]>();
+
+  constructor(private readonly build: (c: BenchConfig) => Workload[]) {}
+
+  /** `named` (any seed's build of the workload) whose runs take `c`'s seed's arrivals. */
+  of(c: BenchConfig, named: Workload): Workload {
+    return { ...named, run: (qps) => this.own(c, named.name).run(qps) };
+  }
+
+  private own(c: BenchConfig, name: string): Workload {
+    const key = `${c.profile}\u0000${c.seed}`;
+    let ws = this.built.get(key);
+    if (ws === undefined) {
+      ws = this.build(c);
+      this.built.set(key, ws);
+    }
+    const w = ws.find((x) => x.name === name);
+    if (w === undefined) throw new Error(`no workload ${name} for seed ${c.seed}`);
+    return w;
+  }
+}
