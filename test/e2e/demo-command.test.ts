@@ -3,7 +3,7 @@
 // build/kvroute.wasm, sends its workload through kvroute and round robin, and prints how much
 // prefill the cache saved. Here with `--exit` (print, then stop) on free loopback ports.
 import { describe, expect, it } from "vitest";
-import { freePortRange } from "../sim/helpers.ts";
+import { onFreePortBase } from "../sim/helpers.ts";
 import { type KvrouteRun, runKvroute } from "../sim/kvroute-process.ts";
 
 const WORKERS = 2;
@@ -31,12 +31,14 @@ function demo(base: number): Promise<KvrouteRun> {
   return runKvroute(args);
 }
 
-/** The demo on a free port range; again on another if a port was taken between the check and the bind. */
-async function demoOnFreePorts(): Promise<KvrouteRun> {
-  for (let attempt = 1; ; attempt++) {
-    const run = await demo(await freePortRange(10 + 20 * WORKERS));
-    if (run.code === 0 || !/EADDRINUSE|address already in use/i.test(run.stderr) || attempt === 3) return run;
-  }
+/** The demo on a free run of ports (onFreePortBase): again from another base if one was taken. */
+function demoOnFreePorts(): Promise<KvrouteRun> {
+  return onFreePortBase(async (base) => {
+    const run = await demo(base);
+    if (run.code !== 0 && /EADDRINUSE|address already in use/i.test(run.stderr))
+      throw new Error(`a port of the demo's run was already in use:\n${run.stderr}`);
+    return run;
+  });
 }
 
 const percent = (out: string, label: string): number => {

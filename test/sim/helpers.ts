@@ -54,7 +54,7 @@ function canListen(port: number): Promise<boolean> {
 const PORT_FLOOR = 20_000;
 const SLICE = 1_000;
 const SLICES = 12;
-/** The longest run one draw may need (the largest caller asks for 90). */
+/** The longest run one draw may need (the demo test binds 90 through onFreePortBase). */
 const RUN_ROOM = 200;
 const handedOut: Array<{ base: number; n: number }> = [];
 
