@@ -15,8 +15,9 @@
 // stopped run resumes; --shard K/N measures only every N-th run from the K-th (0-based) and writes
 // no report — run N shards side by side on one rows file, then once more without --shard to write
 // the report from it. --report-only writes the report from the rows file and measures nothing.
-// --geometry (with the rows complete, one process) also measures kvroute as one gateway of all
-// the geometry's threads at every point where it trails a peer; the report reads those runs back.
+// --geometry (with the rows complete) also measures kvroute as one gateway of all the geometry's
+// threads at every point where it trails a peer; the report reads those runs back. With --shard
+// too, each shard measures its share of those runs and writes no report.
 import { mkdirSync, writeFileSync } from "node:fs";
 import type { LatencyProfileName } from "../control-plane/sim/latency.ts";
 import { baselineNotes, closingNotes } from "./quality/analysis.ts";
@@ -98,6 +99,8 @@ function parseShard(t: string): { k: number; n: number } {
 }
 /** Runs in the order they are met; a shard measures only its own, the others are skipped. */
 let task = 0;
+/** Runs of the main loop neither stored nor measured by this process (another shard's, or left out). */
+let missing = 0;
 
 const started = performance.now();
 const tok = benchTokenizer();
@@ -118,7 +121,7 @@ function measure(
   const profile = config.profile;
   const mine = shard === undefined || task++ % shard.n === shard.k;
   const stored = store.get(profile, w.name, qps, p.name, seed);
-  if (stored !== undefined || (!always && (!mine || reportOnly))) return stored;
+  if (stored !== undefined || !mine || (reportOnly && !always)) return stored;
   const t0 = performance.now();
   let created: RoutingPolicy | undefined;
   const capture: PolicyFactory = {
@@ -188,7 +191,12 @@ for (const seed of seeds) {
     if (profile === profiles[0])
       console.log(`seed ${seed}: workloads ready in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     for (const w of wls)
-      for (const qps of w.qps) for (const p of pols) rows.push(...[measure(w, qps, p, seed)].filter(found));
+      for (const qps of w.qps)
+        for (const p of pols) {
+          const r = measure(w, qps, p, seed);
+          if (r === undefined) missing++;
+          else rows.push(r);
+        }
     // Sensitivity: kvroute variants at each chosen workload's heaviest rate, beside the default.
     if (!sensitivityOn) continue;
     for (const name of sensitivityWorkloads(config)) {
@@ -204,7 +212,43 @@ for (const seed of seeds) {
     }
   }
 }
+/**
+ * Where kvroute trails a peer: the same filter as one gateway, on the same seeds (read back from the
+ * rows; measured with --geometry after the rows are complete). Each run on its own seed's arrivals
+ * (seeded-workloads.ts), its name and ladder from `wls`. With --shard, a shard measures its share:
+ * every shard reads the same complete rows, so all find the same trailing points in the same order.
+ */
+function oneGatewayRuns(points: ReturnType<typeof pointsOf>): ResultRow[] {
+  const runs: ResultRow[] = [];
+  const seeded = new SeededWorkloads((c) => workloads(tok, c));
+  const reportConfig = config;
+  for (const profile of profiles) {
+    const trailing = pairedStandings(points.filter((p) => p.profile === profile)).filter(
+      (s) => !s.saturated && trailingPeers(s).length > 0,
+    );
+    for (const s of trailing)
+      for (const run of s.subject.runs) {
+        config = benchConfig(quick, run.seed, kvDelayMs, profile);
+        const named = wls.find((x) => x.name === s.workload);
+        if (named === undefined) continue;
+        const r = measure(seeded.of(config, named), s.qps, oneGatewayVariant(config), run.seed, geometryOn);
+        if (r !== undefined) runs.push(r);
+      }
+  }
+  config = reportConfig;
+  return runs;
+}
+
 if (shard !== undefined) {
+  if (geometryOn) {
+    // The trailing points come from every run's row: with some missing, shards could disagree on
+    // them and so on which runs are whose.
+    if (missing > 0) {
+      console.error(`--geometry with --shard needs every run's row in the rows file; ${missing} missing`);
+      process.exit(1);
+    }
+    oneGatewayRuns(pointsOf(rows));
+  }
   console.log(`shard ${shard.k}/${shard.n} done; write the report with the same flags and no --shard`);
   process.exit(0);
 }
@@ -232,28 +276,7 @@ if (reportOnly) {
 }
 const points = pointsOf(rows);
 const sensitivityPoints = pointsOf(sensitivity);
-// Where kvroute trails a peer: the same filter as one gateway, on the same seeds (read back from
-// the rows; measured with --geometry, one process, after the rows are complete).
-const geometry: ResultRow[] = [];
-const reportConfig = config;
-// Each run on its own seed's arrivals (seeded-workloads.ts), its name and ladder from `wls`.
-const seeded = new SeededWorkloads((c) => workloads(tok, c));
-for (const profile of profiles) {
-  const trailing = pairedStandings(points.filter((p) => p.profile === profile)).filter(
-    (s) => !s.saturated && trailingPeers(s).length > 0,
-  );
-  for (const s of trailing)
-    for (const run of s.subject.runs) {
-      config = benchConfig(quick, run.seed, kvDelayMs, profile);
-      const named = wls.find((x) => x.name === s.workload);
-      if (named === undefined) continue;
-      const w = seeded.of(config, named);
-      const r = measure(w, s.qps, oneGatewayVariant(config), run.seed, geometryOn);
-      if (r !== undefined) geometry.push(r);
-    }
-}
-config = reportConfig;
-const geometryPoints = pointsOf(geometry);
+const geometryPoints = pointsOf(oneGatewayRuns(points));
 const charts = new Map<string, string[]>();
 const notes = new Map<string, string[]>();
 for (const profile of profiles) {
