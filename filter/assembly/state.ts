@@ -133,6 +133,7 @@ export class VmState {
     if (load === this.observedLoad && q.slots === this.observedSlots) return;
     this.observedLoad = load;
     this.observedSlots = q.slots;
+    q.observeAdmission(load);
     for (let s = 0; s < q.slots; s++) q.observe(s, loadSignature(load, s));
   }
 }

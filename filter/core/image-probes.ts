@@ -160,6 +160,11 @@ export function loadDecodeIo(len: i32): i32 {
   return loadImage == null ? imageError : loadImage!.count;
 }
 
+/** The last decoded load (for queue-probes.ts). */
+export function decodedLoad(): LoadImage | null {
+  return loadImage;
+}
+
 /** The load signature (queued-work.ts) of slot s in the last decoded load; 0 without one. */
 export function loadSignatureIo(s: i32): u64 {
   const l = loadImage;

@@ -1,5 +1,6 @@
 // Probes into the queued term of the cost model (queued-work.ts) for Node tests: the pure
 // functions as they are, and one LocalQueue driven step by step. Numbers in, numbers out.
+import { decodedLoad } from "./image-probes";
 import { elsewhereOf, LocalQueue, queuedRequests, queuedTokens, ReportedMax } from "./queued-work";
 
 let queue = new LocalQueue();
@@ -132,4 +133,14 @@ export function reportedMaxRecord(slot: i32, n: u32): void {
 
 export function reportedMaxAt(slot: i32): u32 {
   return reported.at(slot);
+}
+
+/** The queue reads the last decoded load image's running and waiting counts (observeAdmission). */
+export function localQueueObserveAdmission(): void {
+  const l = decodedLoad();
+  if (l !== null) queue.observeAdmission(l);
+}
+
+export function localQueueAdmissionBlocked(slot: i32): bool {
+  return queue.admissionBlockedAt(slot);
 }

@@ -121,6 +121,12 @@ export class LocalQueue {
   /** The most this gateway's leader reported per slot lately (its share of kvr.load's count). */
   private gatewayReported: StaticArray<u32> = new StaticArray<u32>(0);
 
+  /** Per slot of the load image: running and waiting at the last change of either, and whether
+   * the slot's queue looked blocked on admission then (admissionBlockedAt). */
+  private admitRunning: StaticArray<u32> = new StaticArray<u32>(0);
+  private admitWaiting: StaticArray<u32> = new StaticArray<u32>(0);
+  private admitBlocked: StaticArray<bool> = new StaticArray<bool>(0);
+
   /** One past the highest slot this VM ever queued a request at, and past the highest the gateway view names. */
   private ownHigh: i32 = 0;
   private viewHigh: i32 = 0;
@@ -164,6 +170,38 @@ export class LocalQueue {
     this.siblingsTokens = siblingsTokens;
     this.siblingsSince = siblingsSince;
     this.signature = signature;
+  }
+
+  /**
+   * Reads a load image's running and waiting counts. A slot's queue is blocked on admission when,
+   * from one change of those counts to the next, requests waited both times and running did not
+   * grow: the engine admits a request only as another finishes (at its max_num_seqs, or its KV
+   * cache full). A queue behind prefill grows running as the engine admits its requests.
+   */
+  observeAdmission(load: LoadImage): void {
+    const n = load.count;
+    if (this.admitRunning.length < n) {
+      this.admitRunning = grownU32(this.admitRunning, n);
+      this.admitWaiting = grownU32(this.admitWaiting, n);
+      const b = new StaticArray<bool>(n);
+      for (let i = 0; i < this.admitBlocked.length; i++) b[i] = this.admitBlocked[i];
+      this.admitBlocked = b;
+    }
+    for (let s = 0; s < n; s++) {
+      const running = load.running(s);
+      const waiting = load.waiting(s);
+      const r0 = unchecked(this.admitRunning[s]);
+      const w0 = unchecked(this.admitWaiting[s]);
+      if (running === r0 && waiting === w0) continue;
+      this.admitBlocked[s] = waiting > 0 && w0 > 0 && running <= r0;
+      this.admitRunning[s] = running;
+      this.admitWaiting[s] = waiting;
+    }
+  }
+
+  /** Whether slot s's queue looked blocked on admission at the last change of its counts. */
+  admissionBlockedAt(s: i32): bool {
+    return s < this.admitBlocked.length && unchecked(this.admitBlocked[s]);
   }
 
   /** The slot's load now reads `sig`: on a change, the older window's requests are shown. */

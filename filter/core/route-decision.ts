@@ -82,6 +82,12 @@ export const PARTITION_SPREAD: f64 = 256;
  */
 export const SATURATED_MISS_SCALE: f64 = 1.5;
 
+/**
+ * Prefill-token equivalent of one request waiting at a slot whose queue is blocked on admission
+ * (LocalQueue.admissionBlockedAt): it starts only as running requests finish.
+ */
+export const BLOCKED_QUEUED_TOKENS: f64 = 8192;
+
 /** A share in [0, 1) of slot `s` for the gateway of `seed` (splitmix64 of both). */
 export function slotShare(seed: u64, s: i32): f64 {
   let z = seed ^ ((<u64>s + 1) * 0x9e3779b97f4a7c15);
@@ -286,7 +292,15 @@ export class Decider {
         const cachedBytes = chunks * <f64>cfg.chunkSize;
         const uncached = <f64>promptBytes > cachedBytes ? <f64>promptBytes - cachedBytes : 0;
         const tokens = local !== null ? local.gatewayTokensAt(s) : 0;
+        // A queue blocked on admission waits for running requests to finish, not for prefill.
+        // Priced only while some candidate admits at once: on a saturated pool every request
+        // waits wherever it goes, and moving it off its cache only adds prefill work.
+        const blocked =
+          !saturated && local !== null && waiting > seen && local.admissionBlockedAt(s)
+            ? (waiting - seen) * (BLOCKED_QUEUED_TOKENS - QUEUED_TOKENS)
+            : 0;
         cost =
+          <f64>cfg.inflightWeight * blocked +
           <f64>cfg.overlapWeight * missScale * (uncached / BYTES_PER_TOKEN) +
           <f64>cfg.inflightWeight * queuedTokens(waiting, elsewhere, seen, tokens) +
           <f64>cfg.decodeWeight * running * DECODE_TOKENS;

@@ -42,6 +42,8 @@ interface QueueProbes {
   reportedMaxRecord(slot: number, n: number): void;
   reportedMaxAt(slot: number): number;
   loadSignatureIo(slot: number): bigint;
+  localQueueObserveAdmission(): void;
+  localQueueAdmissionBlocked(slot: number): boolean;
 }
 const q = route as unknown as typeof route & QueueProbes;
 const Q = 512;
@@ -459,5 +461,45 @@ describe("load signature", () => {
     expect(b0 !== a0).toBe(changes);
     expect(a0).toBe(a1);
     expect(b1).toBe(a1);
+  });
+});
+
+describe("a queue blocked on admission", () => {
+  /** The queue reads a kvr.load image where slot 0 shows (running, waiting) and slot 1 idles. */
+  const observe = (running: number, waiting: number): boolean => {
+    const loads = [
+      { running, waiting, kvUsage: 0.5, healthy: true, inflight: 0, ttftMs: 0 },
+      { running: 0, waiting: 0, kvUsage: 0, healthy: true, inflight: 0, ttftMs: 0 },
+    ];
+    const img = encodeLoadImage(
+      [0, 1].map((id) => ({ id, present: true }) as never),
+      (id) => ({ ...(loads[id] as (typeof loads)[0]), consecutiveFailures: 0, lastOkMs: 0, lora: null }),
+    );
+    writeIo(img);
+    expect(route.loadDecodeIo(img.length)).toBe(2);
+    q.localQueueObserveAdmission();
+    expect(Boolean(q.localQueueAdmissionBlocked(1))).toBe(false);
+    return Boolean(q.localQueueAdmissionBlocked(0));
+  };
+  // running, waiting → blocked after reading it
+  const steps: Array<[string, number, number, boolean]> = [
+    ["nothing waits", 100, 0, false],
+    ["requests wait for the first time", 120, 2, false],
+    ["they still wait, but running grew: the engine admits them as prefill allows", 140, 3, false],
+    ["they still wait and running did not grow: admitted only as others finish", 140, 5, true],
+    ["the same counts again (an image with other changes): still blocked", 140, 5, true],
+    ["the queue emptied", 139, 0, false],
+    ["requests wait again, after an empty queue", 139, 4, false],
+    ["running fell while they waited (a full KV cache)", 138, 6, true],
+    ["running grew again", 150, 6, false],
+  ];
+  it("is known from two changes of the counts in a row", () => {
+    q.localQueueReset();
+    for (const [what, running, waiting, blocked] of steps)
+      expect(observe(running, waiting), what).toBe(blocked);
+  });
+  it("is unknown for a slot beyond any image read", () => {
+    q.localQueueReset();
+    expect(Boolean(q.localQueueAdmissionBlocked(5))).toBe(false);
   });
 });

@@ -68,6 +68,39 @@ describe("routing decision", () => {
     expect(routedWith([1, 1, 1 + 2 * d, 1])).not.toBe(2);
   });
 
+  it("prices a queue blocked on admission as a wait for finishes, while another candidate admits at once", () => {
+    const body = chat(longSystem.repeat(8), "q");
+    // Slot 2 holds the prefix. Two scrapes: every slot runs 100; slot 2's queue goes from w + 1 to
+    // w, with running flat (blocked: the engine admits only as others finish) or grown by one
+    // (admitting as prefill allows). `others` is what the pool's other slots (0, 1, 3) wait.
+    const routedWith = (w: number, blocked: boolean, others = 0) => {
+      const f = fleet();
+      f.hold(body, 2);
+      const scrape = (running: number, waiting: number, t: number) => {
+        for (const s of [0, 1, 3]) f.load.scraped(s, { running: 100, waiting: others, kvUsage: 0.8 }, t);
+        f.load.scraped(2, { running, waiting, kvUsage: 0.8 }, t);
+        f.publish();
+      };
+      scrape(100, w + 1, 1);
+      scrape(blocked ? 100 : 101, w, 2);
+      return f.route(body).slot;
+    };
+    const leastMoving = (blocked: boolean, others = 0) => {
+      let w = 1;
+      while (w < 256 && routedWith(w, blocked, others) === 2) w++;
+      return w;
+    };
+    const admitting = leastMoving(false);
+    const blocked = leastMoving(true);
+    expect(admitting, "some admitting queue outweighs the prefix").toBeLessThan(256);
+    // BLOCKED_QUEUED_TOKENS (8,192) against QUEUED_TOKENS (512) a waiting request.
+    expect(blocked).toBeLessThan(admitting / 4);
+    // Saturated (every candidate waits): the blocked price is off, so the prefix holds against
+    // what would move it from an admitting queue below saturation.
+    const extra = Math.max(1, Math.floor(admitting / 2));
+    expect(routedWith(1 + extra, true, 1)).toBe(2);
+  });
+
   it("spreads unrelated prompts by load and never picks unhealthy or removed slots", () => {
     const f = fleet();
     f.load.scraped(0, { running: 5, waiting: 2, kvUsage: 0.5 }, 1);
