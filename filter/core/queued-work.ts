@@ -176,7 +176,9 @@ export class LocalQueue {
    * Reads a load image's running and waiting counts. A slot's queue is blocked on admission when,
    * from one change of those counts to the next, requests waited both times and running did not
    * grow: the engine admits a request only as another finishes (at its max_num_seqs, or its KV
-   * cache full). A queue behind prefill grows running as the engine admits its requests.
+   * cache full). A queue behind prefill grows running as the engine admits its requests. Nor is
+   * a slot blocked while it lists an adapter with only waiting requests: those wait for one of
+   * its max_loras places, and the engine admits other requests past them.
    */
   observeAdmission(load: LoadImage): void {
     const n = load.count;
@@ -193,7 +195,7 @@ export class LocalQueue {
       const r0 = unchecked(this.admitRunning[s]);
       const w0 = unchecked(this.admitWaiting[s]);
       if (running === r0 && waiting === w0) continue;
-      this.admitBlocked[s] = waiting > 0 && w0 > 0 && running <= r0;
+      this.admitBlocked[s] = waiting > 0 && w0 > 0 && running <= r0 && !adapterWaits(load, s);
       this.admitRunning[s] = running;
       this.admitWaiting[s] = waiting;
     }
@@ -494,4 +496,11 @@ function grownU32(a: StaticArray<u32>, n: i32): StaticArray<u32> {
   const out = new StaticArray<u32>(n);
   for (let i = 0; i < a.length; i++) out[i] = a[i];
   return out;
+}
+
+/** Whether slot s's load lists an adapter whose requests all wait (none runs): it waits for a place. */
+function adapterWaits(load: LoadImage, s: i32): bool {
+  const n = load.listedAdapters(s);
+  for (let i = 0; i < n; i++) if (!load.adapterRunning(s, i)) return true;
+  return false;
 }

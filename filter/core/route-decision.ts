@@ -11,6 +11,9 @@
 //                    threads') at their own uncached size; the engine's other waiting requests and
 //                    other gateways' requests its metrics do not show yet at QUEUED_TOKENS each
 //                    — × SATURATED_MISS_SCALE while every candidate's engine shows a queue
+//                    — and BLOCKED_QUEUED_TOKENS each for the engine's waiting requests at a slot
+//                    whose queue is blocked on admission, while some candidate shows no queue
+//                    (not for an adapter's request: adapterCost prices its wait for a place)
 // + decodeWeight   × sequences decoding at s (scraped, plus the gateway's the scrape may not
 //                    show yet) × DECODE_TOKENS  (queued-work.ts)
 // + adapterCost     for a LoRA adapter's request, per slot (lora-affinity.ts)
@@ -224,6 +227,25 @@ export class Decider {
   }
 
   /**
+   * Prefill tokens beyond QUEUED_TOKENS for the waiting requests at slot s when its queue is
+   * blocked on admission: they wait for running requests to finish, not for prefill. Priced only
+   * while some candidate admits at once (not `saturated`): on a saturated pool every request waits
+   * wherever it goes, and moving it off its cache only adds prefill work. Not for an adapter's
+   * request: a queue of adapters waiting for places does not hold back one whose adapter runs,
+   * and the adapter's costs (lora-affinity.ts) price the places.
+   */
+  private blockedQueueTokens(
+    s: i32,
+    waiting: f64,
+    seen: f64,
+    saturated: bool,
+    local: LocalQueue | null,
+  ): f64 {
+    if (saturated || this.adapterCost !== null || local === null || waiting <= seen) return 0;
+    return local.admissionBlockedAt(s) ? (waiting - seen) * (BLOCKED_QUEUED_TOKENS - QUEUED_TOKENS) : 0;
+  }
+
+  /**
    * Chooses among the candidate bitmap. `cached` are tier-weighted cached chunks per slot (zeros
    * for load-only routing). Returns the slot or -1.
    */
@@ -292,13 +314,7 @@ export class Decider {
         const cachedBytes = chunks * <f64>cfg.chunkSize;
         const uncached = <f64>promptBytes > cachedBytes ? <f64>promptBytes - cachedBytes : 0;
         const tokens = local !== null ? local.gatewayTokensAt(s) : 0;
-        // A queue blocked on admission waits for running requests to finish, not for prefill.
-        // Priced only while some candidate admits at once: on a saturated pool every request
-        // waits wherever it goes, and moving it off its cache only adds prefill work.
-        const blocked =
-          !saturated && local !== null && waiting > seen && local.admissionBlockedAt(s)
-            ? (waiting - seen) * (BLOCKED_QUEUED_TOKENS - QUEUED_TOKENS)
-            : 0;
+        const blocked = this.blockedQueueTokens(s, waiting, seen, saturated, local);
         cost =
           <f64>cfg.inflightWeight * blocked +
           <f64>cfg.overlapWeight * missScale * (uncached / BYTES_PER_TOKEN) +

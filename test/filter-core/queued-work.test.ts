@@ -1,6 +1,7 @@
 // The queued term of the cost model (filter/core/queued-work.ts), as tables: what a slot is
 // charged for queued work, and how this VM's own requests enter and leave its count.
 import { describe, expect, it } from "vitest";
+import type { SlotLora } from "../../control-plane/src/model/slot-load.ts";
 import { encodeLoadImage } from "../../control-plane/src/publish/images.ts";
 import { route, writeIo } from "./core-probes.ts";
 
@@ -465,15 +466,19 @@ describe("load signature", () => {
 });
 
 describe("a queue blocked on admission", () => {
-  /** The queue reads a kvr.load image where slot 0 shows (running, waiting) and slot 1 idles. */
-  const observe = (running: number, waiting: number): boolean => {
+  /**
+   * The queue reads a kvr.load image where slot 0 shows (running, waiting) and, when given, its
+   * engine's adapters (LoRA), and slot 1 idles.
+   */
+  const observe = (running: number, waiting: number, lora: SlotLora | null = null): boolean => {
     const loads = [
-      { running, waiting, kvUsage: 0.5, healthy: true, inflight: 0, ttftMs: 0 },
-      { running: 0, waiting: 0, kvUsage: 0, healthy: true, inflight: 0, ttftMs: 0 },
+      { running, waiting, kvUsage: 0.5, healthy: true, inflight: 0, ttftMs: 0, lora },
+      { running: 0, waiting: 0, kvUsage: 0, healthy: true, inflight: 0, ttftMs: 0, lora: null },
     ];
     const img = encodeLoadImage(
       [0, 1].map((id) => ({ id, present: true }) as never),
-      (id) => ({ ...(loads[id] as (typeof loads)[0]), consecutiveFailures: 0, lastOkMs: 0, lora: null }),
+      (id) => ({ ...(loads[id] as (typeof loads)[0]), consecutiveFailures: 0, lastOkMs: 0 }),
+      (_pool, adapter) => Number(adapter.slice(1)),
     );
     writeIo(img);
     expect(route.loadDecodeIo(img.length)).toBe(2);
@@ -497,6 +502,17 @@ describe("a queue blocked on admission", () => {
     q.localQueueReset();
     for (const [what, running, waiting, blocked] of steps)
       expect(observe(running, waiting), what).toBe(blocked);
+  });
+  it("is not read into a queue of adapters waiting for a place (LoRA)", () => {
+    q.localQueueReset();
+    const places = (waiting: string[]): SlotLora => ({ maxLoras: 2, running: ["a1", "a2"], waiting });
+    expect(observe(140, 3, places([]))).toBe(false);
+    // An adapter of the running ones waits too: still a queue for sequences.
+    expect(observe(140, 5, places(["a1"]))).toBe(true);
+    // A third adapter waits for one of the two places: the engine admits others past it.
+    expect(observe(140, 6, places(["a3"]))).toBe(false);
+    expect(observe(139, 7, places(["a1", "a3"]))).toBe(false);
+    expect(observe(139, 8, places(["a1"]))).toBe(true);
   });
   it("is unknown for a slot beyond any image read", () => {
     q.localQueueReset();

@@ -69,25 +69,39 @@ describe("routing decision", () => {
   });
 
   it("prices a queue blocked on admission as a wait for finishes, while another candidate admits at once", () => {
-    const body = chat(longSystem.repeat(8), "q");
     // Slot 2 holds the prefix. Two scrapes: every slot runs 100; slot 2's queue goes from w + 1 to
     // w, with running flat (blocked: the engine admits only as others finish) or grown by one
     // (admitting as prefill allows). `others` is what the pool's other slots (0, 1, 3) wait.
-    const routedWith = (w: number, blocked: boolean, others = 0) => {
-      const f = fleet();
-      f.hold(body, 2);
+    // `model`: the base model's name or an adapter's (the pool serves adapter "sql").
+    const routedWith = (w: number, blocked: boolean, others = 0, model = "qwen3") => {
+      const body = chat(longSystem.repeat(8), "q", model);
+      const f = fleet({
+        pools: [
+          {
+            name: "qwen",
+            models: ["qwen3"],
+            adapters: ["sql"],
+            tokenizer: QWEN,
+            endpoints: [{ address: "10.0.0.1:8000", ranks: [0, 1, 2, 3] }],
+          },
+        ],
+      });
+      f.hold(body, 2, Number.POSITIVE_INFINITY, undefined, model === "qwen3" ? undefined : model);
+      // Every engine reports its adapters: "sql" runs everywhere, so its cost is alike on all.
+      const lora = { maxLoras: 4, running: ["sql"], waiting: [] };
       const scrape = (running: number, waiting: number, t: number) => {
-        for (const s of [0, 1, 3]) f.load.scraped(s, { running: 100, waiting: others, kvUsage: 0.8 }, t);
-        f.load.scraped(2, { running, waiting, kvUsage: 0.8 }, t);
+        for (const s of [0, 1, 3])
+          f.load.scraped(s, { running: 100, waiting: others, kvUsage: 0.8, lora }, t);
+        f.load.scraped(2, { running, waiting, kvUsage: 0.8, lora }, t);
         f.publish();
       };
       scrape(100, w + 1, 1);
       scrape(blocked ? 100 : 101, w, 2);
       return f.route(body).slot;
     };
-    const leastMoving = (blocked: boolean, others = 0) => {
+    const leastMoving = (blocked: boolean, others = 0, model = "qwen3") => {
       let w = 1;
-      while (w < 256 && routedWith(w, blocked, others) === 2) w++;
+      while (w < 256 && routedWith(w, blocked, others, model) === 2) w++;
       return w;
     };
     const admitting = leastMoving(false);
@@ -99,6 +113,11 @@ describe("routing decision", () => {
     // what would move it from an admitting queue below saturation.
     const extra = Math.max(1, Math.floor(admitting / 2));
     expect(routedWith(1 + extra, true, 1)).toBe(2);
+    // An adapter's request (the engines report their adapters): the adapter's costs price its
+    // wait for a place, so a blocked queue moves it no sooner than an admitting one.
+    const adapterAdmitting = leastMoving(false, 0, "sql");
+    expect(adapterAdmitting, "the adapter's prefix holds against some queue").toBeGreaterThan(blocked);
+    expect(leastMoving(true, 0, "sql")).toBe(adapterAdmitting);
   });
 
   it("spreads unrelated prompts by load and never picks unhealthy or removed slots", () => {

@@ -224,21 +224,31 @@ export class ShippedFilter {
     for (const t of this.host.vms()) while (t.runOneTask());
   }
 
-  /** The chunk hashes the filter computes for this chat body (the pool's template). */
-  chunkHashes(body: string): bigint[] {
+  /**
+   * The chunk hashes the filter computes for this chat body (the pool's template); `lora`: the
+   * adapter an adapter's request names (the engine keys its blocks by it too).
+   */
+  chunkHashes(body: string, lora?: string): bigint[] {
     return [
       ...hashRequest(body, {
         endpoint: "chat",
         template: qwenTokens().segmentTemplate,
         bosText: qwenTokens().rendering.bosText,
         model: "qwen3",
+        ...(lora === undefined ? {} : { lora }),
       }).hashes,
     ];
   }
 
   /** Marks the first `depth` chunks of the body's prompt as held by `slot` on `tier` (as KV events would). */
-  hold(body: string, slot: number, depth = Number.POSITIVE_INFINITY, tier: Tier = TIER_GPU): number {
-    const hashes = this.chunkHashes(body);
+  hold(
+    body: string,
+    slot: number,
+    depth = Number.POSITIVE_INFINITY,
+    tier: Tier = TIER_GPU,
+    lora?: string,
+  ): number {
+    const hashes = this.chunkHashes(body, lora);
     for (const [i, h] of hashes.slice(0, depth).entries()) this.index.add(h, i + 1, slot, 0, tier);
     return hashes.length;
   }
