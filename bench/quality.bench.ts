@@ -3,7 +3,8 @@
 // (build/kvroute.wasm) in the Proxy-Wasm host — several gateways of several worker threads —
 // synced from its control plane, all on the simulator's clock (quality/kvroute/). Writes
 // quality.md (per cost model: paired per-seed decisions against every peer, medians over seeds)
-// and the PNG charts (to bench/results/ unless --out). Deterministic for a seed list.
+// and the PNG charts (to bench/results/ unless --out); --quick writes quality-quick.md and its
+// charts beside them, so the two runs' reports coexist. Deterministic for a seed list.
 //   npx tsx bench/quality.bench.ts [--quick] [--seeds N | --seed-list A,B,..] [--profile h200-measured,h100-derived]
 //     [--kv-delay-ms N] [--out DIR] [--gateways N] [--threads N] [--latency-ms N]
 //     [--only kvroute,round-robin] [--no-sensitivity] [--rows FILE.jsonl] [--shard K/N] [--report-only]
@@ -75,6 +76,8 @@ kvrouteGeometry.latencyMs = option("--latency-ms", kvrouteGeometry.latencyMs);
 const only = text("--only")?.split(",");
 const out = text("--out");
 const resultsDir = out !== undefined ? `${out}/` : new URL("./results/", import.meta.url).pathname;
+/** The report's file name (and its charts' prefix): the quick ladder's beside the full run's. */
+const reportName = quick ? "quality-quick" : "quality";
 const shardText = text("--shard");
 const shard = shardText === undefined ? undefined : parseShard(shardText);
 // A row read back must come from the same sources (source-digest.ts); peers' rows do not depend on
@@ -297,7 +300,7 @@ for (const profile of profiles) {
       outputTokPerS: Number.isNaN(p.outputTokPerS.median) ? 0 : p.outputTokPerS.median,
     },
   }));
-  charts.set(profile, await writeCharts(medianRows, resultsDir, `quality-${profile}`));
+  charts.set(profile, await writeCharts(medianRows, resultsDir, `${reportName}-${profile}`));
   const unfinished = [...rows, ...sensitivity].filter((r) => r.profile === profile && r.unfinished > 0);
   notes.set(profile, [
     ...closingNotes(
@@ -331,7 +334,7 @@ const report = renderReport({
   notes,
   charts,
 });
-writeFileSync(`${resultsDir}quality.md`, report);
+writeFileSync(`${resultsDir}${reportName}.md`, report);
 console.log(
-  `wrote ${resultsDir}quality.md and ${[...charts.values()].flat().join(", ")} in ${((performance.now() - started) / 1000).toFixed(0)} s`,
+  `wrote ${resultsDir}${reportName}.md and ${[...charts.values()].flat().join(", ")} in ${((performance.now() - started) / 1000).toFixed(0)} s`,
 );
