@@ -229,12 +229,16 @@ function oneGatewayRuns(points: ReturnType<typeof pointsOf>): ResultRow[] {
     const trailing = pairedStandings(points.filter((p) => p.profile === profile)).filter(
       (s) => !s.saturated && trailingPeers(s).length > 0,
     );
-    for (const s of trailing)
-      for (const run of s.subject.runs) {
-        config = benchConfig(quick, run.seed, kvDelayMs, profile);
+    // Seed by seed, so each seed's workloads are built once and dropped before the next seed's
+    // (SeededWorkloads keeps one build: eight full-size builds outgrow an 8 GB heap).
+    const seedsHere = [...new Set(trailing.flatMap((s) => s.subject.runs.map((r) => r.seed)))];
+    for (const seed of seedsHere.sort((a, b) => a - b))
+      for (const s of trailing) {
+        if (!s.subject.runs.some((r) => r.seed === seed)) continue;
+        config = benchConfig(quick, seed, kvDelayMs, profile);
         const named = wls.find((x) => x.name === s.workload);
         if (named === undefined) continue;
-        const r = measure(seeded.of(config, named), s.qps, oneGatewayVariant(config), run.seed, geometryOn);
+        const r = measure(seeded.of(config, named), s.qps, oneGatewayVariant(config), seed, geometryOn);
         if (r !== undefined) runs.push(r);
       }
   }

@@ -3,7 +3,8 @@
 // config.seed), and a run is paired with the peers' runs of its own seed, so each run must use its
 // own seed's build. Building a seed's workloads tokenizes every prompt (~20 s at full size), so it
 // happens only when a run is measured; a run read back from the rows file needs only the name and
-// the ladder, which do not depend on the seed.
+// the ladder, which do not depend on the seed. Only the latest seed's build is kept: a full-size
+// build holds every tokenized prompt, and callers go seed by seed.
 import type { BenchConfig } from "./config.ts";
 import type { Workload } from "./workloads/types.ts";
 
@@ -21,6 +22,7 @@ export class SeededWorkloads {
     const key = `${c.profile}\u0000${c.seed}`;
     let ws = this.built.get(key);
     if (ws === undefined) {
+      this.built.clear(); // before building: the old build must be collectable while this one grows
       ws = this.build(c);
       this.built.set(key, ws);
     }

@@ -34,14 +34,27 @@ describe("a one-gateway run's workload", () => {
     expect(w.qps).toEqual([8, 16]);
     expect(builds).toEqual([]); // a row read back never builds
     expect(idOf(w, 16)).toBe("rag seed 101 h100-derived @ 16");
-    expect(idOf(seeded.of(benchConfig(true, 102, 50, "h100-derived"), named), 8)).toBe(
-      "rag seed 102 h100-derived @ 8",
-    );
-    // Once per seed and profile.
+    // Once per seed and profile while the caller stays on it.
     expect(idOf(seeded.of(benchConfig(true, 101, 50, "h100-derived"), named), 8)).toBe(
       "rag seed 101 h100-derived @ 8",
     );
+    expect(builds).toEqual([101]);
+    expect(idOf(seeded.of(benchConfig(true, 102, 50, "h100-derived"), named), 8)).toBe(
+      "rag seed 102 h100-derived @ 8",
+    );
     expect(builds).toEqual([101, 102]);
+  });
+
+  it("keeps only the latest seed's build (eight full-size builds outgrow the heap)", () => {
+    const builds: number[] = [];
+    const seeded = new SeededWorkloads((c) => {
+      builds.push(c.seed);
+      return fakeWorkloads(c);
+    });
+    const named = fakeWorkloads(benchConfig(true, 101, 50, "h200-measured"))[0] as Workload;
+    for (const seed of [101, 102, 101])
+      idOf(seeded.of(benchConfig(true, seed, 50, "h200-measured"), named), 8);
+    expect(builds).toEqual([101, 102, 101]);
   });
 
   it("says which workload a seed's build lacks", () => {
