@@ -21,13 +21,19 @@ function fakeWorkloads(c: BenchConfig): Workload[] {
 const idOf = (w: Workload, qps: number) =>
   (w.run(qps).arrivals[0] as unknown as { request: { id: string } }).request.id;
 
+/** SeededWorkloads over fakeWorkloads, recording the seed of every build. */
+function recording(): { builds: number[]; seeded: SeededWorkloads } {
+  const builds: number[] = [];
+  const seeded = new SeededWorkloads((c) => {
+    builds.push(c.seed);
+    return fakeWorkloads(c);
+  });
+  return { builds, seeded };
+}
+
 describe("a one-gateway run's workload", () => {
   it("takes its own seed's and profile's arrivals, whichever seed's build named it", () => {
-    const builds: number[] = [];
-    const seeded = new SeededWorkloads((c) => {
-      builds.push(c.seed);
-      return fakeWorkloads(c);
-    });
+    const { builds, seeded } = recording();
     const named = fakeWorkloads(benchConfig(true, 108, 50, "h200-measured"))[0] as Workload;
     const w = seeded.of(benchConfig(true, 101, 50, "h100-derived"), named);
     expect(w.name).toBe("rag");
@@ -46,11 +52,7 @@ describe("a one-gateway run's workload", () => {
   });
 
   it("keeps only the latest seed's build (eight full-size builds outgrow the heap)", () => {
-    const builds: number[] = [];
-    const seeded = new SeededWorkloads((c) => {
-      builds.push(c.seed);
-      return fakeWorkloads(c);
-    });
+    const { builds, seeded } = recording();
     const named = fakeWorkloads(benchConfig(true, 101, 50, "h200-measured"))[0] as Workload;
     for (const seed of [101, 102, 101])
       idOf(seeded.of(benchConfig(true, seed, 50, "h200-measured"), named), 8);
