@@ -2,10 +2,16 @@
 // 95% interval lies on the worse side of that router's), and the causes found by reading the
 // routing core and by the sensitivity runs — each cause printed only when the run shows its
 // symptom, and only when the intervals separate.
-import { comparePaired } from "./paired.ts";
+import { comparePaired, type PairedComparison } from "./paired.ts";
 import { BOUND, type Point, SUBJECT } from "./points.ts";
 import { kvrouteGeometry } from "./policies/kvroute.ts";
-import { type PairedStanding, pairedStandings, trailingPeers } from "./standing.ts";
+import {
+  PAIRED_METRICS,
+  type PairedMetric,
+  type PairedStanding,
+  pairedStandings,
+  trailingPeers,
+} from "./standing.ts";
 
 export function closingNotes(
   points: readonly Point[],
@@ -32,7 +38,7 @@ export function closingNotes(
     ...evidenceNotes(standings),
     ...oneGatewayNotes(standings, oneGateway),
     ...idleRankNotes(points),
-    ...rotationNotes(points),
+    ...rotationNotes(points, oneGateway),
   );
   // Per sensitivity workload: a variant that leads the default on TTFT p90, paired per seed.
   const effect = (label: string): string[] => {
@@ -141,6 +147,16 @@ function evidenceNotes(standings: readonly PairedStanding[]): string[] {
  * (one board for every decider) on the same seeds, paired against each peer ahead — whether the
  * gap is the rule's or the cost of deciding on gateways that see each other only through reports.
  */
+/** `a` against `b` on one metric, paired by seed (seeds either lacks are left out). */
+function pairedOn(a: Point, b: Point, m: PairedMetric): PairedComparison {
+  const bySeed = new Map(b.runs.map((r) => [r.seed, r.metrics]));
+  const runs = a.runs.filter((r) => bySeed.has(r.seed));
+  return comparePaired(
+    runs.map((r) => r.metrics[m]),
+    runs.map((r) => (bySeed.get(r.seed) as (typeof r)["metrics"])[m]),
+  );
+}
+
 function oneGatewayNotes(standings: readonly PairedStanding[], oneGateway: readonly Point[]): string[] {
   const lines: string[] = [];
   let name = "";
@@ -151,13 +167,8 @@ function oneGatewayNotes(standings: readonly PairedStanding[], oneGateway: reado
     if (g === undefined) continue;
     name = g.policy;
     const vs = ahead.map((peer) => {
-      const bySeed = new Map(peer.runs.map((r) => [r.seed, r.metrics]));
-      const runs = g.runs.filter((r) => bySeed.has(r.seed));
-      const cells = (["ttftP90", "ttftP99"] as const).map((m) => {
-        const c = comparePaired(
-          runs.map((r) => r.metrics[m]),
-          runs.map((r) => (bySeed.get(r.seed) as (typeof r)["metrics"])[m]),
-        );
+      const cells = PAIRED_METRICS.map((m) => {
+        const c = pairedOn(g, peer, m);
         return `${m === "ttftP90" ? "p90" : "p99"} ${c.verdict} ${Math.round(c.medianDiffMs)} ms`;
       });
       return `against ${peer.policy} ${cells.join(", ")}`;
@@ -213,17 +224,30 @@ function idleRankNotes(points: readonly Point[]): string[] {
 /**
  * Where round robin (or another load-only router) is ahead on a point with little sharing: a strict
  * rotation gives every rank its next request about when its last one is likely done, while kvroute
- * prices a queued prompt whole until its first byte — the spread of its per-rank counts shows that
- * the counts are even, so the difference is in when each rank gets one.
+ * estimates that — the spread of its per-rank counts shows how even they are. Where the same filter
+ * as one gateway (`oneGateway`) is still behind, the gap is the estimate itself, not the gateways'
+ * delay in hearing of each other.
  */
-function rotationNotes(points: readonly Point[]): string[] {
+function rotationNotes(points: readonly Point[], oneGateway: readonly Point[]): string[] {
   const cases: string[] = [];
+  const alone: string[] = [];
   for (const k of points.filter((p) => p.policy === SUBJECT)) {
-    if (!aheadOf(points, k).some((p) => p.policy === "round-robin")) continue;
+    const rr = aheadOf(points, k).find((p) => p.policy === "round-robin");
+    if (rr === undefined) continue;
     cases.push(
       `${k.workload} @ ${k.qps} QPS: busiest rank ${median(k.runs.map((r) => r.metrics.requestImbalance)).toFixed(2)}× ` +
         `the mean, hit rate ${(k.hitRate.median * 100).toFixed(1)}%`,
     );
+    const one = oneGateway.find(
+      (p) => p.profile === k.profile && p.workload === k.workload && p.qps === k.qps,
+    );
+    if (one === undefined) continue;
+    const vs = PAIRED_METRICS.map((m) => pairedOn(one, rr, m));
+    if (vs.some((c) => c.verdict === "trails"))
+      alone.push(
+        `${k.workload} @ ${k.qps} QPS (one gateway − round robin, paired: ` +
+          `${vs.map((c, i) => `${i === 0 ? "p90" : "p99"} ${c.verdict} ${Math.round(c.medianDiffMs)} ms`).join(", ")})`,
+      );
   }
   if (cases.length === 0) return [];
   return [
@@ -232,7 +256,12 @@ function rotationNotes(points: readonly Point[]): string[] {
       "prompt less what its slot prefilled since it started on it, at the speed the slots answer at " +
       '(docs/operations.md "Queued prefill, aged") — but a gateway sees another gateway\'s unanswered prompts only ' +
       "as the engines' metrics and reports show them, at a fixed size each — its per-rank counts (medians over " +
-      `seeds): ${cases.join("; ")}.`,
+      `seeds): ${cases.join("; ")}.` +
+      (alone.length === 0
+        ? ""
+        : ` As one gateway it is still behind at ${alone.join("; ")}: there the gap is the estimate itself ` +
+          "(engine metrics up to one scrape old, each waiting request at a fixed size), against a rotation that " +
+          "needs no estimate when every prompt costs about the same."),
   ];
 }
 

@@ -15,6 +15,8 @@ export { BOUND, type Point, pointsOf, type ResultRow, SUBJECT };
 
 const ms = (v: number) =>
   Number.isNaN(v) ? "–" : v >= 10_000 ? `${(v / 1000).toFixed(1)} s` : `${Math.round(v)}`;
+/** A duration in running text: `ms` with its unit (it already says "s" from 10 s up). */
+const msUnit = (v: number) => (Number.isNaN(v) || v >= 10_000 ? ms(v) : `${ms(v)} ms`);
 const pct = (v: number) => (Number.isNaN(v) ? "–" : `${(v * 100).toFixed(1)}%`);
 const num = (v: number) => (Number.isNaN(v) ? "–" : `${Math.round(v)}`);
 
@@ -59,7 +61,7 @@ const METRIC_NAME: Record<PairedMetric, string> = { ttftP90: "TTFT p90", ttftP99
 const signed = (v: number, f: (x: number) => string) => (v > 0 ? `+${f(v)}` : v < 0 ? `−${f(-v)}` : f(0));
 /** "+12 ms (+8%)": the median paired difference, kvroute − peer. */
 export function effect(c: PairedComparison): string {
-  return `${signed(c.medianDiffMs, (x) => `${ms(x)} ms`)} (${signed(c.medianDiffShare * 100, (x) => `${x.toFixed(0)}%`)})`;
+  return `${signed(c.medianDiffMs, msUnit)} (${signed(c.medianDiffShare * 100, (x) => `${x.toFixed(0)}%`)})`;
 }
 
 /** One summary cell: saturated, or the counts and every trailing peer with its effect. */
@@ -71,7 +73,7 @@ function summaryCell(s: PairedStanding, m: PairedMetric): string {
     (a, x) => (a === undefined || x.c.medianDiffMs > a.c.medianDiffMs ? x : a),
     undefined,
   );
-  if (s.saturated) return `saturated (${ms(s.subject[m].median)} ms)`;
+  if (s.saturated) return `saturated (${msUnit(s.subject[m].median)})`;
   const head =
     trails.length === 0 && count("ties") === 0
       ? `**leads all ${cs.length}**`
@@ -119,7 +121,7 @@ function pairedLines(standings: readonly PairedStanding[]): string[] {
       return `${c.peer.policy}: ${cells.join(", ")}`;
     });
     const sat = s.saturated
-      ? ` **saturated** (every router's TTFT p90 > ${SATURATION_FACTOR} × the unloaded floor ${ms(s.floorP90)} ms)`
+      ? ` **saturated** (every router's TTFT p90 > ${SATURATION_FACTOR} × the unloaded floor ${msUnit(s.floorP90)})`
       : "";
     return `- ${s.qps} QPS${sat}${s.unrouted > 0 ? `; kvroute did not route ${s.unrouted} requests` : ""} — ${per.join("; ")}`;
   });

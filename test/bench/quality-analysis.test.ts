@@ -72,6 +72,18 @@ describe("closing notes: causes printed only where the run shows them", () => {
     );
     expect(other.some((n) => n.startsWith("Round robin is ahead"))).toBe(false);
   });
+
+  it("rotation: says where the same filter as one gateway is still behind round robin, and only there", () => {
+    const points = pointsOf([...rows("kvroute", slow, [6, 4, 5, 5]), ...rows("round-robin", fast, even)]);
+    const note = (oneGatewayP90: number[]) =>
+      closingNotes(points, [], pointsOf(rows("kvroute (1 gateway × 8 threads)", oneGatewayP90, even))).find(
+        (n) => n.startsWith("Round robin is ahead"),
+      );
+    expect(note([20, 21, 22, 23, 24, 25])).toContain(
+      "As one gateway it is still behind at w @ 16 QPS (one gateway − round robin, paired: p90 trails 10 ms, p99 trails 10 ms): there the gap is the estimate itself",
+    );
+    expect(note([5, 6, 7, 8, 9, 10])).not.toContain("As one gateway");
+  });
 });
 
 describe("closing notes: the run's evidence where kvroute trails", () => {
