@@ -142,11 +142,6 @@ function evidenceNotes(standings: readonly PairedStanding[]): string[] {
     : [`Evidence where kvroute trails (medians over seeds): ${lines.join(". ")}.`];
 }
 
-/**
- * Where kvroute trails: the same filter run as one gateway of all the geometry's worker threads
- * (one board for every decider) on the same seeds, paired against each peer ahead — whether the
- * gap is the rule's or the cost of deciding on gateways that see each other only through reports.
- */
 /** `a` against `b` on one metric, paired by seed (seeds either lacks are left out). */
 function pairedOn(a: Point, b: Point, m: PairedMetric): PairedComparison {
   const bySeed = new Map(b.runs.map((r) => [r.seed, r.metrics]));
@@ -157,6 +152,11 @@ function pairedOn(a: Point, b: Point, m: PairedMetric): PairedComparison {
   );
 }
 
+/**
+ * Where kvroute trails: the same filter run as one gateway of all the geometry's worker threads
+ * (one board for every decider) on the same seeds, paired against each peer ahead — whether the
+ * gap is the rule's or the cost of deciding on gateways that see each other only through reports.
+ */
 function oneGatewayNotes(standings: readonly PairedStanding[], oneGateway: readonly Point[]): string[] {
   const lines: string[] = [];
   let name = "";
