@@ -1,8 +1,9 @@
 // bench/results/quality.md (quality-quick.md for --quick): the configuration (seeds, cluster,
 // workloads, policies), then per cost profile kvroute's standing against every peer at every
 // point — leads / ties / trails decided per seed by the paired test of paired.ts, with the median
-// paired difference — and one table per workload with every policy at every rate (medians over seeds, 95% intervals). Saturated
-// points are reported as such; the ideal bound is a ceiling/floor, not a competitor.
+// paired difference — and one table per workload with every policy at every rate (medians over
+// seeds, 95% intervals). Saturated points are reported as such; the ideal bound is a
+// ceiling/floor, not a competitor.
 import type { BenchConfig } from "./config.ts";
 import { medianInterval, type SeedInterval } from "./metrics.ts";
 import { PAIRED_LEVEL, type PairedComparison, SATURATION_FACTOR } from "./paired.ts";
