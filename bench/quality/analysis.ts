@@ -1,10 +1,11 @@
-// The closing section of the report: where kvroute is behind another router in this run (its
-// 95% interval lies on the worse side of that router's), and the causes found by reading the
-// routing core and by the sensitivity runs — each cause printed only when the run shows its
-// symptom, and only when the intervals separate.
+// The closing section of the report: where kvroute is behind another router in this run (paired
+// per seed, standing.ts), and the causes found by reading the routing core and by the
+// sensitivity runs — each cause printed only when the run shows its symptom, and only when the
+// paired test separates it.
 import { comparePaired, type PairedComparison } from "./paired.ts";
 import { BOUND, type Point, SUBJECT } from "./points.ts";
 import { kvrouteGeometry } from "./policies/kvroute.ts";
+import { msUnit, effect as pairedEffect } from "./report.ts";
 import {
   PAIRED_METRICS,
   type PairedMetric,
@@ -40,24 +41,26 @@ export function closingNotes(
     ...idleRankNotes(points),
     ...rotationNotes(points, oneGateway),
   );
-  // Per sensitivity workload: a variant that leads the default on TTFT p90, paired per seed.
+  // Per sensitivity workload: a variant that leads the default on TTFT p90, paired per seed, with
+  // the paired effect (a significant sub-millisecond lead is not a cause); saturated points left
+  // out, where every router's TTFT is its backlog and a variant's lead says nothing of the rule.
+  const saturated = new Set(
+    standings.filter((s) => s.saturated).map((s) => `${s.profile}|${s.workload}|${s.qps}`),
+  );
   const effect = (label: string): string[] => {
     const out: string[] = [];
     for (const base of sensitivity.filter((p) => p.policy === SUBJECT)) {
+      if (saturated.has(`${base.profile}|${base.workload}|${base.qps}`)) continue;
       const v = sensitivity.find(
         (p) =>
           p.profile === base.profile && p.workload === base.workload && p.policy === `${SUBJECT} (${label})`,
       );
       if (v === undefined) continue;
-      const seeds = new Map(base.runs.map((r) => [r.seed, r.metrics.ttftP90]));
-      const paired = v.runs.filter((r) => seeds.has(r.seed));
-      const c = comparePaired(
-        paired.map((r) => r.metrics.ttftP90),
-        paired.map((r) => seeds.get(r.seed) as number),
-      );
+      const c = pairedOn(v, base, "ttftP90");
       if (c.verdict === "leads")
         out.push(
-          `${base.workload} @ ${base.qps} QPS ${Math.round(base.ttftP90.median)} → ${Math.round(v.ttftP90.median)} ms`,
+          `${base.workload} @ ${base.qps} QPS ${msUnit(base.ttftP90.median)} → ${msUnit(v.ttftP90.median)}, ` +
+            `paired ${pairedEffect(c)}`,
         );
     }
     return out;
@@ -74,7 +77,7 @@ export function closingNotes(
   const fresh = effect("load every 50 ms");
   if (fresh.length > 0) {
     notes.push(
-      `Load freshness matters — load republished every 50 ms instead of 250 ms, TTFT p90 (medians): ${fresh.join("; ")}. ` +
+      `Fresher load — republished every 50 ms instead of 250 ms, TTFT p90 (medians): ${fresh.join("; ")}. ` +
         "SGLang's router and vLLM's balancer count their own in-flight requests live and Dynamo counts its active " +
         "sequences at every decision, while kvroute sees running/waiting as of the last scrape, plus its own gateway's requests since.",
     );
@@ -169,7 +172,7 @@ function oneGatewayNotes(standings: readonly PairedStanding[], oneGateway: reado
     const vs = ahead.map((peer) => {
       const cells = PAIRED_METRICS.map((m) => {
         const c = pairedOn(g, peer, m);
-        return `${m === "ttftP90" ? "p90" : "p99"} ${c.verdict} ${Math.round(c.medianDiffMs)} ms`;
+        return `${m === "ttftP90" ? "p90" : "p99"} ${c.verdict} ${pairedEffect(c)}`;
       });
       return `against ${peer.policy} ${cells.join(", ")}`;
     });

@@ -17,7 +17,7 @@ export { BOUND, type Point, pointsOf, type ResultRow, SUBJECT };
 const ms = (v: number) =>
   Number.isNaN(v) ? "–" : v >= 10_000 ? `${(v / 1000).toFixed(1)} s` : `${Math.round(v)}`;
 /** A duration in running text: `ms` with its unit (it already says "s" from 10 s up). */
-const msUnit = (v: number) => (Number.isNaN(v) || v >= 10_000 ? ms(v) : `${ms(v)} ms`);
+export const msUnit = (v: number) => (Number.isNaN(v) || v >= 10_000 ? ms(v) : `${ms(v)} ms`);
 const pct = (v: number) => (Number.isNaN(v) ? "–" : `${(v * 100).toFixed(1)}%`);
 const num = (v: number) => (Number.isNaN(v) ? "–" : `${Math.round(v)}`);
 

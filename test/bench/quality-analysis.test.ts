@@ -120,9 +120,32 @@ describe("closing notes: the run's evidence where kvroute trails", () => {
     const note = closingNotes(points, [], oneGateway).find((n) => n.includes("as one gateway"));
     expect(note).toContain("kvroute (1 gateway × 8 threads)");
     expect(note).toContain("w @ 16 QPS — TTFT p90 / p99 12 / 12 ms (two gateways: 33 / 33)");
-    expect(note).toContain("against sglang-cache-aware p90 leads -1 ms, p99 leads -1 ms");
+    expect(note).toContain("against sglang-cache-aware p90 leads −1 ms (−8%), p99 leads −1 ms (−8%)");
     // Not behind anyone: no note, even with one-gateway runs at hand.
     const ahead = pointsOf([...rows("kvroute", fast, even), ...rows("sglang-cache-aware", slow, even)]);
     expect(closingNotes(ahead, [], oneGateway).some((n) => n.includes("as one gateway"))).toBe(false);
+  });
+
+  it("sensitivity: a variant ahead of the default is named with its paired effect, never at a saturated point", () => {
+    const variant = (ttft: readonly number[]) => rows("kvroute (inflightWeight 0.5)", ttft, even);
+    const lighter = [20, 21, 22, 23, 24, 25];
+    const trailing = pointsOf([...rows("kvroute", slow, even), ...rows("sglang-cache-aware", fast, even)]);
+    const sensitivity = pointsOf([...rows("kvroute", slow, even), ...variant(lighter)]);
+    const note = closingNotes(trailing, sensitivity).find((n) => n.startsWith("The queue term"));
+    expect(note).toContain("w @ 16 QPS 33 ms → 23 ms, paired −10 ms (−31%)");
+    // The same variant no better than the default: no cause named.
+    const same = pointsOf([...rows("kvroute", slow, even), ...variant(slow)]);
+    expect(closingNotes(trailing, same).some((n) => n.startsWith("The queue term"))).toBe(false);
+    // At a saturated point (every router's TTFT ≫ the ideal bound's floor) the lead says nothing of the rule.
+    const saturated = pointsOf([
+      ...rows("kvroute", slow, even),
+      ...rows("sglang-cache-aware", fast, even),
+      ...rows("ideal-bound", [1, 1, 1, 1, 1, 1], even),
+      // Another point where kvroute trails, so the notes are written at all.
+      ...rows("kvroute", slow, even, "v"),
+      ...rows("sglang-cache-aware", fast, even, "v"),
+    ]);
+    expect(closingNotes(saturated, sensitivity).some((n) => n.includes("trails a peer"))).toBe(true);
+    expect(closingNotes(saturated, sensitivity).some((n) => n.startsWith("The queue term"))).toBe(false);
   });
 });
