@@ -2,17 +2,10 @@
 // per seed, standing.ts), and the causes found by reading the routing core and by the
 // sensitivity runs — each cause printed only when the run shows its symptom, and only when the
 // paired test separates it.
-import { comparePaired, type PairedComparison } from "./paired.ts";
 import { BOUND, type Point, SUBJECT } from "./points.ts";
 import { kvrouteGeometry } from "./policies/kvroute.ts";
 import { msUnit, effect as pairedEffect } from "./report.ts";
-import {
-  PAIRED_METRICS,
-  type PairedMetric,
-  type PairedStanding,
-  pairedStandings,
-  trailingPeers,
-} from "./standing.ts";
+import { PAIRED_METRICS, type PairedStanding, pairedOn, pairedStandings, trailingPeers } from "./standing.ts";
 
 export function closingNotes(
   points: readonly Point[],
@@ -143,16 +136,6 @@ function evidenceNotes(standings: readonly PairedStanding[]): string[] {
   return lines.length === 0
     ? []
     : [`Evidence where kvroute trails (medians over seeds): ${lines.join(". ")}.`];
-}
-
-/** `a` against `b` on one metric, paired by seed (seeds either lacks are left out). */
-function pairedOn(a: Point, b: Point, m: PairedMetric): PairedComparison {
-  const bySeed = new Map(b.runs.map((r) => [r.seed, r.metrics]));
-  const runs = a.runs.filter((r) => bySeed.has(r.seed));
-  return comparePaired(
-    runs.map((r) => r.metrics[m]),
-    runs.map((r) => (bySeed.get(r.seed) as (typeof r)["metrics"])[m]),
-  );
 }
 
 /**

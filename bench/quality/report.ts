@@ -9,7 +9,13 @@ import { medianInterval, type SeedInterval } from "./metrics.ts";
 import { PAIRED_LEVEL, type PairedComparison, SATURATION_FACTOR } from "./paired.ts";
 import { BOUND, type Point, pointsOf, type ResultRow, SUBJECT } from "./points.ts";
 import type { PolicyFactory } from "./policies/types.ts";
-import { PAIRED_METRICS, type PairedMetric, type PairedStanding, pairedStandings } from "./standing.ts";
+import {
+  PAIRED_METRICS,
+  type PairedMetric,
+  type PairedStanding,
+  pairedOn,
+  pairedStandings,
+} from "./standing.ts";
 import type { Workload } from "./workloads/types.ts";
 
 export { BOUND, type Point, pointsOf, type ResultRow, SUBJECT };
@@ -63,6 +69,29 @@ const signed = (v: number, f: (x: number) => string) => (v > 0 ? `+${f(v)}` : v 
 /** "+12 ms (+8%)": the median paired difference, kvroute − peer. */
 export function effect(c: PairedComparison): string {
   return `${signed(c.medianDiffMs, msUnit)} (${signed(c.medianDiffShare * 100, (x) => `${x.toFixed(0)}%`)})`;
+}
+
+/**
+ * Each kvroute variant against the default at a sensitivity point, paired per seed like the
+ * peers (variant − default): the tables' medians and intervals are for reading, these decide.
+ */
+export function variantLines(here: readonly Point[], saturated: boolean): string[] {
+  const base = here.find((p) => p.policy === SUBJECT);
+  if (base === undefined) return [];
+  const cell = (c: PairedComparison) => `${c.verdict} ${effect(c)}`;
+  return [
+    `Each variant against the default, paired per seed (variant − ${SUBJECT}, exact Wilcoxon signed-rank at ${PAIRED_LEVEL})` +
+      (saturated
+        ? " — **a saturated point**: every router's TTFT there is its backlog, so these differences say little of the rule:"
+        : ":"),
+    "",
+    ...here
+      .filter((p) => p !== base && p.policy !== BOUND)
+      .map(
+        (p) =>
+          `- ${p.policy}: TTFT p90 ${cell(pairedOn(p, base, "ttftP90"))}, p99 ${cell(pairedOn(p, base, "ttftP99"))}`,
+      ),
+  ];
 }
 
 /** One summary cell: saturated, or the counts and every trailing peer with its effect. */
@@ -260,11 +289,19 @@ export function renderReport(r: ReportInput): string {
       "",
     );
     const sens = pointsOf(r.sensitivity);
+    const saturated = new Set(
+      pairedStandings(points)
+        .filter((s) => s.saturated)
+        .map((s) => `${s.profile} — ${s.workload} @ ${s.qps}`),
+    );
     for (const key of [...new Set(sens.map((x) => `${x.profile} — ${x.workload}`))]) {
+      const here = sens.filter((x) => `${x.profile} — ${x.workload}` === key);
       lines.push(
         `### ${key}`,
         "",
-        resultTable(sens.filter((x) => `${x.profile} — ${x.workload}` === key)),
+        resultTable(here),
+        "",
+        ...variantLines(here, saturated.has(`${key} @ ${here[0]?.qps}`)),
         "",
       );
     }

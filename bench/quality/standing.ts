@@ -3,7 +3,7 @@
 // above the unloaded floor) are set apart instead of being called ties; and how many requests the
 // filter did not route there (must be 0 or explained).
 import { comparePaired, isSaturated, type PairedComparison } from "./paired.ts";
-import { BOUND, type Point, type ResultRow, SUBJECT } from "./points.ts";
+import { BOUND, type Point, SUBJECT } from "./points.ts";
 
 export type PairedMetric = "ttftP90" | "ttftP99";
 export const PAIRED_METRICS: readonly PairedMetric[] = ["ttftP90", "ttftP99"];
@@ -28,18 +28,14 @@ export interface PairedStanding {
   unrouted: number;
 }
 
-/** The per-seed values of both points, paired by seed (seeds missing on either side are left out). */
-function pairedValues(a: Point, b: Point, pick: (r: ResultRow) => number): [number[], number[]] {
-  const bySeed = new Map(b.runs.map((r) => [r.seed, r]));
-  const xs: number[] = [];
-  const ys: number[] = [];
-  for (const r of a.runs) {
-    const other = bySeed.get(r.seed);
-    if (other === undefined) continue;
-    xs.push(pick(r));
-    ys.push(pick(other));
-  }
-  return [xs, ys];
+/** `a` against `b` on one metric, paired by seed (seeds either lacks are left out). */
+export function pairedOn(a: Point, b: Point, m: PairedMetric): PairedComparison {
+  const bySeed = new Map(b.runs.map((r) => [r.seed, r.metrics[m]]));
+  const runs = a.runs.filter((r) => bySeed.has(r.seed));
+  return comparePaired(
+    runs.map((r) => r.metrics[m]),
+    runs.map((r) => bySeed.get(r.seed) as number),
+  );
 }
 
 export function unroutedOf(p: Point): number {
@@ -62,10 +58,7 @@ export function pairedStandings(points: readonly Point[]): PairedStanding[] {
       .filter((p) => p !== subject)
       .map((peer) => {
         const byMetric = {} as Record<PairedMetric, PairedComparison>;
-        for (const m of PAIRED_METRICS) {
-          const [mine, theirs] = pairedValues(subject, peer, (r) => r.metrics[m]);
-          byMetric[m] = comparePaired(mine, theirs);
-        }
+        for (const m of PAIRED_METRICS) byMetric[m] = pairedOn(subject, peer, m);
         return { peer, byMetric };
       });
     out.push({

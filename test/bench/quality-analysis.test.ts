@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { closingNotes } from "../../bench/quality/analysis.ts";
 import { summarize } from "../../bench/quality/metrics.ts";
-import { pointsOf, type ResultRow } from "../../bench/quality/report.ts";
+import { pointsOf, type ResultRow, variantLines } from "../../bench/quality/report.ts";
 
 /** Six seeds of one policy at one point, TTFT p90 from `ttft`, every seed with the same per-rank counts. */
 function rows(
@@ -147,5 +147,29 @@ describe("closing notes: the run's evidence where kvroute trails", () => {
     ]);
     expect(closingNotes(saturated, sensitivity).some((n) => n.includes("trails a peer"))).toBe(true);
     expect(closingNotes(saturated, sensitivity).some((n) => n.startsWith("The queue term"))).toBe(false);
+  });
+});
+
+describe("the sensitivity section: each variant decided against the default, paired per seed", () => {
+  const point = pointsOf([
+    ...rows("kvroute", slow, even),
+    ...rows("kvroute (reports every 100 ms)", fast, even),
+    ...rows("kvroute (events 0 ms late)", slow, even),
+    ...rows("ideal-bound", [1, 1, 1, 1, 1, 1], even),
+  ]);
+
+  it("gives each variant's verdict and paired effect, and leaves the default and the bound out", () => {
+    const lines = variantLines(point, false);
+    expect(lines[0]).toContain("variant − kvroute, exact Wilcoxon signed-rank at 0.05):");
+    expect(lines).toContain(
+      "- kvroute (reports every 100 ms): TTFT p90 leads −20 ms (−62%), p99 leads −20 ms (−62%)",
+    );
+    expect(lines).toContain("- kvroute (events 0 ms late): TTFT p90 ties 0 ms (0%), p99 ties 0 ms (0%)");
+    expect(lines.some((l) => l.startsWith("- kvroute:") || l.startsWith("- ideal-bound"))).toBe(false);
+  });
+
+  it("marks a saturated point, where the differences say little of the rule", () => {
+    expect(variantLines(point, true)[0]).toContain("**a saturated point**");
+    expect(variantLines(point, false)[0]).not.toContain("saturated");
   });
 });
