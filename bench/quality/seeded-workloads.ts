@@ -9,7 +9,8 @@ import type { BenchConfig } from "./config.ts";
 import type { Workload } from "./workloads/types.ts";
 
 export class SeededWorkloads {
-  private readonly built = new Map<string, Workload[]>();
+  /** The latest build and the profile and seed it was made for. */
+  private latest: { key: string; workloads: Workload[] } | undefined;
 
   constructor(private readonly build: (c: BenchConfig) => Workload[]) {}
 
@@ -20,13 +21,11 @@ export class SeededWorkloads {
 
   private own(c: BenchConfig, name: string): Workload {
     const key = `${c.profile}\u0000${c.seed}`;
-    let ws = this.built.get(key);
-    if (ws === undefined) {
-      this.built.clear(); // before building: the old build must be collectable while this one grows
-      ws = this.build(c);
-      this.built.set(key, ws);
+    if (this.latest?.key !== key) {
+      this.latest = undefined; // before building: the old build must be collectable while this one grows
+      this.latest = { key, workloads: this.build(c) };
     }
-    const w = ws.find((x) => x.name === name);
+    const w = this.latest.workloads.find((x) => x.name === name);
     if (w === undefined) throw new Error(`no workload ${name} for seed ${c.seed}`);
     return w;
   }
