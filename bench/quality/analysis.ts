@@ -4,8 +4,15 @@
 // paired test separates it.
 import { BOUND, type Point, SUBJECT } from "./points.ts";
 import { kvrouteGeometry } from "./policies/kvroute.ts";
-import { msUnit, effect as pairedEffect } from "./report.ts";
-import { PAIRED_METRICS, type PairedStanding, pairedOn, pairedStandings, trailingPeers } from "./standing.ts";
+import { effect, msUnit } from "./report.ts";
+import {
+  PAIRED_METRICS,
+  type PairedStanding,
+  pairedOn,
+  pairedStandings,
+  saturatedAt,
+  trailingPeers,
+} from "./standing.ts";
 
 export function closingNotes(
   points: readonly Point[],
@@ -37,13 +44,10 @@ export function closingNotes(
   // Per sensitivity workload: a variant that leads the default on TTFT p90, paired per seed, with
   // the paired effect (a significant sub-millisecond lead is not a cause); saturated points left
   // out, where every router's TTFT is its backlog and a variant's lead says nothing of the rule.
-  const saturated = new Set(
-    standings.filter((s) => s.saturated).map((s) => `${s.profile}|${s.workload}|${s.qps}`),
-  );
-  const effect = (label: string): string[] => {
+  const leadsOver = (label: string): string[] => {
     const out: string[] = [];
     for (const base of sensitivity.filter((p) => p.policy === SUBJECT)) {
-      if (saturated.has(`${base.profile}|${base.workload}|${base.qps}`)) continue;
+      if (saturatedAt(standings, base)) continue;
       const v = sensitivity.find(
         (p) =>
           p.profile === base.profile && p.workload === base.workload && p.policy === `${SUBJECT} (${label})`,
@@ -53,12 +57,12 @@ export function closingNotes(
       if (c.verdict === "leads")
         out.push(
           `${base.workload} @ ${base.qps} QPS ${msUnit(base.ttftP90.median)} → ${msUnit(v.ttftP90.median)}, ` +
-            `paired ${pairedEffect(c)}`,
+            `paired ${effect(c)}`,
         );
     }
     return out;
   };
-  const lighterQueue = effect("inflightWeight 0.5");
+  const lighterQueue = leadsOver("inflightWeight 0.5");
   if (lighterQueue.length > 0) {
     notes.push(
       "The queue term weighs too much here: the core (filter/core/queued-work.ts) prices its own gateway's " +
@@ -67,7 +71,7 @@ export function closingNotes(
         `(inflightWeight 0.5 instead of the default 0.75), TTFT p90 (medians): ${lighterQueue.join("; ")}.`,
     );
   }
-  const fresh = effect("load every 50 ms");
+  const fresh = leadsOver("load every 50 ms");
   if (fresh.length > 0) {
     notes.push(
       `Fresher load — republished every 50 ms instead of 250 ms, TTFT p90 (medians): ${fresh.join("; ")}. ` +
@@ -75,8 +79,8 @@ export function closingNotes(
         "sequences at every decision, while kvroute sees running/waiting as of the last scrape, plus its own gateway's requests since.",
     );
   }
-  const oneDecider = effect("1 gateway × 1 thread");
-  const reports = effect("reports every 100 ms");
+  const oneDecider = leadsOver("1 gateway × 1 thread");
+  const reports = leadsOver("reports every 100 ms");
   if (oneDecider.length > 0) {
     notes.push(
       "Independent deciders cost kvroute here: every peer is one router that sees each of its decisions at once, " +
@@ -155,7 +159,7 @@ function oneGatewayNotes(standings: readonly PairedStanding[], oneGateway: reado
     const vs = ahead.map((peer) => {
       const cells = PAIRED_METRICS.map((m) => {
         const c = pairedOn(g, peer, m);
-        return `${m === "ttftP90" ? "p90" : "p99"} ${c.verdict} ${pairedEffect(c)}`;
+        return `${m === "ttftP90" ? "p90" : "p99"} ${c.verdict} ${effect(c)}`;
       });
       return `against ${peer.policy} ${cells.join(", ")}`;
     });

@@ -15,6 +15,7 @@ import {
   type PairedStanding,
   pairedOn,
   pairedStandings,
+  saturatedAt,
 } from "./standing.ts";
 import type { Workload } from "./workloads/types.ts";
 
@@ -289,11 +290,7 @@ export function renderReport(r: ReportInput): string {
       "",
     );
     const sens = pointsOf(r.sensitivity);
-    const saturated = new Set(
-      pairedStandings(points)
-        .filter((s) => s.saturated)
-        .map((s) => `${s.profile} — ${s.workload} @ ${s.qps}`),
-    );
+    const standings = pairedStandings(points);
     for (const key of [...new Set(sens.map((x) => `${x.profile} — ${x.workload}`))]) {
       const here = sens.filter((x) => `${x.profile} — ${x.workload}` === key);
       lines.push(
@@ -301,7 +298,7 @@ export function renderReport(r: ReportInput): string {
         "",
         resultTable(here),
         "",
-        ...variantLines(here, saturated.has(`${key} @ ${here[0]?.qps}`)),
+        ...variantLines(here, here[0] !== undefined && saturatedAt(standings, here[0])),
         "",
       );
     }

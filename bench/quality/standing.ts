@@ -78,6 +78,13 @@ export function pairedStandings(points: readonly Point[]): PairedStanding[] {
   return out;
 }
 
+/** Whether the point `p` is on (its profile, workload and rate) is saturated in `standings`. */
+export function saturatedAt(standings: readonly PairedStanding[], p: Point): boolean {
+  return standings.some(
+    (s) => s.saturated && s.profile === p.profile && s.workload === p.workload && s.qps === p.qps,
+  );
+}
+
 /** Peers kvroute trails on either TTFT metric at a non-saturated point. */
 export function trailingPeers(s: PairedStanding): Point[] {
   if (s.saturated) return [];
