@@ -164,7 +164,16 @@ export class VirtualControlPlane {
         slotsAdded: (added) => {
           for (const s of added) {
             this.slotOfRank[s.globalRank] = s;
-            this.index.addSlot({ slotKey: s.key, slotId: s.id, model: MODEL, hasher, detokenize });
+            // As the control plane registers them (app.ts): with the pool's token-bytes table,
+            // so KV batches take the core's fast path, as they do in production.
+            this.index.addSlot({
+              slotKey: s.key,
+              slotId: s.id,
+              model: MODEL,
+              hasher,
+              detokenize,
+              tokenTable: tokens.tokenTable,
+            });
             const stats = newRankStats(s.key, s.globalRank, "virtual", "connect", null);
             this.#ingestStats.push(stats);
             this.#ingest.set(
