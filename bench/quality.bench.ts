@@ -200,8 +200,8 @@ const seeded = new SeededWorkloads((c) => {
 for (const seed of seeds) {
   for (const profile of profiles) {
     config = benchConfig(quick, seed, kvDelayMs, profile);
-    // Names and rate ladders depend on neither the seed nor the profile: built once.
-    if (wls.length === 0) wls = seeded.all(config);
+    // Names and rate ladders depend on neither the seed nor the profile: read once.
+    if (wls.length === 0) wls = seeded.ladders(config);
     for (const named of wls)
       for (const qps of named.qps)
         for (const p of pols) {

@@ -67,6 +67,12 @@ describe("a run's workload", () => {
     expect(idOf(seeded.of(c, all[1] as Workload), 16)).toBe("no-sharing seed 104 h200-measured @ 16");
     expect(seeded.all(c)).toBe(all);
     expect(builds).toEqual([104]);
+    // Ladders name the workloads and keep no build: a run goes through of().
+    const [rag] = seeded.ladders(c);
+    expect(rag?.qps).toEqual([8, 16]);
+    expect(() => rag?.run(8)).toThrow("rag: a run takes its seed's build");
+    expect(idOf(seeded.of(c, rag as Workload), 8)).toBe("rag seed 104 h200-measured @ 8");
+    expect(builds).toEqual([104]);
     // Another profile of the same seed is another build (its arrivals' costs differ).
     seeded.all(benchConfig(true, 104, 50, "h100-derived"));
     expect(builds).toEqual([104, 104]);
