@@ -236,7 +236,7 @@ function rotationNotes(points: readonly Point[], oneGateway: readonly Point[]): 
     if (vs.some((c) => c.verdict === "trails"))
       alone.push(
         `${k.workload} @ ${k.qps} QPS (one gateway − round robin, paired: ` +
-          `${vs.map((c, i) => `${i === 0 ? "p90" : "p99"} ${c.verdict} ${Math.round(c.medianDiffMs)} ms`).join(", ")})`,
+          `${vs.map((c, i) => `${i === 0 ? "p90" : "p99"} ${c.verdict} ${effect(c)}`).join(", ")})`,
       );
   }
   if (cases.length === 0) return [];

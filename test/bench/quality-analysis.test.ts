@@ -80,7 +80,7 @@ describe("closing notes: causes printed only where the run shows them", () => {
         (n) => n.startsWith("Round robin is ahead"),
       );
     expect(note([20, 21, 22, 23, 24, 25])).toContain(
-      "As one gateway it is still behind at w @ 16 QPS (one gateway − round robin, paired: p90 trails 10 ms, p99 trails 10 ms): there the gap is the estimate itself",
+      "As one gateway it is still behind at w @ 16 QPS (one gateway − round robin, paired: p90 trails +10 ms (+80%), p99 trails +10 ms (+80%)): there the gap is the estimate itself",
     );
     expect(note([5, 6, 7, 8, 9, 10])).not.toContain("As one gateway");
   });

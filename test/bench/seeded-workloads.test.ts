@@ -31,7 +31,7 @@ function recording(): { builds: number[]; seeded: SeededWorkloads } {
   return { builds, seeded };
 }
 
-describe("a one-gateway run's workload", () => {
+describe("a run's workload", () => {
   it("takes its own seed's and profile's arrivals, whichever seed's build named it", () => {
     const { builds, seeded } = recording();
     const named = fakeWorkloads(benchConfig(true, 108, 50, "h200-measured"))[0] as Workload;
@@ -57,6 +57,25 @@ describe("a one-gateway run's workload", () => {
     for (const seed of [101, 102, 101])
       idOf(seeded.of(benchConfig(true, seed, 50, "h200-measured"), named), 8);
     expect(builds).toEqual([101, 102, 101]);
+  });
+
+  it("builds a seed's workloads once for the main loop and its runs alike", () => {
+    const { builds, seeded } = recording();
+    const c = benchConfig(true, 104, 50, "h200-measured");
+    const all = seeded.all(c);
+    expect(all.map((w) => w.name)).toEqual(["rag", "no-sharing"]);
+    expect(idOf(seeded.of(c, all[1] as Workload), 16)).toBe("no-sharing seed 104 h200-measured @ 16");
+    expect(seeded.all(c)).toBe(all);
+    expect(builds).toEqual([104]);
+    // Ladders name the workloads and keep no build: a run goes through of().
+    const [rag] = seeded.ladders(c);
+    expect(rag?.qps).toEqual([8, 16]);
+    expect(() => rag?.run(8)).toThrow("rag: a run takes its seed's build");
+    expect(idOf(seeded.of(c, rag as Workload), 8)).toBe("rag seed 104 h200-measured @ 8");
+    expect(builds).toEqual([104]);
+    // Another profile of the same seed is another build (its arrivals' costs differ).
+    seeded.all(benchConfig(true, 104, 50, "h100-derived"));
+    expect(builds).toEqual([104, 104]);
   });
 
   it("says which workload a seed's build lacks", () => {

@@ -134,8 +134,11 @@ describe("in-flight accounting", () => {
     expect(since).toBeGreaterThanOrEqual(before);
     expect(since).toBeLessThanOrEqual(after);
     // A second request at x while the first is unanswered: the slot is still on the first, so the
-    // queue's start stays (and an unchanged entry is why a tick rewrites nothing).
-    await new Promise((r) => setTimeout(r, 5));
+    // queue's start stays (and an unchanged entry is why a tick rewrites nothing). The gateway's
+    // clock moves on, not the wall clock: waiting on a timer let the answer to one of the gateway's
+    // HTTP calls (its sync poll) land in between, which moved the second request to another slot
+    // (a CI run beside other load; a 400 ms wait fails 1 run in 3).
+    s.clock.now += 5;
     const again = startCompletion(s.host, a, PROMPT);
     expect(slotOf(s, again.sink)).toBe(x);
     expect(entry()?.unanswered).toBe(2);
