@@ -20,17 +20,19 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { pino } from "pino";
 import { encodeSeq } from "../control-plane/src/events/frames.ts";
-import { RankIngest } from "../control-plane/src/events/rank-ingest.ts";
-import { newRankStats, ThrottledLog } from "../control-plane/src/events/stats.ts";
-import { coreChunkHasher } from "../control-plane/src/index/core-hasher.ts";
-import { PrefixIndex } from "../control-plane/src/index/prefix-index.ts";
-import { benchPoolTokens, ChainMaker, MODEL, SEQUENCE_BLOCKS, type Shape } from "./lib/ingest-payloads.ts";
+import {
+  benchIndex,
+  benchPoolTokens,
+  benchRankIngest,
+  ChainMaker,
+  SEQUENCE_BLOCKS,
+  type Shape,
+  SLOT,
+} from "./lib/ingest-fixtures.ts";
 import { median } from "./lib/results.ts";
 
 const SEQUENCES = 2000;
-const CHUNK = 128;
 const SETS = ["a", "a-removed", "b", "b-removed"] as const;
 
 function flag(name: string, fallback: string): string {
@@ -88,32 +90,14 @@ function child(dir: string, runs: number): void {
     (typeof SETS)[number],
     Buffer[]
   >;
-  const tokens = benchPoolTokens();
-  const index = new PrefixIndex({ buckets: 1 << 16, ways: 8, maxSlots: 64, batchFastPath: true });
-  index.addSlot({
-    slotKey: "ab",
-    slotId: 0,
-    model: MODEL,
-    hasher: coreChunkHasher(CHUNK),
-    detokenize: tokens.detokenize,
-    tokenTable: tokens.tokenTable,
-  });
-  const ingest = new RankIngest({
-    slotKey: "ab",
-    rank: 0,
-    topic: "",
-    sink: index,
-    stats: newRankStats("ab", 0, "-", "connect", null),
-    log: new ThrottledLog(pino({ level: "silent" }), 10_000),
-    replay: null,
-    maxPending: 1,
-  });
+  const index = benchIndex(benchPoolTokens());
+  const ingest = benchRankIngest(index);
   const topic = Buffer.alloc(0);
   let seq = 0;
   const feed = (payloads: Buffer[]) => {
     for (const f of payloads.map((p) => [topic, encodeSeq(seq++), p])) ingest.onFrames(f);
   };
-  const slot = index.slot("ab");
+  const slot = index.slot(SLOT);
   if (slot === undefined) throw new Error("no slot");
   // The turn-over (untimed), which also warms the JIT up.
   feed(sets.a);
