@@ -123,15 +123,17 @@ function parent(): void {
   const builds = process.argv.slice(2).filter((a) => !a.startsWith("--"));
   if (builds.length < 1) throw new Error("name one or more core builds (.wasm), the first the baseline");
   const [perEvent, perBatch] = flag("shape", "4x4").split("x").map(Number);
-  if (!Number.isInteger(perEvent) || !Number.isInteger(perBatch) || SEQUENCE_BLOCKS % (perEvent ?? 0) !== 0)
-    throw new Error(`--shape needs BLOCKSxEVENTS with BLOCKS dividing ${SEQUENCE_BLOCKS}`);
+  const positive = (n: number | undefined) => n !== undefined && Number.isInteger(n) && n >= 1;
+  if (!positive(perEvent) || !positive(perBatch) || SEQUENCE_BLOCKS % (perEvent as number) !== 0)
+    throw new Error(`--shape needs BLOCKSxEVENTS, both positive, BLOCKS dividing ${SEQUENCE_BLOCKS}`);
   const rounds = count("rounds", 3);
   const runs = count("runs", 11);
   const dir = writePayloads({ blocksPerEvent: perEvent as number, eventsPerBatch: perBatch as number });
-  const medians = new Map<string, number[]>(builds.map((b) => [b, []]));
+  // By position, not by path: the same build named twice (an A/A run: the noise) is two builds.
+  const medians = builds.map((): number[] => []);
   try {
     for (let r = 0; r < rounds; r++)
-      for (const build of builds) {
+      for (const [i, build] of builds.entries()) {
         const out = spawnSync(
           process.execPath,
           [...process.execArgv, fileURLToPath(import.meta.url), `--child=${dir}`, `--runs=${runs}`],
@@ -139,17 +141,17 @@ function parent(): void {
         );
         if (out.status !== 0) throw new Error(`${build}: ${out.stderr}`);
         const rates = JSON.parse(out.stdout.trim().split("\n").at(-1) ?? "[]") as number[];
-        medians.get(build)?.push(median(rates));
+        medians[i]?.push(median(rates));
       }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  const base = median(medians.get(builds[0] as string) ?? []);
+  const base = median(medians[0] ?? []);
   console.log(
     `end to end into a turned-over index, ${perEvent} blocks/event × ${perBatch} events/batch, ${rounds} processes × ${runs} runs per build (M stored blocks per CPU-second):`,
   );
-  for (const build of builds) {
-    const ms = medians.get(build) ?? [];
+  for (const [i, build] of builds.entries()) {
+    const ms = medians[i] ?? [];
     const m = median(ms);
     console.log(
       `  ${basename(build)}: ${ms.map((x) => (x / 1e6).toFixed(2)).join(" ")} → median ${(m / 1e6).toFixed(2)} (${(m / base).toFixed(3)} × ${basename(builds[0] as string)})`,
