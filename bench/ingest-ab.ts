@@ -6,9 +6,10 @@
 // other's), alternated round by round, so the machine's swings fall on every build alike.
 //
 // Why alternate: on the shared 2-core machine the same build's end-to-end median moves 1.3–2.8 M
-// stored blocks per CPU-second between runs minutes apart, while alternated processes read each
-// build within ±5 % (docs/kv-events.md "Performance"). A ratio between builds is what this machine
-// can measure; bench/ingest.bench.ts's absolute figures carry its swings.
+// stored blocks per CPU-second between runs minutes apart. Alternated, the swings fall on both
+// sides of a ratio, but not evenly within a few processes: name the baseline twice first (an A/A
+// run) to see the minute's noise — two such runs read 1.04 and 1.24 × between the copies
+// (docs/kv-events.md "Performance") — and read an effect only beyond it.
 //
 //   npx asc filter/core/index.ts --config asconfig.json --target core --outFile /tmp/new.wasm
 //   npx tsx bench/ingest-ab.ts build/kvroute-core.wasm /tmp/new.wasm [--rounds=3] [--runs=11] [--shape=4x4]
