@@ -1,13 +1,14 @@
 // kvroute's rows of the quality bench come from the shipped filter: build/kvroute.wasm in the
 // Proxy-Wasm host, several gateways of several threads, synced from the control plane's own parts
 // on the virtual clock. A small shared-prefix run shows the pieces are really in the loop.
-import { beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it, vi } from "vitest";
 import type { ClusterConfig } from "../../bench/quality/harness.ts";
 import { runOne } from "../../bench/quality/harness.ts";
 import { type KvrouteStats, kvroutePolicy } from "../../bench/quality/policies/kvroute.ts";
 import { BenchTokenizer } from "../../bench/quality/tokens.ts";
 import { generatedSharedPrefix } from "../../bench/quality/workloads/generated-shared-prefix.ts";
 import type { Workload } from "../../bench/quality/workloads/types.ts";
+import { PrefixIndex } from "../../control-plane/src/index/prefix-index.ts";
 
 let tok: BenchTokenizer;
 let workload: Workload;
@@ -69,6 +70,22 @@ describe("kvroute in the quality bench", () => {
       (stats.outcomes.get("prefix_hit") ?? 0) + (stats.outcomes.get("speculative_hit") ?? 0),
     ).toBeGreaterThan(16);
     expect(out.metrics.hitRate).toBeGreaterThan(0.5);
+  });
+
+  it("indexes KV batches on the core's fast path, as the control plane does", () => {
+    // app.ts registers slots with the pool's token-bytes table, so vLLM's batches skip the
+    // JavaScript decoder; the bench's control plane must too, or its rows measure another path.
+    const scanned = vi.spyOn(PrefixIndex.prototype, "applyScanned");
+    const decoded = vi.spyOn(PrefixIndex.prototype, "event");
+    try {
+      const { stats } = run({ gateways: 1, threads: 1 });
+      expect(stats.kvBatches).toBeGreaterThan(32);
+      expect(scanned).toHaveBeenCalledTimes(stats.kvBatches ?? 0);
+      expect(decoded).not.toHaveBeenCalled();
+    } finally {
+      scanned.mockRestore();
+      decoded.mockRestore();
+    }
   });
 
   it("is repeatable for a seed", () => {
