@@ -123,7 +123,14 @@ describe("in-flight accounting", () => {
     const [a] = s.host.threads as [WasmThread, WasmThread];
     const wrap = (ms: number) => Math.floor(ms) % 2 ** 32;
     const before = wrap(s.host.core.now());
-    const first = startCompletion(s.host, a, PROMPT);
+    // The same prompt again goes where the first is queued when its prefix, cached there by this
+    // gateway's speculative route, outweighs the first request's queued prefill: by a quarter of
+    // the prompt (inflightWeight 0.75). That margin must exceed the gateway's order of near-equal
+    // slots (up to GATEWAY_SPREAD, 128 tokens, seeded by the load image's round): with PROMPT's
+    // ~140 tokens it did not, and the second request went elsewhere whenever the start-up's syncs
+    // left an order that favoured another slot (3 runs in 10 beside other load). ~1,100 here.
+    const long = PROMPT.repeat(8);
+    const first = startCompletion(s.host, a, long);
     const after = wrap(s.host.core.now());
     const x = slotOf(s, first.sink);
     const entry = () =>
@@ -139,7 +146,7 @@ describe("in-flight accounting", () => {
     // HTTP calls (its sync poll) land in between, which moved the second request to another slot
     // (a CI run beside other load; a 400 ms wait fails 1 run in 3).
     s.clock.now += 5;
-    const again = startCompletion(s.host, a, PROMPT);
+    const again = startCompletion(s.host, a, long);
     expect(slotOf(s, again.sink)).toBe(x);
     expect(entry()?.unanswered).toBe(2);
     expect(entry()?.since).toBe(since);
